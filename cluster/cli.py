@@ -1,0 +1,52 @@
+"""The ``zkhive`` command. Each package contributes its own subcommands through a ``register``
+function, so the command stays one entry point while the code lives with what it drives:
+
+- ``synthesis.cli``: sectors and C1 inputs (``zkhive sector new|c1``), local synthesis;
+- ``gpu.cli``: keys and local proving (``zkhive setup|prove|verify|export``), benchmarks;
+- ``cluster.commands``: the cluster (workers, ``submit``, ``result``, ``status``, ``timeline``,
+  ``up``, ``down``, ``demo``).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+COMMAND_MODULES = ("synthesis.cli", "gpu.cli", "cluster.commands")
+
+
+class CommandError(Exception):
+    """A user-facing failure: printed as one line without a traceback, exit status 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="zkhive", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name == name:  # that package has no commands yet
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except CommandError as e:
+        print(f"zkhive {args.command}: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
