@@ -1,0 +1,49 @@
+"""The CPU backend: sparse products and the QAP step in the host library (gpu/native), MSMs in
+arkworks (py_arkworks_bls12381), the five MSMs on a thread pool: arkworks' MSM releases the GIL,
+so on two cores two of them run at once."""
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+from py_arkworks_bls12381 import G1Point, G2Point
+
+from gpu import native
+from gpu.groth16 import curve, qap
+
+from .base import ProofTerms
+
+
+class CpuBackend:
+    name = "cpu"
+
+    def __init__(self, threads: int | None = None):
+        self.threads = threads or os.cpu_count() or 1
+        self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="zkhive-msm")
+
+    def prove_terms(self, pk, r1cs, z: np.ndarray, timer) -> ProofTerms:
+        with timer.stage("matvec"):
+            az, bz, cz = r1cs.evaluate(z)
+            if np.any(native.mul(az, bz) != cz):
+                r1cs.check(z)  # names the first failing constraint
+        n = pk.domain_size
+        # the big, dense H MSM starts as soon as H exists; the witness MSMs do not wait for it
+        with timer.stage("msm_witness_submit"):
+            aux = z[1 + r1cs.num_public:]
+            futures = {
+                "a": self._pool.submit(curve.msm, pk.a_query, z, G1Point),
+                "b_g2": self._pool.submit(curve.msm, pk.b_g2_query, z, G2Point),
+                "b_g1": self._pool.submit(curve.msm, pk.b_g1_query, z, G1Point),
+                "l": self._pool.submit(curve.msm, pk.l_query, aux, G1Point),
+            }
+        with timer.stage("ntt_h"):
+            a, b, c = qap.evaluations(r1cs, z, n, az, bz, cz)
+            h = native.compute_h(a, b, c)[: n - 1]
+        with timer.stage("msm"):
+            futures["h"] = self._pool.submit(curve.msm, pk.h_query, h, G1Point)
+            out = {k: f.result() for k, f in futures.items()}
+        return ProofTerms(**out)
+
+    def fixed_base(self, base, scalars: np.ndarray) -> list:
+        return curve.fixed_base(base, scalars)
