@@ -1,0 +1,77 @@
+# zkhive images. Two targets from one file:
+#   cpu            - slim Python image for the CPU roles: synthesis workers, the CPU prover,
+#                    Flower, the client. `docker build --target cpu -t zkhive:cpu .`
+#   gpu            - CUDA devel image with PyCUDA built in, for GPU prover workers.
+#                    `docker build --target gpu -t zkhive:gpu .`
+# Always pass --target: a plain `docker build` would build the last stage (gpu).
+# Both run as the unprivileged user `zkhive` (uid 10001) and use the exec form, so SIGTERM from
+# `docker stop` reaches the worker itself and starts Celery's warm shutdown (no shell in between).
+#
+# The host library (gpu/native, C++ from gpu/kernels/ff.cuh) is compiled at build time into
+# ZKHIVE_CACHE_DIR, so no container needs a compiler or writes to its image at start.
+
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+# devel, not runtime: PyCUDA compiles the .cu kernels with nvcc when a worker first loads them
+ARG CUDA_IMAGE=nvidia/cuda:12.6.3-devel-ubuntu24.04
+
+# ---------------------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS build
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends g++ \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY pyproject.toml README* ./
+COPY synthesis synthesis
+COPY gpu gpu
+COPY cluster cluster
+RUN python -m venv /opt/zkhive/venv \
+ && /opt/zkhive/venv/bin/pip install --no-cache-dir .
+ENV ZKHIVE_CACHE_DIR=/opt/zkhive/native
+RUN /opt/zkhive/venv/bin/python -c "from gpu import native; native.lib()"
+
+# ---------------------------------------------------------------------------------------------
+FROM ${PYTHON_IMAGE} AS cpu
+# libgomp: the host library is built with OpenMP
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends libgomp1 \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 --user-group zkhive \
+ && mkdir -p /var/lib/zkhive && chown zkhive:zkhive /var/lib/zkhive
+COPY --from=build /opt/zkhive /opt/zkhive
+ENV PATH=/opt/zkhive/venv/bin:$PATH \
+    ZKHIVE_CACHE_DIR=/opt/zkhive/native \
+    ZKHIVE_DATA_DIR=/var/lib/zkhive \
+    PYTHONUNBUFFERED=1
+USER zkhive
+WORKDIR /var/lib/zkhive
+ENTRYPOINT ["zkhive"]
+CMD ["--help"]
+
+# ---------------------------------------------------------------------------------------------
+FROM ${CUDA_IMAGE} AS gpu
+# Ubuntu 24.04's Python is 3.12 (zkhive needs >= 3.11); python3-dev and g++ build PyCUDA and the
+# host library; nvcc (from the devel image) stays for PyCUDA's run-time kernel compilation.
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends python3 python3-venv python3-dev g++ libgomp1 \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --create-home --uid 10001 --user-group zkhive \
+ && mkdir -p /var/lib/zkhive && chown zkhive:zkhive /var/lib/zkhive
+WORKDIR /src
+COPY pyproject.toml README* ./
+COPY synthesis synthesis
+COPY gpu gpu
+COPY cluster cluster
+# PyCUDA links against libcuda; at build time only the driver stub exists (the real driver is
+# mounted by the NVIDIA container runtime when the container starts).
+RUN python3 -m venv /opt/zkhive/venv \
+ && LIBRARY_PATH=/usr/local/cuda/lib64/stubs /opt/zkhive/venv/bin/pip install --no-cache-dir ".[gpu]" \
+ && ZKHIVE_CACHE_DIR=/opt/zkhive/native /opt/zkhive/venv/bin/python -c "from gpu import native; native.lib()" \
+ && rm -rf /src
+ENV PATH=/opt/zkhive/venv/bin:$PATH \
+    ZKHIVE_CACHE_DIR=/opt/zkhive/native \
+    ZKHIVE_DATA_DIR=/var/lib/zkhive \
+    PYTHONUNBUFFERED=1
+USER zkhive
+WORKDIR /var/lib/zkhive
+ENTRYPOINT ["zkhive"]
+CMD ["--help"]
