@@ -22,7 +22,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE.parent / "kernels"
-SOURCES = [HERE / "host.cpp", KERNELS / "ff.cuh", KERNELS / "fr.cuh", KERNELS / "params.cuh"]
+SOURCES = [HERE / "host.cpp", KERNELS / "ff.cuh", KERNELS / "fr.cuh", KERNELS / "params.cuh",
+           KERNELS / "fq2.cuh"]
 FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC"]
 
 
@@ -86,6 +87,7 @@ def lib() -> ctypes.CDLL:
             L.fr_powers.argtypes = [_i64, _p, _p, _p]
             L.fr_op.argtypes = [ctypes.c_int, _p, _p, _p]
             L.fq_op.argtypes = [ctypes.c_int, _p, _p, _p]
+            L.fq2_op.argtypes = [ctypes.c_int, _p, _p, _p]
             _lib = L
     return _lib
 
@@ -208,13 +210,14 @@ def powers(n: int, base: int, ratio: int) -> np.ndarray:
 
 
 OPS = {"add": 0, "sub": 1, "mul": 2, "sqr": 3, "inv": 4, "neg": 5, "to_mont": 6,
-       "from_mont": 7, "mont_mul": 8}
+       "from_mont": 7, "mont_mul": 8, "mul_by_xi": 9, "conj": 10, "dbl": 11}
 
 
 def field_op(field: str, op: str, a: int, b: int = 0) -> int:
-    """One host-build field operation on raw limbs (for the unit tests of ff.cuh). Inputs are
-    passed as-is, so tests can feed non-canonical values."""
-    nbytes = {"fr": 32, "fq": 48}[field]
+    """One host-build field operation on raw limbs (for the unit tests of ff.cuh and fq2.cuh).
+    Inputs are passed as-is, so tests can feed non-canonical values; an Fq2 value is the int
+    c0 + c1 * 2^384."""
+    nbytes = {"fr": 32, "fq": 48, "fq2": 96}[field]
     buf = [np.frombuffer(int(x).to_bytes(nbytes, "little"), dtype=np.uint32).copy() for x in (a, b)]
     out = np.zeros(nbytes // 4, dtype=np.uint32)
     getattr(lib(), f"{field}_op")(OPS[op], _ptr(buf[0]), _ptr(buf[1]), _ptr(out))

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <vector>
 #include "../kernels/fr.cuh"
+#include "../kernels/fq2.cuh"
 
 #ifdef _OPENMP
 #include <omp.h>
@@ -317,6 +318,27 @@ void fq_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
         default: r = x * y; break;
     }
     memcpy(out, r.v, 48);
+}
+
+// Fq2 test hook (c0 limbs then c1 limbs, canonical); ops as fq_op, plus 9 mul_by_xi, 10 conj,
+// 11 dbl.
+void fq2_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
+    fq2_t x = fq2_t::from_limbs(a), y = fq2_t::from_limbs(b), r;
+    switch (op) {
+        case 0: r = x + y; break;
+        case 1: r = x - y; break;
+        case 2: r = (x.to_mont() * y.to_mont()).from_mont(); break;
+        case 3: r = x.to_mont().sqr().from_mont(); break;
+        case 4: r = x.to_mont().inv().from_mont(); break;
+        case 5: r = -x; break;
+        case 6: r = x.to_mont(); break;
+        case 7: r = x.from_mont(); break;
+        case 9: r = x.mul_by_xi(); break;
+        case 10: r = x.conj(); break;
+        case 11: r = x.dbl(); break;
+        default: r = x * y; break;
+    }
+    r.to_limbs(out);
 }
 
 }  // extern "C"
