@@ -22,8 +22,8 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE.parent / "kernels"
-SOURCES = [HERE / "host.cpp", KERNELS / "ff.cuh", KERNELS / "fr.cuh", KERNELS / "params.cuh",
-           KERNELS / "fq2.cuh"]
+# every header counts: host.cpp may include any of them, and a stale library must never load
+SOURCES = [HERE / "host.cpp", *sorted(KERNELS.glob("*.cuh"))]
 FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC"]
 
 

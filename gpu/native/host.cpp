@@ -8,6 +8,7 @@
 #include <string.h>
 #include <vector>
 #include "../kernels/fr.cuh"
+#include "../kernels/spmv.cuh"
 #include "../kernels/fq2.cuh"
 
 #ifdef _OPENMP
@@ -24,11 +25,6 @@ inline fr_t load(const uint32_t* p) { return fr_t::from_limbs(p).to_mont(); }
 inline void store(uint32_t* p, const fr_t& x) {
     fr_t c = x.from_mont();
     memcpy(p, c.v, sizeof c.v);
-}
-inline bool is_plain_one(const uint32_t* p) {
-    if (p[0] != 1) return false;
-    for (int i = 1; i < 8; i++) if (p[i]) return false;
-    return true;
 }
 
 // Generator 7 in Montgomery form; the coset shift of the QAP domain (as arkworks).
@@ -187,25 +183,13 @@ i64 fr_vec_inv(i64 n, const uint32_t* a, uint32_t* out) {
     return -1;
 }
 
-// out[row] = sum_k coeffs[k] * z[indices[k]] over CSR row; unit coefficients skip the product.
+// out[row] = sum_k coeffs[k] * z[indices[k]] over each CSR row (spmv.cuh, shared with the GPU).
 void fr_spmv(i64 rows, const i64* indptr, const i64* indices, const uint32_t* coeffs,
              const uint32_t* z, uint32_t* out) {
 #pragma omp parallel for schedule(dynamic, 1024) if (rows >= PAR_MIN)
     for (i64 r = 0; r < rows; r++) {
-        fr_t plain = fr_t::zero();  // sum of unit-coefficient terms, canonical
-        fr_t mont = fr_t::zero();   // sum of c*z*R^-1 terms
-        bool any_mont = false;
-        for (i64 k = indptr[r]; k < indptr[r + 1]; k++) {
-            const uint32_t* zk = z + 8 * indices[k];
-            if (is_plain_one(coeffs + 8 * k)) {
-                plain = plain + fr_t::from_limbs(zk);
-            } else {
-                mont = mont + fr_t::from_limbs(coeffs + 8 * k) * fr_t::from_limbs(zk);
-                any_mont = true;
-            }
-        }
-        if (any_mont) plain = plain + mont * fr_t::r2();
-        memcpy(out + 8 * r, plain.v, 32);
+        fr_t v = spmv_row(indptr[r], indptr[r + 1], indices, coeffs, z);
+        memcpy(out + 8 * r, v.v, 32);
     }
 }
 
