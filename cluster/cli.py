@@ -2,7 +2,8 @@
 function, so the command stays one entry point while the code lives with what it drives:
 
 - ``synthesis.cli``: sectors and C1 inputs (``zkhive sector new|c1``), local synthesis;
-- ``gpu.cli``: keys and local proving (``zkhive setup|prove|verify|export``), benchmarks;
+- ``gpu.export.cli``: exports for other verifiers (``zkhive export snarkjs``);
+- ``cluster.local``: proving on this machine without a cluster (``zkhive prove|verify``);
 - ``cluster.commands``: the cluster (workers, ``submit``, ``result``, ``status``, ``timeline``,
   ``up``, ``down``, ``demo``).
 """
@@ -12,7 +13,7 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("synthesis.cli", "gpu.cli", "cluster.commands")
+COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.local", "cluster.commands")
 
 
 class CommandError(Exception):
@@ -20,7 +21,8 @@ class CommandError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="zkhive", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="zkhive", description="zkhive: distributed Groth16 (BLS12-381) proving for Filecoin-style C2 jobs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:
