@@ -9,6 +9,7 @@ Hierarchy (the task layer maps each leaf to *retry elsewhere* or *fail*)::
      +-- GpuLaunchError           a launch or the work it started failed: retry elsewhere
      +-- GpuInputError            bad sizes, shapes or non-canonical values: fail, the input is wrong
                                   (also a ValueError, so callers that validate input catch it)
+          +-- MsmInputError       an MSM base off the curve, a scalar >= r (``index`` names it)
 
 Every error carries ``device``, ``kernel`` and ``shape`` (any may be None) so a log line says
 where it happened.
@@ -50,3 +51,12 @@ class GpuLaunchError(GpuError):
 
 class GpuInputError(GpuError, ValueError):
     """An input has the wrong size or shape, or holds a value that is not a canonical element."""
+
+
+class MsmInputError(GpuInputError):
+    """An MSM input is wrong: a base that is not on the curve, a scalar that is not canonical,
+    or lengths that differ. ``index`` is the first bad element (None for a size mismatch)."""
+
+    def __init__(self, message: str, *, index: int | None = None, **kw):
+        self.index = index
+        super().__init__(message, **kw)

@@ -1,0 +1,160 @@
+// Pippenger's multi-scalar multiplication, the per-thread steps, for host and device.
+//
+// sum_i s_i P_i with s_i in Fr (canonical, 8 x 32-bit limbs) and P_i affine:
+//  1. digits: each scalar is cut into W windows of c bits, as signed digits in
+//     [-2^(c-1), 2^(c-1)] (a digit above 2^(c-1) becomes d - 2^c with a carry into the next
+//     window), so a window needs B = 2^(c-1) buckets instead of 2^c - 1. Bucket key
+//     w*B + |d| - 1; zero digits are dropped before the sort.
+//  2. counting sort of (key, point index | sign << 31) by key (histogram, scan, scatter).
+//  3. bucket accumulation over the sorted list cut into equal ranges, one per thread, so that
+//     a skewed digit distribution (all-equal scalars, long runs of 0 and 1 in the PoRep
+//     witness) costs the same as a uniform one: a run of one key that a range holds entirely is
+//     that bucket's sum; a run that crosses a range boundary leaves partial sums, two slots per
+//     range, which the next level reduces the same way until one range holds everything.
+//  4. window reduction: sum_b b S_b per window, in segments of G buckets (running sums), each
+//     segment's offset added as a small scalar multiple; then the segments of a window summed.
+//  5. combination: sum_w 2^(cw) W_w (Horner, c doublings per window).
+// The CUDA kernels (msm.cu) run one of these bodies per thread; the host build
+// (gpu/native/curve_host.cpp) runs the same bodies in loops, so the CPU tests check them.
+#pragma once
+#include <stdint.h>
+#include "curve.cuh"
+
+#define MSM_SENTINEL 0xffffffffu
+#define MSM_NEG_BIT 0x80000000u
+
+// Number of windows for c-bit signed digits of a 255-bit scalar: c W >= 256, one bit of room
+// for the carry out of the top window (so its digit stays within 2^(c-1)).
+CURVE_FN int msm_windows(int c) { return (256 + c - 1) / c; }
+
+// Bits [off, off + c) of an 8-limb scalar, c <= 31 (zero past bit 255).
+CURVE_FN uint32_t scalar_bits(const uint32_t* s, int off, int c) {
+    int limb = off >> 5, sh = off & 31;
+    if (limb >= 8) return 0;
+    uint64_t v = s[limb] >> sh;
+    if (sh + c > 32 && limb + 1 < 8) v |= (uint64_t)s[limb + 1] << (32 - sh);
+    return (uint32_t)v & ((1u << c) - 1);
+}
+
+// The signed digits of one scalar, window by window (the carry ties window w to w - 1).
+struct digit_iter {
+    const uint32_t* s;
+    int c, w;
+    uint32_t carry;
+    CURVE_FN digit_iter(const uint32_t* s_, int c_) : s(s_), c(c_), w(0), carry(0) {}
+    // Next window's digit as bucket key offset |d| (0 = no bucket) and sign.
+    CURVE_FN uint32_t next(bool* neg) {
+        uint32_t d = scalar_bits(s, w * c, c) + carry;
+        w++;
+        uint32_t half = 1u << (c - 1);
+        if (d > half) {
+            carry = 1;
+            *neg = true;
+            return (1u << c) - d;
+        }
+        carry = 0;
+        *neg = false;
+        return d;
+    }
+};
+
+// Level 1 source: the affine bases, through the sorted (index | sign) values.
+template <class F>
+struct base_source {
+    const affine_t<F>* bases;
+    const uint32_t* vals;
+    CURVE_FN void add(xyzz_t<F>& acc, int64_t k) const {
+        uint32_t v = vals[k];
+        affine_t<F> p = bases[v & ~MSM_NEG_BIT];
+        if (v & MSM_NEG_BIT) p = -p;
+        acc.add_affine(p);
+    }
+};
+
+// Later levels: the partial sums of the level before.
+template <class F>
+struct part_source {
+    const xyzz_t<F>* parts;
+    CURVE_FN void add(xyzz_t<F>& acc, int64_t k) const { acc.add(parts[k]); }
+};
+
+// Range t = [t L, min(t L + L, M)) of the sorted keys: the sum of each run of equal keys goes to
+// buckets[key] when the range holds the whole run, else into this range's two partial slots
+// (out_keys/out_parts[2t], [2t + 1]). Unused slots repeat the neighbouring slot's key with the
+// identity, so partials of one key stay contiguous at the next level; a range with no crossing
+// run writes MSM_SENTINEL keys, which never sit inside a run (a run crossing range t would make
+// range t a single open run).
+template <class F, class Src>
+CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* keys,
+                               const Src& src, xyzz_t<F>* buckets, uint32_t* out_keys,
+                               xyzz_t<F>* out_parts) {
+    int64_t lo = t * L, hi = lo + L < M ? lo + L : M;
+    uint32_t ka = MSM_SENTINEL, kb = MSM_SENTINEL;
+    xyzz_t<F> pa = xyzz_t<F>::identity(), pb = xyzz_t<F>::identity();
+    if (lo < hi) {
+        bool first_open = lo > 0 && keys[lo - 1] == keys[lo];
+        bool last_open = hi < M && keys[hi] == keys[hi - 1];
+        uint32_t cur = keys[lo];
+        bool first = true;
+        xyzz_t<F> acc = xyzz_t<F>::identity();
+        for (int64_t k = lo; k < hi; k++) {
+            uint32_t key = keys[k];
+            if (key != cur) {
+                if (cur != MSM_SENTINEL) {
+                    if (first && first_open) { ka = cur; pa = acc; }
+                    else buckets[cur] = acc;
+                }
+                first = false;
+                cur = key;
+                acc = xyzz_t<F>::identity();
+            }
+            src.add(acc, k);
+        }
+        if (cur != MSM_SENTINEL) {
+            if (!((first && first_open) || last_open)) buckets[cur] = acc;
+            else if (first) { ka = cur; pa = acc; kb = cur; }  // one run, open: pb stays identity
+            else { kb = cur; pb = acc; }
+        }
+        if (ka == MSM_SENTINEL) ka = kb;  // pa stays identity
+        if (kb == MSM_SENTINEL) kb = ka;
+    }
+    out_keys[2 * t] = ka;
+    out_parts[2 * t] = pa;
+    out_keys[2 * t + 1] = kb;
+    out_parts[2 * t + 1] = pb;
+}
+
+// Segment j of window w (buckets j G + 1 .. (j + 1) G): running sums from the top give
+// sum (b - j G) S_b; adding j G times the segment's plain sum gives sum b S_b.
+template <class F>
+CURVE_FN xyzz_t<F> reduce_segment(int w, int64_t j, int64_t B, int64_t G,
+                                  const xyzz_t<F>* buckets, const uint32_t* counts) {
+    xyzz_t<F> run = xyzz_t<F>::identity(), tot = xyzz_t<F>::identity();
+    for (int64_t b = (j + 1) * G - 1; b >= j * G; b--) {
+        int64_t key = w * B + b;
+        if (counts[key]) run.add(buckets[key]);
+        tot.add(run);
+    }
+    tot.add(run.mul_small((uint32_t)(j * G)));
+    return tot;
+}
+
+// sum of in[row * len + q * g .. + g) (clipped to the row): one step of the per-window sums.
+template <class F>
+CURVE_FN xyzz_t<F> sum_group(int64_t row, int64_t q, int64_t len, int64_t g, const xyzz_t<F>* in) {
+    xyzz_t<F> acc = xyzz_t<F>::identity();
+    int64_t end = (q + 1) * g < len ? (q + 1) * g : len;
+    for (int64_t i = q * g; i < end; i++) acc.add(in[row * len + i]);
+    return acc;
+}
+
+// sum_w 2^(c w) win[w], Horner from the top window.
+template <class F>
+CURVE_FN xyzz_t<F> combine_windows(int W, int c, const xyzz_t<F>* win) {
+    xyzz_t<F> acc = win[W - 1];
+    for (int w = W - 2; w >= 0; w--) {
+        for (int i = 0; i < c; i++) acc = acc.dbl();
+        acc.add(win[w]);
+    }
+    return acc;
+}

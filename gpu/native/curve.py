@@ -1,0 +1,134 @@
+"""Host build of the curve and MSM kernel code (gpu/kernels/curve.cuh, msm_core.cuh).
+
+The same ``__host__ __device__`` bodies the CUDA MSM runs per thread, compiled with g++ and run
+in loops, so CI checks the device algorithm (signed digits, counting sort, balanced bucket
+ranges with partial sums, segmented window reduction) on the CPU against arkworks. Not a fast
+CPU MSM: the CPU backend uses arkworks' (``gpu.msm.CpuBases``).
+
+Built on first use into the cache of ``gpu.native`` (``ZKHIVE_CACHE_DIR``), keyed by a digest of
+the sources and flags.
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+
+import numpy as np
+
+from gpu.native import HERE, KERNELS, NativeBuildError, cache_dir
+
+SOURCES = [HERE / "curve_host.cpp", KERNELS / "curve.cuh", KERNELS / "curve_io.cuh",
+           KERNELS / "msm_core.cuh", KERNELS / "fq2.cuh", KERNELS / "ff.cuh", KERNELS / "fr.cuh",
+           KERNELS / "params.cuh"]
+FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC", "-Wno-unknown-pragmas"]
+
+_lib = None
+_lock = threading.Lock()
+_i64, _p, _u32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int
+
+
+def _build():
+    h = hashlib.sha256()
+    for s in SOURCES:
+        h.update(s.name.encode() + b"\0" + s.read_bytes())
+    h.update(" ".join(FLAGS).encode() + sys.platform.encode())
+    out = cache_dir() / f"zkhive-curve-{h.hexdigest()[:16]}.so"
+    if out.exists():
+        return out
+    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
+    if not cxx:
+        raise NativeBuildError("no C++ compiler found: install g++ or set CXX")
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    res = subprocess.run([cxx, *FLAGS, "-o", tmp, str(HERE / "curve_host.cpp")],
+                         capture_output=True, text=True)
+    if res.returncode != 0:
+        os.unlink(tmp)
+        raise NativeBuildError(f"building {HERE / 'curve_host.cpp'} failed:\n{res.stderr}")
+    os.replace(tmp, out)
+    return out
+
+
+def lib() -> ctypes.CDLL:
+    global _lib
+    with _lock:
+        if _lib is None:
+            L = ctypes.CDLL(str(_build()))
+            for g in ("g1", "g2"):
+                f = getattr(L, f"{g}_point_op")
+                f.argtypes, f.restype = [_int, _p, _p, _u32, _p], _int
+                f = getattr(L, f"{g}_msm")
+                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _p], _i64
+            L.msm_digits.argtypes = [_p, _int, _p]
+            _lib = L
+    return _lib
+
+
+POINT_OPS = {"add_mixed": 0, "add": 1, "dbl": 2, "dbl_add_mixed": 3, "dbl_add_dbl": 4,
+             "mul_small": 5, "neg": 6, "on_curve": 7}
+
+
+def point_op(group, op: str, a, b=None, k: int = 0):
+    """One host-build point operation on arkworks points (tests of curve.cuh):
+    add_mixed a+b, add a+b, dbl 2a, dbl_add_mixed 2a+b, dbl_add_dbl 2a+2b, mul_small k a, neg -a,
+    on_curve (bool). The result is decoded with the checked decoder."""
+    from gpu import msm
+    g = msm.group_of(group)
+    ra = msm.encode_points([a], g)
+    rb = msm.encode_points([b if b is not None else g.point.identity()], g)
+    return point_op_raw(g, op, ra[0], rb[0], k)
+
+
+def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
+    """point_op on raw xy limbs (lets tests feed points that are not on the curve)."""
+    from gpu import msm
+    g = msm.group_of(group)
+    a = np.ascontiguousarray(a, dtype=np.uint32)
+    b = np.ascontiguousarray(b, dtype=np.uint32)
+    out = np.zeros(g.limbs, dtype=np.uint32)
+    rc = getattr(lib(), f"{g.name}_point_op")(POINT_OPS[op], a.ctypes.data, b.ctypes.data,
+                                              int(k), out.ctypes.data)
+    if op == "on_curve":
+        return rc == 1
+    return msm.decode_point(out, g)
+
+
+def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = None,
+        ranges: int = 64, level_width: int = 8, segment: int = 32):
+    """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
+
+    bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
+    ranges (level-1 threads), level_width (partials per range later) and segment (buckets per
+    reduction segment) are the device's launch shapes; tests vary them to reach the edge cases.
+    """
+    from gpu import msm as m
+    g = m.group_of(group)
+    bases = m.check_bases(bases, g)
+    scalars = m.check_scalars(scalars, len(bases))
+    c = window or m.window_bits(len(bases))
+    if not 1 <= c <= 24:
+        raise ValueError(f"window {c} out of range 1..24")
+    if level_width < 4 or ranges < 1 or segment < 1 or segment & (segment - 1):
+        raise ValueError("need level_width >= 4, ranges >= 1, segment a power of two")
+    out = np.zeros(g.limbs, dtype=np.uint32)
+    bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
+                                          ranges, level_width, segment, out.ctypes.data)
+    if bad >= 0:
+        raise m.BaseError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
+                          "not below the field modulus)", index=int(bad))
+    return m.decode_point(out, g)
+
+
+def digits(scalar: int, c: int) -> list[int]:
+    """Signed c-bit digits of one scalar, lowest window first (tests)."""
+    from gpu.msm import windows
+    s = np.frombuffer(int(scalar).to_bytes(32, "little"), dtype=np.uint32).copy()
+    out = np.zeros(windows(c), dtype=np.uint32)
+    lib().msm_digits(s.ctypes.data, c, out.ctypes.data)
+    return [-(int(d) & 0x7FFFFFFF) if d & 0x80000000 else int(d) for d in out]

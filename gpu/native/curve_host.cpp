@@ -1,0 +1,164 @@
+// Host build of the curve and MSM code (gpu/kernels/curve.cuh, msm_core.cuh): the CPU tests
+// check the same per-thread bodies the CUDA kernels run, here in plain loops.
+//
+// Points cross this C ABI in the xy encoding (canonical little-endian x || y, 24 limbs for G1,
+// 48 for G2, identity all zero); scalars as canonical Fr, 8 limbs each.
+#include <stdint.h>
+#include <string.h>
+#include <vector>
+#include "../kernels/curve_io.cuh"
+#include "../kernels/msm_core.cuh"
+
+typedef int64_t i64;
+
+namespace {
+
+template <class F>
+i64 load_bases(i64 n, const uint32_t* raw, std::vector<affine_t<F>>& out) {
+    const int S = 2 * coord_limbs<F>::N;
+    const F b = curve_b((const F*)0);
+    out.resize(n);
+    i64 bad = -1;
+#pragma omp parallel for schedule(static) if (n >= 1024)
+    for (i64 i = 0; i < n; i++) {
+        bool ok = coords_reduced<F>(raw + S * i);
+        if (ok) {
+            out[i] = load_affine<F>(raw + S * i);
+            ok = out[i].on_curve(b);
+        }
+        if (!ok) {
+#pragma omp critical
+            if (bad < 0 || i < bad) bad = i;
+        }
+    }
+    return bad;
+}
+
+// The whole MSM through the msm_core steps. T1: level-1 ranges; L2: partials per range at
+// later levels (>= 4, so each level shrinks); G: buckets per reduction segment.
+template <class F>
+i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
+        i64 G, uint32_t* out) {
+    typedef xyzz_t<F> P;
+    std::vector<affine_t<F>> bases;
+    i64 bad = load_bases<F>(n, raw_bases, bases);
+    if (bad >= 0) return bad;
+    const int W = msm_windows(c);
+    const i64 B = (i64)1 << (c - 1);
+    // 1-2: digits, counting sort
+    std::vector<uint32_t> counts(W * B, 0), cursor(W * B);
+    for (i64 i = 0; i < n; i++) {
+        digit_iter it(scalars + 8 * i, c);
+        for (int w = 0; w < W; w++) {
+            bool neg;
+            uint32_t d = it.next(&neg);
+            if (d) counts[w * B + d - 1]++;
+        }
+    }
+    i64 M = 0;
+    for (i64 k = 0; k < W * B; k++) { cursor[k] = (uint32_t)M; M += counts[k]; }
+    std::vector<uint32_t> keys(M), vals(M);
+    for (i64 i = 0; i < n; i++) {
+        digit_iter it(scalars + 8 * i, c);
+        for (int w = 0; w < W; w++) {
+            bool neg;
+            uint32_t d = it.next(&neg);
+            if (!d) continue;
+            uint32_t key = (uint32_t)(w * B + d - 1), pos = cursor[key]++;
+            keys[pos] = key;
+            vals[pos] = (uint32_t)i | (neg ? MSM_NEG_BIT : 0);
+        }
+    }
+    // 3: bucket accumulation, levels until one range holds everything
+    std::vector<P> buckets(W * B), parts(2 * T1), next;
+    std::vector<uint32_t> part_keys(2 * T1), next_keys;
+    i64 L = M / T1 + (M % T1 != 0);
+    if (L < 1) L = 1;
+    base_source<F> src{bases.data(), vals.data()};
+#pragma omp parallel for schedule(dynamic, 1)
+    for (i64 t = 0; t < T1; t++)
+        accumulate_range<F>(t, L, M, keys.data(), src, buckets.data(), part_keys.data(),
+                            parts.data());
+    for (i64 T = T1; T > 1;) {
+        i64 Mp = 2 * T, Tn = Mp / L2 + (Mp % L2 != 0);
+        next.assign(2 * Tn, P::identity());
+        next_keys.assign(2 * Tn, 0);
+        part_source<F> ps{parts.data()};
+#pragma omp parallel for schedule(dynamic, 1)
+        for (i64 t = 0; t < Tn; t++)
+            accumulate_range<F>(t, L2, Mp, part_keys.data(), ps, buckets.data(),
+                                next_keys.data(), next.data());
+        parts.swap(next);
+        part_keys.swap(next_keys);
+        T = Tn;
+    }
+    // 4: window reduction in segments, then the segments of each window summed
+    if (G > B) G = B;
+    i64 S = B / G;
+    std::vector<P> seg(W * S);
+#pragma omp parallel for schedule(dynamic, 1)
+    for (i64 k = 0; k < W * S; k++)
+        seg[k] = reduce_segment<F>((int)(k / S), k % S, B, G, buckets.data(), counts.data());
+    for (i64 len = S; len > 1;) {
+        i64 g = len < 8 ? len : 8, q = len / g + (len % g != 0);
+        std::vector<P> red(W * q);
+        for (i64 r = 0; r < W; r++)
+            for (i64 j = 0; j < q; j++) red[r * q + j] = sum_group<F>(r, j, len, g, seg.data());
+        seg.swap(red);
+        len = q;
+    }
+    // 5: combination
+    store_affine<F>(combine_windows<F>(W, c, seg.data()).to_affine(), out);
+    return -1;
+}
+
+template <class F>
+int point_op(int op, const uint32_t* a_raw, const uint32_t* b_raw, uint32_t k, uint32_t* out) {
+    typedef xyzz_t<F> P;
+    affine_t<F> a = load_affine<F>(a_raw), b = load_affine<F>(b_raw);
+    P r;
+    switch (op) {
+        case 0: r = P::from_affine(a); r.add_affine(b); break;              // a + b, mixed
+        case 1: r = P::from_affine(a); r.add(P::from_affine(b)); break;     // a + b, full
+        case 2: r = P::from_affine(a).dbl(); break;                          // 2a
+        case 3: r = P::from_affine(a).dbl(); r.add_affine(b); break;         // 2a + b, Z != 1
+        case 4: r = P::from_affine(a).dbl(); r.add(P::from_affine(b).dbl()); break;  // 2a + 2b
+        case 5: r = P::from_affine(a).mul_small(k); break;                   // k a
+        case 6: r = P::from_affine(-a); break;                               // -a
+        case 7: return a.on_curve(curve_b((const F*)0)) ? 1 : 0;
+        default: return -1;
+    }
+    store_affine<F>(r.to_affine(), out);
+    return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+int g1_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32_t* out) {
+    return point_op<fq_t>(op, a, b, k, out);
+}
+int g2_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32_t* out) {
+    return point_op<fq2_t>(op, a, b, k, out);
+}
+// Returns -1, or the index of the first base that is not a reduced point on the curve.
+i64 g1_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
+           uint32_t* out) {
+    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, out);
+}
+i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
+           uint32_t* out) {
+    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, out);
+}
+// The signed digits of one scalar (tests): W values |d| | sign << 31.
+void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {
+    digit_iter it(scalar, c);
+    for (int w = 0; w < msm_windows(c); w++) {
+        bool neg;
+        uint32_t d = it.next(&neg);
+        out[w] = d | (neg ? MSM_NEG_BIT : 0);
+    }
+}
+
+}  // extern "C"
