@@ -11,6 +11,8 @@ from __future__ import annotations
 import numpy as np
 from py_arkworks_bls12381 import GT, G1Point, G2Point, Scalar
 
+from .points import WIDTH, PointArray
+
 G1_BYTES = 96      # uncompressed x || y, little-endian, as stored in key files
 G2_BYTES = 192
 G1_COMPRESSED = 48
@@ -43,17 +45,17 @@ def msm(points: list, vec: np.ndarray, kind=G1Point):
     nonzero = np.flatnonzero(np.any(vec != 0, axis=1))
     if len(nonzero) == 0:
         return kind.identity()
-    pts = [points[i] for i in nonzero.tolist()]
+    objs = points.objects() if isinstance(points, PointArray) else points
+    pts = [objs[i] for i in nonzero.tolist()]
     return kind.multiexp_unchecked(pts, scalars(vec[nonzero]))
 
 
-def fixed_base(base, vec: np.ndarray) -> list:
+def fixed_base(base, vec: np.ndarray) -> PointArray:
     """[vec[i] * base for i]: the queries of the proving key (setup); zeros give the identity."""
-    ident = type(base).identity()
-    out = []
-    for s in scalars(vec):
-        out.append(ident if s.is_zero() else base * s)
-    return out
+    kind = type(base)
+    ident = kind.identity().to_xy_bytes_le()
+    data = b"".join(ident if s.is_zero() else (base * s).to_xy_bytes_le() for s in scalars(vec))
+    return PointArray(kind, np.frombuffer(data, dtype=np.uint8).reshape(len(vec), WIDTH[kind]))
 
 
 def pairing_check(g1s: list[G1Point], g2s: list[G2Point]) -> bool:

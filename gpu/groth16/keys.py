@@ -24,14 +24,19 @@ A proving key's sections: alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_
 gamma_abc_g1, a_query, b_g1_query, b_g2_query, h_query, l_query; a verifying key's: alpha_g1,
 beta_g2, gamma_g2, delta_g2, gamma_abc_g1. Keys are written and read section by section in
 chunks, hashing as they go, so a key is never held twice in memory. Because every byte is
-covered by a hash, points are decoded without the subgroup check (0.3 us instead of 41 us a point);
-a file that fails a hash is refused before any of it is used.
+covered by a hash, the queries are read straight into byte arrays (gpu.groth16.points.PointArray)
+without decoding or checking a point (the CUDA backend uploads those bytes as they are; the CPU
+backend decodes them once, unchecked: 0.3 us instead of 41 us a point); a file that fails a hash
+is refused before any of it is used. The hashes guard against corruption, not against a forged
+file: keep key files where only the operator can write.
 """
 from __future__ import annotations
 
 import hashlib
 import os
 import struct
+
+import numpy as np
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import BinaryIO, Iterator
@@ -40,6 +45,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from .curve import G1_BYTES, G2_BYTES
 from .errors import KeyFormatError
+from .points import PointArray
 
 MAGIC = b"ZKHIVEK\0"
 FORMAT_VERSION = 1
@@ -48,6 +54,7 @@ G1_KIND, G2_KIND = 1, 2
 _HEADER = struct.Struct("<8sII32sQQQQII")
 _SECTION = struct.Struct("<IIQ32s")
 CHUNK = 1 << 15  # points per read/write chunk
+SINGLE_POINTS = {"alpha_g1", "beta_g1", "beta_g2", "gamma_g2", "delta_g1", "delta_g2"}
 
 VK_SECTIONS = (("alpha_g1", G1_KIND), ("beta_g2", G2_KIND), ("gamma_g2", G2_KIND),
                ("delta_g2", G2_KIND), ("gamma_abc_g1", G1_KIND))
@@ -63,7 +70,7 @@ class VerifyingKey:
     beta_g2: G2Point
     gamma_g2: G2Point
     delta_g2: G2Point
-    gamma_abc_g1: list[G1Point]
+    gamma_abc_g1: PointArray
     circuit_digest: bytes
     num_aux: int = 0
     num_constraints: int = 0
@@ -79,7 +86,7 @@ class VerifyingKey:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "VerifyingKey":
         meta, sections = _read(path, KIND_VK, VK_SECTIONS)
-        return cls(*(sections[n] if n == "gamma_abc_g1" else sections[n][0] for n, _ in VK_SECTIONS),
+        return cls(*(sections[n] for n, _ in VK_SECTIONS),
                    circuit_digest=meta["digest"], num_aux=meta["num_aux"],
                    num_constraints=meta["num_constraints"], domain_size=meta["domain_size"])
 
@@ -103,11 +110,11 @@ class ProvingKey:
     vk: VerifyingKey
     beta_g1: G1Point
     delta_g1: G1Point
-    a_query: list[G1Point]
-    b_g1_query: list[G1Point]
-    b_g2_query: list[G2Point]
-    h_query: list[G1Point]
-    l_query: list[G1Point]
+    a_query: PointArray
+    b_g1_query: PointArray
+    b_g2_query: PointArray
+    h_query: PointArray
+    l_query: PointArray
     circuit_digest: bytes
     num_public: int
     num_aux: int
@@ -128,10 +135,10 @@ class ProvingKey:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "ProvingKey":
         meta, s = _read(path, KIND_PK, PK_SECTIONS)
-        vk = VerifyingKey(s["alpha_g1"][0], s["beta_g2"][0], s["gamma_g2"][0], s["delta_g2"][0],
+        vk = VerifyingKey(s["alpha_g1"], s["beta_g2"], s["gamma_g2"], s["delta_g2"],
                           s["gamma_abc_g1"], meta["digest"], meta["num_aux"],
                           meta["num_constraints"], meta["domain_size"])
-        return cls(vk, s["beta_g1"][0], s["delta_g1"][0], s["a_query"], s["b_g1_query"],
+        return cls(vk, s["beta_g1"], s["delta_g1"], s["a_query"], s["b_g1_query"],
                    s["b_g2_query"], s["h_query"], s["l_query"], meta["digest"],
                    meta["num_public"], meta["num_aux"], meta["num_constraints"],
                    meta["domain_size"])
@@ -149,14 +156,15 @@ class ProvingKey:
 
 # --- writing -------------------------------------------------------------------------------
 
-def _points(obj, name: str) -> list:
+def _section_bytes(obj, name: str) -> tuple[int, Iterator[bytes]]:
+    """(point count, chunks of the section's bytes)."""
     v = getattr(obj, name)
-    return v if isinstance(v, list) else [v]
-
-
-def _section_chunks(points: list, kind: int) -> Iterator[bytes]:
-    for i in range(0, len(points), CHUNK):
-        yield b"".join(p.to_xy_bytes_le() for p in points[i:i + CHUNK])
+    if isinstance(v, PointArray):
+        rows = CHUNK
+        return len(v), (v.raw[i:i + rows].tobytes() for i in range(0, len(v), rows))
+    if isinstance(v, list):  # points built in memory (tests, exports)
+        return len(v), iter([b"".join(p.to_xy_bytes_le() for p in v)])
+    return 1, iter([v.to_xy_bytes_le()])
 
 
 def _meta_of(obj) -> tuple:
@@ -182,12 +190,12 @@ def _write_stream(f: BinaryIO, kind: int, obj, layout) -> None:
     f.write(b"\0" * header_len)  # placeholder: hashes are known only after the body
     entries = []
     for name, pkind in layout:
-        pts = _points(obj, name)
+        count, chunks = _section_bytes(obj, name)
         h = hashlib.sha256()
-        for chunk in _section_chunks(pts, pkind):
+        for chunk in chunks:
             h.update(chunk)
             f.write(chunk)
-        entries.append(_SECTION.pack(pkind, 0, len(pts), h.digest()))
+        entries.append(_SECTION.pack(pkind, 0, count, h.digest()))
     head = _HEADER.pack(MAGIC, FORMAT_VERSION, kind, digest, *_meta_of(obj), len(layout), 0)
     head += b"".join(entries)
     f.seek(0)
@@ -258,23 +266,30 @@ def _read(path, want_kind: int, layout) -> tuple[dict, dict]:
         out = {}
         offset = meta["header_len"]
         for (name, pkind), (kind, n, digest) in zip(layout, sections):
+            point = G1Point if kind == G1_KIND else G2Point
             width = G1_BYTES if kind == G1_KIND else G2_BYTES
-            decode = (G1Point if kind == G1_KIND else G2Point).from_xy_bytes_unchecked_le
+            raw = np.empty((n, width), dtype=np.uint8)
+            flat = raw.reshape(-1)
             h = hashlib.sha256()
-            pts = []
-            for i in range(0, n, CHUNK):
+            for i in range(0, n, CHUNK):  # straight into the array: one copy of the key in RAM
                 k = min(CHUNK, n - i)
-                buf = f.read(k * width)
-                h.update(buf)
-                try:
-                    pts.extend(decode(buf[j:j + width]) for j in range(0, len(buf), width))
-                except Exception as e:  # not even a field element: corrupt bytes
-                    raise KeyFormatError(f"{path}: section {name}: a point in bytes "
-                                         f"{offset + i * width}..{offset + (i + k) * width} does "
-                                         f"not decode ({e}): the file is corrupted") from None
+                view = memoryview(flat[i * width:(i + k) * width])
+                if f.readinto(view) != k * width:
+                    raise KeyFormatError(f"{path}: truncated inside section {name}")
+                h.update(view)
             if h.digest() != digest:
                 raise KeyFormatError(f"{path}: section {name} (bytes {offset}..{offset + n * width}) "
                                      f"does not match its hash: the file is corrupted")
+            arr = PointArray(point, raw)
+            if name in SINGLE_POINTS:
+                if n != 1:
+                    raise KeyFormatError(f"{path}: section {name} holds {n} points, expected 1")
+                try:
+                    out[name] = arr[0]
+                except Exception as e:
+                    raise KeyFormatError(f"{path}: section {name} at offset {offset} does not "
+                                         f"decode ({e})") from None
+            else:
+                out[name] = arr
             offset += n * width
-            out[name] = pts
     return meta, out
