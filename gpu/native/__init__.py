@@ -22,8 +22,6 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 KERNELS = HERE.parent / "kernels"
-# every header counts: host.cpp may include any of them, and a stale library must never load
-SOURCES = [HERE / "host.cpp", *sorted(KERNELS.glob("*.cuh"))]
 FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC"]
 
 
@@ -37,16 +35,16 @@ def cache_dir() -> Path:
     return d
 
 
-def _digest() -> str:
+def build(source: Path, *, stem: str, flags: list[str] | None = None) -> Path:
+    """Compile ``source`` (a .cpp beside the kernels) into a shared library in the cache and
+    return its path. The cache key covers the source, every kernel header (a host build may
+    include any of them: a stale library must never load) and the flags."""
+    flags = list(flags or FLAGS)
     h = hashlib.sha256()
-    for s in SOURCES:
+    for s in (source, *sorted(KERNELS.glob("*.cuh"))):
         h.update(s.name.encode() + b"\0" + s.read_bytes())
-    h.update(" ".join(FLAGS).encode() + sys.platform.encode())
-    return h.hexdigest()[:16]
-
-
-def _build() -> Path:
-    out = cache_dir() / f"zkhive-host-{_digest()}.so"
+    h.update(" ".join(flags).encode() + sys.platform.encode())
+    out = cache_dir() / f"zkhive-{stem}-{h.hexdigest()[:16]}.so"
     if out.exists():
         return out
     cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
@@ -56,13 +54,16 @@ def _build() -> Path:
     # compile to a private temp file, then rename: concurrent workers never see a partial .so
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
-    res = subprocess.run([cxx, *FLAGS, "-o", tmp, str(HERE / "host.cpp")],
-                         capture_output=True, text=True)
+    res = subprocess.run([cxx, *flags, "-o", tmp, str(source)], capture_output=True, text=True)
     if res.returncode != 0:
         os.unlink(tmp)
-        raise NativeBuildError(f"building {HERE / 'host.cpp'} failed:\n{res.stderr}")
+        raise NativeBuildError(f"building {source} failed:\n{res.stderr}")
     os.replace(tmp, out)
     return out
+
+
+def _build() -> Path:
+    return build(HERE / "host.cpp", stem="host")
 
 
 _lib = None
@@ -74,6 +75,9 @@ def lib() -> ctypes.CDLL:
     global _lib
     with _lock:
         if _lib is None:
+            # Idle OpenMP threads sleep instead of spinning: the CPU prover runs arkworks' MSM
+            # threads beside the NTTs, and spinning workers would steal their cores.
+            os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
             L = ctypes.CDLL(str(_build()))
             for name in ("fr_vec_add", "fr_vec_sub", "fr_vec_mul", "fr_vec_pow"):
                 getattr(L, name).argtypes = [_i64, _p, _p, _p]
