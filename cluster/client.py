@@ -1,0 +1,130 @@
+"""The user's side of the cluster.
+
+    from cluster.client import submit, cancel
+    job = submit(c1_doc, job_id="sector-42", priority="critical")   # same id again: same job
+    job.status()            # {"status": "running", "partitions_done": 3, "num_partitions": 10, ...}
+    res = job.result(timeout=600)   # JobResult: proof (N x 192 bytes), public inputs per partition
+    cancel("sector-42")
+
+``submit`` needs only Redis (and the shared blob store): it records the job and sends its chord.
+Non-Python pipelines submit through Flower's REST API instead (task ``zkhive.submit``, see
+docs/cluster.md).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from .jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, TERMINAL
+
+
+class JobFailed(RuntimeError):
+    """The job failed (the message says why: a bad C1 field, a deadline, ...) or was cancelled."""
+
+    def __init__(self, job_id: str, status: str, error: str):
+        self.job_id, self.status, self.error = job_id, status, error
+        super().__init__(f"job {job_id} {status}: {error}")
+
+
+class JobTimeout(TimeoutError):
+    pass
+
+
+@dataclass
+class JobResult:
+    job_id: str
+    params: str
+    #: the N partition proofs concatenated in partition order, 192 bytes each
+    proof: bytes
+    #: public inputs of each partition, in partition order
+    public_inputs: list[list[int]]
+    provers: list[dict]
+
+    def partition_proofs(self) -> list[bytes]:
+        return [self.proof[i:i + 192] for i in range(0, len(self.proof), 192)]
+
+
+class Job:
+    def __init__(self, job_id: str, rt=None, created: bool | None = None):
+        from .app import runtime
+
+        self.job_id = job_id
+        self.rt = rt or runtime()
+        #: whether this handle's submit created the job (False: it already existed)
+        self.created = created
+
+    def __repr__(self) -> str:
+        return f"Job({self.job_id!r})"
+
+    def record(self):
+        rec = self.rt.jobs.get(self.job_id)
+        if rec is None:
+            raise KeyError(f"no job {self.job_id!r} (never submitted, or expired)")
+        return rec
+
+    def status(self) -> dict:
+        rec = self.record()
+        st = self.rt.jobs.state(self.job_id)
+        done = len(self.rt.jobs.partitions(self.job_id, rec.num_partitions))
+        return {"job_id": self.job_id, "status": st.get("status", QUEUED), "params": rec.params,
+                "num_partitions": rec.num_partitions, "partitions_done": done,
+                "priority": rec.priority, "submitted_at": rec.submitted_at,
+                "deadline_at": rec.deadline_at, "error": st.get("error")}
+
+    def result(self, timeout: float | None = None, poll_s: float = 0.2) -> JobResult:
+        """Wait for the job; JobFailed when it failed or was cancelled, JobTimeout after ``timeout``."""
+        end = None if timeout is None else time.monotonic() + timeout
+        while True:
+            st = self.rt.jobs.state(self.job_id)
+            status = st.get("status")
+            if status is None and self.rt.jobs.get(self.job_id) is None:
+                raise KeyError(f"no job {self.job_id!r} (never submitted, or expired)")
+            if status == DONE:
+                doc = self.rt.blobs.get_json(st["result"])
+                return JobResult(job_id=doc["job_id"], params=doc["params"], proof=bytes.fromhex(doc["proof"]),
+                                 public_inputs=[[int(x, 16) for x in pub] for pub in doc["public_inputs"]],
+                                 provers=doc["provers"])
+            if status in (FAILED, CANCELLED):
+                raise JobFailed(self.job_id, status, st.get("error", ""))
+            if end is not None and time.monotonic() >= end:
+                raise JobTimeout(f"job {self.job_id} is still {status} after {timeout} s")
+            time.sleep(poll_s)
+
+
+def submit(c1_input: dict, job_id: str | None = None, priority: str | int = "normal",
+           deadline_s: float | None = None) -> Job:
+    """Submit a C1 input (a dict with ``params``). Idempotent on ``job_id`` (default: derived
+    from the C1 content). Raises cluster.jobs.JobError for a bad id, priority or parameter set."""
+    from .app import runtime
+    from .workflow import submit_job
+
+    rt = runtime()
+    rec, created = submit_job(rt, c1_input, job_id=job_id, priority=priority, deadline_s=deadline_s)
+    return Job(rec.job_id, rt, created)
+
+
+def cancel(job_id: str) -> bool:
+    """Cancel a job: its queued tasks become no-ops when they are picked up. False when the job
+    had already finished."""
+    from . import timeline
+    from .app import runtime
+    from .workflow import ACTIVE
+
+    rt = runtime()
+    if rt.jobs.get(job_id) is None:
+        raise KeyError(f"no job {job_id!r}")
+    if rt.jobs.transition(job_id, CANCELLED, (QUEUED, RUNNING), error="cancelled by the user",
+                          finished_at=time.time()):
+        rt.redis.srem(ACTIVE, job_id)
+        timeline.emit(rt.redis, job_id, "cancelled", ttl_s=rt.ttl())
+        return True
+    return False
+
+
+def get_job(job_id: str) -> Job:
+    job = Job(job_id)
+    job.record()
+    return job
+
+
+__all__ = ["submit", "cancel", "get_job", "Job", "JobResult", "JobFailed", "JobTimeout", "TERMINAL"]

@@ -1,0 +1,117 @@
+"""The prover a prove worker owns: one device, its backend, and the proving keys resident on it.
+
+The task code only calls ``Prover.prove(circuit, z)``; which backend does the arithmetic ("cpu"
+now, "cuda" from issue 8) follows from the device kind, so adding the GPU changes nothing here.
+Keys stay resident between tasks (the point of routing by residency); when a new key does not
+fit in ``worker.device_memory_bytes`` the least recently used ones are dropped first.
+"""
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+
+import numpy as np
+
+from .keys import KeyCache
+
+_DEVICE = re.compile(r"^(cpu|cuda)(?::(\d{1,3}))?$")
+
+
+class DeviceSpecError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: str   # "cpu" | "cuda"
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.index}"
+
+    def queue(self, host: str) -> str:
+        """``prove.<host>.<n>`` for GPUs, ``prove.<host>.cpu<n>`` for CPU provers."""
+        return f"prove.{host}.{self.index}" if self.kind == "cuda" else f"prove.{host}.cpu{self.index}"
+
+
+def parse_device(spec: str) -> Device:
+    m = _DEVICE.match(spec or "")
+    if not m:
+        raise DeviceSpecError(f"device {spec!r} is not cpu, cpu:N or cuda:N")
+    return Device(m.group(1), int(m.group(2) or 0))
+
+
+class Prover:
+    def __init__(self, device: Device, keys: KeyCache, memory_limit: int | None = None):
+        from gpu.backends import get_backend
+
+        self.device, self.keys = device, keys
+        # raises gpu BackendError ("the cuda backend is not available here") before any work
+        self.backend = get_backend(device.kind)
+        self._limit = memory_limit
+        self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
+        self._lock = threading.Lock()  # the heartbeat thread reads the resident set
+
+    # -- memory ---------------------------------------------------------------------------------
+    def total_memory(self) -> int | None:
+        if self._limit:
+            return self._limit
+        info = getattr(self.backend, "memory_info", None)
+        if info is not None:  # a GPU backend: (free, total) of the device
+            return int(info(self.device.index)[1])
+        import psutil
+        return int(psutil.virtual_memory().total)
+
+    def used_memory(self) -> int:
+        with self._lock:
+            return sum(size for _, _, size in self._resident.values())
+
+    def free_memory(self) -> int | None:
+        info = getattr(self.backend, "memory_info", None)
+        if info is not None and not self._limit:
+            return int(info(self.device.index)[0])
+        if self._limit:
+            return max(0, self._limit - self.used_memory())
+        import psutil
+        return int(psutil.virtual_memory().available)
+
+    def resident_names(self) -> list[str]:
+        with self._lock:
+            return list(self._resident)
+
+    # -- keys -----------------------------------------------------------------------------------
+    def load(self, circuit) -> object:
+        """The circuit's proving key, loading it (and evicting old keys) when not resident."""
+        with self._lock:
+            hit = self._resident.get(circuit.name)
+            if hit is not None:
+                self._resident.move_to_end(circuit.name)
+                return hit[1]
+        size = self.keys.size(circuit)
+        pk = self.keys.load_pk(circuit)
+        circuit.r1cs()  # build the matrices now, not inside the first timed prove
+        with self._lock:
+            total = self.total_memory() if self._limit else None
+            while total is not None and self._resident and \
+                    sum(s for _, _, s in self._resident.values()) + size > total:
+                self._resident.popitem(last=False)
+            self._resident[circuit.name] = (circuit, pk, size)
+        return pk
+
+    def prove(self, circuit, z: np.ndarray, timer=None) -> bytes:
+        """A 192-byte Groth16 proof of assignment z for ``circuit``."""
+        from gpu import prove
+
+        pk = self.load(circuit)
+        return prove(pk, circuit.r1cs(), z, backend=self.backend, timer=timer).to_bytes()
+
+    def close(self) -> None:
+        """Drop every resident key (device memory goes with them; a GPU backend frees here)."""
+        with self._lock:
+            self._resident.clear()
+        release = getattr(self.backend, "release", None)
+        if release is not None:
+            release()

@@ -1,0 +1,238 @@
+"""All cluster settings: one pydantic model, loaded from a TOML file and the environment.
+
+    [redis]
+    url = "redis://10.0.0.5:6379/0"      # no password here
+    password_file = "/etc/zkhive/redis.pass"
+
+    [srs]
+    param_cache = "/var/lib/zkhive/keys"  # cuzk: param cache
+    preload = ["porep-lite-2k"]           # cuzk: preload list
+
+    [worker]
+    partition_workers = 2                 # cuzk: synthesis concurrency
+    gpu_workers_per_device = 1            # cuzk: provers per GPU
+
+Precedence: defaults < TOML file < environment. The file is ``--config PATH`` or
+``$ZKHIVE_CONFIG``. Environment variables are ``ZKHIVE_<SECTION>__<KEY>`` (two underscores), e.g.
+``ZKHIVE_REDIS__PASSWORD``, ``ZKHIVE_SRS__PRELOAD='["a","b"]'`` (lists and numbers as JSON).
+Unknown keys, in the file or in a ``ZKHIVE_*__*`` variable, are rejected with a message naming the
+key and where it came from; a typo must not silently fall back to a default. Passwords are never in
+code nor in the URL default: give ``password`` through the environment or ``password_file``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import tomllib
+from pathlib import Path
+from typing import Any, Literal, Mapping
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+ENV_PREFIX = "ZKHIVE_"
+CONFIG_ENV = "ZKHIVE_CONFIG"
+
+
+class SettingsError(ValueError):
+    """A settings file or variable is unreadable, has an unknown key, or a bad value."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
+
+
+class RedisSettings(Section):
+    url: str = "redis://127.0.0.1:6379/0"
+    """Broker and result backend (one Redis). Without credentials: a URL with a password is rejected."""
+    password: SecretStr | None = None
+    """Redis password (AUTH). Prefer ``ZKHIVE_REDIS__PASSWORD`` or ``password_file`` to a file in git."""
+    password_file: Path | None = None
+    """A file whose first line is the Redis password (read at start)."""
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, v: str) -> str:
+        parts = urlsplit(v)
+        if parts.scheme not in ("redis", "rediss", "unix"):
+            raise ValueError(f"scheme must be redis://, rediss:// or unix://, not {parts.scheme!r}")
+        if parts.password:
+            raise ValueError("put the password in redis.password or redis.password_file, not the URL")
+        return v
+
+    def secret(self) -> str | None:
+        if self.password is not None:
+            return self.password.get_secret_value()
+        if self.password_file is not None:
+            try:
+                return self.password_file.read_text().splitlines()[0].strip()
+            except (OSError, IndexError) as e:
+                raise SettingsError(f"redis.password_file {self.password_file}: cannot read a password ({e})")
+        return None
+
+    def url_with_password(self) -> str:
+        """The URL Celery and redis-py connect with (kept out of logs and of ``zkhive status``)."""
+        pw = self.secret()
+        if not pw:
+            return self.url
+        p = urlsplit(self.url)
+        netloc = f":{quote(pw, safe='')}@{p.hostname}" + (f":{p.port}" if p.port else "")
+        return urlunsplit((p.scheme, netloc, p.path, p.query, p.fragment))
+
+
+class BlobSettings(Section):
+    backend: Literal["dir", "redis"] = "dir"
+    """Where assignments, C1 inputs and results travel: ``dir`` (a directory every worker mounts) or
+    ``redis`` (in Redis itself: the embedded one-machine setup; small payloads only)."""
+    dir: Path = Path("var/blobs")
+    """Root of the ``dir`` store; must be the same shared path on every machine."""
+    redis_max_bytes: int = Field(64 << 20, gt=0)
+    """Largest payload the ``redis`` store accepts (Redis holds it in memory)."""
+    max_bytes: int = Field(16 << 30, gt=0)
+    """Largest blob any reference may claim; a bigger size in a message is refused before reading."""
+    ttl_s: int = Field(7 * 86400, gt=0)
+    """How long ``redis`` blobs live (``dir`` blobs are removed by ``zkhive`` housekeeping or cron)."""
+
+
+class SrsSettings(Section):
+    param_cache: Path = Path("var/keys")
+    """Directory of proving and verifying keys, ``<params>.<digest16>.pk|.vk`` (cuzk's param cache)."""
+    preload: list[str] = []
+    """Parameter sets whose proving keys a prover loads before it reports ready (cuzk's preload)."""
+
+
+class WorkerSettings(Section):
+    host: str = Field(default_factory=lambda: socket.gethostname().split(".")[0])
+    """Host name in queue and registry names (``prove.<host>.<n>``); letters, digits, ``-`` and ``_``."""
+    partition_workers: int = Field(1, ge=1, le=256)
+    """Synthesis processes per synthesis worker (cuzk's synthesis concurrency)."""
+    gpu_workers_per_device: int = Field(1, ge=1, le=16)
+    """Prover processes allowed on one device (device-lock slots); they share the device's queue."""
+    device_memory_bytes: int | None = Field(None, gt=0)
+    """Memory a prover may fill with resident keys; default: what the device reports free."""
+    heartbeat_s: float = Field(2.0, gt=0)
+    """Interval of registry and device-lock refreshes."""
+    registry_ttl_s: float = Field(10.0, gt=0)
+    """A worker whose heartbeat is older than this leaves the registry and gets no new work."""
+    lock_ttl_s: float = Field(30.0, gt=0)
+    """Device lock lifetime without refresh; a crashed worker's lock is taken over after it."""
+    circuit_modules: list[str] = []
+    """Extra Python modules imported at start to register circuit families (plugins, tests)."""
+
+    @field_validator("host")
+    @classmethod
+    def _host_name(cls, v: str) -> str:
+        if not v or not all(c.isalnum() or c in "-_" for c in v) or len(v) > 63:
+            raise ValueError("must be 1-63 letters, digits, '-' or '_'")
+        return v
+
+
+class DeliverySettings(Section):
+    visibility_timeout_s: int = Field(7200, gt=0)
+    """Redis redelivers an unacknowledged message after this; must exceed the longest task."""
+    max_redeliveries: int = Field(3, ge=0)
+    """Deliveries of one task message beyond the first before the partition is failed."""
+    prove_soft_time_limit_s: int = Field(1500, gt=0)
+    """A prove task gets SoftTimeLimitExceeded after this and is retried on another device."""
+    prove_time_limit_s: int = Field(1800, gt=0)
+    """A prove task is killed after this (hard limit)."""
+    synthesis_time_limit_s: int = Field(1800, gt=0)
+    """Hard limit of one partition's synthesis."""
+    job_deadline_s: int = Field(4 * 3600, gt=0)
+    """A job not done this long after submission is failed by the watchdog, with a report."""
+    watchdog_interval_s: float = Field(10.0, gt=0)
+    """How often a job's watchdog looks for lost partitions."""
+    partition_retries: int = Field(2, ge=0)
+    """Re-proofs of one failed or unverifiable partition before the job fails."""
+    result_ttl_s: int = Field(7 * 86400, gt=0)
+    """How long job records, timelines and results stay in Redis."""
+
+
+class Settings(Section):
+    redis: RedisSettings = RedisSettings()
+    blobs: BlobSettings = BlobSettings()
+    srs: SrsSettings = SrsSettings()
+    worker: WorkerSettings = WorkerSettings()
+    delivery: DeliverySettings = DeliverySettings()
+    source: str | None = Field(None, exclude=True)
+    """The settings file these were read from, if any (informational)."""
+
+    def check(self) -> "Settings":
+        """Rules across fields: a visibility timeout shorter than a task would redeliver it."""
+        d = self.delivery
+        longest = max(d.prove_time_limit_s, d.synthesis_time_limit_s)
+        if d.visibility_timeout_s <= longest:
+            raise SettingsError(
+                f"{self.source or 'settings'}: delivery.visibility_timeout_s ({d.visibility_timeout_s}) "
+                f"must exceed the longest task time limit ({longest} s), or Redis redelivers "
+                "running tasks to a second worker")
+        if d.prove_soft_time_limit_s >= d.prove_time_limit_s:
+            raise SettingsError(f"{self.source or 'settings'}: delivery.prove_soft_time_limit_s must be "
+                                "below delivery.prove_time_limit_s")
+        return self
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    sections = {name: model for name, model in Settings.model_fields.items() if name != "source"}
+    for var, raw in env.items():
+        # only ZKHIVE_SECTION__KEY is ours: other ZKHIVE_* flags (ZKHIVE_STAGE_LOG, ...) pass by
+        if not var.startswith(ENV_PREFIX) or "__" not in var:
+            continue
+        section, _, key = var[len(ENV_PREFIX):].lower().partition("__")
+        if section not in sections:
+            raise SettingsError(f"environment variable {var}: unknown section {section!r} "
+                                f"(known: {', '.join(sorted(sections))})")
+        fields = sections[section].annotation.model_fields
+        if key not in fields:
+            raise SettingsError(f"environment variable {var}: unknown key {section}.{key} "
+                                f"(known: {', '.join(sorted(fields))})")
+        out.setdefault(section, {})[key] = _env_value(raw, fields[key].annotation)
+    return out
+
+
+def _env_value(raw: str, annotation) -> Any:
+    # lists and numbers come as JSON; plain strings stay strings
+    text = str(annotation)
+    if raw[:1] in "[{" or "list" in text:
+        try:
+            return json.loads(raw)
+        except json.JSONDecodeError:
+            return [s for s in raw.split(",") if s]
+    return raw
+
+
+def _merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        out[k] = _merge(out[k], v) if isinstance(v, dict) and isinstance(out.get(k), dict) else v
+    return out
+
+
+def load(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``path`` (or ``$ZKHIVE_CONFIG``) and the environment; SettingsError names the
+    bad key and its source."""
+    env = os.environ if env is None else env
+    path = path or env.get(CONFIG_ENV) or None
+    data: dict[str, Any] = {}
+    source = None
+    if path:
+        source = str(path)
+        try:
+            data = tomllib.loads(Path(path).read_text())
+        except OSError as e:
+            raise SettingsError(f"settings file {path}: {e.strerror or e}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise SettingsError(f"settings file {path}: not valid TOML: {e}") from None
+    data = _merge(data, _env_overrides(env))
+    try:
+        settings = Settings(**data, source=source)
+    except ValidationError as e:
+        err = e.errors()[0]
+        key = ".".join(str(p) for p in err["loc"])
+        where = f"settings file {source}" if source else "settings"
+        if err["type"] == "extra_forbidden":
+            raise SettingsError(f"{where}: unknown key {key}") from None
+        raise SettingsError(f"{where}: {key}: {err['msg']}") from None
+    return settings.check()
