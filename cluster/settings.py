@@ -149,12 +149,50 @@ class DeliverySettings(Section):
     """How long job records, timelines and results stay in Redis."""
 
 
+class FlowerSettings(Section):
+    """Flower, the Celery web monitor (``zkhive flower``, started by ``zkhive up``); always behind
+    HTTP basic auth."""
+
+    address: str = "127.0.0.1"
+    """Interface Flower listens on (``0.0.0.0`` inside a container, behind the published port)."""
+    port: int = Field(5555, ge=1, le=65535)
+    """Flower's HTTP port."""
+    user: str = "zkhive"
+    """Basic-auth user name."""
+    password: SecretStr | None = None
+    """Basic-auth password; prefer ``ZKHIVE_FLOWER__PASSWORD`` or ``password_file``."""
+    password_file: Path | None = None
+    """A file whose first line is the password (``zkhive up`` writes a random one when none is set)."""
+
+    @field_validator("user")
+    @classmethod
+    def _user(cls, v: str) -> str:
+        # Flower's basic_auth option is "user:password[,user:password]"
+        if not v or ":" in v or "," in v:
+            raise ValueError("must be non-empty, without ':' or ','")
+        return v
+
+    def secret(self) -> str | None:
+        pw = None
+        if self.password is not None:
+            pw = self.password.get_secret_value()
+        elif self.password_file is not None:
+            try:
+                pw = self.password_file.read_text().splitlines()[0].strip()
+            except (OSError, IndexError) as e:
+                raise SettingsError(f"flower.password_file {self.password_file}: cannot read a password ({e})")
+        if pw is not None and "," in pw:
+            raise SettingsError("flower.password: must not contain ',' (Flower splits its basic_auth list on it)")
+        return pw or None
+
+
 class Settings(Section):
     redis: RedisSettings = RedisSettings()
     blobs: BlobSettings = BlobSettings()
     srs: SrsSettings = SrsSettings()
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()
+    flower: FlowerSettings = FlowerSettings()
     source: str | None = Field(None, exclude=True)
     """The settings file these were read from, if any (informational)."""
 

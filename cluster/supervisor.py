@@ -312,20 +312,23 @@ class Supervisor:
                                    spec.log, log_tail(spec.log))
             time.sleep(poll_s)
 
-    def start_all(self, services: list[ServiceSpec],
+    def start_all(self, services: list["ServiceSpec | list[ServiceSpec]"],
                   on_ready: Callable[[ServiceSpec, ProcessRecord, float], None] | None = None
                   ) -> list[ProcessRecord]:
-        """Start each service in order and wait for it to be ready before the next one (workers
-        need Redis; Flower needs the broker). On any failure, stop everything started so far,
-        then re-raise."""
+        """Start the services in order, each ready before the next (workers need Redis; Flower
+        needs the broker). A nested list is a group started together and then waited for (the
+        workers: their imports and key loads overlap). On any failure, stop everything started so
+        far, then re-raise."""
         started = []
         try:
-            for spec in services:
-                rec = self.start(spec)
-                took = self.wait_ready(spec, rec)
-                started.append(rec)
-                if on_ready:
-                    on_ready(spec, rec, took)
+            for item in services:
+                group = item if isinstance(item, list) else [item]
+                recs = [self.start(spec) for spec in group]
+                for spec, rec in zip(group, recs):
+                    took = self.wait_ready(spec, rec)
+                    started.append(rec)
+                    if on_ready:
+                        on_ready(spec, rec, took)
         except BaseException:
             try:
                 self.stop_all()
