@@ -1,0 +1,172 @@
+"""The sealing side: a synthetic sector from a seed, and its C1 (vanilla proofs) document.
+
+A sector directory holds ``sector.json`` (parameters, seed, replica id, commitments) and
+``sector.npz`` (data, labels and the three trees; numpy, no pickle). ``c1_document`` plays the
+part of a sealing pipeline's C1 step: for every partition it derives the challenges from the
+interactive seed and opens the challenged nodes and their parents.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .. import field, poseidon
+from . import graph, trees
+from .params import SETS, TREE_ARITY, PorepParams
+
+C1_VERSION = 1
+
+
+class SectorError(ValueError):
+    """A sector directory is missing, from another parameter set, or inconsistent."""
+
+
+def hexfe(x: int) -> str:
+    return f"0x{x:064x}"
+
+
+def _vec_hex(v: np.ndarray) -> list[str]:
+    return [hexfe(x) for x in field.vec_to_ints(v.reshape(-1, 4))]
+
+
+@dataclass
+class Sector:
+    prm: PorepParams
+    seed: bytes
+    replica_id: int
+    data: np.ndarray          # (nodes, 4)
+    labels: np.ndarray        # (layers, nodes, 4)
+    tree_d: list[np.ndarray]
+    tree_c: list[np.ndarray]
+    tree_r: list[np.ndarray]
+
+    @property
+    def comm_d(self) -> int:
+        return field.vec_to_ints(self.tree_d[-1])[0]
+
+    @property
+    def comm_c(self) -> int:
+        return field.vec_to_ints(self.tree_c[-1])[0]
+
+    @property
+    def comm_r_last(self) -> int:
+        return field.vec_to_ints(self.tree_r[-1])[0]
+
+    @property
+    def comm_r(self) -> int:
+        return poseidon.hash_ints([self.comm_c, self.comm_r_last])
+
+    # -- files --------------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        d = Path(directory)
+        d.mkdir(parents=True, exist_ok=True)
+        arrays = {"data": self.data, "labels": self.labels}
+        for name, levels in (("tree_d", self.tree_d), ("tree_c", self.tree_c), ("tree_r", self.tree_r)):
+            for i, lv in enumerate(levels):
+                arrays[f"{name}_{i}"] = lv
+        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=d)
+        with os.fdopen(fd, "wb") as f:
+            np.savez(f, **arrays)
+        os.replace(tmp, d / "sector.npz")
+        meta = {"version": 1, "params": self.prm.name, "seed": "0x" + self.seed.hex(),
+                "replica_id": hexfe(self.replica_id), "comm_d": hexfe(self.comm_d),
+                "comm_c": hexfe(self.comm_c), "comm_r_last": hexfe(self.comm_r_last),
+                "comm_r": hexfe(self.comm_r)}
+        (d / "sector.json").write_text(json.dumps(meta, indent=2) + "\n")
+        return d
+
+    @classmethod
+    def load(cls, directory: str | Path) -> "Sector":
+        d = Path(directory)
+        try:
+            meta = json.loads((d / "sector.json").read_text())
+            prm = SETS[meta["params"]]
+            seed = bytes.fromhex(meta["seed"][2:])
+            replica_id = int(meta["replica_id"], 16)
+        except FileNotFoundError as e:
+            raise SectorError(f"{d}: not a sector directory ({e.filename} is missing)") from None
+        except (KeyError, ValueError, TypeError) as e:
+            raise SectorError(f"{d / 'sector.json'}: malformed ({e!r})") from None
+        with np.load(d / "sector.npz", allow_pickle=False) as z:
+            def levels(name: str, depth: int) -> list[np.ndarray]:
+                return [z[f"{name}_{i}"] for i in range(depth + 1)]
+            s = cls(prm, seed, replica_id, z["data"], z["labels"],
+                    levels("tree_d", prm.tree_d_depth), levels("tree_c", prm.tree_rc_depth),
+                    levels("tree_r", prm.tree_rc_depth))
+        if s.data.shape != (prm.nodes, 4) or s.labels.shape != (prm.layers, prm.nodes, 4):
+            raise SectorError(f"{d / 'sector.npz'}: arrays do not match {prm.name}")
+        if hexfe(s.comm_r) != meta.get("comm_r"):
+            raise SectorError(f"{d}: sector.npz does not match comm_r in sector.json")
+        return s
+
+
+def _data(prm: PorepParams, seed: bytes) -> np.ndarray:
+    rng = np.random.default_rng(int.from_bytes(hashlib.sha256(b"porep-lite data\0" + seed).digest(), "little"))
+    data = rng.integers(0, 1 << 64, size=(prm.nodes, 4), dtype=np.uint64, endpoint=False)
+    data[:, 3] &= np.uint64((1 << 62) - 1)  # < 2^254 < r: every sample is canonical
+    return data
+
+
+def label_layers(prm: PorepParams, replica_id: int) -> np.ndarray:
+    """labels[l - 1][v] = H(replica_id, tag(l, v), base parents' layer-l labels,
+    expander parents' layer-(l-1) labels): sequential within a layer (v - 1 is a parent)."""
+    par = graph.parents(prm).tolist()
+    layers: list[list[int]] = []
+    for layer in range(1, prm.layers + 1):
+        cur: list[int] = []
+        prev = layers[-1] if layers else None
+        for v in range(prm.nodes):
+            base = [cur[p] if v else 0 for p in par[v][:prm.base_degree]]
+            exp = [prev[p] for p in par[v][prm.base_degree:]] if prev else [0] * prm.exp_degree
+            cur.append(poseidon.hash_ints([replica_id, graph.layer_tag(layer, v), *base, *exp]))
+        layers.append(cur)
+    return np.stack([field.vec_from_ints(lv) for lv in layers])
+
+
+def generate(prm: PorepParams, seed: bytes) -> Sector:
+    """Seal a synthetic sector: data from the seed, labels, TreeD, TreeC, TreeR."""
+    replica_id = int.from_bytes(hashlib.sha256(b"porep-lite replica id\0" + seed).digest(), "little") % field.MODULUS
+    data = _data(prm, seed)
+    labels = label_layers(prm, replica_id)
+    from gpu import native
+    columns = poseidon.hash_vec(np.ascontiguousarray(labels.transpose(1, 0, 2)))
+    replica = native.add(data, labels[-1])  # encoding: replica = data + key (last layer)
+    return Sector(prm, seed, replica_id, data, labels, trees.build(data, 2),
+                  trees.build(columns, TREE_ARITY), trees.build(replica, TREE_ARITY))
+
+
+def _column(sector: Sector, v: int) -> list[str]:
+    return _vec_hex(sector.labels[:, v])
+
+
+def c1_document(sector: Sector, seed: bytes) -> dict:
+    """The C1-equivalent input of a proof job (see ``synthesis.porep.c1`` for the schema)."""
+    prm = sector.prm
+    partitions = []
+    for k in range(prm.partitions):
+        chals = []
+        for v in graph.challenges(prm, seed, sector.replica_id, k):
+            pars = graph.parents(prm, np.array([v]))[0].tolist()
+            chals.append({
+                "node": v,
+                "data_leaf": _vec_hex(sector.data[v])[0],
+                "tree_d_path": _vec_hex(trees.path(sector.tree_d, v, 2)),
+                "column": _column(sector, v),
+                "tree_c_path": [_vec_hex(lv) for lv in trees.path(sector.tree_c, v, TREE_ARITY)],
+                "tree_r_path": [_vec_hex(lv) for lv in trees.path(sector.tree_r, v, TREE_ARITY)],
+                "parents": [{"node": p, "column": _column(sector, p),
+                             "tree_c_path": [_vec_hex(lv) for lv in trees.path(sector.tree_c, p, TREE_ARITY)]}
+                            for p in pars],
+            })
+        partitions.append({"challenges": chals})
+    return {"version": C1_VERSION, "circuit": "porep-lite", "params": prm.name,
+            "seed": "0x" + seed.hex(), "replica_id": hexfe(sector.replica_id),
+            "comm_d": hexfe(sector.comm_d), "comm_r": hexfe(sector.comm_r),
+            "comm_c": hexfe(sector.comm_c), "comm_r_last": hexfe(sector.comm_r_last),
+            "partitions": partitions}

@@ -1,0 +1,265 @@
+"""Poseidon over BLS12-381's Fr (Grassi, Khovratovich, Rechberger, Roy, Schofnegger:
+"Poseidon: A New Hash Function for Zero-Knowledge Proof Systems", USENIX Security 2021).
+
+Notation from the paper: width ``t``, S-box x^alpha with alpha = 5 (gcd(5, r-1) = 1), ``R_F``
+full rounds (half before, half after) and ``R_P`` partial rounds, security level M = 128.
+
+- Round numbers: the paper's brute-force search over (R_F, R_P) against the statistical,
+  interpolation and Groebner-basis bounds (Sect. 5.5 and its reference script), plus the
+  recommended margin (R_F + 2, R_P * 1.075), minimising t * R_F + R_P.
+- Round constants: the Grain LFSR in self-shrinking mode (Appendix F), seeded with the field,
+  S-box, n = 255, t, R_F and R_P; out-of-range samples are discarded.
+- MDS: the Cauchy matrix M[i][j] = 1 / (x_i + y_j) with x_i = i, y_j = t + j (Sect. 2.3).
+
+The hash of ``arity`` inputs uses ``t = arity + 1``: state = (tag, inputs...), output state[1],
+with Neptune's (Filecoin's) Merkle-tree domain tag 2^arity - 1. These are the choices of the
+paper's reference implementation that the ``poseidon-hash`` package mirrors; the tests check
+our constants and outputs against it.
+
+Two implementations of the same permutation: ``permute`` on Python ints (the definition) and
+``permute_vec`` on batches of Fr vectors through the host library (used to build trees and to
+generate witnesses at scale).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from . import field
+
+P = field.MODULUS
+ALPHA = 5
+SECURITY = 128
+#: Field-size parameter n of the Grain seed: ceil(log2 r) = 255.
+PRIME_BITS = math.ceil(math.log2(P))
+#: Widths whose parameters tests cross-check; any t in 2..16 can be generated.
+MAX_WIDTH = 16
+
+
+# --- round numbers (paper, Sect. 5.5) --------------------------------------------------------
+
+def _secure(n: float, t: int, rf: int, rp: int, m: int = SECURITY, alpha: int = ALPHA) -> bool:
+    """The paper's round-number inequalities for x^alpha, alpha > 0."""
+    c = math.log2(alpha - 1)
+    rf_stat = 6 if m <= (math.floor(n) - c) * (t + 1) else 10
+    rf_interp = math.ceil(math.log(2, alpha) * min(m, math.ceil(n))) + math.ceil(math.log(t, alpha)) - rp + 1
+    rf_grob1 = math.log(2, alpha) * min(m / 3.0, n / 2.0) - rp + 1
+    rf_grob2 = min(math.log(2, alpha) * m / (t + 1), math.log(2, alpha) * n / 2.0) - rp + t - 1
+    return rf >= max(math.ceil(rf_stat), math.ceil(rf_interp), math.ceil(rf_grob1), math.ceil(rf_grob2))
+
+
+@functools.lru_cache(maxsize=None)
+def round_numbers(t: int) -> tuple[int, int]:
+    """(R_F, R_P) for width t: the cheapest secure pair, with the paper's security margin."""
+    n = math.log2(P)
+    best, best_cost, best_rf = (0, 0), math.inf, 0
+    for rp in range(1, 500):
+        for rf in range(4, 100, 2):
+            if _secure(n, t, rf, rp):
+                rf_m, rp_m = rf + 2, int(math.ceil(rp * 1.075))
+                cost = t * rf_m + rp_m
+                if cost < best_cost or (cost == best_cost and rf_m < best_rf):
+                    best, best_cost, best_rf = (rf_m, rp_m), cost, rf_m
+    return best
+
+
+# --- round constants (Grain LFSR, Appendix F) ------------------------------------------------
+
+def _grain_bits(t: int, rf: int, rp: int):
+    """Yield the self-shrinking Grain output bits for this instance."""
+    def bits(value: int, width: int) -> list[int]:
+        return [int(b) for b in format(value, f"0{width}b")]
+
+    # b0..b1 field (1: prime field), b2..b5 S-box (1: x^5, as Filecoin/Neptune encode it),
+    # b6..b17 n, b18..b29 t, b30..b39 R_F, b40..b49 R_P, b50..b79 ones.
+    state = bits(1, 2) + bits(1, 4) + bits(PRIME_BITS, 12) + bits(t, 12) + bits(rf, 10) + bits(rp, 10)
+    state += [1] * 30
+    assert len(state) == 80
+
+    def step() -> int:
+        b = state[62] ^ state[51] ^ state[38] ^ state[23] ^ state[13] ^ state[0]
+        state.pop(0)
+        state.append(b)
+        return b
+
+    for _ in range(160):  # discard the first 160 bits
+        step()
+    while True:
+        first, second = step(), step()
+        if first:
+            yield second
+
+
+def round_constants(t: int) -> list[int]:
+    """t * (R_F + R_P) constants, round-major: constant i of round r at index r * t + i."""
+    rf, rp = round_numbers(t)
+    need = t * (rf + rp)
+    out: list[int] = []
+    gen = _grain_bits(t, rf, rp)
+    while len(out) < need:
+        x = 0
+        for _ in range(PRIME_BITS):
+            x = (x << 1) | next(gen)
+        if x < P:  # reject samples outside Fr
+            out.append(x)
+    return out
+
+
+def mds_matrix(t: int) -> list[list[int]]:
+    """Cauchy matrix 1 / (x_i + y_j), x_i = i, y_j = t + j."""
+    return [[field.inv(i + t + j) for j in range(t)] for i in range(t)]
+
+
+@dataclass(frozen=True)
+class Params:
+    """One Poseidon instance: width t, rounds, constants (round-major) and the MDS matrix."""
+
+    t: int
+    full_rounds: int
+    partial_rounds: int
+    constants: tuple[int, ...]
+    mds: tuple[tuple[int, ...], ...]
+
+    @property
+    def arity(self) -> int:
+        return self.t - 1
+
+    @property
+    def rounds(self) -> int:
+        return self.full_rounds + self.partial_rounds
+
+    def is_full(self, r: int) -> bool:
+        half = self.full_rounds // 2
+        return r < half or r >= half + self.partial_rounds
+
+    def round_constants(self, r: int) -> tuple[int, ...]:
+        return self.constants[r * self.t:(r + 1) * self.t]
+
+    @property
+    def sboxes(self) -> int:
+        return self.t * self.full_rounds + self.partial_rounds
+
+    @functools.cached_property
+    def constants_vec(self) -> np.ndarray:
+        """(rounds, t, 4): the constants as Fr vectors."""
+        return field.vec_from_ints(self.constants).reshape(self.rounds, self.t, 4)
+
+    @functools.cached_property
+    def mds_vec(self) -> np.ndarray:
+        return field.vec_from_ints([m for row in self.mds for m in row]).reshape(self.t, self.t, 4)
+
+
+@functools.lru_cache(maxsize=None)
+def params(t: int) -> Params:
+    """The parameters for width t (arity t - 1); computed once per process (~10 ms)."""
+    if not 2 <= t <= MAX_WIDTH:
+        raise ValueError(f"Poseidon width t={t} is outside 2..{MAX_WIDTH}")
+    rf, rp = round_numbers(t)
+    return Params(t, rf, rp, tuple(round_constants(t)), tuple(tuple(r) for r in mds_matrix(t)))
+
+
+def domain_tag(arity: int) -> int:
+    """Neptune's Merkle-tree domain separation tag 2^arity - 1 (state[0] of every hash)."""
+    return (1 << arity) - 1
+
+
+# --- the permutation on Python ints (the definition) -----------------------------------------
+
+def permute(state: Sequence[int], prm: Params | None = None) -> list[int]:
+    """Poseidon permutation: per round, add constants, S-box (all t in full rounds, state[0]
+    in partial rounds), multiply by MDS."""
+    prm = prm or params(len(state))
+    if len(state) != prm.t:
+        raise ValueError(f"state has {len(state)} elements, width is {prm.t}")
+    s = [x % P for x in state]
+    for r in range(prm.rounds):
+        rc = prm.round_constants(r)
+        s = [(x + c) % P for x, c in zip(s, rc)]
+        if prm.is_full(r):
+            s = [pow(x, ALPHA, P) for x in s]
+        else:
+            s[0] = pow(s[0], ALPHA, P)
+        s = [sum(m * x for m, x in zip(row, s)) % P for row in prm.mds]
+    return s
+
+
+def hash_ints(inputs: Sequence[int]) -> int:
+    """H(inputs) = permute(tag, inputs...)[1] with t = len(inputs) + 1."""
+    arity = len(inputs)
+    return permute([domain_tag(arity), *inputs], params(arity + 1))[1]
+
+
+# --- the permutation on batches (host library) -----------------------------------------------
+
+@functools.lru_cache(maxsize=64)
+def _mds_blockdiag(t: int, batch: int):
+    """CSR of I_batch (x) MDS, so one sparse product applies the MDS to every state at once."""
+    prm = params(t)
+    indptr = np.arange(0, batch * t * t + 1, t, dtype=np.int64)
+    cols = (np.arange(batch, dtype=np.int64)[:, None, None] * t
+            + np.arange(t, dtype=np.int64)[None, None, :])
+    indices = np.broadcast_to(cols, (batch, t, t)).reshape(-1).copy()
+    coeffs = np.ascontiguousarray(np.broadcast_to(prm.mds_vec, (batch, t, t, 4)).reshape(-1, 4))
+    return indptr, indices, coeffs
+
+
+#: Largest batch one sparse MDS product handles; bigger batches go in chunks (bounds the cached
+#: block-diagonal matrix at ~150 MiB for t = 9).
+MAX_BATCH = 1 << 14
+
+
+def mds_vec(state: np.ndarray) -> np.ndarray:
+    """Apply the MDS to a (B, t, 4) batch of states."""
+    from gpu import native
+
+    b, t = state.shape[0], state.shape[1]
+    out = np.empty_like(state)
+    for lo in range(0, b, MAX_BATCH):
+        hi = min(b, lo + MAX_BATCH)
+        indptr, indices, coeffs = _mds_blockdiag(t, hi - lo)
+        flat = np.ascontiguousarray(state[lo:hi]).reshape(-1, 4)
+        out[lo:hi] = native.spmv(indptr, indices, coeffs, flat).reshape(hi - lo, t, 4)
+    return out
+
+
+def add_constants_vec(state: np.ndarray, prm: Params, r: int) -> np.ndarray:
+    from gpu import native
+
+    b, t = state.shape[0], prm.t
+    rc = np.broadcast_to(prm.constants_vec[r], (b, t, 4)).reshape(-1, 4)
+    return native.add(state.reshape(-1, 4), rc).reshape(b, t, 4)
+
+
+def permute_vec(state: np.ndarray, prm: Params | None = None) -> np.ndarray:
+    """The permutation applied to each row of a (B, t, 4) batch of canonical Fr states."""
+    from gpu import native
+
+    state = np.ascontiguousarray(state, dtype=np.uint64)
+    if state.ndim != 3 or state.shape[2] != 4:
+        raise ValueError(f"expected a (B, t, 4) batch of states, got shape {state.shape}")
+    prm = prm or params(state.shape[1])
+    b, t = state.shape[0], prm.t
+    for r in range(prm.rounds):
+        state = add_constants_vec(state, prm, r)
+        if prm.is_full(r):
+            state = native.pow(state.reshape(-1, 4), ALPHA).reshape(b, t, 4)
+        else:
+            state[:, 0] = native.pow(np.ascontiguousarray(state[:, 0]), ALPHA)
+        state = mds_vec(state)
+    return state
+
+
+def hash_vec(inputs: np.ndarray) -> np.ndarray:
+    """H over each row of a (B, arity, 4) batch of inputs -> (B, 4)."""
+    inputs = np.ascontiguousarray(inputs, dtype=np.uint64)
+    if inputs.ndim != 3 or inputs.shape[2] != 4:
+        raise ValueError(f"expected a (B, arity, 4) batch of inputs, got shape {inputs.shape}")
+    b, arity = inputs.shape[0], inputs.shape[1]
+    state = np.zeros((b, arity + 1, 4), dtype=np.uint64)
+    state[:, 0] = field.vec_from_ints([domain_tag(arity)])[0]
+    state[:, 1:] = inputs
+    return permute_vec(state, params(arity + 1))[:, 1].copy()
