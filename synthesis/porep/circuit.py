@@ -76,15 +76,7 @@ def challenge_gadget(s: Synth, prm: PorepParams, pub: dict[str, Any],
     s.enforce_equal(root_d, pub["comm_d"], "TreeD root = comm_d")
 
     # 2. parents' columns in TreeC
-    cols, parent_roots = [], []
-    for j in range(P):
-        bits_p = to_bits(s, pub["parents"][j], prm.log_nodes, f"parent {j} bits")
-        col = [s.alloc(lambda j=j, lv=lv: w().parent_columns[:, j, lv]) for lv in range(L)]
-        path = _path(s, lambda j=j: w().parent_paths[:, j], d8, SIB)
-        root = root_from_path(s, hash_nums(s, col), bits_p, path, TREE_ARITY)
-        s.enforce_equal(root, pub["comm_c"], f"parent {j} TreeC root = comm_c")
-        cols.append(col)
-        parent_roots.append(root)
+    cols, parent_roots = _parent_openings(s, prm, pub, wit)
 
     # 3. labels: base parents from this layer, expander parents from the previous one
     labels = []
@@ -107,6 +99,48 @@ def challenge_gadget(s: Synth, prm: PorepParams, pub: dict[str, Any],
     s.enforce_equal(root_r, pub["comm_r_last"], "TreeR root = comm_r_last")
     return {"root_d": root_d, "parent_roots": parent_roots, "labels": labels,
             "root_c": root_c, "root_r": root_r}
+
+
+def _parent_opening(s: Synth, prm: PorepParams, index: Num, comm_c: Num, col_values, path_values):
+    """Parent column in TreeC at ``index``; returns (labels, computed root)."""
+    bits = to_bits(s, index, prm.log_nodes, "parent bits")
+    col = [s.alloc(lambda lv=lv: col_values()[:, lv]) for lv in range(prm.layers)]
+    path = _path(s, path_values, prm.tree_rc_depth, SIB)
+    root = root_from_path(s, hash_nums(s, col), bits, path, TREE_ARITY)
+    s.enforce_equal(root, comm_c, "parent TreeC root = comm_c")
+    return col, root
+
+
+def _parent_openings(s: Synth, prm: PorepParams, pub: dict[str, Any], wit: ChallengeWitness | None):
+    """The P parent openings of every challenge. Shape: P copies of one opening. Values: all
+    B * P openings as one batch (P times fewer host calls; most of a challenge's hashes are
+    here), then handed out in the shape's allocation order (parent 0's variables, parent 1's...)."""
+    P, L = prm.parents, prm.layers
+    lcs = []
+    if s.shape:
+        shape = Synth(cs=s.cs)
+        for j in range(P):
+            lcs.append(_parent_opening(shape, prm, Num(pub["parents"][j].lc, None),
+                                       Num(pub["comm_c"].lc, None), None, None))
+    vals = None
+    if s.computing:
+        B = s.batch
+        vs = Synth(batch=B * P)
+        index = Num(None, np.stack([p.val for p in pub["parents"]], axis=1).reshape(-1, 4))
+        comm_c = Num(None, np.repeat(pub["comm_c"].val, P, axis=0))
+        col, root = _parent_opening(
+            vs, prm, index, comm_c, lambda: wit.parent_columns.reshape(B * P, L, 4),
+            lambda: wit.parent_paths.reshape(B * P, prm.tree_rc_depth, SIB, 4))
+        per = [v.reshape(B, P, 4) for v in vs.values]
+        for j in range(P):
+            s.values.extend(v[:, j] for v in per)
+        vals = ([c.val.reshape(B, P, 4) for c in col], root.val.reshape(B, P, 4))
+    cols, roots = [], []
+    for j in range(P):
+        cols.append([Num(lcs[j][0][lv].lc if s.shape else None,
+                         vals[0][lv][:, j] if s.computing else None) for lv in range(L)])
+        roots.append(Num(lcs[j][1].lc if s.shape else None, vals[1][:, j] if s.computing else None))
+    return cols, roots
 
 
 def header_gadget(s: Synth, pub: dict[str, Any]) -> Num:
