@@ -144,22 +144,50 @@ def cluster(tmp_path_factory):
     c.stop()
 
 
-@pytest.fixture
-def workers(cluster, tmp_path):
-    """``start(role, device=None, **env) -> WorkerProcess``; every worker is stopped afterwards."""
-    started: list[WorkerProcess] = []
+class WorkerSet:
+    """Starts workers of one test (or module) and stops them all at the end, in parallel."""
 
-    def start(role: str, device: str | None = None, *, wait: bool = True, **extra_env) -> WorkerProcess:
-        name = f"{role}-{(device or '').replace(':', '')}-{len(started)}"
-        w = WorkerProcess(role, cluster.env, tmp_path / f"{name}.log", device,
+    def __init__(self, cluster: Cluster, log_dir: Path):
+        self.cluster, self.log_dir = cluster, log_dir
+        self.started: list[WorkerProcess] = []
+
+    def __call__(self, role: str, device: str | None = None, *, wait: bool = True, **extra_env) -> WorkerProcess:
+        name = f"{role}-{(device or '').replace(':', '')}-{len(self.started)}"
+        w = WorkerProcess(role, self.cluster.env, self.log_dir / f"{name}.log", device,
                           {k: str(v) for k, v in extra_env.items()})
-        started.append(w)
+        self.started.append(w)
         if wait:
-            w.wait_ready(cluster.redis)
+            w.wait_ready(self.cluster.redis)
         return w
 
+    def stop_all(self) -> None:
+        # SIGTERM all first, then wait: the warm shutdowns run in parallel
+        for w in self.started:
+            w.signal(signal.SIGTERM)
+        for w in self.started:
+            w.stop()
+
+
+@pytest.fixture(scope="session")
+def worker_set(cluster):
+    """``worker_set(log_dir) -> WorkerSet`` for module-scoped workers."""
+    return lambda log_dir: WorkerSet(cluster, log_dir)
+
+
+@pytest.fixture
+def workers(cluster, tmp_path):
+    """``workers(role, device=None, wait=True, **env) -> WorkerProcess``, on a flushed Redis;
+    every worker is stopped after the test."""
     cluster.flush()
     cluster.configure_here()
-    yield start
-    for w in started:
-        w.stop()
+    ws = WorkerSet(cluster, tmp_path)
+    yield ws
+    ws.stop_all()
+
+
+@pytest.fixture
+def ready(cluster):
+    """``ready(*workers)``: wait until every one of them is registered and ready."""
+    def wait(*ws):
+        return [w.wait_ready(cluster.redis) for w in ws]
+    return wait

@@ -108,6 +108,7 @@ class SquareChain:
 SQUARES_A = register(SquareChain(8, 2))   # test-squares-8x2: the main multi-partition circuit
 SQUARES_B = register(SquareChain(5, 2))   # test-squares-5x2: a second circuit for routing tests
 SQUARES_C = register(SquareChain(6, 3))   # test-squares-6x3: three partitions
+SQUARES_SLOW = register(SquareChain(512, 2))  # ~0.2 s a proof: long enough to stop a prover mid-prove
 
 
 def make_c1(circuit: SquareChain, seed: int = 0, *, bad_y_partition: int | None = None) -> dict:
