@@ -1,0 +1,164 @@
+"""``zkhive sector new|c1`` (the sealing side), ``zkhive synth`` (one partition's assignment,
+locally) and ``zkhive circuits`` (the parameter sets and their sizes)."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+#: Largest C1 file ``zkhive synth`` reads (the porep-lite-16m document is ~140 MB).
+MAX_C1_BYTES = 1 << 30
+
+
+def _error(msg: str):
+    from cluster.cli import CommandError  # the console command's one-line error
+    return CommandError(msg)
+
+
+def parse_seed(text: str) -> bytes:
+    """``0x`` + 64 hex digits is taken as is; any other text is hashed (SHA-256) to 32 bytes."""
+    if re.fullmatch(r"0x[0-9a-fA-F]{64}", text):
+        return bytes.fromhex(text[2:])
+    return hashlib.sha256(text.encode()).digest()
+
+
+def _circuit(name: str):
+    from synthesis.circuits import get_circuit
+    try:
+        return get_circuit(name)
+    except KeyError as e:
+        raise _error(e.args[0]) from None
+
+
+def cmd_sector_new(args) -> int:
+    from synthesis.porep import generate
+    circuit = _circuit(args.params)
+    out = Path(args.out)
+    if (out / "sector.json").exists() and not args.force:
+        raise _error(f"{out} already holds a sector (pass --force to replace it)")
+    t = time.time()
+    sector = generate(circuit.prm, parse_seed(args.seed))
+    sector.save(out)
+    print(f"sector {circuit.name} ({circuit.prm.nodes} nodes, {circuit.prm.layers} layers) in "
+          f"{out}: comm_d {sector.comm_d:#066x}, comm_r {sector.comm_r:#066x} "
+          f"({time.time() - t:.1f} s)")
+    return 0
+
+
+def cmd_sector_c1(args) -> int:
+    from synthesis.porep import c1 as c1mod
+    from synthesis.porep.sector import Sector, SectorError, c1_document
+    if args.schema:
+        print(json.dumps(c1mod.json_schema(), indent=2))
+        return 0
+    if not args.sector or not args.out:
+        raise _error("give a sector directory and --out (or --schema)")
+    try:
+        sector = Sector.load(args.sector)
+    except SectorError as e:
+        raise _error(str(e)) from None
+    seed = parse_seed(args.challenge_seed) if args.challenge_seed else \
+        hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
+    doc = c1_document(sector, seed)
+    Path(args.out).write_text(json.dumps(doc))
+    print(f"wrote {args.out}: {sector.prm.partitions} partitions x {sector.prm.challenges} "
+          f"challenges of {sector.prm.name}")
+    return 0
+
+
+def load_c1(path: str):
+    """(circuit, parsed C1) from a file; a one-line error for every kind of bad input."""
+    from synthesis.circuits import C1Error
+    p = Path(path)
+    try:
+        size = p.stat().st_size
+    except FileNotFoundError:
+        raise _error(f"{path}: no such file") from None
+    if size > MAX_C1_BYTES:
+        raise _error(f"{path}: {size} bytes, larger than the {MAX_C1_BYTES}-byte limit")
+    try:
+        doc = json.loads(p.read_bytes())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise _error(f"{path}: not JSON ({e})") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
+        raise _error(f"{path}: field params: missing (the parameter set name)")
+    circuit = _circuit(doc["params"])
+    try:
+        return circuit, circuit.parse_c1(doc)
+    except C1Error as e:
+        raise _error(f"{path}: {e}") from None
+
+
+def cmd_synth(args) -> int:
+    import numpy as np
+    from synthesis.circuits import C1Error
+    from synthesis.r1cs import UnsatisfiedConstraint
+    circuit, c1 = load_c1(args.c1)
+    parts = range(circuit.num_partitions()) if args.partition is None else [args.partition]
+    t = time.time()
+    r1cs = circuit.r1cs()
+    print(f"{circuit.name}: {r1cs.num_constraints} constraints, {r1cs.num_variables} variables, "
+          f"{r1cs.nnz} nonzeros (matrices {time.time() - t:.2f} s)")
+    for k in parts:
+        t = time.time()
+        try:
+            z = circuit.synthesize(c1, k, check=args.check)
+        except (C1Error, UnsatisfiedConstraint) as e:
+            raise _error(str(e)) from None
+        msg = f"partition {k}: {len(z)} values in {time.time() - t:.2f} s"
+        if args.check:
+            msg += ", satisfies the R1CS"
+        if args.out:
+            out = Path(args.out.replace("{k}", str(k)))
+            np.save(out, z, allow_pickle=False)
+            msg += f", wrote {out}"
+        print(msg)
+    return 0
+
+
+def cmd_circuits(args) -> int:
+    from synthesis.circuits import get_circuit, known
+    for name in known():
+        c = get_circuit(name)
+        prm = getattr(c, "prm", None)
+        line = f"{name}: {c.num_partitions()} partitions"
+        if prm is not None:
+            line += (f", {prm.nodes} nodes, {prm.layers} layers, {prm.parents} parents, "
+                     f"{prm.challenges} challenges/partition")
+        if args.build:
+            r = c.r1cs()
+            line += f"; {r.num_constraints} constraints, {r.num_variables} variables, {r.nnz} nonzeros"
+        print(line)
+    return 0
+
+
+def register(subparsers) -> None:
+    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite)")
+    sub = sec.add_subparsers(dest="sector_command", metavar="SUBCOMMAND", required=True)
+    p = sub.add_parser("new", help="seal a synthetic sector from a seed")
+    p.add_argument("--params", required=True, help="parameter set, e.g. porep-lite-4k")
+    p.add_argument("--seed", required=True, help="0x + 64 hex digits, or any text (hashed)")
+    p.add_argument("--out", required=True, help="sector directory")
+    p.add_argument("--force", action="store_true", help="replace a sector already there")
+    p.set_defaults(func=cmd_sector_new)
+    p = sub.add_parser("c1", help="the C1 input of a proof job (vanilla proofs) as JSON")
+    p.add_argument("sector", nargs="?", help="sector directory (zkhive sector new)")
+    p.add_argument("--out", help="C1 JSON file to write")
+    p.add_argument("--challenge-seed", help="interactive seed (default: derived from the sector's)")
+    p.add_argument("--schema", action="store_true", help="print the C1 JSON schema and exit")
+    p.set_defaults(func=cmd_sector_c1)
+
+    p = subparsers.add_parser("synth", help="synthesize partitions of a C1 input locally")
+    p.add_argument("c1", help="C1 JSON file")
+    p.add_argument("--partition", type=int, help="only this partition (default: all)")
+    p.add_argument("--check", action="store_true", help="also check z against the R1CS")
+    p.add_argument("--out", help="write z as .npy ('{k}' is replaced by the partition)")
+    p.set_defaults(func=cmd_synth)
+
+    p = subparsers.add_parser("circuits", help="list the parameter sets")
+    p.add_argument("--build", action="store_true", help="build (or load) each set's matrices "
+                   "and print constraints, variables, nonzeros")
+    p.set_defaults(func=cmd_circuits)
