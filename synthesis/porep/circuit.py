@@ -292,8 +292,23 @@ class PorepLite:
             return self._r1cs
 
     @functools.cached_property
+    def _template_pair(self) -> tuple[Template, Template]:
+        return _template(self.prm, header=True), _template(self.prm, header=False)
+
+    @property
     def _templates(self) -> tuple[int, int]:
-        return _template(self.prm, header=True).locals, _template(self.prm, header=False).locals
+        hdr, ch = self._template_pair
+        return hdr.locals, ch.locals
+
+    def size(self) -> dict[str, int]:
+        """Constraints, variables and nonzeros per partition, from the templates alone (no
+        matrices built: cheap even for porep-lite-16m)."""
+        hdr, ch = self._template_pair
+        C = self.prm.challenges
+        return {"constraints": hdr.r1cs.num_constraints + C * ch.r1cs.num_constraints,
+                "variables": 1 + self.prm.num_public + 2 + hdr.locals + C * ch.locals,
+                "nonzeros": hdr.r1cs.nnz + C * ch.r1cs.nnz,
+                "public_inputs": self.prm.num_public}
 
     def parse_c1(self, doc: dict[str, Any]) -> c1mod.C1Document:
         return c1mod.parse(self.prm, doc)

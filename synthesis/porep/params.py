@@ -91,8 +91,8 @@ def _sets() -> dict[str, PorepParams]:
         PorepParams("porep-lite-256k", **big, challenges=15, partitions=4),
         # ~2^20 per partition, 10 partitions: the cluster and GPU issues' workload
         PorepParams("porep-lite-1m", **big, challenges=61, partitions=10),
-        PorepParams("porep-lite-4m", **big, challenges=247, partitions=10),
-        PorepParams("porep-lite-16m", **big, challenges=990, partitions=10),
+        PorepParams("porep-lite-4m", **big, challenges=245, partitions=10),
+        PorepParams("porep-lite-16m", **big, challenges=981, partitions=10),
     ]
     return {p.name: p for p in rows}
 
