@@ -195,10 +195,10 @@ def plan(args, s) -> tuple[list, dict]:
     flower_env, pw_where = _flower_password(s, run_dir)
     env = _child_env(args, run_dir)
     devices = args.devices.split(",") if args.devices else detect_devices()
-    workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.timeout)]
-    workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.timeout)
+    workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.ready_timeout)]
+    workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
-    workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.timeout) for d in devices]
+    workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.ready_timeout) for d in devices]
     services = [redis_spec(s, run_dir), workers,
                 flower_spec(s, run_dir, _child_env(args, run_dir, flower_env))]
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
@@ -259,7 +259,7 @@ def cmd_down(args) -> int:
         live = sup.alive()
         print(f"stopping {len(live)} of {len(sup.records)} recorded processes "
               f"(warm shutdown: tasks in hand finish first)")
-        sup.stop_all(grace_s=args.grace,
+        sup.stop_all(grace_s=getattr(args, "grace", None),
                      on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
     except SupervisorError as e:
         raise CommandError(str(e)) from None
@@ -352,7 +352,7 @@ def _add_up_options(p) -> None:
                    help="synthesis worker processes (default 1)")
     p.add_argument("--devices", metavar="LIST",
                    help="prover devices, e.g. cuda:0,cuda:1 or cpu:0 (default: every GPU, else cpu:0)")
-    p.add_argument("--timeout", type=float, default=180.0, metavar="S",
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S",
                    help="seconds each worker may take to become ready (default 180)")
 
 
