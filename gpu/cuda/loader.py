@@ -13,8 +13,8 @@ place (with ``gpu/kernels`` on the include path) makes every message name the re
 line, and lets CPU-only machines (CI) build and check the kernels. The cubin is then loaded
 through PyCUDA (``module_from_buffer``), once per CUDA context.
 
-Cache key: a digest of every ``.cu``/``.cuh`` in ``gpu/kernels`` (a module sees its includes),
-the target arch and the flags. Cubins live in ``$ZKHIVE_CACHE_DIR/cubin`` (default
+Cache key: a digest of the module and the files it includes (transitively), the target arch
+and the flags. Cubins live in ``$ZKHIVE_CACHE_DIR/cubin`` (default
 ``~/.cache/zkhive/cubin``), written by rename so concurrent workers never read a partial file.
 ``NVCC`` overrides the compiler; ``ZKHIVE_NVCC_FLAGS`` adds flags (they enter the key).
 """
@@ -53,9 +53,31 @@ def _flags(arch: str) -> list[str]:
     return [*BASE_FLAGS, f"-arch={arch}", *os.environ.get("ZKHIVE_NVCC_FLAGS", "").split()]
 
 
+_INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def sources(path: Path) -> list[Path]:
+    """``path`` and every file it includes with quotes, transitively (found beside the
+    including file or in gpu/kernels): what the cubin depends on."""
+    seen: dict[Path, None] = {}
+    todo = [Path(path).resolve()]
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen[f] = None
+        for inc in _INCLUDE_RE.findall(f.read_text()):
+            for base in (f.parent, KERNELS):
+                cand = (base / inc).resolve()
+                if cand.is_file():
+                    todo.append(cand)
+                    break
+    return sorted(seen)
+
+
 def _key(path: Path, arch: str) -> str:
     h = hashlib.sha256()
-    for src in sorted(KERNELS.glob("*.cu*")):
+    for src in sources(path):
         h.update(src.name.encode() + b"\0" + src.read_bytes())
     h.update(path.name.encode() + b"\0" + " ".join(_flags(arch)).encode())
     return h.hexdigest()[:20]

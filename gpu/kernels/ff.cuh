@@ -7,6 +7,12 @@
 // so sums of two reduced values never overflow the limbs.
 #pragma once
 #include <stdint.h>
+#include "ff_ptx.cuh"
+
+// The device build takes the PTX carry-chain paths of ff_ptx.cuh unless FF_PORTABLE is defined.
+#if defined(__CUDA_ARCH__) && !defined(FF_PORTABLE)
+#define FF_USE_PTX 1
+#endif
 
 #ifndef FF_FN
 #if defined(__CUDACC__)
@@ -84,6 +90,9 @@ struct ff {
     // a + b mod p
     FF_FN friend ff operator+(const ff& a, const ff& b) {
         ff r;
+#ifdef FF_USE_PTX
+        ff_ptx::add<P, N>(r.v, a.v, b.v);
+#else
         uint64_t carry = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -92,11 +101,15 @@ struct ff {
             carry = s >> 32;
         }
         if (geq_mod(r.v)) sub_mod_inplace(r.v);
+#endif
         return r;
     }
     // a - b mod p
     FF_FN friend ff operator-(const ff& a, const ff& b) {
         ff r;
+#ifdef FF_USE_PTX
+        ff_ptx::sub<P, N>(r.v, a.v, b.v);
+#else
         uint64_t borrow = 0;
 #pragma unroll
         for (int i = 0; i < N; i++) {
@@ -113,6 +126,7 @@ struct ff {
                 carry = s >> 32;
             }
         }
+#endif
         return r;
     }
     FF_FN ff operator-() const { return zero() - *this; }
@@ -120,6 +134,11 @@ struct ff {
 
     // a * b * R^-1 mod p: CIOS Montgomery multiplication (Koc, Acar, Kaliski 1996).
     FF_FN friend ff operator*(const ff& a, const ff& b) {
+#ifdef FF_USE_PTX
+        ff o;
+        ff_ptx::mont_mul<P, N>(o.v, a.v, b.v);
+        return o;
+#else
         uint32_t t[N + 2];
 #pragma unroll
         for (int i = 0; i < N + 2; i++) t[i] = 0;
@@ -153,6 +172,7 @@ struct ff {
         for (int i = 0; i < N; i++) r.v[i] = t[i];
         if (t[N] || geq_mod(r.v)) sub_mod_inplace(r.v);
         return r;
+#endif
     }
     FF_FN ff sqr() const { return *this * *this; }
     FF_FN ff& operator+=(const ff& o) { return *this = *this + o; }

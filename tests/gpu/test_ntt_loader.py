@@ -32,12 +32,16 @@ def test_compile_is_cached_by_source_digest(tmp_path, monkeypatch):
     cached = list((tmp_path / "cache" / "cubin").glob("ok-sm_90-*.cubin"))
     assert len(cached) == 1
     assert loader.compile_cubin(src, "sm_90") == first
-    # an edit to the module misses the cache; the key covers the kernels folder plus flags,
-    # so a different file name gets its own entry
-    src2 = tmp_path / "ok2.cu"
-    src2.write_text(src.read_text())
-    loader.compile_cubin(src2, "sm_90")
-    assert len(list((tmp_path / "cache" / "cubin").glob("*.cubin"))) == 2
+    # an edit to the module misses the cache and gets its own entry
+    src.write_text(src.read_text() + "// edited\n")
+    loader.compile_cubin(src, "sm_90")
+    assert len(list((tmp_path / "cache" / "cubin").glob("ok-*.cubin"))) == 2
+
+
+def test_key_covers_the_includes_only():
+    deps = {p.name for p in loader.sources(loader.module_path("ntt"))}
+    assert deps == {"ntt.cu", "fr.cuh", "ff.cuh", "ff_ptx.cuh", "params.cuh"}
+    assert "fq2.cuh" in {p.name for p in loader.sources(loader.module_path("ntt_field"))}
 
 
 def test_module_names_are_validated():

@@ -1,0 +1,248 @@
+"""Benchmark of the device field arithmetic, NTT and compute_h, with the two floors of METHOD.md.
+
+    python bench/gpu_ntt.py --out bench.json            # full run, prints a table last
+    python bench/gpu_ntt.py --quick --label portable    # NTT 2^24 only (for build variants)
+    python bench/gpu_ntt.py --variants                  # full run, then each variant in a
+                                                        # subprocess with its build flags
+
+Ceilings measured in the same run: device-to-device copy bandwidth (bytes read + written) and
+the 32-bit integer multiply-add rate (8 independent chains per thread). Floors: the Fr products
+an operation needs x 256 (a Montgomery product of 8-limb values is 2 * 2 * 8^2 mad.lo/mad.hi
+instructions) over that rate; the bytes it must move (each input read once, each output written
+once) over the copy bandwidth. Times are CUDA-event medians after warm-up, on fresh random
+inputs (never zeros); 2^16 data (2 MiB) sits in L2, 2^20 and 2^24 do not.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gpu.cuda import loader  # noqa: E402
+from gpu.cuda.memory import DeviceBuffer, pinned  # noqa: E402
+from synthesis import field as fr  # noqa: E402
+
+IMAD_PER_FR_MUL = 256
+#: placeholder ceilings of --quick runs (floors are left to the main run; 1 avoids division by 0)
+QUICK_CEILINGS = {"copy_GBps": 1.0, "h2d_pinned_GBps": 1.0, "imad_per_s": 1.0, "fr_mul_per_s": 1.0}
+VARIANTS = {  # label -> environment
+    "portable-mul": {"ZKHIVE_NVCC_FLAGS": "-DFF_PORTABLE"},
+    "ptx-minblocks2": {"ZKHIVE_NVCC_FLAGS": "-DNTT_MIN_BLOCKS=2"},
+    "ptx-tile9": {"ZKHIVE_NTT_TILE_BITS": "9"},
+}
+
+
+def timed(cuda, fn, warmup=3, repeat=10) -> float:
+    """Median milliseconds of fn() between CUDA events, after warm-up."""
+    for _ in range(warmup):
+        fn()
+    cuda.Context.synchronize()
+    times = []
+    for _ in range(repeat):
+        start, end = cuda.Event(), cuda.Event()
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(end.time_since(start))
+    return statistics.median(times)
+
+
+def ceilings(cuda, dev) -> dict:
+    sms = dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+    out = {"sms": sms}
+    nbytes = 2 << 30
+    with DeviceBuffer(nbytes) as src, DeviceBuffer(nbytes) as dst:
+        cuda.memcpy_htod(src.ptr, np.frombuffer(os.urandom(1 << 20), dtype=np.uint8))
+        ms = timed(cuda, lambda: cuda.memcpy_dtod(dst.ptr, src.ptr, nbytes))
+        out["copy_GBps"] = 2 * nbytes / ms / 1e6
+    host_n = 1 << 24
+    with pinned((host_n, 4)) as h, DeviceBuffer(32 * host_n) as d:
+        h[:] = fr.vec_random(1 << 10).repeat(host_n >> 10, axis=0)
+        ms = timed(cuda, lambda: cuda.memcpy_htod(d.ptr, h), warmup=1, repeat=3)
+        out["h2d_pinned_GBps"] = 32 * host_n / ms / 1e6
+    mod = loader.load_module("ntt_field")
+    threads, block = sms * 2048, 256
+    iters = 4096
+    with DeviceBuffer(4 * threads) as a, DeviceBuffer(4 * threads) as o:
+        a.upload(np.frombuffer(os.urandom(4 * threads), dtype=np.uint32).copy())
+        k = loader.get_function(mod, "field_imad_rate")
+        ms = timed(cuda, lambda: k(np.uintp(a.ptr), np.uintp(o.ptr), np.int32(iters),
+                                   block=(block, 1, 1), grid=(threads // block, 1)))
+        out["imad_per_s"] = threads * iters * 8 / ms * 1e3
+    iters = 512
+    with DeviceBuffer(64 * threads) as a, DeviceBuffer(32 * threads) as o:
+        a.upload(fr.vec_random(2 * threads))
+        k = loader.get_function(mod, "field_fr_mul_rate")
+        ms = timed(cuda, lambda: k(np.uintp(a.ptr), np.uintp(o.ptr), np.int32(iters),
+                                   block=(block, 1, 1), grid=(threads // block, 1)))
+        out["fr_mul_per_s"] = threads * iters * 4 / ms * 1e3
+    return out
+
+
+def ntt_floors(log_n: int, ceil: dict, passes: int, extra_muls_per_elem: float = 0) -> dict:
+    n = 1 << log_n
+    muls = n // 2 * log_n + extra_muls_per_elem * n
+    return {
+        "fr_muls": muls,
+        "floor_ops_ms": muls * IMAD_PER_FR_MUL / ceil["imad_per_s"] * 1e3,
+        "floor_frmul_ms": muls / ceil["fr_mul_per_s"] * 1e3,
+        "floor_bytes_ms": 2 * 32 * n / (ceil["copy_GBps"] * 1e6),
+        "pass_bytes_ms": passes * 2 * 32 * n / (ceil["copy_GBps"] * 1e6),
+    }
+
+
+def bench_ntt(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
+    from gpu.cuda.ntt import plan
+    rows = []
+    for log_n in sizes:
+        n = 1 << log_n
+        t0 = time.perf_counter()
+        eng.domain(log_n)
+        cuda.Context.synchronize()
+        setup_ms = (time.perf_counter() - t0) * 1e3
+        with DeviceBuffer(32 * n, what="bench data") as d:
+            d.upload(fr.vec_random(n))
+            cases = [("forward N->R", dict(order="NR"))]
+            if not quick:
+                cases += [("forward N->N", dict(order="NN")),
+                          ("inverse R->N", dict(order="RN", inverse=True)),
+                          ("coset forward N->R", dict(order="NR", coset=True)),
+                          ("inverse coset R->N", dict(order="RN", inverse=True, coset=True))]
+            for name, kw in cases:
+                eng.transform(d, log_n, **kw)  # builds scale tables outside the timing
+                ms = timed(cuda, lambda: eng.transform(d, log_n, **kw))
+                extra = 2 if kw.get("coset") or kw.get("inverse") else 0
+                rows.append({"op": f"ntt {name}", "log_n": log_n, "ms": ms,
+                             "table_setup_ms": setup_ms,
+                             **ntt_floors(log_n, ceil, len(plan(log_n)), extra)})
+    return rows
+
+
+def bench_h(cuda, eng, sizes, ceil) -> list[dict]:
+    from gpu.cuda.ntt import plan
+    from gpu import native
+    rows = []
+    for log_n in sizes:
+        n = 1 << log_n
+        a = fr.vec_random(n)
+        b = fr.vec_random(n)
+        c = native.mul(a, b)
+        eng.prepare_h(log_n)
+        bufs = [DeviceBuffer(32 * n) for _ in range(3)]
+        try:
+            def run():
+                for buf, v in zip(bufs, (a, b, c)):
+                    buf.upload(v)
+            run()
+            # device-only time: the inputs are rewritten between runs outside the events
+            times = []
+            for i in range(8):
+                run()
+                cuda.Context.synchronize()
+                start, end = cuda.Event(), cuda.Event()
+                start.record()
+                eng.compute_h_device(*bufs, log_n)
+                end.record()
+                end.synchronize()
+                if i >= 2:
+                    times.append(end.time_since(start))
+            ms = statistics.median(times)
+        finally:
+            for buf in bufs:
+                buf.free()
+        muls = 7 * (n // 2 * log_n) + n * (3 * 2 + 2 + 3)
+        passes = len(plan(log_n))
+        row = {"op": "compute_h (device)", "log_n": log_n, "ms": ms, "fr_muls": muls,
+               "floor_ops_ms": muls * IMAD_PER_FR_MUL / ceil["imad_per_s"] * 1e3,
+               "floor_frmul_ms": muls / ceil["fr_mul_per_s"] * 1e3,
+               "floor_bytes_ms": 4 * 32 * n / (ceil["copy_GBps"] * 1e6),
+               "pass_bytes_ms": (7 * passes * 2 + 4) * 32 * n / (ceil["copy_GBps"] * 1e6)}
+        rows.append(row)
+        # the host driver with pinned inputs: uploads of b and c overlap a's transforms
+        with pinned((n, 4)) as pa, pinned((n, 4)) as pb, pinned((n, 4)) as pc, \
+                pinned((n, 4)) as out:
+            pa[:], pb[:], pc[:] = a, b, c
+            walls = []
+            for i in range(4):
+                t0 = time.perf_counter()
+                eng.compute_h(pa, pb, pc, out=out)
+                walls.append((time.perf_counter() - t0) * 1e3)
+            rows.append({"op": "compute_h (pinned host in/out)", "log_n": log_n,
+                         "ms": statistics.median(walls[1:]),
+                         "floor_bytes_ms": 4 * 32 * n / (ceil["h2d_pinned_GBps"] * 1e6)})
+            if log_n <= 20:
+                assert np.array_equal(out, native.compute_h(a, b, c)), "bench: wrong H"
+    return rows
+
+
+def table(res: dict) -> str:
+    c = res["ceilings"]
+    lines = [f"device {res['device']}  copy {c['copy_GBps']:.0f} GB/s  h2d(pinned) "
+             f"{c['h2d_pinned_GBps']:.1f} GB/s  IMAD {c['imad_per_s'] / 1e12:.2f} T/s  "
+             f"Fr mul {c['fr_mul_per_s'] / 1e9:.1f} G/s  [{res['label']}]",
+             f"{'op':34} {'n':>5} {'ms':>9} {'floor ops':>10} {'floor mul':>10} {'floor B':>9}"]
+    for r in res["rows"]:
+        f = lambda k: f"{r[k]:10.3f}" if k in r else f"{'':>10}"  # noqa: E731
+        lines.append(f"{r['op']:34} 2^{r['log_n']:<3} {r['ms']:9.3f} {f('floor_ops_ms')} "
+                     f"{f('floor_frmul_ms')} {f('floor_bytes_ms')}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, help="write the results as JSON here")
+    ap.add_argument("--quick", action="store_true", help="NTT 2^24 forward only")
+    ap.add_argument("--label", default="default (ptx)")
+    ap.add_argument("--variants", action="store_true", help="also run each build variant")
+    args = ap.parse_args()
+    loader.init_context()
+    cuda = loader.driver()
+    from gpu.cuda.ntt import NttEngine
+    res = {"device": loader.device_name(), "arch": loader.device_arch(), "label": args.label,
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    # quick runs (the variants) skip the ceilings: their floors are the main run's
+    res["ceilings"] = QUICK_CEILINGS if args.quick else ceilings(cuda, cuda.Context.get_device())
+    with NttEngine() as eng:
+        if args.quick:
+            res["rows"] = bench_ntt(cuda, eng, [24], res["ceilings"], quick=True)
+        else:
+            res["rows"] = bench_ntt(cuda, eng, [16, 20, 24], res["ceilings"])
+            res["rows"] += bench_h(cuda, eng, [16, 20, 24], res["ceilings"])
+    if args.variants:
+        res["variants"] = {}
+        for label, env in VARIANTS.items():
+            p = subprocess.run([sys.executable, __file__, "--quick", "--label", label, "--out",
+                                "/dev/stdout"], env={**os.environ, **env}, capture_output=True,
+                               text=True)
+            if p.returncode:
+                res["variants"][label] = {"error": p.stderr[-2000:]}
+            else:
+                res["variants"][label] = json.loads(p.stdout[p.stdout.index("{"):p.stdout.rindex("}") + 1])
+    if args.out:
+        text = json.dumps(res, indent=1)
+        if str(args.out) == "/dev/stdout":
+            print(text)
+            return 0
+        args.out.write_text(text)
+    print(table(res))
+    for label, v in res.get("variants", {}).items():
+        if "error" in v:
+            print(f"variant {label}: FAILED {v['error'][-300:]}")
+        else:
+            r = v["rows"][0]
+            print(f"variant {label:18} ntt forward N->R 2^24 {r['ms']:.3f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+// NTT over Fr on the device, and the pointwise step of the H polynomial.
+//
+// Orders (as sppark and supra_seal): the forward transform is decimation in frequency (DIF,
+// Gentleman-Sande), natural order in, bit-reversed out; the transform back is decimation in
+// time (DIT, Cooley-Tukey), bit-reversed in, natural out. Either runs with omega or omega^-1,
+// so each direction is available in both orders, and compute_h chains them with no separate
+// bit-reversal pass (gpu/cuda/ntt.py: the bit reversal the odd number of transforms needs is
+// folded into the pointwise kernel).
+//
+// Values stay canonical (x, not x R) in device memory: every constant that multiplies them
+// (twiddles, coset powers, 1/n) is in Montgomery form, and mont_mul(x, c R) = x c, so the
+// transform needs no conversion passes. Only the product of two data values (a * b in
+// ntt_h_pointwise) picks up an R^-1, which that kernel removes.
+//
+// A transform of 2^log_n runs as a few passes; a pass moves one tile of 2^(kb + cb) elements
+// per block through shared memory and applies kb radix-2 stages (the stages of bits
+// lo .. lo + kb - 1). The tile's elements are 2^kb columns of 2^cb consecutive elements, so a
+// warp's global loads are runs of 2^cb * 32 bytes (cb = 3: 256 bytes) even when the stage
+// stride is large. Twiddles come from per-stage tables tw[2^b - 1 + j] = omega_{2^(b+1)}^j.
+#include "fr.cuh"
+
+// Blocks per SM the pass kernels promise ptxas (__launch_bounds__); 1 lets the PTX product
+// keep its ~110 registers, 2 caps them at 64 (small spills). Set with -DNTT_MIN_BLOCKS=2.
+#ifndef NTT_MIN_BLOCKS
+#define NTT_MIN_BLOCKS 1
+#endif
+
+typedef unsigned int u32;
+
+namespace {
+
+// The element at tile-local position L of tile t in a pass over bits [lo, lo + kb), with cb
+// coalescing bits; the tile index runs fastest over the bits above the pass (hi), so blocks
+// in flight together share their twiddles in L2.
+__device__ __forceinline__ size_t tile_index(u32 t, u32 L, int log_n, int lo, int kb, int cb) {
+    int nhi = log_n - lo - kb;
+    size_t hi = t & ((1u << nhi) - 1), mid = t >> nhi;
+    size_t low = L & ((1u << cb) - 1), m = L >> cb;
+    return (hi << (lo + kb)) | (m << lo) | (mid << cb) | low;
+}
+
+__device__ __forceinline__ u32 bit_rev(u32 i, int log_n) {
+    return log_n == 0 ? 0 : __brev(i) >> (32 - log_n);
+}
+
+// The coset/normalisation factor of element i: s_hi[e >> 10] * s_lo[e & 1023] with
+// e = i or bitrev(i). Two small tables instead of one of n entries: 2^log_n / 1024 + 1024
+// elements per kind, one extra product per element.
+struct scale_t {
+    const fr_t* lo;
+    const fr_t* hi;
+    int rev;   // 1: the factor belongs to bitrev(i) (data in bit-reversed order)
+    int mode;  // 0 none, 1 on load (before the first stage), 2 on store (after the last)
+};
+
+__device__ __forceinline__ fr_t factor(const scale_t& s, u32 i, int log_n) {
+    u32 e = s.rev ? bit_rev(i, log_n) : i;
+    return s.hi[e >> 10] * s.lo[e & 1023];
+}
+
+__device__ __forceinline__ fr_t load_elem(const fr_t* p) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = q[0], b = q[1];
+    fr_t r;
+    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+    return r;
+}
+__device__ __forceinline__ void store_elem(fr_t* p, const fr_t& x) {
+    uint4* q = reinterpret_cast<uint4*>(p);
+    q[0] = make_uint4(x.v[0], x.v[1], x.v[2], x.v[3]);
+    q[1] = make_uint4(x.v[4], x.v[5], x.v[6], x.v[7]);
+}
+__device__ __forceinline__ fr_t ldg_elem(const fr_t* p) {
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = __ldg(q), b = __ldg(q + 1);
+    fr_t r;
+    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+    return r;
+}
+
+// Shared memory holds the tile limb-major (limb l of element L at sh[l * T + L]): a warp
+// touching 32 different elements hits 32 different banks.
+__device__ __forceinline__ fr_t sh_get(const u32* sh, int T, int L) {
+    fr_t r;
+#pragma unroll
+    for (int l = 0; l < 8; l++) r.v[l] = sh[l * T + L];
+    return r;
+}
+__device__ __forceinline__ void sh_put(u32* sh, int T, int L, const fr_t& x) {
+#pragma unroll
+    for (int l = 0; l < 8; l++) sh[l * T + L] = x.v[l];
+}
+
+// Twiddle of the butterfly whose lower element is global index g, at the stage of bit b.
+__device__ __forceinline__ fr_t twiddle(const fr_t* tw, size_t g, int b) {
+    return ldg_elem(tw + ((size_t(1) << b) - 1) + (g & ((size_t(1) << b) - 1)));
+}
+
+// One pass: kb stages of bits lo .. lo+kb-1, DIF (top bit first) or DIT (lowest bit first).
+// blockDim.x = T / 2, each thread one butterfly per stage; dynamic shared memory 32 T bytes.
+template <bool DIT>
+__device__ void pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, scale_t s) {
+    extern __shared__ u32 sh[];
+    const int T = 1 << (kb + cb), H = T >> 1;
+    const u32 t = blockIdx.x, k = threadIdx.x;
+    size_t g0 = tile_index(t, k, log_n, lo, kb, cb), g1 = tile_index(t, k + H, log_n, lo, kb, cb);
+    fr_t x0 = load_elem(data + g0), x1 = load_elem(data + g1);
+    if (s.mode == 1) {
+        x0 = x0 * factor(s, (u32)g0, log_n);
+        x1 = x1 * factor(s, (u32)g1, log_n);
+    }
+    // (k, k + H) is the pair of the pass's widest stage: the first of a DIF pass and the last
+    // of a DIT pass, done in registers without a trip through shared memory.
+    if (!DIT) {
+        fr_t w = twiddle(tw, g0, lo + kb - 1);
+        fr_t u = x0;
+        x0 = u + x1;
+        x1 = (u - x1) * w;
+    }
+    if (kb > 1) {
+        sh_put(sh, T, k, x0);
+        sh_put(sh, T, k + H, x1);
+        __syncthreads();
+        for (int st = 1; st < kb; st++) {
+            // DIF: bits lo+kb-2 down to lo; DIT: bits lo up to lo+kb-2
+            int b = DIT ? lo + st - 1 : lo + kb - 1 - st;
+            int sl = cb + b - lo;  // the bit's position in L
+            int half = 1 << sl;
+            int i0 = ((k >> sl) << (sl + 1)) | (k & (half - 1)), i1 = i0 + half;
+            fr_t u = sh_get(sh, T, i0), v = sh_get(sh, T, i1);
+            fr_t w = twiddle(tw, tile_index(t, i0, log_n, lo, kb, cb), b);
+            if (DIT) {
+                fr_t y = v * w;
+                v = u - y;
+                u = u + y;
+            } else {
+                fr_t d = u - v;
+                u = u + v;
+                v = d * w;
+            }
+            sh_put(sh, T, i0, u);
+            sh_put(sh, T, i1, v);
+            __syncthreads();
+        }
+        x0 = sh_get(sh, T, k);
+        x1 = sh_get(sh, T, k + H);
+    }
+    if (DIT) {
+        fr_t y = x1 * twiddle(tw, g0, lo + kb - 1);
+        x1 = x0 - y;
+        x0 = x0 + y;
+    }
+    if (s.mode == 2) {
+        x0 = x0 * factor(s, (u32)g0, log_n);
+        x1 = x1 * factor(s, (u32)g1, log_n);
+    }
+    store_elem(data + g0, x0);
+    store_elem(data + g1, x1);
+}
+
+}  // namespace
+
+extern "C" {
+
+// Launch: grid = 2^(log_n - kb - cb) tiles, block = 2^(kb + cb - 1), shared 2^(kb + cb) * 32 B.
+__global__ void __launch_bounds__(512, NTT_MIN_BLOCKS) ntt_dif_pass(fr_t* data, int log_n, int lo, int kb,
+                                                    int cb, const fr_t* tw, const fr_t* s_lo,
+                                                    const fr_t* s_hi, int s_rev, int s_mode) {
+    pass<false>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
+}
+__global__ void __launch_bounds__(512, NTT_MIN_BLOCKS) ntt_dit_pass(fr_t* data, int log_n, int lo, int kb,
+                                                    int cb, const fr_t* tw, const fr_t* s_lo,
+                                                    const fr_t* s_hi, int s_rev, int s_mode) {
+    pass<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
+}
+
+// Per-stage twiddle tables for a transform of 2^log_n: tw[2^b - 1 + j] = omega_{2^(b+1)}^j for
+// b < log_n, j < 2^b (Montgomery form); roots[k] = omega_{2^k} (Montgomery), k <= 32. Each
+// thread fills a run of 32 entries of one table: one exponentiation, then 31 products.
+__global__ void ntt_twiddles(fr_t* tw, int log_n, const fr_t* roots) {
+    const int RUN = 32;
+    size_t total = (size_t(1) << log_n) - 1;
+    size_t start = (size_t(blockIdx.x) * blockDim.x + threadIdx.x) * RUN;
+    if (start >= total) return;
+    // entry e belongs to table b = floor(log2(e + 1)); a run never crosses tables when they
+    // are >= 32 long, and shorter tables (b < 5) are walked entry by entry
+    for (size_t e = start; e < start + RUN && e < total;) {
+        int b = 63 - __clzll((long long)(e + 1));
+        size_t j = e + 1 - (size_t(1) << b);
+        fr_t w = roots[b + 1];
+        uint32_t ex[2] = {(uint32_t)j, (uint32_t)(j >> 32)};
+        fr_t x = w.pow(ex, 2);
+        size_t end = (size_t(1) << (b + 1)) - 1;  // one past this table
+        if (end > start + RUN) end = start + RUN;
+        if (end > total) end = total;
+        for (; e < end; e++) {
+            tw[e] = x;
+            x = x * w;
+        }
+    }
+}
+
+// Scale tables: lo[k] = g^k (k < 1024), hi[k] = c g^(1024 k) (k < count_hi), Montgomery.
+__global__ void ntt_scale_tables(fr_t* lo, fr_t* hi, int count_hi, const fr_t* g, const fr_t* c) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < 1024) {
+        uint32_t e[1] = {(uint32_t)i};
+        lo[i] = g->pow(e, 1);
+    }
+    if (i < count_hi) {
+        uint32_t e[2] = {(uint32_t)((uint64_t)i * 1024), (uint32_t)(((uint64_t)i * 1024) >> 32)};
+        hi[i] = g->pow(e, 2) * *c;
+    }
+}
+
+// In-place bit-reversal permutation (only the natural-to-natural API needs it).
+__global__ void ntt_bit_reverse(fr_t* data, int log_n) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (1u << log_n)) return;
+    u32 j = bit_rev(i, log_n);
+    if (i < j) {
+        fr_t a = load_elem(data + i), b = load_elem(data + j);
+        store_elem(data + i, b);
+        store_elem(data + j, a);
+    }
+}
+
+// The pointwise step of H on the coset: a[i] <- (a b - c) / Z(g) with z_r2 = Z(g)^-1 R^2 (so
+// mont_mul(mont_mul(a, b) - mont_mul(c, 1), z_r2) = (a b - c) / Z in canonical form), written
+// to position bitrev(i): the coset evaluations arrive in natural order, and the inverse DIT
+// that follows wants them bit-reversed. Each thread owns the pair (i, bitrev(i)), i <= bitrev(i).
+__global__ void ntt_h_pointwise(fr_t* a, const fr_t* b, const fr_t* c, int log_n,
+                                const fr_t* z_r2) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= (1u << log_n)) return;
+    u32 j = bit_rev(i, log_n);
+    if (j < i) return;
+    fr_t one = fr_t::zero();
+    one.v[0] = 1;
+    fr_t z = *z_r2;
+    fr_t hi = (load_elem(a + i) * load_elem(b + i) - load_elem(c + i) * one) * z;
+    if (j != i) {
+        fr_t hj = (load_elem(a + j) * load_elem(b + j) - load_elem(c + j) * one) * z;
+        store_elem(a + i, hj);
+    }
+    store_elem(a + j, hi);
+}
+
+// first_bad <- min index of an element >= r (non-canonical), left alone when all are canonical.
+__global__ void ntt_check_canonical(const fr_t* data, u32 n, u32* first_bad) {
+    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    fr_t x = load_elem(data + i);
+    if (fr_t::geq_mod(x.v)) atomicMin(first_bad, i);
+}
+
+}  // extern "C"
