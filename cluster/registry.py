@@ -56,6 +56,9 @@ class WorkerInfo(BaseModel):
     started_at: float = Field(default_factory=time.time)
     heartbeat_at: float = Field(default_factory=time.time)
     nodename: str | None = None
+    #: unique per process start: a restarted worker reuses its slot's id, not its incarnation,
+    #: so work claimed by the dead process is still recognised as lost
+    incarnation: str = Field(default_factory=lambda: uuid.uuid4().hex[:12])
 
 
 def worker_key(worker_id: str) -> str:

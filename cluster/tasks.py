@@ -151,7 +151,8 @@ def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclud
         return {"partition": k, "duplicate": True}
     if (over := _over_redelivered(rt, self, job_id, k)) is not None:
         return over
-    rt.jobs.set_claim(job_id, k, task_id=self.request.id, **who)
+    rt.jobs.set_claim(job_id, k, task_id=self.request.id, incarnation=rt.worker.incarnation if rt.worker else None,
+                      **who)
     timeline.emit(rt.redis, job_id, "prove_pickup", partition=k, task_id=self.request.id,
                   retries=self.request.retries, ttl_s=rt.ttl(), **who)
     circuit = get_circuit(rec.params)

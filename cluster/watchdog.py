@@ -59,13 +59,13 @@ def inspect_job(rt, job_id: str, now: float | None = None) -> list[str]:
             return ["aggregate"]
         return []
     live = registry.workers(rt.redis)
-    live_ids = {w.worker_id for w in live}
+    live_ids = {(w.worker_id, w.incarnation) for w in live}
     live_queues = {w.queues[0] for w in live if w.role == "prove" and w.ready and w.queues}
     actions = []
     for k in missing:
         claim = rt.jobs.claim(job_id, k)
         route = rt.jobs.route(job_id, k)
-        if claim is not None and claim.get("worker") not in live_ids:
+        if claim is not None and (claim.get("worker"), claim.get("incarnation")) not in live_ids:
             why, exclude = f"prover {claim.get('worker')} left the registry mid-prove", [claim.get("device")]
         elif claim is None and route is not None and route.get("queue") not in live_queues \
                 and live_queues and rt.jobs.assignment(job_id, k) is not None:

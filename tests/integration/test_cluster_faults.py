@@ -1,0 +1,244 @@
+"""Delivery faults on a real Redis with real worker processes: a prove message delivered twice,
+a prover killed (SIGKILL) or stopped (SIGTERM) mid-prove, a second worker on a locked device,
+proofs that do not verify, a prover that fails, priorities, and the job deadline."""
+from __future__ import annotations
+
+import base64
+import json
+import signal
+import time
+import uuid
+
+import pytest
+
+from circuits_for_tests import SQUARES_A, SQUARES_SLOW, make_c1
+
+pytestmark = pytest.mark.integration
+
+
+def preload(circuit) -> dict:
+    return {"ZKHIVE_SRS__PRELOAD": json.dumps([circuit.name])}
+
+
+def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition", poll_s: float = 0.005):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def events(cluster, job_id, kind=None, partition=None):
+    from cluster import timeline
+
+    return [e for e in timeline.load(cluster.redis, job_id)
+            if (kind is None or e["event"] == kind) and (partition is None or e.get("partition") == partition)]
+
+
+def check_proof(cluster, circuit, doc, res):
+    from gpu.groth16 import Proof, verify
+
+    vk = cluster.runtime().keys.load_vk(circuit)
+    c1 = circuit.parse_c1(doc)
+    assert len(res.proof) == 192 * circuit.num_partitions()
+    for k, raw in enumerate(res.partition_proofs()):
+        assert verify(vk, circuit.public_inputs(c1, k), Proof.from_bytes(raw)), f"partition {k}"
+
+
+def control(cluster, action: str, queue: str, node: str) -> None:
+    from cluster.app import app
+
+    fn = app.control.cancel_consumer if action == "pause" else app.control.add_consumer
+    replies = fn(queue, destination=[node], reply=True, timeout=5)
+    assert replies, f"{node} did not answer {action} of {queue}"
+
+
+def test_duplicate_delivery_keeps_the_first_proof_and_the_early_body_waits(cluster, workers, ready):
+    """Item 5: a prove message for partition 0 delivered three times (as a visibility-timeout
+    redelivery does, and once under a new task id, which Celery's chord counter counts as another
+    header result) before partition 1: the body fires with partition 1 missing and must wait."""
+    from cluster.routing import queue_depth
+
+    cluster.setup_keys(SQUARES_A)
+    _, _, prover = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+                         workers("prove", "cpu:0", wait=False, **preload(SQUARES_A)))
+    queue = prover.queues[0]
+    control(cluster, "pause", queue, prover.nodename)
+    doc = make_c1(SQUARES_A, seed=11)
+    job = cluster_submit(doc, "dup-exec")
+    wait_for(lambda: queue_depth(cluster.redis, queue) == 2, what="both prove messages queued")
+    lists = [k for k in cluster.redis.scan_iter(match=f"{queue}*") if cluster.redis.type(k) == b"list"]
+    assert len(lists) == 1, lists
+    raw = cluster.redis.lrange(lists[0], 0, -1)
+    by_part = {}
+    for m in raw:
+        msg = json.loads(m)
+        args = json.loads(base64.b64decode(msg["body"]))[0]
+        by_part[args[2]] = msg
+    assert sorted(by_part) == [0, 1]
+    again = json.loads(json.dumps(by_part[0]))  # the same message, as Redis restores it
+    renamed = json.loads(json.dumps(by_part[0]))
+    new_id = str(uuid.uuid4())
+    renamed["headers"]["id"] = renamed["headers"]["root_id"] = new_id
+    renamed["properties"]["correlation_id"] = new_id
+    renamed["properties"]["delivery_tag"] = str(uuid.uuid4())
+    again["properties"]["delivery_tag"] = str(uuid.uuid4())
+    # kombu pops from the right: partition 0, then its two copies; partition 1 is held back
+    pipe = cluster.redis.pipeline()
+    pipe.delete(lists[0])
+    pipe.rpush(lists[0], *[json.dumps(m) for m in (renamed, again, by_part[0])])
+    pipe.execute()
+    control(cluster, "resume", queue, prover.nodename)
+    # the chord counted partition 0 twice (two task ids) and fired its body with 1 missing:
+    # the body must not assemble a proof from what the chord handed it
+    waiting = wait_for(lambda: events(cluster, "dup-exec", "aggregate_waiting"), what="the early body")
+    assert waiting[0]["missing"] == [1]
+    assert job.status()["status"] == "running"
+    cluster.redis.rpush(lists[0], json.dumps(by_part[1]))  # partition 1's message arrives late
+
+    res = job.result(timeout=60)
+    check_proof(cluster, SQUARES_A, doc, res)
+    ends = events(cluster, "dup-exec", "prove_end", 0)
+    dups = events(cluster, "dup-exec", "duplicate", 0)
+    assert len(ends) == 1 and len(dups) == 2, (ends, dups)
+    # the stored proof of partition 0 is the one the first run made
+    assert res.partition_proofs()[0].hex().startswith(ends[0]["proof_sha"])
+    assert events(cluster, "dup-exec", "prove_end", 1)
+    assert len(events(cluster, "dup-exec", "aggregated")) == 1
+
+
+def cluster_submit(doc, job_id, **kw):
+    from cluster.client import submit
+    return submit(doc, job_id=job_id, **kw)
+
+
+def test_sigkill_mid_prove_job_completes_without_a_partition_proved_twice(cluster, workers, ready):
+    cluster.setup_keys(SQUARES_SLOW)
+    procs = [workers("synthesis", wait=False), workers("aggregate", wait=False),
+             workers("prove", "cpu:0", wait=False, **preload(SQUARES_SLOW)),
+             workers("prove", "cpu:1", wait=False, **preload(SQUARES_SLOW))]
+    infos = ready(*procs)
+    by_id = {i.worker_id: p for i, p in zip(infos, procs)}
+    doc = make_c1(SQUARES_SLOW, seed=12)
+    job = cluster_submit(doc, "sigkill")
+    pickup = wait_for(lambda: events(cluster, "sigkill", "prove_pickup"), what="a prove pickup")[0]
+    victim = by_id[pickup["worker"]]
+    victim.signal(signal.SIGSTOP)  # freeze it mid-prove, then make sure it had not finished
+    k = pickup["partition"]
+    assert cluster.runtime().jobs.partition("sigkill", k) is None, "the prove finished before the stop"
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    # a new worker on the dead one's device takes its stale lock over at once (pid gone)
+    again = workers("prove", pickup["device"], wait=False)
+
+    res = job.result(timeout=90)
+    check_proof(cluster, SQUARES_SLOW, doc, res)
+    assert res.provers[k]["device"] != pickup["device"]
+    assert events(cluster, "sigkill", "redispatched", k)
+    for p in range(SQUARES_SLOW.num_partitions()):
+        assert len(events(cluster, "sigkill", "prove_end", p)) == 1
+    assert res.provers[k]["worker"] != pickup["worker"]
+    ready(again)
+    assert "took over the stale lock" in again.log_text()
+    assert f"pid {victim.pid} is gone" in again.log_text()
+
+
+def test_second_worker_on_a_device_is_refused(cluster, workers):
+    first = workers("prove", "cpu:0")
+    second = workers("prove", "cpu:0", wait=False)
+    assert second.wait(30) == 2
+    text = second.log_text()
+    assert "device cpu:0" in text and "in use by" in text and str(first.pid) in text
+    assert first.proc.poll() is None
+
+
+def test_sigterm_finishes_the_task_in_hand_and_leaves_the_registry(cluster, workers, ready):
+    from cluster import registry
+
+    cluster.setup_keys(SQUARES_SLOW)
+    _, _, info = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+                       prover := workers("prove", "cpu:0", wait=False, **preload(SQUARES_SLOW)))
+    doc = make_c1(SQUARES_SLOW, seed=13)
+    job = cluster_submit(doc, "sigterm")
+    pickup = wait_for(lambda: events(cluster, "sigterm", "prove_pickup"), what="a prove pickup")[0]
+    prover.signal(signal.SIGTERM)
+    assert prover.wait(30) == 0
+    # the partition in hand was finished and stored by the stopping worker
+    stored = cluster.runtime().jobs.partition("sigterm", pickup["partition"])
+    assert stored is not None and stored["worker"] == info.worker_id
+    # it left the registry and released its device lock at once, not after the TTL
+    assert info.worker_id not in {w.worker_id for w in registry.workers(cluster.redis)}
+    assert not list(cluster.redis.scan_iter(match="zkhive:devlock:*:cpu:0:*"))
+    assert "left the registry" in prover.log_text()
+    # the other partition waits on the stopped device's queue; a new prover gets it
+    workers("prove", "cpu:1", **preload(SQUARES_SLOW))
+    res = job.result(timeout=60)
+    check_proof(cluster, SQUARES_SLOW, doc, res)
+    assert res.provers[pickup["partition"]]["device"] == "cpu:0"
+    assert {p["device"] for p in res.provers} == {"cpu:0", "cpu:1"}
+
+
+def test_unverifiable_partition_is_reproved_alone_on_another_device(cluster, workers, ready, tmp_path):
+    """cpu:0 holds a key from another setup (a stale key cache): its proofs do not verify."""
+    from cluster.keys import KeyCache
+
+    cluster.setup_keys(SQUARES_A)
+    KeyCache(tmp_path / "other-keys").setup(SQUARES_A)
+    ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+          workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PARAM_CACHE=tmp_path / "other-keys", **preload(SQUARES_A)),
+          workers("prove", "cpu:1", wait=False, **preload(SQUARES_A)))
+    doc = make_c1(SQUARES_A, seed=14)
+    res = cluster_submit(doc, "reprove").result(timeout=60)
+    check_proof(cluster, SQUARES_A, doc, res)
+    bad = events(cluster, "reprove", "verify_failed")
+    assert bad and {e["device"] for e in bad} == {"cpu:0"}
+    assert {p["device"] for p in res.provers} == {"cpu:1"}
+    for e in bad:
+        assert events(cluster, "reprove", "redispatched", e["partition"])
+
+
+def test_failed_prove_is_retried_on_another_device(cluster, workers, ready, tmp_path):
+    """cpu:0 has no key in its cache: its prove fails and the partition moves to cpu:1."""
+    cluster.setup_keys(SQUARES_A)
+    ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+          workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PARAM_CACHE=tmp_path / "empty"),
+          workers("prove", "cpu:1", wait=False))
+    doc = make_c1(SQUARES_A, seed=15)
+    res = cluster_submit(doc, "retry").result(timeout=60)
+    check_proof(cluster, SQUARES_A, doc, res)
+    errors = events(cluster, "retry", "prove_error")
+    assert errors and {e["device"] for e in errors} == {"cpu:0"}
+    assert all("no proving key" in e["error"] for e in errors)
+    assert {p["device"] for p in res.provers} == {"cpu:1"}
+
+
+def test_critical_job_overtakes_queued_bulk_work(cluster, workers, ready):
+    from cluster.routing import queue_depth
+
+    cluster.setup_keys(SQUARES_A)
+    _, _, prover = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+                         workers("prove", "cpu:0", wait=False, **preload(SQUARES_A)))
+    queue = prover.queues[0]
+    control(cluster, "pause", queue, prover.nodename)
+    bulk = [cluster_submit(make_c1(SQUARES_A, seed=20 + i), f"bulk-{i}", priority="bulk") for i in range(2)]
+    wait_for(lambda: queue_depth(cluster.redis, queue) == 4, what="bulk work queued")
+    critical = cluster_submit(make_c1(SQUARES_A, seed=30), "critical", priority="critical")
+    wait_for(lambda: queue_depth(cluster.redis, queue) == 6, what="critical work queued")
+    control(cluster, "resume", queue, prover.nodename)
+    for j in [critical, *bulk]:
+        j.result(timeout=60)
+    pickups = sorted((e["t"], job) for job in ("critical", "bulk-0", "bulk-1")
+                     for e in events(cluster, job, "prove_pickup"))
+    assert [job for _, job in pickups[:2]] == ["critical", "critical"]
+
+
+def test_deadline_fails_a_job_whose_partitions_are_lost_and_reports_them(cluster, workers, ready):
+    from cluster.client import JobFailed
+
+    cluster.setup_keys(SQUARES_A)
+    ready(workers("synthesis", wait=False), workers("aggregate", wait=False))  # no prover at all
+    job = cluster_submit(make_c1(SQUARES_A, seed=16), "deadline", deadline_s=2)
+    with pytest.raises(JobFailed, match=r"deadline passed.*partition 0: prove_routed prove.unassigned"):
+        job.result(timeout=30)
