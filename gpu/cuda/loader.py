@@ -20,6 +20,7 @@ and the flags. Cubins live in ``$ZKHIVE_CACHE_DIR/cubin`` (default
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
 import re
@@ -155,9 +156,17 @@ def init_context(ordinal: int = 0):
             raise GpuUnavailable(f"no CUDA device {ordinal} ({cuda.Device.count()} present)")
         ctx = cuda.Device(ordinal).retain_primary_context()
         ctx.push()
+        atexit.register(_pop, ctx)
         return ctx
     except cuda.Error as e:
         raise GpuUnavailable(f"cannot open a context on device {ordinal}: {e}") from e
+
+
+def _pop(ctx) -> None:
+    try:
+        ctx.pop()
+    except Exception:  # already popped, or the driver is shutting down: nothing to release
+        pass
 
 
 def device_arch() -> str:
