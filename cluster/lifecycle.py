@@ -69,7 +69,7 @@ class WorkerLifecycle:
         else:
             raise WorkerStartError(f"unknown worker role {role!r}: synthesis, prove or aggregate")
         self.heartbeat: registry.Heartbeat | None = None
-        self._timers: list = []
+        self._limits = TimeLimits()
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -149,22 +149,10 @@ class WorkerLifecycle:
             self.heartbeat.beat()
 
     def _arm_limits(self, task) -> None:
-        soft, hard = task.soft_time_limit, task.time_limit
-        if soft:
-            signal.signal(signal.SIGALRM, _raise_soft_limit)
-            signal.setitimer(signal.ITIMER_REAL, soft)
-        if hard:
-            t = threading.Timer(hard, _hard_limit_exit, args=(task.name, hard))
-            t.daemon = True
-            t.start()
-            self._timers.append(t)
+        self._limits.arm(task.name, task.soft_time_limit, task.time_limit)
 
     def _disarm_limits(self) -> None:
-        if self.pool == "solo":
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        for t in self._timers:
-            t.cancel()
-        self._timers.clear()
+        self._limits.disarm()
 
     # -- stop ---------------------------------------------------------------------------------------
     def shutdown(self) -> None:
@@ -199,6 +187,37 @@ class WorkerLifecycle:
         finally:
             self.shutdown()
         return 0
+
+
+class TimeLimits:
+    """Soft and hard time limits for a task running in the main thread (the solo pool).
+
+    The soft limit is SIGALRM, whose handler raises SoftTimeLimitExceeded inside the task (the
+    prove task then retries the partition on another device). The hard limit is a timer thread
+    that calls ``on_hard`` (default: end the process): a task stuck in native code never returns
+    to the interpreter to see the soft limit.
+    """
+
+    def __init__(self, on_hard=None):
+        self.on_hard = on_hard or _hard_limit_exit
+        self._timer: threading.Timer | None = None
+
+    def arm(self, name: str, soft: float | None, hard: float | None) -> None:
+        self.disarm()
+        if soft:
+            signal.signal(signal.SIGALRM, _raise_soft_limit)
+            signal.setitimer(signal.ITIMER_REAL, soft)
+        if hard:
+            self._timer = threading.Timer(hard, self.on_hard, args=(name, hard))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def disarm(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 def _raise_soft_limit(signum, frame):

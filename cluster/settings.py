@@ -199,14 +199,15 @@ class Settings(Section):
     def check(self) -> "Settings":
         """Rules across fields: a visibility timeout shorter than a task would redeliver it."""
         d = self.delivery
+        where = f"settings file {self.source}" if self.source else "settings"
         longest = max(d.prove_time_limit_s, d.synthesis_time_limit_s)
         if d.visibility_timeout_s <= longest:
             raise SettingsError(
-                f"{self.source or 'settings'}: delivery.visibility_timeout_s ({d.visibility_timeout_s}) "
+                f"{where}: delivery.visibility_timeout_s ({d.visibility_timeout_s}) "
                 f"must exceed the longest task time limit ({longest} s), or Redis redelivers "
                 "running tasks to a second worker")
         if d.prove_soft_time_limit_s >= d.prove_time_limit_s:
-            raise SettingsError(f"{self.source or 'settings'}: delivery.prove_soft_time_limit_s must be "
+            raise SettingsError(f"{where}: delivery.prove_soft_time_limit_s must be "
                                 "below delivery.prove_time_limit_s")
         return self
 

@@ -1,0 +1,176 @@
+"""The CLI (``python -m cluster`` == ``zkhive``), the submit task Flower's send-task calls, and
+the Redis-side stores, against a real Redis and real workers. This module runs the embedded
+setup: blobs in Redis (``blobs.backend = "redis"``) instead of a shared directory."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from circuits_for_tests import SQUARES_A, SQUARES_B, make_c1
+
+pytestmark = pytest.mark.integration
+
+REDIS_BLOBS = {"ZKHIVE_BLOBS__BACKEND": "redis"}
+
+
+@pytest.fixture(scope="module")
+def embedded(cluster, worker_set, tmp_path_factory):
+    cluster.flush()
+    cluster.configure_here(**REDIS_BLOBS)
+    cluster.setup_keys(SQUARES_A, SQUARES_B)
+    ws = worker_set(tmp_path_factory.mktemp("embedded"))
+    procs = [ws("synthesis", wait=False, **REDIS_BLOBS), ws("aggregate", wait=False, **REDIS_BLOBS),
+             ws("prove", "cpu:0", wait=False, ZKHIVE_SRS__PRELOAD=f'["{SQUARES_A.name}"]', **REDIS_BLOBS)]
+    for p in procs:
+        p.wait_ready(cluster.redis)
+    yield ws
+    ws.stop_all()
+    cluster.configure_here()
+
+
+@pytest.fixture
+def here(cluster, embedded):
+    cluster.configure_here(**REDIS_BLOBS)
+    return cluster
+
+
+def zkhive(cluster, *args, timeout=60, **env):
+    from tests.conftest import ROOT
+
+    return subprocess.run([sys.executable, "-m", "cluster", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout, env={**cluster.env, **REDIS_BLOBS, **env})
+
+
+def test_cli_submit_wait_result_status_timeline(here, tmp_path):
+    from gpu.groth16 import Proof, verify
+
+    doc = make_c1(SQUARES_A, seed=40)
+    (tmp_path / "c1.json").write_text(json.dumps(doc))
+    out = tmp_path / "proof.bin"
+    p = zkhive(here, "submit", str(tmp_path / "c1.json"), "--job-id", "cli-1", "--wait", "--timeout", "60",
+               "--out", str(out))
+    assert p.returncode == 0, p.stderr
+    assert "cli-1 submitted (test-squares-8x2, 2 partitions)" in p.stdout
+    proof = out.read_bytes()
+    assert len(proof) == 384
+    vk = here.runtime().keys.load_vk(SQUARES_A)
+    c1 = SQUARES_A.parse_c1(doc)
+    assert all(verify(vk, SQUARES_A.public_inputs(c1, k), Proof.from_bytes(proof[192 * k:192 * (k + 1)]))
+               for k in range(2))
+    # resubmitting is a no-op that says so
+    again = zkhive(here, "submit", str(tmp_path / "c1.json"), "--job-id", "cli-1")
+    assert again.returncode == 0 and "cli-1 already submitted" in again.stdout
+    res = zkhive(here, "result", "cli-1")
+    assert res.returncode == 0, res.stderr
+    assert json.loads(res.stdout)["proof"] == proof.hex()
+
+    st = zkhive(here, "status")
+    assert st.returncode == 0, st.stderr
+    assert "prove" in st.stdout and "cpu:0" in st.stdout and SQUARES_A.name in st.stdout
+    assert "cli-1" in st.stdout and "done" in st.stdout and "synthesis" in st.stdout
+    png = tmp_path / "t.png"
+    tl = zkhive(here, "timeline", "cli-1", "--png", str(png))
+    assert tl.returncode == 0, tl.stderr
+    for ev in ("queued", "synthesis_start", "prove_routed", "prove_pickup", "stage", "prove_end", "aggregated"):
+        assert ev in tl.stdout
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_rejects_bad_input_with_one_line(here, tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    p = zkhive(here, "submit", str(bad))
+    assert p.returncode == 2 and "bad.json: not JSON (line 1" in p.stderr and "Traceback" not in p.stderr
+    bad.write_text(json.dumps({"params": "nope"}))
+    p = zkhive(here, "submit", str(bad))
+    assert p.returncode == 2 and "field params: unknown parameter set 'nope'" in p.stderr
+    p = zkhive(here, "result", "no-such-job")
+    assert p.returncode == 2 and "no job 'no-such-job'" in p.stderr
+    p = zkhive(here, "timeline", "no-such-job")
+    assert p.returncode == 2 and "no timeline" in p.stderr
+    p = zkhive(here, "worker", "prove")
+    assert p.returncode == 2 and "needs --device" in p.stderr
+    p = zkhive(here, "worker", "prove", "--device", "gpu0")
+    assert p.returncode == 2 and "not cpu, cpu:N or cuda:N" in p.stderr
+    p = zkhive(here, "status", ZKHIVE_WORKER__HEARTBEATS="1")
+    assert p.returncode == 2 and "unknown key worker.heartbeats" in p.stderr
+
+
+def test_status_flags_a_worker_running_other_code(here):
+    from cluster import registry
+    from cluster.commands import status_text
+
+    stale = registry.WorkerInfo(worker_id="prove.old.cpu0.0", role="prove", host="old", pid=1,
+                                queues=["prove.old.cpu0"], device="cpu:0", ready=True,
+                                version="0.0.9", code_digest="0123456789ab")
+    registry.publish(here.redis, stale, ttl_s=5)
+    text = status_text(here.runtime())
+    line = next(l for l in text.splitlines() if "prove.old.cpu0.0" in l)
+    assert "0.0.9+0123456789ab *" in line and "runs other code than this checkout" in text
+    registry.leave(here.redis, stale.worker_id)
+    assert "prove.old.cpu0.0" not in status_text(here.runtime())
+
+
+def test_submit_task_for_flower_send_task(here):
+    """Flower's POST /api/task/send-task/zkhive.submit does app.send_task with the JSON args."""
+    from cluster.app import app
+    from cluster.client import Job
+
+    doc = make_c1(SQUARES_A, seed=41)
+    reply = app.send_task("zkhive.submit", args=[doc], kwargs={"job_id": "via-flower", "priority": "high"})
+    assert reply.get(timeout=30) == {"job_id": "via-flower", "created": True, "num_partitions": 2}
+    assert len(Job("via-flower").result(timeout=60).proof) == 384
+    bad = app.send_task("zkhive.submit", args=[{"params": "nope"}])
+    with pytest.raises(Exception, match="field params"):
+        bad.get(timeout=30)
+    # the message carried the C1 inline; the job's copy lives in the blob store, in Redis here
+    rec = here.runtime().jobs.get("via-flower")
+    assert rec.c1.store == "redis"
+
+
+def test_partition_store_is_first_writer_wins(here):
+    from cluster.jobs import DONE, FAILED, RUNNING, JobStore
+
+    js = JobStore(here.redis, ttl_s=60)
+    won, doc = js.store_partition("fw", 0, b"\x01" * 192, worker="a")
+    assert won and doc["worker"] == "a"
+    won2, doc2 = js.store_partition("fw", 0, b"\x02" * 192, worker="b")
+    assert not won2 and doc2["worker"] == "a" and doc2["proof"] == "01" * 192
+    assert not js.discard_partition("fw", 0, {"proof": "02" * 192})  # not the stored one
+    assert js.partition("fw", 0)["worker"] == "a"
+    assert js.discard_partition("fw", 0, doc2) and js.partition("fw", 0) is None
+    # job state moves once: a failure after completion changes nothing
+    here.redis.hset("zkhive:job:fw:state", "status", RUNNING)
+    assert js.transition("fw", DONE, (RUNNING,), finished_at=1)
+    assert not js.fail("fw", "late failure")
+    assert js.status("fw") == DONE and js.status("fw") != FAILED
+
+
+def test_registry_entries_expire_and_device_locks_refuse_a_second_owner(here):
+    from cluster import registry
+
+    info = registry.WorkerInfo(worker_id="synthesis.t.1", role="synthesis", host="t", pid=os.getpid(),
+                               queues=["synthesis"])
+    registry.publish(here.redis, info, ttl_s=0.3)
+    assert [w.worker_id for w in registry.workers(here.redis, role="synthesis")].count("synthesis.t.1") == 1
+    time.sleep(0.5)
+    assert "synthesis.t.1" not in {w.worker_id for w in registry.workers(here.redis)}
+
+    a = registry.DeviceLock(here.redis, "t", "cuda:7", 1, ttl_s=5, owner="A")
+    b = registry.DeviceLock(here.redis, "t", "cuda:7", 1, ttl_s=5, owner="B")
+    assert a.acquire() == 0 and a.refresh()
+    with pytest.raises(registry.DeviceBusy, match=r"device cuda:7 on t is in use by A \(pid"):
+        b.acquire()
+    a.release()
+    assert b.acquire() == 0
+    assert not a.refresh()  # a released lock is not refreshed back into existence
+    b.release()
+    two = [registry.DeviceLock(here.redis, "t", "cuda:8", 2, ttl_s=5, owner=f"o{i}") for i in range(3)]
+    assert [two[0].acquire(), two[1].acquire()] == [0, 1]
+    with pytest.raises(registry.DeviceBusy, match="allows 2 prover"):
+        two[2].acquire()
