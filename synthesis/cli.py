@@ -121,7 +121,10 @@ def cmd_synth(args) -> int:
 
 def cmd_circuits(args) -> int:
     from synthesis.circuits import get_circuit, known
-    for name in known():
+    def order(name):  # smallest first
+        prm = getattr(get_circuit(name), "prm", None)
+        return (0, prm.log_nodes, prm.challenges) if prm else (1, 0, 0)
+    for name in sorted(known(), key=order):
         c = get_circuit(name)
         prm = getattr(c, "prm", None)
         line = f"{name}: {c.num_partitions()} partitions"

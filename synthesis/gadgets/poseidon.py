@@ -6,8 +6,8 @@ layer are linear, so they stay inside linear combinations. In the partial rounds
 goes through an S-box and the other elements accumulate ever longer combinations of earlier
 S-box outputs; so the S-box inputs of the partial rounds and of the first full round after them
 are allocated first (one more constraint each, x = lc) and that long combination appears once
-instead of three times. Measured for t = 9: 453 constraints and ~5.5k nonzeros per hash, against
-387 constraints and ~9.3k nonzeros without the extra variables.
+instead of three times. Measured for t = 9: 453 constraints and 5,547 nonzeros a permutation,
+against 387 and 10,755 without the extra variables (t = 3: 299 / 2,953 against 240 / 6,546).
 """
 from __future__ import annotations
 
