@@ -147,6 +147,13 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         assert all(w["ready"] for w in ws)
         assert [w["resident_keys"] for w in ws if w["role"] == "prove"] == [[SQUARES_A.name]]
 
+        # `zkhive ready` (the compose health checks) agrees with what `up` waited for
+        prove_pid = next(r["pid"] for r in state["processes"] if r["name"] == "prove-cpu0")
+        for service in (["redis"], ["flower"], ["worker", "--pid", str(prove_pid)]):
+            zkhive(*s.args("ready", *service), env=s.env, check=0)
+        not_ready = zkhive(*s.args("ready", "worker", "--pid", "1"), env=s.env, check=1)
+        assert "no registry entry for pid 1" in not_ready.stderr
+
         # a second `up` over the running cluster is refused, and the cluster is untouched
         again = s.up(check=2)
         assert "a previous cluster is still running" in again.stderr and "zkhive down" in again.stderr
@@ -173,6 +180,10 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         out = zkhive(*s.args("result", "up-flower", "--wait", "--timeout", "120"), env=s.env, check=0)
         r = json.loads(out.stdout)
         _verify(s, SQUARES_B, doc_b, bytes.fromhex(r["proof"]), [[int(x, 16) for x in p] for p in r["public_inputs"]])
+        # the worker event stream reaches Flower: it saw every partition's prove task finish
+        code, body = _flower(base + "/api/tasks?taskname=zkhive.prove_partition", s.flower_password)
+        states = [t["state"] for t in json.loads(body).values()]
+        assert code == 200 and states.count("SUCCESS") >= 4, states
     finally:
         down = s.down()
     assert "every process is gone and every port released" in down.stdout
@@ -182,6 +193,7 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     assert not (s.run_dir / "cluster.json").exists()
     # nothing left to stop: down again is a no-op that says so
     assert "nothing to stop" in s.down().stdout
+    assert "not ready" in zkhive(*s.args("ready", "redis"), env=s.env, check=1).stderr
 
 
 def test_port_already_taken_is_reported_and_nothing_starts(tmp_path):
