@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 import subprocess
 import sys
 import time
@@ -62,17 +63,39 @@ def _child_env(args, run_dir: Path, extra: dict[str, str] | None = None) -> dict
 
 
 def detect_devices() -> list[str]:
-    """``cuda:N`` for every GPU PyCUDA sees, else ``["cpu:0"]``. Asked in a child process: the
-    supervisor must not hold a CUDA context (the prover on that device makes its own)."""
+    """``cuda:N`` for every GPU PyCUDA sees; ``["cpu:0"]`` on a machine without NVIDIA GPUs.
+    A machine whose GPUs ``nvidia-smi`` lists but PyCUDA cannot use is an error, not a quiet
+    CPU fallback. PyCUDA is asked in a child process: the supervisor must not hold a CUDA
+    context (the prover on that device makes its own)."""
     code = ("import pycuda.driver as d\n"
             "d.init()\n"
             "print(d.Device.count())\n")
     try:
         res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
         n = int(res.stdout.strip()) if res.returncode == 0 else 0
-    except (subprocess.TimeoutExpired, ValueError, OSError):
-        n = 0
-    return [f"cuda:{i}" for i in range(n)] or ["cpu:0"]
+        why = (res.stderr.strip().splitlines() or ["no output"])[-1] if res.returncode else ""
+    except (subprocess.TimeoutExpired, ValueError, OSError) as e:
+        n, why = 0, str(e)
+    if n:
+        return [f"cuda:{i}" for i in range(n)]
+    gpus = _nvidia_smi_gpus()
+    if gpus:
+        raise CommandError(
+            f"this machine has {len(gpus)} NVIDIA GPU(s) ({gpus[0]}{', ...' if len(gpus) > 1 else ''}) "
+            f"but PyCUDA cannot use them ({why or 'it counts 0 devices'}): install the gpu extra "
+            f"(pip install -e '.[gpu]'), or pass --devices cpu:0 to prove on the CPU")
+    return ["cpu:0"]
+
+
+def _nvidia_smi_gpus() -> list[str]:
+    exe = shutil.which("nvidia-smi")
+    if not exe:
+        return []
+    try:
+        res = subprocess.run([exe, "-L"], capture_output=True, text=True, timeout=30)
+    except (subprocess.TimeoutExpired, OSError):
+        return []
+    return [line.strip() for line in res.stdout.splitlines() if line.startswith("GPU ")]
 
 
 def _redis_endpoint(s) -> tuple[str, int]:
