@@ -81,24 +81,39 @@ def test_cli_submit_wait_result_status_timeline(here, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_cli_rejects_bad_input_with_one_line(here, tmp_path):
+def test_cli_rejects_bad_input_with_one_line(here, tmp_path, capsys, monkeypatch):
+    """The same commands in this process (cluster.cli.main), for speed: exit 2, one line, no traceback."""
+    from cluster.cli import main
+
+    def run(*argv):
+        code = main(list(argv))
+        err = capsys.readouterr().err
+        assert "Traceback" not in err
+        return code, err
+
     bad = tmp_path / "bad.json"
     bad.write_text("{not json")
-    p = zkhive(here, "submit", str(bad))
-    assert p.returncode == 2 and "bad.json: not JSON (line 1" in p.stderr and "Traceback" not in p.stderr
+    code, err = run("submit", str(bad))
+    assert code == 2 and "bad.json: not JSON (line 1" in err
     bad.write_text(json.dumps({"params": "nope"}))
-    p = zkhive(here, "submit", str(bad))
-    assert p.returncode == 2 and "field params: unknown parameter set 'nope'" in p.stderr
-    p = zkhive(here, "result", "no-such-job")
-    assert p.returncode == 2 and "no job 'no-such-job'" in p.stderr
-    p = zkhive(here, "timeline", "no-such-job")
-    assert p.returncode == 2 and "no timeline" in p.stderr
-    p = zkhive(here, "worker", "prove")
-    assert p.returncode == 2 and "needs --device" in p.stderr
-    p = zkhive(here, "worker", "prove", "--device", "gpu0")
-    assert p.returncode == 2 and "not cpu, cpu:N or cuda:N" in p.stderr
-    p = zkhive(here, "status", ZKHIVE_WORKER__HEARTBEATS="1")
-    assert p.returncode == 2 and "unknown key worker.heartbeats" in p.stderr
+    code, err = run("submit", str(bad))
+    assert code == 2 and "field params: unknown parameter set 'nope'" in err
+    code, err = run("result", "no-such-job")
+    assert code == 2 and "no job 'no-such-job'" in err
+    code, err = run("timeline", "no-such-job")
+    assert code == 2 and "no timeline" in err
+    code, err = run("worker", "prove")
+    assert code == 2 and "needs --device" in err
+    code, err = run("worker", "prove", "--device", "gpu0")
+    assert code == 2 and "not cpu, cpu:N or cuda:N" in err
+    from gpu.backends import cuda_available
+    if not cuda_available():
+        code, err = run("worker", "prove", "--device", "cuda:0")
+        assert code == 2 and "cuda backend is not available" in err, err
+        assert not list(here.redis.scan_iter(match="zkhive:devlock:*:cuda:0:*"))  # released
+    monkeypatch.setenv("ZKHIVE_WORKER__HEARTBEATS", "1")
+    code, err = run("status")
+    assert code == 2 and "ZKHIVE_WORKER__HEARTBEATS: unknown key worker.heartbeats" in err
 
 
 def test_status_flags_a_worker_running_other_code(here):

@@ -72,6 +72,8 @@ def test_duplicate_delivery_keeps_the_first_proof_and_the_early_body_waits(clust
     lists = [k for k in cluster.redis.scan_iter(match=f"{queue}*") if cluster.redis.type(k) == b"list"]
     assert len(lists) == 1, lists
     raw = cluster.redis.lrange(lists[0], 0, -1)
+    # data travels out of band: a prove message is a reference, not an assignment
+    assert all(len(m) < 4096 for m in raw), [len(m) for m in raw]
     by_part = {}
     for m in raw:
         msg = json.loads(m)
@@ -107,6 +109,32 @@ def test_duplicate_delivery_keeps_the_first_proof_and_the_early_body_waits(clust
     assert res.partition_proofs()[0].hex().startswith(ends[0]["proof_sha"])
     assert events(cluster, "dup-exec", "prove_end", 1)
     assert len(events(cluster, "dup-exec", "aggregated")) == 1
+
+
+def test_redeliveries_are_bounded(cluster, workers, ready):
+    """delivery.max_redeliveries=1: the third delivery of one synthesis message fails the job."""
+    from cluster.app import SYNTHESIS_QUEUE
+    from cluster.client import JobFailed
+    from cluster.routing import queue_depth
+
+    bound = {"ZKHIVE_DELIVERY__MAX_REDELIVERIES": "1"}
+    syn, _ = ready(workers("synthesis", wait=False, **bound), workers("aggregate", wait=False, **bound))
+    control(cluster, "pause", SYNTHESIS_QUEUE, syn.nodename)
+    job = cluster_submit(make_c1(SQUARES_A, seed=17), "redeliver")
+    wait_for(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) == 2, what="synthesis messages")
+    [key] = [k for k in cluster.redis.scan_iter(match=f"{SYNTHESIS_QUEUE}*") if cluster.redis.type(k) == b"list"]
+    msgs = [json.loads(m) for m in cluster.redis.lrange(key, 0, -1)]
+    first = next(m for m in msgs if json.loads(base64.b64decode(m["body"]))[0][1] == 0)
+    copies = []
+    for _ in range(2):  # as two visibility-timeout restores of the same message would
+        c = json.loads(json.dumps(first))
+        c["properties"]["delivery_tag"] = str(uuid.uuid4())
+        copies.append(json.dumps(c))
+    cluster.redis.rpush(key, *copies)
+    control(cluster, "resume", SYNTHESIS_QUEUE, syn.nodename)
+    with pytest.raises(JobFailed, match=r"partition 0: task .* was delivered 3 times \(delivery.max_redeliveries=1\)"):
+        job.result(timeout=30)
+    assert len(events(cluster, "redeliver", "redelivered", 0)) == 1
 
 
 def cluster_submit(doc, job_id, **kw):
