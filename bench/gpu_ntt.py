@@ -34,10 +34,14 @@ from synthesis import field as fr  # noqa: E402
 IMAD_PER_FR_MUL = 256
 #: placeholder ceilings of --quick runs (floors are left to the main run; 1 avoids division by 0)
 QUICK_CEILINGS = {"copy_GBps": 1.0, "h2d_pinned_GBps": 1.0, "imad_per_s": 1.0, "fr_mul_per_s": 1.0}
-VARIANTS = {  # label -> environment
-    "portable-mul": {"ZKHIVE_NVCC_FLAGS": "-DFF_PORTABLE"},
-    "ptx-minblocks2": {"ZKHIVE_NVCC_FLAGS": "-DNTT_MIN_BLOCKS=2"},
-    "ptx-tile9": {"ZKHIVE_NTT_TILE_BITS": "9"},
+VARIANTS = {  # label -> environment (tN: ZKHIVE_NTT_TILE_BITS; TxB: launch bounds)
+    "portable-mul t9": {"ZKHIVE_NVCC_FLAGS": "-DFF_PORTABLE"},
+    "t10 512x1": {"ZKHIVE_NTT_TILE_BITS": "10"},
+    "t10 512x2": {"ZKHIVE_NTT_TILE_BITS": "10", "ZKHIVE_NVCC_FLAGS": "-DNTT_MIN_BLOCKS=2"},
+    "t9 256x3": {"ZKHIVE_NVCC_FLAGS": "-DNTT_MAX_THREADS=256 -DNTT_MIN_BLOCKS=3"},
+    "t9 256x4": {"ZKHIVE_NVCC_FLAGS": "-DNTT_MAX_THREADS=256 -DNTT_MIN_BLOCKS=4"},
+    "t9 256x3 prefetch": {"ZKHIVE_NVCC_FLAGS":
+                          "-DNTT_PREFETCH=1 -DNTT_MAX_THREADS=256 -DNTT_MIN_BLOCKS=3"},
 }
 
 
@@ -128,7 +132,16 @@ def bench_ntt(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
     return rows
 
 
-def bench_h(cuda, eng, sizes, ceil) -> list[dict]:
+def check(eng) -> None:
+    """A variant's results must be the host's before its times count."""
+    from gpu import native
+    a = fr.vec_random(1 << 20)
+    assert np.array_equal(eng.ntt(a), native.ntt(a)), "variant: NTT 2^20 differs from host"
+    a, b, c = (fr.vec_random(1 << 16) for _ in range(3))
+    assert np.array_equal(eng.compute_h(a, b, c), native.compute_h(a, b, c)), "variant: H"
+
+
+def bench_h(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
     from gpu.cuda.ntt import plan
     from gpu import native
     rows = []
@@ -168,6 +181,8 @@ def bench_h(cuda, eng, sizes, ceil) -> list[dict]:
                "floor_bytes_ms": 4 * 32 * n / (ceil["copy_GBps"] * 1e6),
                "pass_bytes_ms": (7 * passes * 2 + 4) * 32 * n / (ceil["copy_GBps"] * 1e6)}
         rows.append(row)
+        if quick:
+            continue
         # the host driver with pinned inputs: uploads of b and c overlap a's transforms
         with pinned((n, 4)) as pa, pinned((n, 4)) as pb, pinned((n, 4)) as pc, \
                 pinned((n, 4)) as out:
@@ -201,7 +216,8 @@ def table(res: dict) -> str:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
-    ap.add_argument("--quick", action="store_true", help="NTT 2^24 forward only")
+    ap.add_argument("--quick", action="store_true",
+                    help="check against the host, then NTT and compute_h at 2^24 only")
     ap.add_argument("--label", default="default (ptx)")
     ap.add_argument("--variants", action="store_true", help="also run each build variant")
     args = ap.parse_args()
@@ -214,7 +230,9 @@ def main() -> int:
     res["ceilings"] = QUICK_CEILINGS if args.quick else ceilings(cuda, cuda.Context.get_device())
     with NttEngine() as eng:
         if args.quick:
+            check(eng)
             res["rows"] = bench_ntt(cuda, eng, [24], res["ceilings"], quick=True)
+            res["rows"] += bench_h(cuda, eng, [24], res["ceilings"], quick=True)
         else:
             res["rows"] = bench_ntt(cuda, eng, [16, 20, 24], res["ceilings"])
             res["rows"] += bench_h(cuda, eng, [16, 20, 24], res["ceilings"])
@@ -239,8 +257,9 @@ def main() -> int:
         if "error" in v:
             print(f"variant {label}: FAILED {v['error'][-300:]}")
         else:
-            r = v["rows"][0]
-            print(f"variant {label:18} ntt forward N->R 2^24 {r['ms']:.3f} ms")
+            r, h = v["rows"][0], v["rows"][1]
+            print(f"variant {label:18} ntt forward N->R 2^24 {r['ms']:7.3f} ms   "
+                  f"compute_h 2^24 {h['ms']:7.3f} ms   (checked against the host)")
     return 0
 
 

@@ -24,9 +24,10 @@ from gpu.errors import GpuInputError
 from synthesis import field as fr
 
 MAX_LOG_N = 27
-#: Largest tile of a pass: 2^TILE_BITS elements in shared memory (32 KB at 10), 2^(TILE_BITS-1)
-#: threads a block (at most 512: the kernels' launch bounds). Override: ZKHIVE_NTT_TILE_BITS.
-TILE_BITS = int(os.environ.get("ZKHIVE_NTT_TILE_BITS", "10"))
+#: Largest tile of a pass: 2^TILE_BITS elements in shared memory (16 KB at 9), 2^(TILE_BITS-1)
+#: threads a block (at most NTT_MAX_THREADS of ntt.cu, 512). 9 measured 15% faster than 10 at
+#: 2^24 on the H200 (docs/performance.md). Override: ZKHIVE_NTT_TILE_BITS.
+TILE_BITS = int(os.environ.get("ZKHIVE_NTT_TILE_BITS", "9"))
 if not 4 <= TILE_BITS <= 10:
     raise ValueError(f"ZKHIVE_NTT_TILE_BITS={TILE_BITS}: must be in 4..10")
 #: Coalescing bits of the passes above the lowest: runs of 2^3 elements = 256 bytes per warp row.

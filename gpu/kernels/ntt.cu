@@ -19,10 +19,18 @@
 // stride is large. Twiddles come from per-stage tables tw[2^b - 1 + j] = omega_{2^(b+1)}^j.
 #include "fr.cuh"
 
-// Blocks per SM the pass kernels promise ptxas (__launch_bounds__); 1 lets the PTX product
-// keep its ~110 registers, 2 caps them at 64 (small spills). Set with -DNTT_MIN_BLOCKS=2.
+// Launch bounds of the pass kernels: at most NTT_MAX_THREADS a block (2^(TILE_BITS-1) in
+// gpu/cuda/ntt.py must not exceed it) and NTT_MIN_BLOCKS resident blocks an SM, which caps the
+// registers at 65536 / (NTT_MAX_THREADS * NTT_MIN_BLOCKS). bench/gpu_ntt.py measures variants.
+#ifndef NTT_MAX_THREADS
+#define NTT_MAX_THREADS 512
+#endif
 #ifndef NTT_MIN_BLOCKS
 #define NTT_MIN_BLOCKS 1
+#endif
+// 1: load each stage's twiddle one stage ahead (hides its L2 latency, costs 8 registers)
+#ifndef NTT_PREFETCH
+#define NTT_PREFETCH 0
 #endif
 
 typedef unsigned int u32;
@@ -32,10 +40,12 @@ namespace {
 // The element at tile-local position L of tile t in a pass over bits [lo, lo + kb), with cb
 // coalescing bits; the tile index runs fastest over the bits above the pass (hi), so blocks
 // in flight together share their twiddles in L2.
-__device__ __forceinline__ size_t tile_index(u32 t, u32 L, int log_n, int lo, int kb, int cb) {
+// 32-bit indices: n <= 2^27 elements (the driver's limit), and 32-bit arithmetic keeps registers
+// free for the products.
+__device__ __forceinline__ u32 tile_index(u32 t, u32 L, int log_n, int lo, int kb, int cb) {
     int nhi = log_n - lo - kb;
-    size_t hi = t & ((1u << nhi) - 1), mid = t >> nhi;
-    size_t low = L & ((1u << cb) - 1), m = L >> cb;
+    u32 hi = t & ((1u << nhi) - 1), mid = t >> nhi;
+    u32 low = L & ((1u << cb) - 1), m = L >> cb;
     return (hi << (lo + kb)) | (m << lo) | (mid << cb) | low;
 }
 
@@ -94,8 +104,20 @@ __device__ __forceinline__ void sh_put(u32* sh, int T, int L, const fr_t& x) {
 }
 
 // Twiddle of the butterfly whose lower element is global index g, at the stage of bit b.
-__device__ __forceinline__ fr_t twiddle(const fr_t* tw, size_t g, int b) {
-    return ldg_elem(tw + ((size_t(1) << b) - 1) + (g & ((size_t(1) << b) - 1)));
+__device__ __forceinline__ fr_t twiddle(const fr_t* tw, u32 g, int b) {
+    return ldg_elem(tw + ((1u << b) - 1 + (g & ((1u << b) - 1))));
+}
+
+// The bit of stage st (1 <= st < kb) of a pass, and the global index of thread k's lower
+// element at that stage (for its twiddle).
+__device__ __forceinline__ int stage_b(int st, int lo, int kb, bool dit) {
+    return dit ? lo + st - 1 : lo + kb - 1 - st;
+}
+__device__ __forceinline__ u32 stage_g(u32 t, u32 k, int st, int log_n, int lo, int kb, int cb,
+                                       bool dit) {
+    int sl = cb + stage_b(st, lo, kb, dit) - lo;
+    u32 i0 = ((k >> sl) << (sl + 1)) | (k & ((1u << sl) - 1));
+    return tile_index(t, i0, log_n, lo, kb, cb);
 }
 
 // One pass: kb stages of bits lo .. lo+kb-1, DIF (top bit first) or DIT (lowest bit first).
@@ -105,11 +127,11 @@ __device__ void pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* 
     extern __shared__ u32 sh[];
     const int T = 1 << (kb + cb), H = T >> 1;
     const u32 t = blockIdx.x, k = threadIdx.x;
-    size_t g0 = tile_index(t, k, log_n, lo, kb, cb), g1 = tile_index(t, k + H, log_n, lo, kb, cb);
+    u32 g0 = tile_index(t, k, log_n, lo, kb, cb), g1 = tile_index(t, k + H, log_n, lo, kb, cb);
     fr_t x0 = load_elem(data + g0), x1 = load_elem(data + g1);
     if (s.mode == 1) {
-        x0 = x0 * factor(s, (u32)g0, log_n);
-        x1 = x1 * factor(s, (u32)g1, log_n);
+        x0 = x0 * factor(s, g0, log_n);
+        x1 = x1 * factor(s, g1, log_n);
     }
     // (k, k + H) is the pair of the pass's widest stage: the first of a DIF pass and the last
     // of a DIT pass, done in registers without a trip through shared memory.
@@ -123,14 +145,25 @@ __device__ void pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* 
         sh_put(sh, T, k, x0);
         sh_put(sh, T, k + H, x1);
         __syncthreads();
+#if NTT_PREFETCH
+        fr_t w_next = twiddle(tw, stage_g(t, k, 1, log_n, lo, kb, cb, DIT), stage_b(1, lo, kb, DIT));
+#endif
         for (int st = 1; st < kb; st++) {
             // DIF: bits lo+kb-2 down to lo; DIT: bits lo up to lo+kb-2
-            int b = DIT ? lo + st - 1 : lo + kb - 1 - st;
+            int b = stage_b(st, lo, kb, DIT);
             int sl = cb + b - lo;  // the bit's position in L
             int half = 1 << sl;
             int i0 = ((k >> sl) << (sl + 1)) | (k & (half - 1)), i1 = i0 + half;
-            fr_t u = sh_get(sh, T, i0), v = sh_get(sh, T, i1);
+#if NTT_PREFETCH
+            // the next stage's twiddle is in flight while this stage multiplies
+            fr_t w = w_next;
+            if (st + 1 < kb)
+                w_next = twiddle(tw, stage_g(t, k, st + 1, log_n, lo, kb, cb, DIT),
+                                 stage_b(st + 1, lo, kb, DIT));
+#else
             fr_t w = twiddle(tw, tile_index(t, i0, log_n, lo, kb, cb), b);
+#endif
+            fr_t u = sh_get(sh, T, i0), v = sh_get(sh, T, i1);
             if (DIT) {
                 fr_t y = v * w;
                 v = u - y;
@@ -153,8 +186,8 @@ __device__ void pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* 
         x0 = x0 + y;
     }
     if (s.mode == 2) {
-        x0 = x0 * factor(s, (u32)g0, log_n);
-        x1 = x1 * factor(s, (u32)g1, log_n);
+        x0 = x0 * factor(s, g0, log_n);
+        x1 = x1 * factor(s, g1, log_n);
     }
     store_elem(data + g0, x0);
     store_elem(data + g1, x1);
@@ -165,14 +198,14 @@ __device__ void pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* 
 extern "C" {
 
 // Launch: grid = 2^(log_n - kb - cb) tiles, block = 2^(kb + cb - 1), shared 2^(kb + cb) * 32 B.
-__global__ void __launch_bounds__(512, NTT_MIN_BLOCKS) ntt_dif_pass(fr_t* data, int log_n, int lo, int kb,
-                                                    int cb, const fr_t* tw, const fr_t* s_lo,
-                                                    const fr_t* s_hi, int s_rev, int s_mode) {
+__global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
+ntt_dif_pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
+             const fr_t* s_hi, int s_rev, int s_mode) {
     pass<false>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
 }
-__global__ void __launch_bounds__(512, NTT_MIN_BLOCKS) ntt_dit_pass(fr_t* data, int log_n, int lo, int kb,
-                                                    int cb, const fr_t* tw, const fr_t* s_lo,
-                                                    const fr_t* s_hi, int s_rev, int s_mode) {
+__global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
+ntt_dit_pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
+             const fr_t* s_hi, int s_rev, int s_mode) {
     pass<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
 }
 
