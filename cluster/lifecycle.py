@@ -106,6 +106,11 @@ class WorkerLifecycle:
                     t0 = time.time()
                     self.prover.load(get_circuit(name))
                     log.info("loaded the proving key of %s in %.2f s", name, time.time() - t0)
+            elif self.role == "synthesis":
+                # build the preloaded circuits' matrices before the first job, not inside it
+                # (prefork children inherit them)
+                for name in s.srs.preload:
+                    get_circuit(name).r1cs()
         except BaseException as e:
             self.shutdown()
             if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):

@@ -116,8 +116,7 @@ def gantt_png(job_id: str, events: list[dict], path) -> None:
     ax.set_title(f"zkhive job {job_id}")
     handles, names = ax.get_legend_handles_labels()
     uniq = dict(zip(names, handles))
-    ax.legend(uniq.values(), uniq.keys(), loc="upper center", bbox_to_anchor=(0.5, -0.25),
-              ncol=min(6, len(uniq)), fontsize=8)
+    ax.legend(uniq.values(), uniq.keys(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
