@@ -2,18 +2,20 @@
 
     python bench/snarkjs_compare.py                      # 2^12, 2^14, 2^16 constraints, 5 runs
     python bench/snarkjs_compare.py --powers 12 --runs 3
+    python bench/snarkjs_compare.py --powers 16 --runs 3 profile   # our prover, step by step
 
 The circuit is bench/mulchain.py with 2^k - 3 constraints (domain 2^k for both provers) and a
 random witness. Both provers are timed two ways, each reported as the median wall time:
 
 - in-process: ours ``prove(pk, r1cs, z)`` with the key in memory (as a cluster worker holds it),
-  snarkjs ``groth16.prove(zkey, wtns)`` in one node process (bench/snarkjs_prove.mjs); each side
-  runs one warm-up proof first (snarkjs builds its wasm curve and workers then).
+  snarkjs ``groth16.prove(zkey, wtns)`` inside node (bench/snarkjs_prove.mjs); each side has had
+  one warm-up proof in that process (snarkjs builds its wasm curve and worker threads then).
 - CLI: one fresh process per proof, timed from outside: ``snarkjs groth16 prove c.zkey w.wtns
   proof.json public.json`` against ``python bench/snarkjs_compare.py prove-once DIR`` (loads our
   key file, the matrices and the witness, proves, writes the 192-byte proof).
 
-Before anything is timed, each side's proof passes the other side's verifier (ours exported to
+The four are interleaved run by run, and CPU time (all threads) is recorded beside wall time,
+because this 2-core machine is shared with other work. Before anything is timed, each side's proof passes the other side's verifier (ours exported to
 snarkjs JSON and run through ``snarkjs groth16 verify``; snarkjs's read back into our verifier).
 
 snarkjs's key comes from ``snarkjs groth16 setup`` on our .r1cs and a TEST-ONLY prepared ptau
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -165,27 +168,30 @@ def cross_check(c: dict) -> None:
 
 
 # --- timing ----------------------------------------------------------------------------------
+# The machine is shared (other builds run beside us), so the four measurements are interleaved
+# run by run rather than done in blocks, and each records CPU time (all threads) beside wall time:
+# contention inflates wall time, CPU time much less.
 
-def time_ours_inprocess(c: dict, runs: int) -> tuple[list[float], dict]:
-    prove(c["pk"], c["r1cs"], c["z"])  # warm-up: the host library, thread pool
-    seconds, stages = [], []
-    for _ in range(runs):
-        timer = StageTimer()
-        t = time.perf_counter()
-        prove(c["pk"], c["r1cs"], c["z"], timer=timer)
-        seconds.append(time.perf_counter() - t)
-        stages.append(timer.totals())
-    med = {k: statistics.median(s[k] for s in stages) for k in stages[0]}
-    return seconds, med
+def ours_inprocess_once(c: dict) -> tuple[float, float, dict]:
+    timer = StageTimer()
+    t, cpu = time.perf_counter(), time.process_time()
+    prove(c["pk"], c["r1cs"], c["z"], timer=timer)
+    return time.perf_counter() - t, time.process_time() - cpu, timer.totals()
 
 
-def time_cli(argv: list, cwd: Path, runs: int) -> list[float]:
-    seconds = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        run(*argv, cwd=cwd)
-        seconds.append(time.perf_counter() - t)
-    return seconds
+def snarkjs_inprocess_once(d: Path) -> tuple[float, float]:
+    res = run("node", ROOT / "bench" / "snarkjs_prove.mjs", "c.zkey", "w.wtns", 1, cwd=d)
+    doc = json.loads(res.stdout.strip().splitlines()[-1])
+    return doc["seconds"][0], doc["cpu_seconds"][0]
+
+
+def cli_once(argv: list, cwd: Path) -> tuple[float, float]:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    run(*argv, cwd=cwd)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def bench(k: int, runs: int) -> dict:
@@ -193,37 +199,84 @@ def bench(k: int, runs: int) -> dict:
     d = c["dir"]
     log(f"2^{k}: cross-checking proofs both ways")
     cross_check(c)
-    load_before = os.getloadavg()  # the machine is shared: record how busy it was
-    log(f"2^{k}: timing ours in-process")
-    ours_in, stages = time_ours_inprocess(c, runs)
-    log(f"2^{k}: timing snarkjs in-process")
-    res = run("node", ROOT / "bench" / "snarkjs_prove.mjs", "c.zkey", "w.wtns", runs, cwd=d)
-    snark_in = json.loads(res.stdout.strip().splitlines()[-1])["seconds"]
-    log(f"2^{k}: timing both as CLI commands")
-    ours_cli = time_cli([sys.executable, Path(__file__).resolve(), "prove-once", d], d, runs)
+    prove(c["pk"], c["r1cs"], c["z"])  # warm-up: host library, thread pool
+    ours_cli = [sys.executable, Path(__file__).resolve(), "prove-once", d]
+    snark_cli = [SNARKJS, "groth16", "prove", "c.zkey", "w.wtns", "p.json", "pub.json"]
+    wall = {m: [] for m in MODES}
+    cpu = {m: [] for m in MODES}
+    stages, loads = [], [os.getloadavg()[0]]
+    for i in range(runs):
+        log(f"2^{k}: run {i + 1}/{runs} (load average {os.getloadavg()[0]:.1f})")
+        w, t, st = ours_inprocess_once(c)
+        stages.append(st)
+        for mode, (w, t) in (("ours_inprocess", (w, t)),
+                             ("snarkjs_inprocess", snarkjs_inprocess_once(d)),
+                             ("ours_cli", cli_once(ours_cli, d)),
+                             ("snarkjs_cli", cli_once(snark_cli, d))):
+            wall[mode].append(w)
+            cpu[mode].append(t)
+        loads.append(os.getloadavg()[0])
     Proof.from_bytes((d / "ours_cli_proof.bin").read_bytes())
-    snark_cli = time_cli([SNARKJS, "groth16", "prove", "c.zkey", "w.wtns", "p.json", "pub.json"],
-                         d, runs)
     med = statistics.median
     return {"k": k, "constraints": c["r1cs"].num_constraints, "runs": runs,
-            "ours_inprocess_s": ours_in, "snarkjs_inprocess_s": snark_in,
-            "ours_cli_s": ours_cli, "snarkjs_cli_s": snark_cli,
-            "median": {"ours_inprocess": med(ours_in), "snarkjs_inprocess": med(snark_in),
-                       "ours_cli": med(ours_cli), "snarkjs_cli": med(snark_cli)},
-            "ours_stages_median_s": stages, "loadavg_before": load_before,
-            "loadavg_after": os.getloadavg(), "cpus": os.cpu_count(), **c["info"]}
+            "wall_s": wall, "cpu_s": cpu,
+            "median": {m: med(v) for m, v in wall.items()},
+            "median_cpu": {m: med(v) for m, v in cpu.items()},
+            "ours_stages_median_s": {s: med(x[s] for x in stages) for s in stages[0]},
+            "loadavg_1min": loads, "cpus": os.cpu_count(), **c["info"]}
+
+
+MODES = ("ours_inprocess", "snarkjs_inprocess", "ours_cli", "snarkjs_cli")
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| constraints | ours in-process | snarkjs in-process | ratio | ours CLI | snarkjs CLI | ratio |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| constraints | ours in-process | snarkjs in-process | ratio | ours CLI | snarkjs CLI "
+             "| ratio | CPU s: ours / snarkjs (in-process) |",
+             "|---|---|---|---|---|---|---|---|"]
     for r in results:
-        m = r["median"]
+        m, t = r["median"], r["median_cpu"]
         lines.append(f"| 2^{r['k']} ({r['constraints']}) | {m['ours_inprocess']:.2f} s | "
                      f"{m['snarkjs_inprocess']:.2f} s | {m['ours_inprocess'] / m['snarkjs_inprocess']:.2f} | "
                      f"{m['ours_cli']:.2f} s | {m['snarkjs_cli']:.2f} s | "
-                     f"{m['ours_cli'] / m['snarkjs_cli']:.2f} |")
+                     f"{m['ours_cli'] / m['snarkjs_cli']:.2f} | "
+                     f"{t['ours_inprocess']:.2f} / {t['snarkjs_inprocess']:.2f} |")
     return "\n".join(lines)
+
+
+def profile(k: int, runs: int) -> dict:
+    """Where our prove time goes: each step of the CPU backend alone, one thread, median of runs
+    (the prover runs the five MSMs on a pool of os.cpu_count() threads beside the NTTs)."""
+    from py_arkworks_bls12381 import G1Point, G2Point
+
+    from gpu import native
+    from gpu.groth16 import curve, qap
+
+    c = prepare(k)
+    pk, r1cs, z = c["pk"], c["r1cs"], c["z"]
+    n = pk.domain_size
+    az, bz, cz = r1cs.evaluate(z)
+    a, b, cc = qap.evaluations(r1cs, z, n, az, bz, cz)
+    h = native.compute_h(a, b, cc)[: n - 1]
+    aux = z[1 + r1cs.num_public:]
+    steps = {
+        "matvec (A z, B z, C z)": lambda: r1cs.evaluate(z),
+        "compute_h (7 NTTs)": lambda: native.compute_h(a, b, cc),
+        "msm a_query (G1)": lambda: curve.msm(pk.a_query, z, G1Point),
+        "msm b_g1_query (G1)": lambda: curve.msm(pk.b_g1_query, z, G1Point),
+        "msm b_g2_query (G2)": lambda: curve.msm(pk.b_g2_query, z, G2Point),
+        "msm l_query (G1)": lambda: curve.msm(pk.l_query, aux, G1Point),
+        "msm h_query (G1)": lambda: curve.msm(pk.h_query, h, G1Point),
+    }
+    out = {}
+    for name, fn in steps.items():
+        seconds = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            fn()
+            seconds.append(time.perf_counter() - t)
+        out[name] = statistics.median(seconds)
+        log(f"2^{k}: {name}: {out[name]:.3f} s")
+    return out
 
 
 def main(argv=None) -> int:
@@ -233,9 +286,17 @@ def main(argv=None) -> int:
     sub = ap.add_subparsers(dest="cmd")
     once = sub.add_parser("prove-once", help="(internal) one proof in a fresh process")
     once.add_argument("dir", type=Path)
+    sub.add_parser("profile", help="time each step of our prover alone (uses --powers, --runs)")
     args = ap.parse_args(argv)
     if args.cmd == "prove-once":
         prove_once(args.dir)
+        return 0
+    if args.cmd == "profile":
+        for k in args.powers:
+            steps = profile(k, args.runs)
+            (CACHE / f"k{k}" / "profile.json").write_text(json.dumps(steps, indent=1))
+            print(f"2^{k}: " + ", ".join(f"{n} {v:.3f} s" for n, v in steps.items())
+                  + f"; sum {sum(steps.values()):.2f} s")
         return 0
     if not SNARKJS.exists():
         raise SystemExit(f"{SNARKJS} is missing: run `npm ci` at the repository root")
