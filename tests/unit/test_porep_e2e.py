@@ -70,3 +70,19 @@ def test_command_line_sector_to_verified_proof(keys, tmp_path, capsys):
     c1.write_text(json.dumps(doc))
     assert main(["verify", str(c1), str(proof), "--keys", str(keys.root)]) == 1
     assert capsys.readouterr().out.count("INVALID") == 2
+
+
+@pytest.mark.slow
+def test_next_set_proves_and_verifies():
+    """porep-lite-16k (2^14 domain, 6 parents, 2 layers): the full-shape challenge end to end."""
+    from gpu import prove, setup, verify
+
+    circuit = get_circuit("porep-lite-16k")
+    c1 = circuit.parse_c1(c1_document(generate(circuit.prm, SEED), CHALLENGE_SEED))
+    r1cs = circuit.r1cs()
+    pk, vk = setup(r1cs)
+    z = circuit.synthesize(c1, 1)
+    proof = prove(pk, r1cs, z, backend="cpu")
+    pub = circuit.public_inputs(c1, 1)
+    assert verify(vk, pub, proof)
+    assert not verify(vk, [*pub[:4], pub[4] ^ 1, *pub[5:]], proof)  # another parent index
