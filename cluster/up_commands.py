@@ -211,13 +211,31 @@ def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
     return {"ZKHIVE_FLOWER__PASSWORD_FILE": str(path)}, f"in {path}"
 
 
+def _devices(text: str) -> list[str]:
+    from .prover import DeviceSpecError, parse_device
+
+    out = []
+    for spec in (x.strip() for x in text.split(",")):
+        try:
+            dev = str(parse_device(spec))
+        except DeviceSpecError as e:
+            raise CommandError(f"--devices: {e}") from None
+        if dev in out:
+            raise CommandError(f"--devices: {dev} is listed twice (one prover per device slot)")
+        out.append(dev)
+    return out
+
+
 def plan(args, s) -> tuple[list, dict]:
     """The services ``up`` starts, in start order (a list is a group started together)."""
+    if args.synthesis_workers < 1:
+        raise CommandError(f"--synthesis-workers {args.synthesis_workers}: at least 1 "
+                           f"(without one, every job waits in the synthesis queue)")
+    devices = _devices(args.devices) if args.devices else detect_devices()
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     flower_env, pw_where = _flower_password(s, run_dir)
     env = _child_env(args, run_dir)
-    devices = args.devices.split(",") if args.devices else detect_devices()
     workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.ready_timeout)]
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]

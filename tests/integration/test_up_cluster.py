@@ -232,3 +232,15 @@ def test_worker_crash_during_start_is_reported_with_log_tail_and_cleaned_up(tmp_
     assert not (s.run_dir / "cluster.json").exists()
     assert port_is_free(s.redis_port) and port_is_free(s.flower_port)
     assert s.ours() == []
+
+
+@pytest.mark.parametrize("extra, message", [
+    (["--devices", "cpu:0,gpu:1"], "--devices: device 'gpu:1' is not cpu, cpu:N or cuda:N"),
+    (["--devices", "cpu:0,cpu"], "--devices: cpu:0 is listed twice"),
+    (["--synthesis-workers", "0"], "--synthesis-workers 0: at least 1"),
+])
+def test_bad_up_options_are_refused_before_anything_starts(tmp_path, extra, message):
+    s = Setup(tmp_path)
+    res = zkhive(*s.args("up", "--run-dir", str(s.run_dir), *extra), env=s.env, check=2)
+    assert message in res.stderr
+    assert not s.run_dir.exists() and s.ours() == []
