@@ -243,7 +243,12 @@ def main() -> int:
         else:
             res["rows"] = bench_ntt(cuda, eng, [16, 20, 24], res["ceilings"])
             res["rows"] += bench_h(cuda, eng, [16, 20, 24], res["ceilings"])
+    def save():  # after every stage, so a run cut short still leaves its numbers
+        if args.out and str(args.out) != "/dev/stdout":
+            args.out.write_text(json.dumps(res, indent=1))
+    save()
     if args.variants:
+        print(table(res), flush=True)
         res["variants"] = {}
         for label, env in VARIANTS.items():
             p = subprocess.run([sys.executable, __file__, "--quick", "--label", label, "--out",
@@ -253,13 +258,13 @@ def main() -> int:
                 res["variants"][label] = {"error": p.stderr[-2000:]}
             else:
                 res["variants"][label] = json.loads(p.stdout[p.stdout.index("{"):p.stdout.rindex("}") + 1])
-    if args.out:
-        text = json.dumps(res, indent=1)
-        if str(args.out) == "/dev/stdout":
-            print(text)
-            return 0
-        args.out.write_text(text)
-    print(table(res))
+            save()
+    if args.out and str(args.out) == "/dev/stdout":
+        print(json.dumps(res, indent=1))
+        return 0
+    save()
+    if not args.variants:
+        print(table(res))
     for label, v in res.get("variants", {}).items():
         if "error" in v:
             print(f"variant {label}: FAILED {v['error'][-300:]}")
