@@ -259,20 +259,22 @@ def main() -> int:
             else:
                 res["variants"][label] = json.loads(p.stdout[p.stdout.index("{"):p.stdout.rindex("}") + 1])
             save()
+            print(variant_line(label, res["variants"][label]), flush=True)
     if args.out and str(args.out) == "/dev/stdout":
         print(json.dumps(res, indent=1))
         return 0
     save()
     if not args.variants:
         print(table(res))
-    for label, v in res.get("variants", {}).items():
-        if "error" in v:
-            print(f"variant {label}: FAILED {v['error'][-300:]}")
-        else:
-            r, h = v["rows"][0], v["rows"][1]
-            print(f"variant {label:18} ntt forward N->R 2^24 {r['ms']:7.3f} ms   "
-                  f"compute_h 2^24 {h['ms']:7.3f} ms   (checked against the host)")
     return 0
+
+
+def variant_line(label: str, v: dict) -> str:
+    if "error" in v:
+        return f"variant {label}: FAILED {v['error'][-300:]}"
+    r, h = v["rows"][0], v["rows"][1]
+    return (f"variant {label:18} ntt forward N->R 2^24 {r['ms']:7.3f} ms   "
+            f"compute_h 2^24 {h['ms']:7.3f} ms   (checked against the host)")
 
 
 if __name__ == "__main__":
