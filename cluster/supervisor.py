@@ -21,12 +21,15 @@ Errors, as a tree (caught by the CLI and printed as one message)::
     SupervisorError
     ├── ClusterRunning     a live process from a previous ``up`` holds the state file
     ├── PortInUse          a port the cluster needs is bound by someone else
+    ├── Busy               another ``up``/``down`` is working on the same state directory
     ├── StartFailure       a process exited or never became ready (log tail attached)
     └── StopFailure        a process or port survived ``stop_all``
 """
 from __future__ import annotations
 
+import contextlib
 import errno
+import fcntl
 import json
 import os
 import signal
@@ -62,6 +65,10 @@ class ClusterRunning(SupervisorError):
         super().__init__(
             f"a previous cluster is still running: {procs}; recorded in {state_file}. "
             f"Run `zkhive down` first (or `zkhive status` to use it).")
+
+
+class Busy(SupervisorError):
+    """Another supervisor process holds the state directory's lock."""
 
 
 class PortInUse(SupervisorError):
@@ -211,6 +218,27 @@ class Supervisor:
         self.meta: dict = {}
 
     # -- the state file -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self):
+        """Hold the state directory's lock: two ``up`` (or an ``up`` and a ``down``) on one
+        directory would overwrite each other's records and orphan processes. The kernel drops
+        the lock when its holder dies, so a crashed ``up`` never leaves it stale."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                raise Busy(f"another zkhive up/down (pid {holder}) is working on {self.state_dir}; "
+                           f"wait for it to finish") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield self
+        finally:
+            os.close(fd)  # releases the lock
+
     def load(self) -> bool:
         """Read the state file; False when there is none. A malformed file is an error naming it
         (it is never silently overwritten: it may describe live processes)."""

@@ -226,12 +226,17 @@ def _devices(text: str) -> list[str]:
     return out
 
 
-def plan(args, s) -> tuple[list, dict]:
-    """The services ``up`` starts, in start order (a list is a group started together)."""
+def _check_options(args) -> list[str]:
+    """The prover devices; refuses bad options before anything is written."""
     if args.synthesis_workers < 1:
         raise CommandError(f"--synthesis-workers {args.synthesis_workers}: at least 1 "
                            f"(without one, every job waits in the synthesis queue)")
-    devices = _devices(args.devices) if args.devices else detect_devices()
+    return _devices(args.devices) if args.devices else detect_devices()
+
+
+def plan(args, s) -> tuple[list, dict]:
+    """The services ``up`` starts, in start order (a list is a group started together)."""
+    devices = _check_options(args)
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     flower_env, pw_where = _flower_password(s, run_dir)
@@ -256,6 +261,15 @@ def _flat(services) -> list[ServiceSpec]:
 
 def start_cluster(args, s, out=print) -> Supervisor:
     sup = Supervisor(Path(args.run_dir).resolve())
+    args.devices = ",".join(_check_options(args))  # once: GPU detection takes a second
+    try:
+        with sup.locked():
+            return _start_locked(sup, args, s, out)
+    except SupervisorError as e:  # Busy
+        raise CommandError(str(e)) from None
+
+
+def _start_locked(sup: Supervisor, args, s, out) -> Supervisor:
     try:
         # refuse a live cluster and bound ports before writing configs or generating passwords
         note = sup.check_clear([])
@@ -293,6 +307,17 @@ def cmd_up(args) -> int:
 
 def cmd_down(args) -> int:
     sup = Supervisor(Path(args.run_dir).resolve())
+    if not sup.state_file.exists():
+        print(f"no cluster recorded in {sup.state_file}: nothing to stop")
+        return 0
+    try:
+        with sup.locked():
+            return _down_locked(sup, args)
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+
+
+def _down_locked(sup: Supervisor, args) -> int:
     try:
         if not sup.load():
             print(f"no cluster recorded in {sup.state_file}: nothing to stop")

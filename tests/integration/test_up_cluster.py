@@ -220,11 +220,14 @@ def test_invalid_settings_file_names_key_and_file(tmp_path, toml, message):
 
 
 def test_worker_crash_during_start_is_reported_with_log_tail_and_cleaned_up(tmp_path):
-    # the prover must load a key for a parameter set nobody registered: it exits while starting
+    # workers must prepare a parameter set nobody registered (the prover its key, synthesis
+    # its matrices): one of them exits while starting
     s = Setup(tmp_path, preload=["no-such-params"])
     res = s.up(check=2)
-    assert "prove-cpu0 failed to start: exited with status 2 before it was ready" in res.stderr
-    assert "last lines of" in res.stderr and "prove-cpu0.log" in res.stderr
+    m = re.search(r"zkhive up: (synthesis-0|prove-cpu0) failed to start: exited with status 2 "
+                  r"before it was ready", res.stderr)
+    assert m, res.stderr
+    assert "last lines of" in res.stderr and f"{m.group(1)}.log" in res.stderr
     assert "unknown parameter set 'no-such-params'" in res.stderr  # the log tail
     assert "stopped everything this `up` had started" in res.stderr
     started = [int(p) for p in re.findall(r"pid (\d+)", res.stdout)]

@@ -3,6 +3,7 @@ readiness, failure with the log tail, stale and live state files, PID reuse, por
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -11,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from cluster.supervisor import (ClusterRunning, PortInUse, ProcessRecord, ServiceSpec,
+from cluster.supervisor import (Busy, ClusterRunning, PortInUse, ProcessRecord, ServiceSpec,
                                 StartFailure, Supervisor, free_port, port_is_free)
 
 PY = sys.executable
@@ -158,3 +159,13 @@ def test_malformed_state_file_is_an_error_naming_it(tmp_path):
     with pytest.raises(Exception, match=r"cluster.json is not valid JSON"):
         Supervisor(tmp_path / "run").check_clear([])
     assert (tmp_path / "run" / "cluster.json").exists()  # never silently overwritten
+
+
+def test_two_supervisors_on_one_state_directory_exclude_each_other(tmp_path):
+    first = Supervisor(tmp_path / "run")
+    with first.locked():
+        with pytest.raises(Busy, match=rf"another zkhive up/down \(pid {os.getpid()}\) is working on"):
+            with Supervisor(tmp_path / "run").locked():
+                pass
+    with Supervisor(tmp_path / "run").locked():  # released on exit
+        pass
