@@ -18,6 +18,16 @@
 #define CURVE_FN inline
 #endif
 #endif
+// Rare or once-per-MSM paths (doublings inside an addition, to_affine, small multiples) are
+// not inlined on the device: inlining them into every addition site doubled the kernels'
+// code and nvcc's compile time, for no gain on the hot path.
+#ifndef CURVE_COLD
+#if defined(__CUDACC__)
+#define CURVE_COLD __host__ __device__ __noinline__
+#else
+#define CURVE_COLD inline
+#endif
+#endif
 
 template <class F>
 struct affine_t {
@@ -46,7 +56,7 @@ struct xyzz_t {
 
     // dbl-2008-s-1: U = 2Y, V = U^2, W = U V, S = X V, M = 3 X^2,
     // X3 = M^2 - 2S, Y3 = M (S - X3) - W Y, ZZ3 = V ZZ, ZZZ3 = W ZZZ.   (2S + 6M... 4M + 2S here)
-    CURVE_FN xyzz_t dbl() const {
+    CURVE_COLD xyzz_t dbl() const {
         if (is_identity()) return *this;
         F U = Y.dbl(), V = U.sqr(), W = U * V, S = X * V;
         F x2 = X.sqr(), M = x2.dbl() + x2;
@@ -60,7 +70,7 @@ struct xyzz_t {
 
     // mdbl-2008-s-1: the doubling of an affine point (ZZ = ZZZ = 1), the same formulas with the
     // Z products dropped (4M + 3S); used when a mixed addition meets the same point.
-    CURVE_FN static xyzz_t dbl_affine(const affine_t<F>& p) {
+    CURVE_COLD static xyzz_t dbl_affine(const affine_t<F>& p) {
         F U = p.y.dbl(), V = U.sqr(), W = U * V, S = p.x * V;
         F x2 = p.x.sqr(), M = x2.dbl() + x2;
         xyzz_t r;
@@ -113,7 +123,7 @@ struct xyzz_t {
 
     // k * this for a small non-negative k (double and add, MSB first); the window reduction
     // uses it for the offsets of its bucket segments.
-    CURVE_FN xyzz_t mul_small(uint32_t k) const {
+    CURVE_COLD xyzz_t mul_small(uint32_t k) const {
         xyzz_t r = identity();
         for (int b = 31; b >= 0; b--) {
             r = r.dbl();
@@ -123,7 +133,7 @@ struct xyzz_t {
     }
 
     // x = X / ZZ, y = Y / ZZZ with one inversion: 1/ZZ = ZZ^2 (1/ZZZ)^2 since ZZ^3 = ZZZ^2.
-    CURVE_FN affine_t<F> to_affine() const {
+    CURVE_COLD affine_t<F> to_affine() const {
         if (is_identity()) return affine_t<F>::identity();
         F izzz = ZZZ.inv();
         F izz = ZZ.sqr() * izzz.sqr();

@@ -1,0 +1,299 @@
+"""Pippenger MSM on the device (kernels: gpu/kernels/msm.cu over msm_core.cuh and curve.cuh).
+
+A :class:`DeviceBases` uploads a base set once (converted to Montgomery form and checked on the
+curve on the device) and keeps it, plus a per-window-size workspace, until ``close()``; each
+``msm(scalars)`` then moves only the scalars (or none, when they are already on the device)::
+
+    loader.init_context(0)
+    with DeviceBases(gpu.msm.encode_points(pk.h_query, "g1"), "g1") as h_bases:
+        H = h_bases.msm(h)          # (n, 4) uint64 host array (pinned: async copy) or DeviceBuffer
+
+One MSM, on the context's default stream (msm_core.cuh explains the steps):
+  histogram of the signed digits -> exclusive scan (chunks, chunk totals, add back; the total M
+  stays on the device) -> scatter (counting sort) -> level-1 bucket accumulation over T1 equal
+  ranges, T1 = the threads the chip holds at once, so every range is one resident thread ->
+  partial-sum levels, 8 partials per thread, until one thread -> segmented window reduction ->
+  per-window sums -> Horner combination and affine conversion on one thread -> 96/192 bytes
+  back, decoded with arkworks' checked decoder.
+
+Set ``ZKHIVE_MSM_PROFILE=1`` to record per-stage device times (CUDA events) in
+``DeviceBases.last_profile`` (ms).
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from gpu.cuda import loader
+from gpu.cuda.memory import DeviceBuffer
+from gpu.errors import GpuError, MsmInputError
+from gpu.msm import check_bases, check_scalars, decode_point, group_of, window_bits, windows
+
+#: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
+LEVEL_WIDTH = 8
+#: Threads per block for the non-accumulation kernels.
+BLOCK = 128
+_SCAN_CHUNK = 4096
+_NO_INDEX = 0xFFFFFFFFFFFFFFFF
+
+
+def _u(x) -> np.uintp:
+    return np.uintp(x.ptr if hasattr(x, "ptr") else x)
+
+
+def _grid(n: int, block: int = BLOCK) -> tuple:
+    return (max(1, -(-int(n) // block)), 1)
+
+
+class _Workspace:
+    """Device buffers for one window size (reused across MSMs of a base set)."""
+
+    def __init__(self, n: int, c: int, point_bytes: int, T1: int, segs: int):
+        W, B = windows(c), 1 << (c - 1)
+        K = W * B
+        self.c, self.W, self.B, self.K, self.T1, self.segs = c, W, B, K, T1, segs
+        self.buffers = []
+        try:
+            def buf(nbytes, what):
+                b = DeviceBuffer(max(int(nbytes), 8), what=what)
+                self.buffers.append(b)
+                return b
+            self.counts = buf(4 * K, "msm bucket counts")
+            self.cursor = buf(4 * K, "msm bucket offsets")
+            self.sums = buf(4 * (-(-K // _SCAN_CHUNK)), "msm scan chunk totals")
+            self.flags = buf(16, "msm total and bad index")  # u64 M, u64 bad scalar index
+            self.keys = buf(4 * n * W, "msm sorted keys")
+            self.vals = buf(4 * n * W, "msm sorted point indices")
+            self.buckets = buf(point_bytes * K, "msm buckets")
+            self.part_keys = [buf(4 * 2 * T1, "msm partial keys") for _ in range(2)]
+            self.parts = [buf(point_bytes * 2 * T1, "msm partial sums") for _ in range(2)]
+            self.seg = [buf(point_bytes * W * segs, "msm window segments") for _ in range(2)]
+            self.out = buf(4 * 48, "msm result")
+        except Exception:
+            self.free()
+            raise
+
+    def free(self) -> None:
+        for b in self.buffers:
+            b.free()
+        self.buffers = []
+
+
+class DeviceBases:
+    """A base set resident on the current device; ``msm(scalars)`` -> arkworks point."""
+
+    backend = "cuda"
+
+    def __init__(self, bases: np.ndarray, group, *, window: int | None = None):
+        self.group = g = group_of(group)
+        bases = check_bases(bases, g)
+        self.n = len(bases)
+        self.window = window
+        self.point_bytes = 4 * 2 * g.limbs       # XYZZ: four coordinates
+        self.last_profile: dict[str, float] = {}
+        self._cuda = loader.driver()
+        self._mod = loader.load_module("msm")
+        self._f = {k: loader.get_function(self._mod, k) for k in (
+            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
+        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
+                  "sum_groups", "combine"):
+            self._f[k] = loader.get_function(self._mod, f"{g.name}_{k}")
+        self._device = loader.device_name()
+        self._work: dict[int, _Workspace] = {}
+        self._scalars = None
+        self._bases = DeviceBuffer(bases.nbytes, what=f"{g.name} bases")
+        try:
+            with DeviceBuffer(bases.nbytes, what=f"{g.name} raw bases") as raw, \
+                    DeviceBuffer(8, what="bad base index") as bad:
+                raw.upload(bases)
+                self._memset_ones(bad, 2)
+                self._launch("load_bases", _grid(self.n), np.int64(self.n), _u(raw),
+                             _u(self._bases), _u(bad))
+                idx = self._read_u64(bad)
+            if idx != _NO_INDEX:
+                raise MsmInputError(f"{g.name} base {idx} is not a point on the curve (or a "
+                                    "coordinate is not below the field modulus)", index=int(idx),
+                                    device=self._device, kernel=f"{g.name}_load_bases",
+                                    shape=self.n)
+        except Exception:
+            self.close()
+            raise
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _launch(self, name: str, grid, *args, block: int = BLOCK) -> None:
+        with loader.guard(kernel=name, shape=self.n):
+            self._f[name](*args, block=(block, 1, 1), grid=grid)
+
+    def _memset_ones(self, buf: DeviceBuffer, words: int) -> None:
+        with loader.guard(kernel="memset", shape=words):
+            self._cuda.memset_d32(buf.ptr, 0xFFFFFFFF, words)
+
+    def _read_u64(self, buf: DeviceBuffer, offset: int = 0) -> int:
+        out = np.zeros(1, dtype=np.uint64)
+        with loader.guard(kernel="read flag"):
+            self._cuda.memcpy_dtoh(out, buf.ptr + offset)
+        return int(out[0])
+
+    def _level1_threads(self) -> tuple[int, int]:
+        """(threads, block) for level 1: exactly the threads the chip holds at once, so the
+        equal ranges finish together (a second partial wave would double the time)."""
+        f = self._f["accumulate_bases"]
+        dev = self._cuda.Context.get_device()
+        sms = dev.get_attribute(self._cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        regs = max(1, f.num_regs)
+        warps = min(64, 65536 // (-(-regs * 32 // 256) * 256))
+        best = max((warps // wb * wb, wb) for wb in (4, 3, 2, 1) if warps // wb <= 32)
+        block = 32 * best[1]
+        return sms * (warps // best[1]) * block, block
+
+    def _workspace(self, c: int) -> _Workspace:
+        ws = self._work.get(c)
+        if ws is None:
+            T1, block = self._level1_threads()
+            B = 1 << (c - 1)
+            G = 1
+            while G < B and windows(c) * B // (2 * G) >= T1:
+                G *= 2
+            ws = _Workspace(self.n, c, self.point_bytes, T1, B // G)
+            ws.block1, ws.G = block, G
+            self._work[c] = ws
+        return ws
+
+    # -- the MSM ----------------------------------------------------------------------------
+
+    def msm(self, scalars, *, window: int | None = None):
+        """sum_i scalars[i] * bases[i]. ``scalars``: canonical Fr vector (n, 4) uint64 on the
+        host, or a DeviceBuffer holding one (checked on the device: a scalar >= r raises
+        MsmInputError naming it)."""
+        if self._bases is None:
+            raise GpuError(f"{self.group.name} base set is closed")
+        c = window or self.window or window_bits(self.n)
+        if not 1 <= c <= 24:
+            raise MsmInputError(f"window {c} out of range 1..24")
+        ws = self._workspace(c)
+        if isinstance(scalars, DeviceBuffer):
+            if scalars.nbytes < 32 * self.n:
+                raise MsmInputError(f"scalar buffer holds {scalars.nbytes} bytes, "
+                                    f"{self.n} scalars need {32 * self.n}")
+            sc = scalars
+        else:
+            host = check_scalars(scalars, self.n)
+            if self._scalars is None:
+                self._scalars = DeviceBuffer(32 * self.n, what="msm scalars")
+            sc = self._scalars
+            sc.upload(host)  # synchronous for pageable memory; pinned arrays copy at full speed
+        profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
+        marks = []
+
+        def mark(name):
+            if profile:
+                ev = self._cuda.Event()
+                ev.record()
+                marks.append((name, ev))
+
+        n, W, B, K = self.n, ws.W, ws.B, ws.K
+        mark("start")
+        with loader.guard(kernel="memset", shape=K):
+            self._cuda.memset_d32(ws.counts.ptr, 0, K)
+        self._memset_ones(ws.flags, 4)
+        self._launch("msm_histogram", _grid(n), np.int64(n), _u(sc), np.int32(c),
+                     _u(ws.counts), np.uintp(ws.flags.ptr + 8))
+        nb = -(-K // _SCAN_CHUNK)
+        self._launch("msm_scan_chunks", (nb, 1), np.int64(K), _u(ws.counts), _u(ws.cursor),
+                     _u(ws.sums), block=1024)
+        self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(ws.sums), _u(ws.flags),
+                     block=1024)
+        self._launch("msm_scan_add", _grid(K), np.int64(K), _u(ws.cursor), _u(ws.sums))
+        self._launch("msm_scatter", _grid(n), np.int64(n), _u(sc), np.int32(c), _u(ws.cursor),
+                     _u(ws.keys), _u(ws.vals))
+        mark("sort")
+        T = ws.T1
+        self._launch("accumulate_bases", _grid(T, ws.block1), np.int64(T), _u(ws.flags),
+                     _u(ws.keys), _u(ws.vals), _u(self._bases), _u(ws.buckets),
+                     _u(ws.part_keys[0]), _u(ws.parts[0]), block=ws.block1)
+        mark("accumulate")
+        src = 0
+        while T > 1:
+            Mp, Tn = 2 * T, -(-2 * T // LEVEL_WIDTH)
+            self._launch("accumulate_parts", _grid(Tn, 32), np.int64(Tn), np.int64(LEVEL_WIDTH),
+                         np.int64(Mp), _u(ws.part_keys[src]), _u(ws.parts[src]), _u(ws.buckets),
+                         _u(ws.part_keys[1 - src]), _u(ws.parts[1 - src]), block=32)
+            src, T = 1 - src, Tn
+        mark("partials")
+        S = ws.segs
+        self._launch("reduce_segments", _grid(W * S, 64), np.int32(W), np.int64(B),
+                     np.int64(ws.G), _u(ws.buckets), _u(ws.counts), _u(ws.seg[0]), block=64)
+        src, length = 0, S
+        while length > 1:
+            grp = min(length, 32)
+            q = -(-length // grp)
+            self._launch("sum_groups", _grid(W * q, 32), np.int64(W), np.int64(length),
+                         np.int64(grp), _u(ws.seg[src]), _u(ws.seg[1 - src]), block=32)
+            src, length = 1 - src, q
+        mark("reduce")
+        self._launch("combine", (1, 1), np.int32(W), np.int32(c), _u(ws.seg[src]), _u(ws.out),
+                     block=1)
+        mark("combine")
+        out = np.zeros(self.group.limbs, dtype=np.uint32)
+        ws.out.download(out)
+        bad = self._read_u64(ws.flags, 8)
+        if bad != _NO_INDEX:
+            raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=int(bad),
+                                device=self._device, kernel="msm_histogram", shape=n)
+        if profile:
+            self.last_profile = {name: marks[i - 1][1].time_till(ev)
+                                 for i, (name, ev) in enumerate(marks) if i}
+        return decode_point(out, self.group)
+
+    # -- lifetime ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Free the bases, the scalar buffer and every workspace now (not at GC)."""
+        for ws in self._work.values():
+            ws.free()
+        self._work = {}
+        for name in ("_bases", "_scalars"):
+            b = getattr(self, name, None)
+            if b is not None:
+                b.free()
+                setattr(self, name, None)
+
+    def __enter__(self) -> "DeviceBases":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def known_log_bases(group, a_points: list, b_points: list, n: int) -> np.ndarray:
+    """Test and benchmark inputs: n xy bases P_i = a_points[i // m2] + b_points[i % m2]
+    (m2 = len(b_points)), made on the device. With a_points = a_j G and b_points = b_l G the
+    discrete logs are known, so MSM(P, s) = (sum_i s_i (a_{i//m2} + b_{i%m2})) G checks a 2^24
+    MSM without a CPU MSM of that size."""
+    from gpu.msm import encode_points
+    g = group_of(group)
+    m2 = len(b_points)
+    if len(a_points) * m2 < n:
+        raise ValueError(f"{len(a_points)} x {m2} table points give fewer than {n} bases")
+    mod = loader.load_module("msm")
+    cuda = loader.driver()
+    load = loader.get_function(mod, f"{g.name}_load_bases")
+    gen = loader.get_function(mod, f"{g.name}_gen_bases")
+    ta, tb = encode_points(a_points, g), encode_points(b_points, g)
+    out = np.empty((n, g.limbs), dtype=np.uint32)
+    with DeviceBuffer(ta.nbytes, what="table A") as da, DeviceBuffer(tb.nbytes, what="table B") \
+            as db, DeviceBuffer(ta.nbytes, what="table A mont") as ma, \
+            DeviceBuffer(tb.nbytes, what="table B mont") as mb, \
+            DeviceBuffer(out.nbytes, what="generated bases") as dout, \
+            DeviceBuffer(8, what="bad") as bad, loader.guard(kernel=f"{g.name}_gen_bases", shape=n):
+        da.upload(ta)
+        db.upload(tb)
+        cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
+        load(np.int64(len(ta)), _u(da), _u(ma), _u(bad), block=(BLOCK, 1, 1), grid=_grid(len(ta)))
+        load(np.int64(len(tb)), _u(db), _u(mb), _u(bad), block=(BLOCK, 1, 1), grid=_grid(len(tb)))
+        gen(np.int64(n), np.int64(m2), _u(ma), _u(mb), _u(dout), block=(BLOCK, 1, 1),
+            grid=_grid(n))
+        dout.download(out)
+    return out

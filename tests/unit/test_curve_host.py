@@ -1,0 +1,223 @@
+"""The curve and MSM kernel code (curve.cuh, msm_core.cuh) through its host build, against
+arkworks (py_arkworks_bls12381) on random points and scalars and on the edge cases; plus the
+CPU fallback of gpu.msm. The device runs these same per-thread bodies (tests/gpu/test_msm.py)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
+
+from gpu import msm as M
+from gpu.native import curve
+from synthesis.field import MODULUS, FieldError, vec_from_ints
+
+GROUPS = [("g1", G1Point), ("g2", G2Point)]
+rng = random.Random(0x5eed)
+
+
+def rand_points(P, n: int) -> list:
+    """n distinct random points: A_j + B_l from two small tables (one scalar multiplication per
+    table entry, cheap additions after)."""
+    m = max(2, int(n ** 0.5) + 1)
+    a = [P() * Scalar(rng.randrange(1, MODULUS)) for _ in range(m)]
+    b = [P() * Scalar(rng.randrange(1, MODULUS)) for _ in range(m)]
+    return [a[i // m] + b[i % m] for i in range(n)]
+
+
+def reference(P, points, ints):
+    return P.multiexp_unchecked(points, [Scalar(x % MODULUS) for x in ints])
+
+
+@pytest.fixture(scope="module", params=GROUPS, ids=[g for g, _ in GROUPS])
+def group(request):
+    return request.param
+
+
+# -- point arithmetic ----------------------------------------------------------------------------
+
+def test_point_ops_match_arkworks(group):
+    g, P = group
+    for _ in range(4):
+        a, b = rand_points(P, 2)
+        assert curve.point_op(g, "add_mixed", a, b) == a + b
+        assert curve.point_op(g, "add", a, b) == a + b
+        assert curve.point_op(g, "dbl", a) == a + a
+        assert curve.point_op(g, "dbl_add_mixed", a, b) == a + a + b
+        assert curve.point_op(g, "dbl_add_dbl", a, b) == a + a + b + b
+        k = rng.randrange(2**32)
+        assert curve.point_op(g, "mul_small", a, k=k) == a * Scalar(k)
+        assert curve.point_op(g, "neg", a) == -a
+        assert curve.point_op(g, "add_mixed", a, b) != a + a  # a wrong answer is caught
+
+
+def test_point_ops_equal_negated_and_identity(group):
+    g, P = group
+    a, b = rand_points(P, 2)
+    zero = P.identity()
+    # equal points: the addition formulas divide by zero there, the code must double
+    assert curve.point_op(g, "add_mixed", a, a) == a + a
+    assert curve.point_op(g, "add", a, a) == a + a
+    assert curve.point_op(g, "dbl_add_mixed", a, a + a) == a * Scalar(4)
+    assert curve.point_op(g, "dbl_add_dbl", a, a) == a * Scalar(4)
+    # a + (-a) = infinity, in both formulas and with non-trivial Z
+    assert curve.point_op(g, "add_mixed", a, -a) == zero
+    assert curve.point_op(g, "add", a, -a) == zero
+    assert curve.point_op(g, "dbl_add_dbl", a, -a) == zero
+    # the identity on either side
+    for op in ("add_mixed", "add"):
+        assert curve.point_op(g, op, a, zero) == a
+        assert curve.point_op(g, op, zero, b) == b
+        assert curve.point_op(g, op, zero, zero) == zero
+    assert curve.point_op(g, "dbl", zero) == zero
+    assert curve.point_op(g, "mul_small", a, k=0) == zero
+    assert curve.point_op(g, "neg", zero) == zero
+
+
+def test_on_curve_accepts_points_and_rejects_others(group):
+    g, P = group
+    a = rand_points(P, 1)[0]
+    raw = M.encode_points([a], g)[0]
+    assert curve.point_op_raw(g, "on_curve", raw, raw)
+    assert curve.point_op_raw(g, "on_curve", np.zeros_like(raw), raw)  # the identity encoding
+    bad = raw.copy()
+    bad[0] ^= 1                                                          # y^2 != x^3 + b now
+    assert not curve.point_op_raw(g, "on_curve", bad, raw)
+
+
+# -- signed digits -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [1, 2, 5, 13, 16, 20])
+def test_signed_digits_recombine_and_stay_in_range(c):
+    values = [0, 1, 2, MODULUS - 1, 2**c - 1, 2**(c - 1), 2**(c - 1) + 1,
+              int("10" * 127, 2) % MODULUS] + [rng.randrange(MODULUS) for _ in range(20)]
+    for s in values:
+        d = curve.digits(s, c)
+        assert len(d) == M.windows(c)
+        assert all(-(2**(c - 1)) <= x <= 2**(c - 1) for x in d), (s, c, d)
+        assert sum(x << (c * w) for w, x in enumerate(d)) == s
+    # a digit is wrong if it recombines to something else
+    assert sum(x << (c * w) for w, x in enumerate(curve.digits(5, c))) != 6
+
+
+def test_window_bits_follow_the_cost_model():
+    assert M.window_bits(1) >= 1
+    assert M.window_bits(2**20) == 16
+    assert M.window_bits(2**24) == 20
+    sizes = [2**k for k in range(0, 25)]
+    bits = [M.window_bits(n) for n in sizes]
+    assert bits == sorted(bits)
+
+
+# -- the MSM algorithm (host build) ----------------------------------------------------------------
+
+# launch shapes: (level-1 ranges, partials per range later, buckets per reduction segment);
+# many small ranges make runs cross range boundaries and partial levels stack up
+SHAPES = [dict(), dict(ranges=1), dict(ranges=7, level_width=4, segment=1),
+          dict(ranges=333, level_width=5, segment=4), dict(window=3, ranges=50)]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 32, 255, 256])
+def test_host_msm_matches_arkworks(group, n):
+    g, P = group
+    pts = rand_points(P, n)
+    ints = [rng.randrange(MODULUS) for _ in range(n)]
+    ref = reference(P, pts, ints)
+    xy, s = M.encode_points(pts, g), vec_from_ints(ints)
+    for shape in SHAPES if n <= 32 or g == "g1" else SHAPES[:3]:
+        assert curve.msm(g, xy, s, **shape) == ref, shape
+    # a changed scalar changes the result
+    ints[0] = (ints[0] + 1) % MODULUS
+    assert curve.msm(g, xy, vec_from_ints(ints)) != ref
+
+
+def edge_cases(n: int):
+    """Scalar vectors the bucket phase must survive: empty buckets everywhere, one bucket with
+    every point, long runs of 0 and 1 (the PoRep witness), the largest scalar."""
+    r1 = MODULUS - 1
+    yield "zeros", [0] * n
+    yield "ones", [1] * n
+    yield "r-1", [r1] * n
+    yield "all equal", [rng.randrange(MODULUS)] * n
+    yield "runs of 0 and 1", [0] * (n // 3) + [1] * (n // 3) + [rng.randrange(MODULUS)
+                                                                for _ in range(n - 2 * (n // 3))]
+    yield "0/1/r-1 mixed", [rng.choice([0, 1, r1]) for _ in range(n)]
+    yield "small", [rng.randrange(4) for _ in range(n)]
+
+
+@pytest.mark.parametrize("shape", SHAPES[:4], ids=["default", "one-range", "tiny", "odd"])
+def test_host_msm_edge_scalars(group, shape):
+    g, P = group
+    n = 64 if g == "g1" else 24
+    pts = rand_points(P, n)
+    xy = M.encode_points(pts, g)
+    for name, ints in edge_cases(n):
+        assert curve.msm(g, xy, vec_from_ints(ints), **shape) == reference(P, pts, ints), name
+
+
+def test_host_msm_repeated_and_identity_bases(group):
+    g, P = group
+    a, b = rand_points(P, 2)
+    zero = P.identity()
+    pts = [a] * 10 + [b, -a, zero, a, zero] + [a + b] * 5   # repeated, negated, identity bases
+    for ints in ([rng.randrange(MODULUS) for _ in pts], [1] * len(pts), [MODULUS - 1] * len(pts)):
+        xy = M.encode_points(pts, g)
+        for shape in SHAPES[:3]:
+            assert curve.msm(g, xy, vec_from_ints(ints), **shape) == reference(P, pts, ints)
+    # all bases the identity
+    xy = M.encode_points([zero] * 5, g)
+    assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5])) == zero
+
+
+def test_host_msm_rejects_bad_input(group):
+    g, P = group
+    pts = rand_points(P, 4)
+    xy = M.encode_points(pts, g)
+    s = vec_from_ints([1, 2, 3, 4])
+    bad = xy.copy()
+    bad[2, 1] ^= 0x10                       # base 2 off the curve
+    with pytest.raises(M.MsmInputError, match="base 2 ") as e:
+        curve.msm(g, bad, s)
+    assert e.value.index == 2
+    big = xy.copy()
+    big[1, :12] = 0xFFFFFFFF                # x >= p
+    with pytest.raises(M.MsmInputError, match="base 1 "):
+        curve.msm(g, big, s)
+    high = s.copy()
+    high[3] = np.frombuffer(MODULUS.to_bytes(32, "little"), dtype=np.uint64)  # scalar = r
+    with pytest.raises(FieldError, match="element 3"):
+        curve.msm(g, xy, high)
+    with pytest.raises(M.MsmInputError, match="4 bases but 3 scalars"):
+        curve.msm(g, xy, s[:3])
+    with pytest.raises(M.MsmInputError, match="shape"):
+        curve.msm(g, xy[:, :10], s)
+
+
+# -- the CPU fallback (same API as the CUDA base sets) -------------------------------------------
+
+def test_cpu_bases_match_arkworks_and_accept_xy(group):
+    g, P = group
+    pts = rand_points(P, 40)
+    ints = [rng.randrange(MODULUS) for _ in pts]
+    ints[5:15] = [0] * 10
+    ref = reference(P, pts, ints)
+    with M.load_bases(pts, g, backend="cpu") as bases:
+        assert bases.msm(vec_from_ints(ints)) == ref
+        assert bases.msm(vec_from_ints([0] * 40)) == P.identity()
+        with pytest.raises(M.MsmInputError, match="40 bases but 39"):
+            bases.msm(vec_from_ints(ints[:39]))
+    assert M.msm(M.encode_points(pts, g), vec_from_ints(ints), g) == ref
+    with pytest.raises(ValueError, match="unknown MSM backend"):
+        M.load_bases(pts, g, backend="tpu")
+    with pytest.raises(ValueError, match="unknown group"):
+        M.load_bases(pts, "g3")
+
+
+def test_decode_point_is_checked(group):
+    g, P = group
+    raw = M.encode_points(rand_points(P, 1), g)[0].copy()
+    assert M.decode_point(raw, g) is not None
+    raw[3] ^= 1
+    with pytest.raises(Exception):
+        M.decode_point(raw, g)
