@@ -16,14 +16,18 @@ with Neptune's (Filecoin's) Merkle-tree domain tag 2^arity - 1. These are the ch
 paper's reference implementation that the ``poseidon-hash`` package mirrors; the tests check
 our constants and outputs against it.
 
-Two implementations of the same permutation: ``permute`` on Python ints (the definition) and
-``permute_vec`` on batches of Fr vectors through the host library (used to build trees and to
-generate witnesses at scale).
+Implementations of the same permutation: ``permute`` on Python ints (the definition);
+``permute_native`` on batches of Fr vectors in C++ (``poseidon_host.cpp``, from the same ff.cuh
+as the host library), which can also return the witness trace of the Poseidon gadget (trees,
+labels and witnesses use it); ``permute_vec`` from the host library's vector operations (the
+gadget's reference values path, kept to test the kernel against).
 """
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
+import threading
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -270,4 +274,55 @@ def hash_vec(inputs: np.ndarray) -> np.ndarray:
     state = np.zeros((b, arity + 1, 4), dtype=np.uint64)
     state[:, 0] = field.vec_from_ints([domain_tag(arity)])[0]
     state[:, 1:] = inputs
-    return permute_vec(state, params(arity + 1))[:, 1].copy()
+    return permute_native(state)[0][:, 1].copy()
+
+
+# --- the permutation in C++ (poseidon_host.cpp) ------------------------------------------------
+
+_kernel = None
+_kernel_lock = threading.Lock()
+
+
+def kernel() -> ctypes.CDLL:
+    """The batched permutation, compiled on first use into the host library's cache."""
+    global _kernel
+    with _kernel_lock:
+        if _kernel is None:
+            from pathlib import Path
+
+            from gpu import native
+            lib = ctypes.CDLL(str(native.build(Path(__file__).with_name("poseidon_host.cpp"),
+                                               stem="poseidon")))
+            lib.poseidon_trace_len.argtypes = [ctypes.c_int] * 3
+            lib.poseidon_trace_len.restype = ctypes.c_int64
+            lib.poseidon_permute.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
+                                             ctypes.c_void_p]
+            lib.poseidon_permute.restype = ctypes.c_int
+            _kernel = lib
+    return _kernel
+
+
+def trace_len(prm: Params) -> int:
+    """Values the Poseidon gadget allocates per permutation (see poseidon_host.cpp)."""
+    return prm.t * prm.full_rounds * 3 + prm.t + prm.partial_rounds * 4
+
+
+def permute_native(state: np.ndarray, *, trace: bool = False) -> tuple[np.ndarray, np.ndarray | None]:
+    """(outputs (B, t, 4), gadget trace (B, trace_len, 4) or None) for a (B, t, 4) batch of
+    canonical states."""
+    state = np.array(state, dtype=np.uint64, order="C", copy=True)
+    if state.ndim != 3 or state.shape[2] != 4:
+        raise ValueError(f"expected a (B, t, 4) batch of states, got shape {state.shape}")
+    prm = params(state.shape[1])
+    lib = kernel()
+    if lib.poseidon_trace_len(prm.t, prm.full_rounds, prm.partial_rounds) != trace_len(prm):
+        raise AssertionError("poseidon_host.cpp and trace_len disagree on the trace layout")
+    out = np.empty((len(state), trace_len(prm), 4), dtype=np.uint64) if trace else None
+    consts, mds = prm.constants_vec, prm.mds_vec
+    rc = lib.poseidon_permute(len(state), prm.t, prm.full_rounds, prm.partial_rounds,
+                              consts.ctypes.data, mds.ctypes.data, state.ctypes.data,
+                              None if out is None else out.ctypes.data)
+    if rc != 0:
+        raise ValueError(f"unsupported Poseidon width {prm.t}")
+    return state, out

@@ -39,15 +39,17 @@ def permute(s: Synth, state: Sequence[Num]) -> list[Num]:
 
     Shape: the permutation's constraints are recorded once per width (``_template``) and
     instantiated by substituting the input combinations (~100x faster than re-deriving the MDS
-    combinations symbolically, 0.7 s per t = 9 hash). Values: computed directly, batched."""
+    combinations symbolically, 0.7 s per t = 9 hash). Values: the C++ kernel permutes the whole
+    batch and returns every allocated value in the template's order (``_permute_direct`` in
+    values mode computes the same from vector operations; the tests hold them equal)."""
     t = len(state)
-    vals = None
+    outs = None
     if s.computing:
-        sub = Synth(batch=s.batch)
-        sub.values = s.values  # append in the template's allocation order
-        vals = _permute_direct(sub, [Num(None, x.val) for x in state])
+        out, trace = plain.permute_native(np.stack([x.val for x in state], axis=1), trace=True)
+        s.values.extend(trace[:, i] for i in range(trace.shape[1]))
+        outs = [out[:, i] for i in range(t)]
     lcs = _instantiate(s.cs, _template(t), [x.lc for x in state]) if s.shape else None
-    return [Num(lcs[i] if s.shape else None, vals[i].val if s.computing else None)
+    return [Num(lcs[i] if s.shape else None, outs[i] if s.computing else None)
             for i in range(t)]
 
 

@@ -115,18 +115,23 @@ def _data(prm: PorepParams, seed: bytes) -> np.ndarray:
 
 def label_layers(prm: PorepParams, replica_id: int) -> np.ndarray:
     """labels[l - 1][v] = H(replica_id, tag(l, v), base parents' layer-l labels,
-    expander parents' layer-(l-1) labels): sequential within a layer (v - 1 is a parent)."""
-    par = graph.parents(prm).tolist()
-    layers: list[list[int]] = []
+    expander parents' layer-(l-1) labels): sequential within a layer (v - 1 is a parent), so
+    one C++ permutation per node (~0.4 ms; 5 ms on Python ints)."""
+    par = graph.parents(prm)
+    db = prm.base_degree
+    labels = np.zeros((prm.layers, prm.nodes, 4), dtype=np.uint64)
+    state = np.zeros((1, prm.label_arity + 1, 4), dtype=np.uint64)
+    state[0, 0] = field.vec_from_ints([poseidon.domain_tag(prm.label_arity)])[0]
+    state[0, 1] = field.vec_from_ints([replica_id])[0]
     for layer in range(1, prm.layers + 1):
-        cur: list[int] = []
-        prev = layers[-1] if layers else None
+        cur, prev = labels[layer - 1], labels[layer - 2] if layer >= 2 else None
         for v in range(prm.nodes):
-            base = [cur[p] if v else 0 for p in par[v][:prm.base_degree]]
-            exp = [prev[p] for p in par[v][prm.base_degree:]] if prev else [0] * prm.exp_degree
-            cur.append(poseidon.hash_ints([replica_id, graph.layer_tag(layer, v), *base, *exp]))
-        layers.append(cur)
-    return np.stack([field.vec_from_ints(lv) for lv in layers])
+            state[0, 2] = 0
+            state[0, 2, 0] = graph.layer_tag(layer, v)
+            state[0, 3:3 + db] = cur[par[v, :db]] if v else 0
+            state[0, 3 + db:] = prev[par[v, db:]] if prev is not None else 0
+            cur[v] = poseidon.permute_native(state)[0][0, 1]
+    return labels
 
 
 def generate(prm: PorepParams, seed: bytes) -> Sector:

@@ -154,3 +154,17 @@ def test_gadget_values_must_match_the_batch():
         s.alloc(lambda: F.vec_random(3))
     with pytest.raises(ValueError, match="arity 3"):
         root_from_path(s, None, [], [], 3)
+
+
+@pytest.mark.parametrize("t", [2, 3, 9])
+def test_native_trace_equals_the_vector_operations_reference(t):
+    """The C++ kernel's witness trace is the gadget's values path, value for value and in its
+    allocation order (``_permute_direct`` computes it from host-library vector operations)."""
+    state = F.vec_random(4 * t).reshape(4, t, 4)
+    ref = Synth(batch=4)
+    ref_out = gp._permute_direct(ref, [ref.input(None, state[:, i].copy()) for i in range(t)])
+    fast = Synth(batch=4)
+    fast_out = gp.permute(fast, [fast.input(None, state[:, i].copy()) for i in range(t)])
+    assert len(fast.values) == len(ref.values) == ps.trace_len(ps.params(t))
+    assert all(np.array_equal(a, b) for a, b in zip(fast.values, ref.values))
+    assert all(np.array_equal(a.val, b.val) for a, b in zip(fast_out, ref_out))

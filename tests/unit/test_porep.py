@@ -235,6 +235,25 @@ def test_sector_is_deterministic_and_round_trips(small, tmp_path):
         Sector.load(tmp_path / "missing")
 
 
+def test_labels_follow_their_definition_on_python_ints():
+    from synthesis import poseidon as ps
+    from synthesis.porep import graph
+    from synthesis.porep.sector import label_layers
+    prm, rid = SETS["porep-lite-16k"], 987654321
+    labels = label_layers(prm, rid)
+    par = graph.parents(prm).tolist()
+    ref: list[list[int]] = []
+    for layer in range(1, prm.layers + 1):
+        cur, prev = [], ref[-1] if ref else None
+        for v in range(prm.nodes):
+            base = [cur[p] if v else 0 for p in par[v][:prm.base_degree]]
+            exp = [prev[p] for p in par[v][prm.base_degree:]] if prev else [0] * prm.exp_degree
+            cur.append(ps.hash_ints([rid, graph.layer_tag(layer, v), *base, *exp]))
+        ref.append(cur)
+    assert [F.vec_to_ints(lv) for lv in labels] == ref
+    assert F.vec_to_ints(label_layers(prm, rid + 1)[0][:1]) != ref[0][:1]
+
+
 def test_challenges_avoid_node_zero_and_parents_precede():
     from synthesis.porep import graph
     prm = SETS["porep-lite-64k"]

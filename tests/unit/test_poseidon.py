@@ -121,3 +121,15 @@ def test_bad_shapes_and_widths_are_rejected():
         ps.permute([1, 2], ps.params(3))
     with pytest.raises(ValueError, match=r"\(B, t, 4\)"):
         ps.permute_vec(np.zeros((3, 4), dtype=np.uint64))
+
+
+@pytest.mark.parametrize("t", [2, 3, 9, 16])
+def test_native_kernel_equals_the_plain_permutation(t):
+    batch = F.vec_random(9 * t).reshape(9, t, 4)  # 9 instances: the kernel's threaded path
+    out, trace = ps.permute_native(batch, trace=True)
+    for b in range(9):
+        assert F.vec_to_ints(out[b]) == ps.permute(F.vec_to_ints(batch[b]))
+    assert trace.shape == (9, ps.trace_len(ps.params(t)), 4)
+    one, none = ps.permute_native(batch[:1])
+    assert none is None and np.array_equal(one, out[:1])
+    assert not np.array_equal(ps.permute_native(batch[1:2])[0], out[:1])
