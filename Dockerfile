@@ -7,8 +7,10 @@
 # Both run as the unprivileged user `zkhive` (uid 10001) and use the exec form, so SIGTERM from
 # `docker stop` reaches the worker itself and starts Celery's warm shutdown (no shell in between).
 #
-# The host library (gpu/native, C++ from gpu/kernels/ff.cuh) is compiled at build time into
-# ZKHIVE_CACHE_DIR, so no container needs a compiler or writes to its image at start.
+# ZKHIVE_CACHE_DIR (/opt/zkhive/cache, owned by the zkhive user) holds the host libraries
+# (gpu/native: C++ from gpu/kernels/*.cuh), cached R1CS matrices, cubins and the device-memory
+# ledger. The field and curve libraries are compiled at build time; g++ stays in the images
+# because the other host libraries are built on first use (keyed by a digest of their sources).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # devel, not runtime: PyCUDA compiles the .cu kernels with nvcc when a worker first loads them
@@ -26,21 +28,20 @@ COPY gpu gpu
 COPY cluster cluster
 RUN python -m venv /opt/zkhive/venv \
  && /opt/zkhive/venv/bin/pip install --no-cache-dir .
-ENV ZKHIVE_CACHE_DIR=/opt/zkhive/native
-RUN /opt/zkhive/venv/bin/python -c "from gpu import native; native.lib()"
+ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
+RUN /opt/zkhive/venv/bin/python -c "from gpu import native; from gpu.native import curve; native.lib(); curve.lib()"
 
 # ---------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS cpu
-# libgomp: the host library is built with OpenMP
+# g++ and libgomp: host libraries (OpenMP) not prebuilt above compile on first use
 RUN apt-get update \
- && apt-get install -y --no-install-recommends libgomp1 \
+ && apt-get install -y --no-install-recommends g++ libgomp1 \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --create-home --uid 10001 --user-group zkhive \
  && mkdir -p /var/lib/zkhive && chown zkhive:zkhive /var/lib/zkhive
-COPY --from=build /opt/zkhive /opt/zkhive
+COPY --from=build --chown=zkhive:zkhive /opt/zkhive /opt/zkhive
 ENV PATH=/opt/zkhive/venv/bin:$PATH \
-    ZKHIVE_CACHE_DIR=/opt/zkhive/native \
-    ZKHIVE_DATA_DIR=/var/lib/zkhive \
+    ZKHIVE_CACHE_DIR=/opt/zkhive/cache \
     PYTHONUNBUFFERED=1
 USER zkhive
 WORKDIR /var/lib/zkhive
@@ -63,13 +64,13 @@ COPY gpu gpu
 COPY cluster cluster
 # PyCUDA links against libcuda; at build time only the driver stub exists (the real driver is
 # mounted by the NVIDIA container runtime when the container starts).
+ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
 RUN python3 -m venv /opt/zkhive/venv \
  && LIBRARY_PATH=/usr/local/cuda/lib64/stubs /opt/zkhive/venv/bin/pip install --no-cache-dir ".[gpu]" \
- && ZKHIVE_CACHE_DIR=/opt/zkhive/native /opt/zkhive/venv/bin/python -c "from gpu import native; native.lib()" \
+ && /opt/zkhive/venv/bin/python -c "from gpu import native; from gpu.native import curve; native.lib(); curve.lib()" \
+ && chown -R zkhive:zkhive /opt/zkhive/cache \
  && rm -rf /src
 ENV PATH=/opt/zkhive/venv/bin:$PATH \
-    ZKHIVE_CACHE_DIR=/opt/zkhive/native \
-    ZKHIVE_DATA_DIR=/var/lib/zkhive \
     PYTHONUNBUFFERED=1
 USER zkhive
 WORKDIR /var/lib/zkhive
