@@ -11,6 +11,7 @@ import re
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -247,3 +248,27 @@ def test_bad_up_options_are_refused_before_anything_starts(tmp_path, extra, mess
     res = zkhive(*s.args("up", "--run-dir", str(s.run_dir), *extra), env=s.env, check=2)
     assert message in res.stderr
     assert not s.run_dir.exists() and s.ours() == []
+
+
+def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(tmp_path):
+    import signal
+
+    s = Setup(tmp_path)
+    s.up(check=0)
+    state = json.loads((s.run_dir / "cluster.json").read_text())
+    for r in state["processes"]:  # a crash of everything: SIGKILL, no warm shutdown
+        if _alive(r["pid"], r["create_time"]):
+            psutil.Process(r["pid"]).send_signal(signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while any(_alive(r["pid"], r["create_time"]) for r in state["processes"]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    ps = zkhive(*s.args("ps", "--run-dir", str(s.run_dir)), env=s.env, check=1)
+    assert ps.stdout.count(" gone ") == 5, ps.stdout
+    try:
+        again = s.up(check=0)
+        assert "stale state file" in again.stdout and "is running any more" in again.stdout
+        new = json.loads((s.run_dir / "cluster.json").read_text())["processes"]
+        assert {r["pid"] for r in new}.isdisjoint({r["pid"] for r in state["processes"]})
+    finally:
+        s.down()
+    assert s.ours() == []
