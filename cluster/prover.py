@@ -50,7 +50,7 @@ class Prover:
 
         self.device, self.keys = device, keys
         # raises gpu BackendError ("the cuda backend is not available here") before any work
-        self.backend = get_backend(device.kind)
+        self.backend = get_backend(str(device))  # "cuda:N" opens that device's context here
         self._limit = memory_limit
         self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
         self._lock = threading.Lock()  # the heartbeat thread reads the resident set
@@ -92,12 +92,18 @@ class Prover:
                 return hit[1]
         size = self.keys.size(circuit)
         pk = self.keys.load_pk(circuit)
-        circuit.r1cs()  # build the matrices now, not inside the first timed prove
+        r1cs = circuit.r1cs()  # build the matrices now, not inside the first timed prove
+        upload = getattr(self.backend, "load", None)
+        if upload is not None:  # a GPU backend: key and matrices resident on the device now
+            upload(pk, r1cs)  # DeviceMemoryExhausted (a GpuOutOfMemory) when they do not fit
         with self._lock:
             total = self.total_memory() if self._limit else None
             while total is not None and self._resident and \
                     sum(s for _, _, s in self._resident.values()) + size > total:
-                self._resident.popitem(last=False)
+                _, (_, old_pk, _) = self._resident.popitem(last=False)
+                unload = getattr(self.backend, "unload", None)
+                if unload is not None:  # a GPU backend frees the key's device memory now
+                    unload(old_pk.circuit_digest)
             self._resident[circuit.name] = (circuit, pk, size)
         return pk
 

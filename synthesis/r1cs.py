@@ -7,6 +7,7 @@ in one sparse matrix-vector product each, on the host or the device.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from dataclasses import dataclass
@@ -101,13 +102,19 @@ class R1CS:
             if np.any(np.diff(m.indptr) < 0) or int(m.indptr[-1]) != m.nnz:
                 raise R1CSError(f"matrix {label} has a malformed row pointer")
 
-    def digest(self) -> bytes:
-        """SHA-256 over the sizes and the three matrices: names the circuit in key files."""
+    @functools.cached_property
+    def _digest(self) -> bytes:
         h = hashlib.sha256(b"zkhive-r1cs-v1")
         h.update(struct.pack("<QQQ", self.num_public, self.num_aux, self.num_constraints))
         for m in (self.a, self.b, self.c):
             m.digest_update(h)
         return h.digest()
+
+    def digest(self) -> bytes:
+        """SHA-256 over the sizes and the three matrices: names the circuit in key files.
+        Computed once per object (the matrices are immutable by contract): the prover checks
+        it against the key on every proof, and hashing 2^24-constraint matrices takes seconds."""
+        return self._digest
 
     def check_assignment_shape(self, z: np.ndarray) -> np.ndarray:
         z = field.check_vec(z, what="assignment")

@@ -15,23 +15,27 @@ _instances: dict[str, Backend] = {}
 
 
 def get_backend(name: str) -> Backend:
-    """The process-wide backend called ``name`` ("cpu", "cuda", or "auto": cuda when a GPU and
-    PyCUDA are present, else cpu)."""
+    """The process-wide backend called ``name``: "cpu", "cuda" (device 0), "cuda:N", or "auto"
+    (cuda:0 when a GPU and PyCUDA are present, else cpu). A CUDA backend opens its device's
+    context on the calling thread: call this in the worker process, never at import."""
     if name == "auto":
-        name = "cuda" if cuda_available() else "cpu"
-    if name not in _instances:
-        if name == "cpu":
+        name = "cuda:0" if cuda_available() else "cpu"
+    kind, _, index = name.partition(":")
+    if kind not in ("cpu", "cuda") or (index and not index.isdigit()):
+        raise BackendError(f"unknown prover backend {name!r}: use cpu, cuda, cuda:N or auto")
+    key = "cpu" if kind == "cpu" else f"cuda:{int(index or 0)}"
+    if key not in _instances:
+        if kind == "cpu":
             from .cpu import CpuBackend
-            _instances[name] = CpuBackend()
-        elif name == "cuda":
-            try:
-                from .cuda import CudaBackend  # type: ignore[import-not-found]
-            except ImportError as e:
-                raise BackendError(f"the cuda backend is not available here: {e}") from None
-            _instances[name] = CudaBackend()
+            _instances[key] = CpuBackend()
         else:
-            raise BackendError(f"unknown prover backend {name!r}: use cpu, cuda or auto")
-    return _instances[name]
+            from gpu.errors import GpuError
+            try:
+                from .cuda import CudaBackend
+                _instances[key] = CudaBackend(int(index or 0))
+            except (ImportError, GpuError) as e:
+                raise BackendError(f"the cuda backend is not available here: {e}") from None
+    return _instances[key]
 
 
 def cuda_available() -> bool:

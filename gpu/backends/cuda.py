@@ -1,0 +1,340 @@
+"""The CUDA backend: a proving key and its circuit's matrices resident on one device; per proof
+only the assignment travels in and five points come out.
+
+Per proof, on the device (every vector stays there from the upload of z to the MSMs):
+  upload z (staged through page-locked memory)             -> z
+  A z, B z, C z against the resident CSR matrices (prover.cu) -> a, b, c over the domain,
+      plus the QAP's input rows, and the satisfiability check (first failing constraint)
+  compute_h (gpu/cuda/ntt.py: 7 NTTs, the pointwise step)  -> H coefficients, in a
+  five MSMs against the resident query bases (gpu/cuda/msm.py): a_query z, b_g1_query z,
+      b_g2_query z, l_query z_aux, h_query H
+Each stage is timed with device events and reported into the proof's StageTimer, so the
+partition's timeline shows where GPU time goes and where it idles.
+
+Memory: what a key holds resident and what a proof needs while it runs are booked in the
+device's ledger (gpu/budget.py) shared with every other process on the device: a key that does
+not fit is refused with a message, a proof that does not fit now waits, and an allocation that
+fails anyway raises GpuOutOfMemory after everything the attempt held has been freed, so the
+worker keeps serving and the task layer can retry the partition elsewhere.
+"""
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+
+import numpy as np
+
+from gpu.budget import DeviceBudget
+from gpu.cuda import loader
+from gpu.cuda.memory import DeviceBuffer
+from gpu.errors import GpuError
+from gpu.groth16.points import PointArray
+
+from .base import ProofTerms
+
+BLOCK = 256
+#: Share of the device's memory zkhive may book (the rest: contexts, the driver, fragmentation).
+CAPACITY_SHARE = float(os.environ.get("ZKHIVE_DEVICE_MEMORY_SHARE", "0.92"))
+
+
+class DeviceView(DeviceBuffer):
+    """A window into another DeviceBuffer (no allocation of its own, never freed by itself)."""
+
+    def __init__(self, parent: DeviceBuffer, offset: int, nbytes: int, what: str = "view"):
+        self._parent, self._offset = parent, int(offset)
+        self.nbytes, self.what, self._alloc = int(nbytes), what, None
+
+    @property
+    def ptr(self) -> int:
+        return self._parent.ptr + self._offset
+
+    def free(self) -> None:
+        pass
+
+
+def _grid(n: int) -> tuple:
+    return (max(1, -(-int(n) // BLOCK)), 1)
+
+
+class _Matrix:
+    def __init__(self, m, what: str):
+        self.rows = m.rows
+        self.buffers = []
+        try:
+            for arr, name in ((m.indptr, "indptr"), (m.indices, "indices"), (m.coeffs, "coeffs")):
+                arr = np.ascontiguousarray(arr)
+                buf = DeviceBuffer(max(arr.nbytes, 8), what=f"{what} {name}")
+                self.buffers.append(buf)
+                if arr.nbytes:
+                    buf.upload(arr)
+        except Exception:
+            self.free()
+            raise
+        self.indptr, self.indices, self.coeffs = self.buffers
+
+    @staticmethod
+    def nbytes(m) -> int:
+        return m.indptr.nbytes + m.indices.nbytes + m.coeffs.nbytes
+
+    def free(self) -> None:
+        for b in self.buffers:
+            b.free()
+        self.buffers = []
+
+
+class Resident:
+    """One circuit's proving key and matrices on the device."""
+
+    QUERIES = (("a_query", "g1"), ("b_g1_query", "g1"), ("b_g2_query", "g2"),
+               ("l_query", "g1"), ("h_query", "g1"))
+
+    def __init__(self, pk, r1cs):
+        from gpu.cuda.msm import DeviceBases
+
+        self.digest, self.n = pk.circuit_digest, pk.domain_size
+        self.num_public, self.num_vars = pk.num_public, 1 + pk.num_public + pk.num_aux
+        self.num_constraints = r1cs.num_constraints
+        self.matrices, self.bases = {}, {}
+        try:
+            for name in ("a", "b", "c"):
+                self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
+            for name, group in self.QUERIES:
+                q = getattr(pk, name)
+                limbs = q.limbs() if isinstance(q, PointArray) else PointArray.from_points(
+                    type(q[0]), q).limbs()
+                if len(limbs):
+                    self.bases[name] = DeviceBases(limbs, group)
+        except Exception:
+            self.free()
+            raise
+
+    @staticmethod
+    def estimate_bytes(pk, r1cs) -> int:
+        """What load() will hold: matrices, the bases (uploaded, and in XYZZ-free affine
+        Montgomery form: the same size) and the MSM workspaces (digits, sort, buckets)."""
+        from gpu.msm import window_bits, windows
+
+        total = sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc")
+        for name, group in Resident.QUERIES:
+            n = len(getattr(pk, name))
+            if not n:
+                continue
+            point = 96 if group == "g1" else 192
+            c = window_bits(n)
+            W, B = windows(c), 1 << (c - 1)
+            total += n * point + 32 * n            # bases + the scalar staging buffer
+            total += W * n * 16 + W * B * 8        # sorted (key, value) digits, counts/cursors
+            total += W * B * 2 * point             # XYZZ buckets
+        return total
+
+    def free(self) -> None:
+        for m in self.matrices.values():
+            m.free()
+        for b in self.bases.values():
+            b.close()
+        self.matrices, self.bases = {}, {}
+
+
+class CudaBackend:
+    name = "cuda"
+
+    def __init__(self, ordinal: int = 0, *, capacity: int | None = None):
+        from gpu.cuda.ntt import NttEngine
+
+        self.ordinal = ordinal
+        self._thread = threading.get_ident()  # the context is current on this thread only
+        self.context = loader.init_context(ordinal)
+        self.cuda = loader.driver()
+        self.device = loader.device_name()
+        free, total = self.cuda.mem_get_info()
+        self._mem = (int(free), int(total))
+        bus = self.cuda.Context.get_device().pci_bus_id()
+        self.budget = DeviceBudget(f"{socket.gethostname()}-{bus}",
+                                   capacity or int(total * CAPACITY_SHARE),
+                                   free_bytes=self._free_now)
+        self.ntt = NttEngine()
+        mod = loader.load_module("prover")
+        self.k_spmv = loader.get_function(mod, "qap_spmv")
+        self.k_inputs = loader.get_function(mod, "qap_place_inputs")
+        self.k_check = loader.get_function(mod, "qap_first_unsatisfied")
+        self._resident: dict[bytes, tuple[Resident, int]] = {}
+        self._staging = None  # page-locked host buffer for z, grown on demand
+        #: seconds a proof waits for its working set before giving up (GpuOutOfMemory)
+        self.admission_timeout = float(os.environ.get("ZKHIVE_ADMISSION_TIMEOUT_S", "600"))
+
+    # -- memory ---------------------------------------------------------------------------
+    def _free_now(self) -> int:
+        if threading.get_ident() == self._thread:
+            free, total = self.cuda.mem_get_info()
+            self._mem = (int(free), int(total))
+        return self._mem[0]
+
+    def memory_info(self, index: int | None = None) -> tuple[int, int]:
+        """(free, total) bytes of the device: live on the owning thread, else the last reading
+        (the registry heartbeat runs on another thread, where the context is not current)."""
+        self._free_now()
+        return self._mem
+
+    def working_set_bytes(self, pk) -> int:
+        n, nv = pk.domain_size, 1 + pk.num_public + pk.num_aux
+        return 32 * (3 * n + nv) + (1 << 20)
+
+    # -- residency ------------------------------------------------------------------------
+    def load(self, pk, r1cs) -> Resident:
+        hit = self._resident.get(pk.circuit_digest)
+        if hit is not None:
+            return hit[0]
+        need = Resident.estimate_bytes(pk, r1cs)
+        label = f"proving key {pk.circuit_digest.hex()[:16]} ({pk.num_constraints} constraints)"
+        self.budget.reserve_resident(need, label)
+        try:
+            res = Resident(pk, r1cs)
+        except Exception:
+            self.budget.release_resident(need)
+            raise
+        self._resident[pk.circuit_digest] = (res, need)
+        return res
+
+    def unload(self, digest: bytes) -> None:
+        hit = self._resident.pop(digest, None)
+        if hit is not None:
+            hit[0].free()
+            self.budget.release_resident(hit[1])
+
+    def release(self) -> None:
+        """Free everything this backend holds on the device (worker shutdown)."""
+        for digest in list(self._resident):
+            self.unload(digest)
+        if self._staging is not None:
+            self._staging.base.free()
+            self._staging = None
+        self.ntt.close()
+        self.budget.leave()
+
+    def _stage(self, z: np.ndarray) -> np.ndarray:
+        if self._staging is None or len(self._staging) < len(z):
+            if self._staging is not None:
+                self._staging.base.free()
+            self._staging = self.cuda.pagelocked_empty((len(z), 4), np.uint64)
+        host = self._staging[: len(z)]
+        host[:] = z
+        return host
+
+    # -- the proof ------------------------------------------------------------------------
+    def prove_terms(self, pk, r1cs, z: np.ndarray, timer) -> ProofTerms:
+        res = self.load(pk, r1cs)
+        n, m = res.n, res.num_constraints
+        log_n = n.bit_length() - 1
+        with self.budget.working_set(self.working_set_bytes(pk), f"proof of {m} constraints",
+                                     timeout=self.admission_timeout):
+            bufs = []
+
+            def buf(nbytes, what):
+                b = DeviceBuffer(nbytes, what=what)  # GpuOutOfMemory names the buffer
+                bufs.append(b)
+                return b
+            try:
+                return self._prove(res, r1cs, z, timer, buf, n, m, log_n)
+            finally:
+                # whatever happened, the attempt's buffers go now: the worker keeps serving
+                try:
+                    self.cuda.Context.synchronize()
+                except Exception:
+                    pass
+                for b in bufs:
+                    b.free()
+
+    def _prove(self, res, r1cs, z, timer, buf, n, m, log_n) -> ProofTerms:
+        cuda = self.cuda
+        t_host = time.time()
+        ev = {}
+
+        def mark(name):
+            e = cuda.Event()
+            e.record()
+            ev[name] = e
+
+        mark("start")
+        host = self._stage(z)
+        zb = buf(32 * len(z), "z")
+        with loader.guard(kernel="upload z", shape=z.shape):
+            zb.upload(host)
+        mark("upload")
+        a, b, c = (buf(32 * n, f"{x} evaluations") for x in "abc")
+        flag = buf(8, "first unsatisfied")
+        with loader.guard(kernel="qap", shape=(m, n)):
+            for dst in (a, b, c):
+                cuda.memset_d32(dst.ptr, 0, 8 * n)
+            for name, dst in (("a", a), ("b", b), ("c", c)):
+                mat = res.matrices[name]
+                self.k_spmv(np.int64(m), np.uintp(mat.indptr.ptr), np.uintp(mat.indices.ptr),
+                            np.uintp(mat.coeffs.ptr), np.uintp(zb.ptr), np.uintp(dst.ptr),
+                            block=(BLOCK, 1, 1), grid=_grid(m))
+            cuda.memset_d32(flag.ptr, 0xFFFFFFFF, 2)
+            self.k_check(np.int64(m), np.uintp(a.ptr), np.uintp(b.ptr), np.uintp(c.ptr),
+                         np.uintp(flag.ptr), block=(BLOCK, 1, 1), grid=_grid(m))
+            inputs = res.num_public + 1
+            self.k_inputs(np.int64(m), np.int64(inputs), np.uintp(zb.ptr), np.uintp(a.ptr),
+                          block=(BLOCK, 1, 1), grid=_grid(inputs))
+        mark("matvec")
+        first = np.zeros(1, dtype=np.uint64)
+        flag.download(first)
+        if int(first[0]) != 0xFFFFFFFFFFFFFFFF:
+            r1cs.check(z)  # raises UnsatisfiedConstraint with the index and the values
+            raise GpuError(f"device reports constraint {int(first[0])} unsatisfied, the host "
+                           "check does not: a device fault", device=self.device, kernel="qap")
+        self.ntt.compute_h_device(a, b, c, log_n)  # H into a
+        mark("ntt_h")
+        aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * (res.num_vars - 1 - res.num_public), "z aux")
+        h = DeviceView(a, 0, 32 * (n - 1), "H")
+        out = {}
+        for key, name, scalars in (("a", "a_query", zb), ("b_g1", "b_g1_query", zb),
+                                   ("b_g2", "b_g2_query", zb), ("l", "l_query", aux),
+                                   ("h", "h_query", h)):
+            bases = res.bases.get(name)
+            out[key] = bases.msm(scalars) if bases is not None else _identity(name)
+            mark(f"msm_{key}")
+        cuda.Context.synchronize()
+        names = list(ev)
+        t0 = ev["start"]
+        for prev, cur in zip(names, names[1:]):
+            timer.add(cur, t_host + t0.time_till(ev[prev]) / 1e3, t_host + t0.time_till(ev[cur]) / 1e3,
+                      device=self.device)
+        return ProofTerms(**out)
+
+    # -- key generation -------------------------------------------------------------------
+    def fixed_base(self, base, scalars: np.ndarray) -> PointArray:
+        """[s * base for s in scalars] on the device (gpu/kernels/fixed_base.cu), in chunks
+        that fit the budget; the table of window multiples is built once per base."""
+        from gpu.groth16.fixed_base import table
+
+        kind = type(base)
+        scalars = np.ascontiguousarray(scalars, dtype=np.uint64).reshape(-1, 4)
+        out = PointArray.empty(kind, len(scalars))
+        if not len(scalars):
+            return out
+        mod = loader.load_module("fixed_base")
+        fn = loader.get_function(mod, "fixed_base_g1" if out.width == 96 else "fixed_base_g2")
+        t = table(base)
+        chunk = 1 << 22
+        with DeviceBuffer(t.nbytes, what="fixed-base table") as tb:
+            tb.upload(t)
+            for lo in range(0, len(scalars), chunk):
+                part = scalars[lo:lo + chunk]
+                k = len(part)
+                with self.budget.working_set(k * (32 + out.width), "fixed-base chunk"), \
+                        DeviceBuffer(32 * k, what="fixed-base scalars") as sb, \
+                        DeviceBuffer(out.width * k, what="fixed-base points") as pb:
+                    sb.upload(np.ascontiguousarray(part))
+                    with loader.guard(kernel="fixed_base", shape=k):
+                        fn(np.int64(k), np.uintp(tb.ptr), np.uintp(sb.ptr), np.uintp(pb.ptr),
+                           block=(128, 1, 1), grid=(-(-k // 128), 1))
+                    pb.download(out.raw[lo:lo + k])
+        return out
+
+
+def _identity(name: str):
+    from py_arkworks_bls12381 import G1Point, G2Point
+    return G2Point.identity() if name == "b_g2_query" else G1Point.identity()

@@ -1,0 +1,132 @@
+"""The CUDA prover backend against the CPU backend, on the device.
+
+With r and s fixed the two backends must produce the same 192 bytes; proofs from the device
+verify; an unsatisfied witness names its constraint; the device-memory budget refuses a key that
+does not fit and a proof whose working set cannot be had, without losing the worker; key
+generation on the device gives the same points as the host.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu import prove, setup, verify
+from synthesis import field as F
+from synthesis.circuits import get_circuit
+from synthesis.porep import c1_document, generate
+
+pytestmark = pytest.mark.gpu
+
+SETS = ["porep-lite-4k", "porep-lite-64k"]
+
+
+@pytest.fixture(scope="module")
+def backend(cuda_ctx):
+    from gpu.backends import get_backend
+    be = get_backend("cuda:0")
+    yield be
+    be.release()
+
+
+@pytest.fixture(scope="module")
+def keyed(backend):
+    out = {}
+    for name in SETS:
+        circuit = get_circuit(name)
+        r1cs = circuit.r1cs()
+        pk, vk = setup(r1cs, backend="cuda")  # the device's fixed-base multiplication
+        c1 = circuit.parse_c1(c1_document(generate(circuit.prm, b"\x07" * 32), b"\x08" * 32))
+        out[name] = (circuit, r1cs, pk, vk, c1)
+    return out
+
+
+@pytest.mark.parametrize("name", SETS)
+def test_backends_agree_and_proofs_verify(keyed, backend, name):
+    circuit, r1cs, pk, vk, c1 = keyed[name]
+    for k in range(min(2, circuit.num_partitions())):
+        z = circuit.synthesize(c1, k)
+        r, s = F.random_element(), F.random_element()
+        on_gpu = prove(pk, r1cs, z, backend=backend, r=r, s=s)
+        on_cpu = prove(pk, r1cs, z, backend="cpu", r=r, s=s)
+        assert on_gpu.to_bytes() == on_cpu.to_bytes()
+        pub = circuit.public_inputs(c1, k)
+        assert verify(vk, pub, on_gpu)
+        assert not verify(vk, [pub[0] ^ 1, *pub[1:]], on_gpu)
+
+
+def test_device_stages_are_timed(keyed, backend):
+    from gpu.timing import StageTimer
+
+    circuit, r1cs, pk, vk, c1 = keyed["porep-lite-64k"]
+    timer = StageTimer()
+    prove(pk, r1cs, circuit.synthesize(c1, 0), backend=backend, timer=timer)
+    stages = timer.totals()
+    for name in ("upload", "matvec", "ntt_h", "msm_a", "msm_b_g2", "msm_h", "combine"):
+        assert name in stages and stages[name] >= 0
+    assert all(r.get("device") for r in timer.records if r["stage"].startswith("msm"))
+
+
+def test_unsatisfied_witness_names_the_constraint_on_the_device(keyed, backend):
+    from synthesis.r1cs import UnsatisfiedConstraint
+
+    circuit, r1cs, pk, _, c1 = keyed["porep-lite-4k"]
+    z = circuit.synthesize(c1, 0)
+    victim = r1cs.num_variables - 5
+    z[victim] = F.vec_from_ints([(F.vec_to_ints(z[victim:victim + 1])[0] + 1) % F.MODULUS])[0]
+    want = r1cs.first_unsatisfied(z)
+    with pytest.raises(UnsatisfiedConstraint) as e:
+        prove(pk, r1cs, z, backend=backend)
+    assert e.value.index == want
+
+
+def test_budget_refuses_a_key_that_does_not_fit(keyed, tmp_path, monkeypatch):
+    from gpu.backends.cuda import CudaBackend
+    from gpu.budget import DeviceMemoryExhausted
+
+    circuit, r1cs, pk, _, _ = keyed["porep-lite-64k"]
+    monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path))
+    small = CudaBackend(0, capacity=64 << 20)
+    try:
+        with pytest.raises(DeviceMemoryExhausted, match="needs .* GiB"):
+            small.load(pk, r1cs)
+        assert small.budget.usage()["used"] == 0
+    finally:
+        small.release()
+
+
+def test_an_out_of_memory_proof_frees_everything_and_the_next_one_succeeds(keyed, backend):
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.errors import GpuOutOfMemory
+
+    circuit, r1cs, pk, vk, c1 = keyed["porep-lite-64k"]
+    z = circuit.synthesize(c1, 0)
+    prove(pk, r1cs, z, backend=backend)  # warm: the key is resident
+    cuda = backend.cuda
+    free_before, _ = cuda.mem_get_info()
+    # take nearly all free memory behind zkhive's back: the proof's admission must give up
+    hog = DeviceBuffer(free_before - (4 << 20), what="test hog")
+    backend.admission_timeout = 1.0
+    try:
+        with pytest.raises(GpuOutOfMemory):
+            prove(pk, r1cs, z, backend=backend)
+    finally:
+        hog.free()
+        backend.admission_timeout = 600.0
+    free_after, _ = cuda.mem_get_info()
+    assert abs(free_after - free_before) < (64 << 20)  # nothing of the failed attempt is left
+    proof = prove(pk, r1cs, z, backend=backend)
+    assert verify(vk, circuit.public_inputs(c1, 0), proof)
+
+
+@pytest.mark.parametrize("group", ["g1", "g2"])
+def test_device_fixed_base_matches_the_host(backend, group):
+    from gpu.groth16 import curve
+    from gpu.groth16.fixed_base import host_fixed_base
+
+    base = (curve.g1() if group == "g1" else curve.g2()) * curve.scalar(F.random_element())
+    s = F.vec_random(3000)
+    s[0] = 0
+    s[1:3] = F.vec_from_ints([1, F.MODULUS - 1])
+    dev = backend.fixed_base(base, s)
+    assert dev == host_fixed_base(base, s)
+    assert dev[1] == base and dev[2] == -base and dev[0] == type(base).identity()
