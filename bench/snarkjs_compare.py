@@ -2,6 +2,7 @@
 
     python bench/snarkjs_compare.py                      # 2^12, 2^14, 2^16 constraints, 5 runs
     python bench/snarkjs_compare.py --powers 12 --runs 3
+    python bench/snarkjs_compare.py --powers 12,14,16 table          # the recorded results again
     python bench/snarkjs_compare.py --powers 16 --runs 3 profile   # our prover, step by step
 
 The circuit is bench/mulchain.py with 2^k - 3 constraints (domain 2^k for both provers) and a
@@ -230,16 +231,19 @@ MODES = ("ours_inprocess", "snarkjs_inprocess", "ours_cli", "snarkjs_cli")
 
 
 def table(results: list[dict]) -> str:
-    lines = ["| constraints | ours in-process | snarkjs in-process | ratio | ours CLI | snarkjs CLI "
-             "| ratio | CPU s: ours / snarkjs (in-process) |",
-             "|---|---|---|---|---|---|---|---|"]
+    """Markdown: per mode the median wall time, the best run in brackets (the least disturbed by
+    other load), and the median CPU time."""
+    head = "| constraints | " + " | ".join(f"{m.replace('_', ' ')}: wall median (best), CPU"
+                                          for m in MODES) + " | ours / snarkjs (median wall, CPU) |"
+    lines = [head, "|---" * (len(MODES) + 2) + "|"]
     for r in results:
-        m, t = r["median"], r["median_cpu"]
-        lines.append(f"| 2^{r['k']} ({r['constraints']}) | {m['ours_inprocess']:.2f} s | "
-                     f"{m['snarkjs_inprocess']:.2f} s | {m['ours_inprocess'] / m['snarkjs_inprocess']:.2f} | "
-                     f"{m['ours_cli']:.2f} s | {m['snarkjs_cli']:.2f} s | "
-                     f"{m['ours_cli'] / m['snarkjs_cli']:.2f} | "
-                     f"{t['ours_inprocess']:.2f} / {t['snarkjs_inprocess']:.2f} |")
+        cells = [f"{r['median'][m]:.2f} s ({min(r['wall_s'][m]):.2f}), {r['median_cpu'][m]:.2f} s"
+                 for m in MODES]
+        ratio = (f"in-process {r['median']['ours_inprocess'] / r['median']['snarkjs_inprocess']:.2f}, "
+                 f"{r['median_cpu']['ours_inprocess'] / r['median_cpu']['snarkjs_inprocess']:.2f}; "
+                 f"CLI {r['median']['ours_cli'] / r['median']['snarkjs_cli']:.2f}, "
+                 f"{r['median_cpu']['ours_cli'] / r['median_cpu']['snarkjs_cli']:.2f}")
+        lines.append(f"| 2^{r['k']} ({r['constraints']}) | " + " | ".join(cells) + f" | {ratio} |")
     return "\n".join(lines)
 
 
@@ -279,15 +283,31 @@ def profile(k: int, runs: int) -> dict:
     return out
 
 
+def _powers(text: str) -> list[int]:
+    try:
+        powers = [int(t) for t in text.split(",") if t.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of integers") from None
+    for k in powers:
+        if not 4 <= k <= 20:
+            raise argparse.ArgumentTypeError(f"{k} is outside 4..20")
+    return powers
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--powers", type=int, nargs="+", default=[12, 14, 16])
+    ap.add_argument("--powers", type=_powers, default=[12, 14, 16],
+                    help="log2 of the sizes, comma-separated (default 12,14,16)")
     ap.add_argument("--runs", type=int, default=5)
     sub = ap.add_subparsers(dest="cmd")
     once = sub.add_parser("prove-once", help="(internal) one proof in a fresh process")
     once.add_argument("dir", type=Path)
     sub.add_parser("profile", help="time each step of our prover alone (uses --powers, --runs)")
+    sub.add_parser("table", help="print the table of the recorded results (uses --powers)")
     args = ap.parse_args(argv)
+    if args.cmd == "table":
+        print(table([json.loads((CACHE / f"k{k}" / "results.json").read_text()) for k in args.powers]))
+        return 0
     if args.cmd == "prove-once":
         prove_once(args.dir)
         return 0
@@ -300,9 +320,6 @@ def main(argv=None) -> int:
         return 0
     if not SNARKJS.exists():
         raise SystemExit(f"{SNARKJS} is missing: run `npm ci` at the repository root")
-    for k in args.powers:
-        if not 4 <= k <= 20:
-            raise SystemExit(f"--powers: {k} is outside 4..20")
     results = []
     for k in args.powers:
         results.append(bench(k, args.runs))
