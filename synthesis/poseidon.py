@@ -156,6 +156,72 @@ class Params:
     def mds_vec(self) -> np.ndarray:
         return field.vec_from_ints([m for row in self.mds for m in row]).reshape(self.t, self.t, 4)
 
+    @functools.cached_property
+    def sparse_vec(self) -> np.ndarray:
+        """``sparse_partial_rounds`` packed for the kernel: m00, e (R_P), v (R_P x (t-1)),
+        w (R_P x (t-1)), M11^R_P ((t-1)^2), the next full round's constants (t)."""
+        sp = sparse_partial_rounds(self)
+        flat = [sp["m00"], *sp["e"], *(x for row in sp["v"] for x in row),
+                *(x for row in sp["w"] for x in row), *(x for row in sp["power"] for x in row),
+                *sp["after"]]
+        return field.vec_from_ints(flat)
+
+
+def _matmul(a: list[list[int]], b: list[list[int]]) -> list[list[int]]:
+    return [[sum(a[i][k] * b[k][j] for k in range(len(b))) % P for j in range(len(b[0]))]
+            for i in range(len(a))]
+
+
+def _matinv(a: list[list[int]]) -> list[list[int]]:
+    """Gauss-Jordan inverse mod r."""
+    n = len(a)
+    m = [list(row) + [int(i == j) for j in range(n)] for i, row in enumerate(a)]
+    for c in range(n):
+        piv = next((r for r in range(c, n) if m[r][c] % P), None)
+        if piv is None:
+            raise ValueError("matrix is singular")
+        m[c], m[piv] = m[piv], m[c]
+        iv = pow(m[c][c], P - 2, P)
+        m[c] = [x * iv % P for x in m[c]]
+        for r in range(n):
+            if r != c and m[r][c]:
+                f = m[r][c]
+                m[r] = [(x - f * y) % P for x, y in zip(m[r], m[c])]
+    return [row[n:] for row in m]
+
+
+def sparse_partial_rounds(prm: Params) -> dict:
+    """The partial rounds rewritten with O(t) work each (Neptune's optimisation, derived here):
+
+    1. Constants: only coordinate 0 meets the S-box, so the constants of coordinates 1..t-1 are
+       pushed through the MDS into the next round: e_0 = c_first, e_{p+1} = c_{p+1} + M (0, e_p'),
+       and round p adds only e_p[0]; the last remainder joins the next full round's constants.
+    2. Basis: with M = [[m00, m01], [m10, M11]], keep s_p = T_p w_p, T_p = diag(1, M11^p). Then
+       w_{p+1} = [[m00, m01 M11^p], [M11^-(p+1) m10, I]] S(w_p): 2t - 1 products a round.
+       s = (w0, M11^RP w') at the end.
+    The S-box inputs (w_p[0] + e_p[0]) are exactly the original circuit's, so the witness trace
+    is unchanged; the tests check trace and output against the plain rounds.
+    """
+    t, rp, half = prm.t, prm.partial_rounds, prm.full_rounds // 2
+    m = [list(r) for r in prm.mds]
+    m01, m10, m11 = m[0][1:], [m[i][0] for i in range(1, t)], [row[1:] for row in m[1:]]
+    m11_inv = _matinv(m11)
+    power = [[int(i == j) for j in range(t - 1)] for i in range(t - 1)]  # M11^p
+    power_inv = [row[:] for row in power]
+    v, w = [], []
+    for _ in range(rp):
+        v.append([sum(m01[k] * power[k][j] for k in range(t - 1)) % P for j in range(t - 1)])
+        power, power_inv = _matmul(m11, power), _matmul(power_inv, m11_inv)
+        w.append([sum(power_inv[i][k] * m10[k] for k in range(t - 1)) % P for i in range(t - 1)])
+    e, scalars = list(prm.round_constants(half)), []
+    for p in range(rp):
+        scalars.append(e[0])
+        forward = [sum(m[i][j] * e[j] for j in range(1, t)) % P for i in range(t)]
+        if p + 1 < rp:
+            e = [(c + f) % P for c, f in zip(prm.round_constants(half + p + 1), forward)]
+    after = [(c + f) % P for c, f in zip(prm.round_constants(half + rp), forward)]
+    return {"m00": m[0][0], "e": scalars, "v": v, "w": w, "power": power, "after": after}
+
 
 @functools.lru_cache(maxsize=None)
 def params(t: int) -> Params:
@@ -297,7 +363,7 @@ def kernel() -> ctypes.CDLL:
             lib.poseidon_trace_len.restype = ctypes.c_int64
             lib.poseidon_permute.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                                              ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                             ctypes.c_void_p]
+                                             ctypes.c_void_p, ctypes.c_void_p]
             lib.poseidon_permute.restype = ctypes.c_int
             _kernel = lib
     return _kernel
@@ -319,10 +385,10 @@ def permute_native(state: np.ndarray, *, trace: bool = False) -> tuple[np.ndarra
     if lib.poseidon_trace_len(prm.t, prm.full_rounds, prm.partial_rounds) != trace_len(prm):
         raise AssertionError("poseidon_host.cpp and trace_len disagree on the trace layout")
     out = np.empty((len(state), trace_len(prm), 4), dtype=np.uint64) if trace else None
-    consts, mds = prm.constants_vec, prm.mds_vec
+    consts, mds, sparse = prm.constants_vec, prm.mds_vec, prm.sparse_vec
     rc = lib.poseidon_permute(len(state), prm.t, prm.full_rounds, prm.partial_rounds,
-                              consts.ctypes.data, mds.ctypes.data, state.ctypes.data,
-                              None if out is None else out.ctypes.data)
+                              consts.ctypes.data, mds.ctypes.data, sparse.ctypes.data,
+                              state.ctypes.data, None if out is None else out.ctypes.data)
     if rc != 0:
         raise ValueError(f"unsupported Poseidon width {prm.t}")
     return state, out
