@@ -194,15 +194,20 @@ void fr_spmv(i64 rows, const i64* indptr, const i64* indices, const uint32_t* co
 }
 
 // out[col] = sum over rows r of coeffs * x[r] (the transpose product; used by setup).
+// Accumulates canonically: a unit coefficient adds x[r] as it is, any other adds the Montgomery
+// product of the canonical coefficient and x[r] R, which is c x[r] itself: one product an entry
+// at most, and most R1CS coefficients are 1. (A scatter over columns: one thread.)
 void fr_spmv_t(i64 rows, i64 cols, const i64* indptr, const i64* indices, const uint32_t* coeffs,
                const uint32_t* x, uint32_t* out) {
     std::vector<fr_t> acc(cols, fr_t::zero());
     for (i64 r = 0; r < rows; r++) {
-        fr_t xr = load(x + 8 * r);
-        for (i64 k = indptr[r]; k < indptr[r + 1]; k++)
-            acc[indices[k]] += load(coeffs + 8 * k) * xr;
+        fr_t xr = fr_t::from_limbs(x + 8 * r), xr_mont = xr.to_mont();
+        for (i64 k = indptr[r]; k < indptr[r + 1]; k++) {
+            const uint32_t* ck = coeffs + 8 * k;
+            acc[indices[k]] += fr_limbs_are_one(ck) ? xr : fr_t::from_limbs(ck) * xr_mont;
+        }
     }
-    store_vec(out, acc.data(), cols);
+    for (i64 c = 0; c < cols; c++) memcpy(out + 8 * c, acc[c].v, 32);
 }
 
 // In-place (coset) NTT / inverse NTT of 2^log_n canonical elements, natural order in and out.
