@@ -238,6 +238,24 @@ __device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>
     store_affine<F>(p.to_affine(), out + 2 * coord_limbs<F>::N * i);
 }
 
+// The Fq multiplication rate (bench/gpu_msm.py: the arithmetic floor): 4 iters products per
+// thread in two independent chains, on the thread's 4 elements (48 limbs), written back.
+extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
+    uint32_t* p = data + 48 * ((i64)blockIdx.x * blockDim.x + threadIdx.x);
+    fq_t a = fq_t::from_limbs(p), b = fq_t::from_limbs(p + 12);
+    fq_t c = fq_t::from_limbs(p + 24), d = fq_t::from_limbs(p + 36);
+    for (int k = 0; k < iters; k++) {
+        a = a * b;
+        c = c * d;
+        b = b * a;
+        d = d * c;
+    }
+    store_limbs(a, p);
+    store_limbs(b, p + 12);
+    store_limbs(c, p + 24);
+    store_limbs(d, p + 36);
+}
+
 #define MSM_ENTRY_POINTS(G, F)                                                                   \
     extern "C" __global__ void G##_load_bases(i64 n, const uint32_t* raw, affine_t<F>* out,      \
                                               unsigned long long* bad) {                         \

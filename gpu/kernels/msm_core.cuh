@@ -59,23 +59,30 @@ struct digit_iter {
 };
 
 // Level 1 source: the affine bases, through the sorted (index | sign) values.
+// A source loads entry k (load) and adds it (add) separately, so the range loop can issue the
+// next entry's gather before the current addition: on the device a base is a random 96/192-byte
+// read whose latency would otherwise stall every addition.
 template <class F>
 struct base_source {
+    typedef affine_t<F> item;
     const affine_t<F>* bases;
     const uint32_t* vals;
-    CURVE_FN void add(xyzz_t<F>& acc, int64_t k) const {
+    CURVE_FN item load(int64_t k) const {
         uint32_t v = vals[k];
         affine_t<F> p = bases[v & ~MSM_NEG_BIT];
         if (v & MSM_NEG_BIT) p = -p;
-        acc.add_affine(p);
+        return p;
     }
+    CURVE_FN static void add(xyzz_t<F>& acc, const item& p) { acc.add_affine(p); }
 };
 
 // Later levels: the partial sums of the level before.
 template <class F>
 struct part_source {
+    typedef xyzz_t<F> item;
     const xyzz_t<F>* parts;
-    CURVE_FN void add(xyzz_t<F>& acc, int64_t k) const { acc.add(parts[k]); }
+    CURVE_FN item load(int64_t k) const { return parts[k]; }
+    CURVE_FN static void add(xyzz_t<F>& acc, const item& p) { acc.add(p); }
 };
 
 // Range t = [t L, min(t L + L, M)) of the sorted keys: the sum of each run of equal keys goes to
@@ -97,8 +104,11 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
         uint32_t cur = keys[lo];
         bool first = true;
         xyzz_t<F> acc = xyzz_t<F>::identity();
+        typename Src::item next = src.load(lo);
         for (int64_t k = lo; k < hi; k++) {
             uint32_t key = keys[k];
+            typename Src::item item = next;
+            if (k + 1 < hi) next = src.load(k + 1);
             if (key != cur) {
                 if (cur != MSM_SENTINEL) {
                     if (first && first_open) { ka = cur; pa = acc; }
@@ -108,7 +118,7 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
                 cur = key;
                 acc = xyzz_t<F>::identity();
             }
-            src.add(acc, k);
+            Src::add(acc, item);
         }
         if (cur != MSM_SENTINEL) {
             if (!((first && first_open) || last_open)) buckets[cur] = acc;

@@ -5,27 +5,19 @@ in loops, so CI checks the device algorithm (signed digits, counting sort, balan
 ranges with partial sums, segmented window reduction) on the CPU against arkworks. Not a fast
 CPU MSM: the CPU backend uses arkworks' (``gpu.msm.CpuBases``).
 
-Built on first use into the cache of ``gpu.native`` (``ZKHIVE_CACHE_DIR``), keyed by a digest of
-the sources and flags.
+Built on first use by ``gpu.native.build`` (cache in ``ZKHIVE_CACHE_DIR``, keyed by the sources,
+every kernel header and the flags).
 """
 from __future__ import annotations
 
 import ctypes
-import hashlib
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 
 import numpy as np
 
-from gpu.native import HERE, KERNELS, NativeBuildError, cache_dir
+from gpu.native import HERE, build
 
-SOURCES = [HERE / "curve_host.cpp", KERNELS / "curve.cuh", KERNELS / "curve_io.cuh",
-           KERNELS / "msm_core.cuh", KERNELS / "fq2.cuh", KERNELS / "ff.cuh", KERNELS / "fr.cuh",
-           KERNELS / "params.cuh"]
+#: -Wno-unknown-pragmas: g++ does not know nvcc's #pragma unroll in the shared headers
 FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC", "-Wno-unknown-pragmas"]
 
 _lib = None
@@ -34,25 +26,7 @@ _i64, _p, _u32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint32, ctypes.
 
 
 def _build():
-    h = hashlib.sha256()
-    for s in SOURCES:
-        h.update(s.name.encode() + b"\0" + s.read_bytes())
-    h.update(" ".join(FLAGS).encode() + sys.platform.encode())
-    out = cache_dir() / f"zkhive-curve-{h.hexdigest()[:16]}.so"
-    if out.exists():
-        return out
-    cxx = os.environ.get("CXX") or shutil.which("g++") or shutil.which("c++")
-    if not cxx:
-        raise NativeBuildError("no C++ compiler found: install g++ or set CXX")
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
-    os.close(fd)
-    res = subprocess.run([cxx, *FLAGS, "-o", tmp, str(HERE / "curve_host.cpp")],
-                         capture_output=True, text=True)
-    if res.returncode != 0:
-        os.unlink(tmp)
-        raise NativeBuildError(f"building {HERE / 'curve_host.cpp'} failed:\n{res.stderr}")
-    os.replace(tmp, out)
-    return out
+    return build(HERE / "curve_host.cpp", stem="curve", flags=FLAGS)
 
 
 def lib() -> ctypes.CDLL:

@@ -1,0 +1,202 @@
+"""Benchmark of the device MSM (gpu.cuda.msm) with the arithmetic floor of METHOD.md.
+
+    python bench/gpu_msm.py --out msm.json              # G1 2^16..2^24, G2 2^16..2^22
+    python bench/gpu_msm.py --quick                     # G1 2^20 and 2^24 only
+
+Inputs: bases with known discrete logs made on the device (P_i = (a_{i // m} + b_{i % m}) G),
+fresh random scalars, three scalar sets rotated between runs (the buckets and sorted lists are
+far larger than L2, but the rotation keeps any cache of one input out of the numbers). Every
+timed configuration is checked once against the known-log identity. Times: CUDA-event medians
+of 5 runs after a warm-up; "resident" = scalars already on the device (as H from compute_h and
+as sppark's own benchmark), "host" = from pageable host memory, including the copy.
+
+Floor: Fq products of the bucket phase (n W mixed additions x 10 products: 8M + 2S) plus the
+window reduction (2 W B full additions x 14) over the measured Fq product rate (fq_mul_rate:
+two independent chains a thread); G2's Fq2 product is 3 Fq products and its squaring 2.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar  # noqa: E402
+
+from gpu import msm as M  # noqa: E402
+from gpu.cuda import loader  # noqa: E402
+from gpu.cuda.memory import DeviceBuffer  # noqa: E402
+from synthesis.field import MODULUS  # noqa: E402
+
+GROUPS = {"g1": G1Point, "g2": G2Point}
+#: Fq products per mixed addition / per full addition (G1); Fq2 costs 3 per product, 2 per
+#: square: madd 8M + 2S -> 28, add 12M + 2S -> 40.
+FQ_MULS = {"g1": (10, 14), "g2": (28, 40)}
+sppark_g1_ms = {20: 21, 22: 53, 24: 155}   # issue 7: sppark's G1 MSM on the same H200 type
+
+
+def rand_scalars(n: int, rng) -> np.ndarray:
+    """Uniform canonical Fr elements (top limb below r's)."""
+    s = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
+    s[:, 3] = rng.integers(0, 0x73EDA753299D7D48, size=n, dtype=np.uint64)
+    return s
+
+
+def expected(group, s, m, a, b):
+    """(sum s_i (a_{i // m} + b_{i % m})) G, the 16-bit chunk sums of tests/gpu/test_msm.py."""
+    pad = np.zeros((m * m, 4), dtype=np.uint64)
+    pad[: len(s)] = s
+    ch = pad.view(np.uint16).reshape(m, m, 16)
+    rows = ch.sum(axis=1, dtype=np.uint64)
+    cols = ch.sum(axis=0, dtype=np.uint64)
+    w = [1 << (16 * k) for k in range(16)]
+
+    def val(v):
+        return sum(int(x) * wk for x, wk in zip(v, w))
+    k = (sum(a[j] * val(rows[j]) for j in range(m)) + sum(b[j] * val(cols[j]) for j in range(m)))
+    return GROUPS[group]() * Scalar(k % MODULUS)
+
+
+def timed(cuda, fn, repeat=5) -> list[float]:
+    times = []
+    for i in range(repeat):
+        start, end = cuda.Event(), cuda.Event()
+        start.record()
+        fn(i)
+        end.record()
+        end.synchronize()
+        times.append(end.time_since(start))
+    return times
+
+
+def fq_mul_rate(cuda) -> float:
+    dev = cuda.Context.get_device()
+    sms = dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
+    threads, block, iters = sms * 1024, 256, 256
+    k = loader.get_function(loader.load_module("msm"), "fq_mul_rate")
+    rng = np.random.default_rng()
+    data = rng.integers(0, 2**32, size=(threads * 4, 12), dtype=np.uint32)
+    data[:, 11] &= 0x0FFFFFFF  # below p
+    with DeviceBuffer(data.nbytes) as d:
+        d.upload(np.ascontiguousarray(data))
+        run = lambda i: k(np.int32(iters), np.uintp(d.ptr), block=(block, 1, 1),  # noqa: E731
+                          grid=(threads // block, 1))
+        run(0)
+        ms = statistics.median(timed(cuda, run))
+    return threads * iters * 4 / ms * 1e3
+
+
+def floor_ms(group, n, c, rate) -> dict:
+    W, B = M.windows(c), 1 << (c - 1)
+    madd, add = FQ_MULS[group]
+    muls = n * W * madd + 2 * W * B * add
+    return {"fq_muls": muls, "floor_ms": muls / rate * 1e3}
+
+
+def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False):
+    from gpu.cuda.msm import DeviceBases, known_log_bases
+    m, a, b, pa, pb = tables[group]
+    n = 1 << log_n
+    rng = np.random.default_rng()
+    t0 = time.perf_counter()
+    xy = known_log_bases(group, pa, pb, n)
+    gen_s = time.perf_counter() - t0
+    rows = []
+    with DeviceBases(xy, group) as bases:
+        del xy
+        sets = [rand_scalars(n, rng) for _ in range(3)]
+        for c in windows or [M.window_bits(n)]:
+            # correctness of this exact configuration first (known logs)
+            got = bases.msm(sets[0], window=c)
+            ok = got == expected(group, sets[0], m, a, b)
+            dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
+            try:
+                for d, s in zip(dev, sets):
+                    d.upload(s)
+                bases.msm(dev[1], window=c)  # warm-up (workspace allocated by the check)
+                resident = timed(cuda, lambda i: bases.msm(dev[i % 3], window=c))
+                host = timed(cuda, lambda i: bases.msm(sets[i % 3], window=c), repeat=3)
+                os.environ["ZKHIVE_MSM_PROFILE"] = "1"
+                bases.msm(dev[2], window=c)
+                prof = dict(bases.last_profile)
+                os.environ.pop("ZKHIVE_MSM_PROFILE")
+            finally:
+                for d in dev:
+                    d.free()
+            row = {"group": group, "log_n": log_n, "window": c, "ok": bool(ok),
+                   "resident_ms": statistics.median(resident), "resident_all": resident,
+                   "host_ms": statistics.median(host), "profile_ms": prof,
+                   "bases_gen_s": gen_s, **floor_ms(group, n, c, rate)}
+            rows.append(row)
+            print(f"  {group} 2^{log_n} c={c}: {row['resident_ms']:.2f} ms resident, "
+                  f"{row['host_ms']:.2f} ms from host, ok={ok}, "
+                  f"stages {', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
+        if skewed:
+            # PoRep-like: half zeros, a quarter ones, the rest random; and all-equal scalars
+            for name in ("porep-like", "all equal"):
+                s = sets[0].copy()
+                if name == "porep-like":
+                    s[: n // 2] = 0
+                    s[n // 2: 3 * n // 4] = 0
+                    s[n // 2: 3 * n // 4, 0] = 1
+                else:
+                    s[:] = s[0]
+                ok = bases.msm(s) == expected(group, s, m, a, b)
+                with DeviceBuffer(s.nbytes) as d:
+                    d.upload(s)
+                    t = statistics.median(timed(cuda, lambda i: bases.msm(d)))
+                rows.append({"group": group, "log_n": log_n, "window": M.window_bits(n),
+                             "inputs": name, "ok": bool(ok), "resident_ms": t})
+                print(f"  {group} 2^{log_n} {name}: {t:.2f} ms, ok={ok}", flush=True)
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", help="write all results as JSON here")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
+    args = ap.parse_args()
+    loader.init_context(0)
+    cuda = loader.driver()
+    dev = cuda.Context.get_device()
+    prng = random.Random()
+    tables = {}
+    for group, P in GROUPS.items():
+        m = 1 << (12 if group == "g1" else 11)   # m^2 bases: 2^24 for G1, 2^22 for G2
+        a = [prng.randrange(1, MODULUS) for _ in range(m)]
+        b = [prng.randrange(1, MODULUS) for _ in range(m)]
+        tables[group] = (m, a, b, [P() * Scalar(x) for x in a], [P() * Scalar(x) for x in b])
+    rate = fq_mul_rate(cuda)
+    print(f"device {dev.name()}, Fq product rate {rate / 1e9:.2f} G/s", flush=True)
+    rows = []
+    plan = ([("g1", 20, None, False), ("g1", 24, None, True)] if args.quick else
+            [("g1", 16, None, False), ("g1", 20, None, False), ("g1", 22, None, False),
+             ("g1", 24, [int(c) for c in args.sweep.split(",")], True),
+             ("g2", 16, None, False), ("g2", 20, None, False), ("g2", 22, None, True)])
+    for group, log_n, windows, skewed in plan:
+        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed)
+    result = {"device": dev.name(), "fq_mul_per_s": rate, "date": time.strftime("%F %T UTC",
+              time.gmtime()), "rows": rows}
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    print(f"\nFq product rate {rate / 1e9:.2f} G/s ({dev.name()})")
+    print("| group | n | window | inputs | resident ms | host ms | floor ms | ok | sppark |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['group']} | 2^{r['log_n']} | {r['window']} | {r.get('inputs', 'random')} | "
+              f"{r['resident_ms']:.2f} | {r.get('host_ms', float('nan')):.2f} | "
+              f"{r.get('floor_ms', float('nan')):.2f} | {r['ok']} | "
+              f"{sppark_g1_ms.get(r['log_n'], '') if r['group'] == 'g1' else ''} |")
+
+
+if __name__ == "__main__":
+    main()
