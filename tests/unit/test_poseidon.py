@@ -133,3 +133,15 @@ def test_native_kernel_equals_the_plain_permutation(t):
     one, none = ps.permute_native(batch[:1])
     assert none is None and np.array_equal(one, out[:1])
     assert not np.array_equal(ps.permute_native(batch[1:2])[0], out[:1])
+
+
+def test_sparse_partial_round_form_is_consistent():
+    prm = ps.params(9)
+    sp = ps.sparse_partial_rounds(prm)
+    m11 = [list(row[1:]) for row in prm.mds[1:]]
+    inv = ps._matinv(m11)
+    assert ps._matmul(m11, inv) == [[int(i == j) for j in range(8)] for i in range(8)]
+    assert len(sp["e"]) == len(sp["v"]) == len(sp["w"]) == prm.partial_rounds
+    assert sp["e"][0] == prm.round_constants(prm.full_rounds // 2)[0]
+    with pytest.raises(ValueError, match="singular"):
+        ps._matinv([[1, 2], [2, 4]])
