@@ -76,53 +76,48 @@ def round_numbers(t: int) -> tuple[int, int]:
 
 # --- round constants (Grain LFSR, Appendix F) ------------------------------------------------
 
-def _grain_bits(t: int, rf: int, rp: int):
-    """Yield the self-shrinking Grain output bits for this instance."""
-    def bits(value: int, width: int) -> list[int]:
-        return [int(b) for b in format(value, f"0{width}b")]
+def _grain_raw(t: int, rf: int, rp: int, nbits: int) -> str:
+    """The first ``nbits`` LFSR output bits after the 160 discarded ones, as a '0'/'1' string."""
+    def bits(value: int, width: int) -> str:
+        return format(value, f"0{width}b")
 
     # b0..b1 field (1: prime field), b2..b5 S-box (1: x^5, as Filecoin/Neptune encode it),
     # b6..b17 n, b18..b29 t, b30..b39 R_F, b40..b49 R_P, b50..b79 ones.
-    state = bits(1, 2) + bits(1, 4) + bits(PRIME_BITS, 12) + bits(t, 12) + bits(rf, 10) + bits(rp, 10)
-    state += [1] * 30
-    assert len(state) == 80
-
+    seed = bits(1, 2) + bits(1, 4) + bits(PRIME_BITS, 12) + bits(t, 12) + bits(rf, 10) + bits(rp, 10)
+    seed += "1" * 30
+    assert len(seed) == 80
     # b_{i+80} = b_{i+62} ^ b_{i+51} ^ b_{i+38} ^ b_{i+23} ^ b_{i+13} ^ b_i. The nearest tap is
     # 18 bits back, so 18 new bits come from one shift-and-xor of the 80-bit window (bit j of
     # ``w`` is b_{i+j}); bit by bit in Python this took ~1 s for four widths.
-    w = sum(b << j for j, b in enumerate(state))
+    w = int(seed[::-1], 2)
     mask18 = (1 << 18) - 1
-
-    def raw_bits():
-        nonlocal w
-        while True:
-            new = ((w >> 62) ^ (w >> 51) ^ (w >> 38) ^ (w >> 23) ^ (w >> 13) ^ w) & mask18
-            w = (w >> 18) | (new << 62)
-            for k in range(18):
-                yield (new >> k) & 1
-
-    raw = raw_bits()
-    for _ in range(160):  # discard the first 160 bits
-        next(raw)
-    while True:
-        first, second = next(raw), next(raw)
-        if first:
-            yield second
+    chunks, have = [], 0
+    while have < nbits + 160:
+        new = ((w >> 62) ^ (w >> 51) ^ (w >> 38) ^ (w >> 23) ^ (w >> 13) ^ w) & mask18
+        w = (w >> 18) | (new << 62)
+        chunks.append(format(new, "018b")[::-1])
+        have += 18
+    return "".join(chunks)[160:160 + nbits]
 
 
 def round_constants(t: int) -> list[int]:
-    """t * (R_F + R_P) constants, round-major: constant i of round r at index r * t + i."""
+    """t * (R_F + R_P) constants, round-major: constant i of round r at index r * t + i.
+    Self-shrinking: of each pair of LFSR bits, keep the second when the first is 1; read
+    PRIME_BITS kept bits most significant first and discard values >= r."""
     rf, rp = round_numbers(t)
     need = t * (rf + rp)
-    out: list[int] = []
-    gen = _grain_bits(t, rf, rp)
-    while len(out) < need:
-        x = 0
-        for _ in range(PRIME_BITS):
-            x = (x << 1) | next(gen)
-        if x < P:  # reject samples outside Fr
-            out.append(x)
-    return out
+    nbits = need * 2 * PRIME_BITS * 5 // 4  # about 4 raw bits per kept bit, with margin
+    while True:
+        raw = _grain_raw(t, rf, rp, nbits)
+        kept = "".join(second for first, second in zip(raw[0::2], raw[1::2]) if first == "1")
+        out = []
+        for lo in range(0, len(kept) - PRIME_BITS + 1, PRIME_BITS):
+            x = int(kept[lo:lo + PRIME_BITS], 2)
+            if x < P:  # reject samples outside Fr
+                out.append(x)
+                if len(out) == need:
+                    return out
+        nbits *= 2  # too few accepted samples (unlikely): the stream is a prefix, redo longer
 
 
 def mds_matrix(t: int) -> list[list[int]]:
