@@ -126,7 +126,9 @@ def redis_spec(s, run_dir: Path) -> ServiceSpec:
         "appendonly yes", "appendfsync everysec", 'save ""',
     ]
     if password:
-        lines.append(f"requirepass {password}")
+        # a double-quoted config string: spaces, quotes and backslashes in the password survive
+        quoted = password.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'requirepass "{quoted}"')
     conf = data / "redis.conf"
     # the config holds the password: never on the command line, where `ps` shows it
     fd = os.open(conf, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
