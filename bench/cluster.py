@@ -95,7 +95,8 @@ def main() -> int:
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-"))
     pw = secrets.token_hex(8)
     srv = RedisServer(password=pw, data_dir=tmp / "redis").start()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "ZKHIVE_REDIS__URL": srv.url, "ZKHIVE_REDIS__PASSWORD": pw,
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+           "ZKHIVE_REDIS__URL": srv.url, "ZKHIVE_REDIS__PASSWORD": pw,
            "ZKHIVE_BLOBS__DIR": str(tmp / "blobs"), "ZKHIVE_SRS__PARAM_CACHE": args.keys,
            "ZKHIVE_SRS__PRELOAD": json.dumps([args.params]),
            "ZKHIVE_WORKER__PARTITION_WORKERS": str(args.partition_workers),

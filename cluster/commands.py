@@ -165,12 +165,12 @@ def status_text(rt, *, jobs: int = 5) -> str:
     mine = code_digest()
     lines = [f"workers ({len(ws)}):",
              f"  {'worker':<28} {'role':<9} {'device':<7} {'ready':<5} {'free':>8}  {'resident keys':<22} "
-             f"{'version':<16} {'started (UTC)':<19} beat"]
+             f"{'version':<20} {'started (UTC)':<19} beat"]
     for w in ws:
         ver = f"{w.version}+{w.code_digest}" + ("" if w.code_digest == mine else " *")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.started_at))
         lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {'yes' if w.ready else 'no':<5} "
-                     f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<16} {started:<19} "
+                     f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
                      f"{now - w.heartbeat_at:.1f}s")
     if any(w.code_digest != mine for w in ws):
         lines.append(f"  * runs other code than this checkout (code {mine}): restart it after a deploy")

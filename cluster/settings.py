@@ -92,7 +92,8 @@ class BlobSettings(Section):
     max_bytes: int = Field(16 << 30, gt=0)
     """Largest blob any reference may claim; a bigger size in a message is refused before reading."""
     ttl_s: int = Field(7 * 86400, gt=0)
-    """How long ``redis`` blobs live (``dir`` blobs are removed by ``zkhive`` housekeeping or cron)."""
+    """How long ``redis`` blobs live. ``dir`` blobs are not expired by zkhive: remove old ones by
+    age (``find DIR -type f -mtime +7 -delete``)."""
 
 
 class SrsSettings(Section):
