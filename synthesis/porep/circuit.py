@@ -11,7 +11,7 @@ and once per partition comm_r = H(comm_c, comm_r_last). Public inputs:
   (replica_id, comm_d, comm_r, then per challenge: v, parent_1..parent_P).
 
 Matrices: one challenge's constraints are recorded once as a template (``gadgets`` shape mode)
-and replicated for every challenge with numpy index offsets. Variables:
+and replicated for every challenge with numpy index offsets (``_assemble``). Variables:
   z = (1 | replica_id, comm_d, comm_r, (v, parents) x C | comm_c, comm_r_last, header aux,
        challenge 0 aux, ..., challenge C-1 aux)
 Witness: the same gadget code in values mode computes every challenge's auxiliary values at once,
@@ -175,15 +175,26 @@ def _template(prm: PorepParams, *, header: bool) -> Template:
     return Template(r1cs, r1cs.num_aux - 2)
 
 
-def _replicate(m: SparseMatrix, copies: int, base: np.ndarray, stride: np.ndarray):
-    """Rows of ``copies`` instances: instance j maps template variable x to base[x] + j stride[x]."""
-    nnz = m.nnz
-    j = np.repeat(np.arange(copies, dtype=np.int64), nnz)
-    idx = np.tile(m.indices, copies)
-    indices = base[idx] + j * stride[idx]
-    indptr = (np.arange(copies, dtype=np.int64)[:, None] * nnz + m.indptr[None, :-1]).reshape(-1)
-    indptr = np.append(indptr, copies * nnz)
-    return indptr, indices, np.tile(m.coeffs, (copies, 1))
+def _assemble(hm: SparseMatrix, hmap: np.ndarray, cm: SparseMatrix, copies: int,
+              base: np.ndarray, stride: np.ndarray) -> SparseMatrix:
+    """Header rows (template variable x -> hmap[x]), then ``copies`` instances of the challenge
+    rows (instance j maps x to base[x] + j stride[x]). Written into preallocated arrays one
+    instance at a time, so the peak memory is the result itself (~8 GB at porep-lite-16m)."""
+    rows, nnz = hm.rows + copies * cm.rows, hm.nnz + copies * cm.nnz
+    indptr = np.empty(rows + 1, dtype=np.int64)
+    indices = np.empty(nnz, dtype=np.int64)
+    coeffs = np.empty((nnz, 4), dtype=np.uint64)
+    indptr[:hm.rows] = hm.indptr[:-1]
+    indices[:hm.nnz] = hmap[hm.indices]
+    coeffs[:hm.nnz] = hm.coeffs.reshape(-1, 4)
+    t_base, t_stride, t_ptr = base[cm.indices], stride[cm.indices], cm.indptr[:-1]
+    for j in range(copies):
+        lo, row = hm.nnz + j * cm.nnz, hm.rows + j * cm.rows
+        indices[lo:lo + cm.nnz] = t_base + j * t_stride
+        coeffs[lo:lo + cm.nnz] = cm.coeffs
+        indptr[row:row + cm.rows] = lo + t_ptr
+    indptr[rows] = nnz
+    return SparseMatrix(indptr, indices, coeffs)
 
 
 def build_r1cs(prm: PorepParams) -> R1CS:
@@ -202,12 +213,8 @@ def build_r1cs(prm: PorepParams) -> R1CS:
     base[5 + P], base[6 + P] = aux0, aux0 + 1
     base[7 + P:] = aux0 + 2 + hdr.locals + np.arange(ch.locals)
     stride[7 + P:] = ch.locals
-    mats = []
-    for hm, cm in ((hdr.r1cs.a, ch.r1cs.a), (hdr.r1cs.b, ch.r1cs.b), (hdr.r1cs.c, ch.r1cs.c)):
-        ip, ix, co = _replicate(cm, C, base, stride)
-        mats.append(SparseMatrix(np.concatenate([hm.indptr[:-1], hm.nnz + ip]),
-                                 np.concatenate([hmap[hm.indices], ix]),
-                                 np.concatenate([hm.coeffs.reshape(-1, 4), co])))
+    mats = [_assemble(hm, hmap, cm, C, base, stride)
+            for hm, cm in ((hdr.r1cs.a, ch.r1cs.a), (hdr.r1cs.b, ch.r1cs.b), (hdr.r1cs.c, ch.r1cs.c))]
     r1cs = R1CS(prm.num_public, 2 + hdr.locals + C * ch.locals, *mats)
     r1cs.validate()
     return r1cs
