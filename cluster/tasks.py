@@ -237,8 +237,13 @@ def _aggregate(rt, job_id: str) -> dict:
         timeline.emit(rt.redis, job_id, "aggregate_waiting", missing=missing, ttl_s=rt.ttl())
         return {"waiting": missing}
     timeline.emit(rt.redis, job_id, "aggregate_start", ttl_s=rt.ttl(), **_worker_fields(rt))
+    from .keys import KeyMissing
+
     circuit = get_circuit(rec.params)
-    vk = rt.keys.load_vk(circuit)
+    try:
+        vk = rt.keys.load_vk(circuit)
+    except KeyMissing as e:  # this aggregate worker's key cache lacks it: nobody can finish the job
+        return _fail(rt, job_id, f"cannot verify: {e}")
     c1 = _parsed_c1(rt, rec)
     publics, bad = [], []
     for k in range(n):

@@ -182,6 +182,19 @@ def test_second_worker_on_a_device_is_refused(cluster, workers):
     assert first.proc.poll() is None
 
 
+def test_prover_without_its_preload_key_refuses_to_start(cluster, workers, tmp_path):
+    w = workers("prove", "cpu:3", wait=False, ZKHIVE_SRS__PARAM_CACHE=tmp_path / "empty",
+                ZKHIVE_SRS__PRELOAD=json.dumps([SQUARES_A.name]))
+    assert w.wait(30) == 2
+    text = w.log_text()
+    assert f"no proving key for parameter set '{SQUARES_A.name}'" in text
+    assert f"zkhive keys setup --params {SQUARES_A.name}" in text
+    # it left nothing behind: no registry entry, no device lock
+    from cluster import registry
+    assert not [x for x in registry.workers(cluster.redis) if x.pid == w.pid]
+    assert not list(cluster.redis.scan_iter(match="zkhive:devlock:*:cpu:3:*"))
+
+
 def test_sigterm_finishes_the_task_in_hand_and_leaves_the_registry(cluster, workers, ready):
     from cluster import registry
 
