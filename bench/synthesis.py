@@ -33,7 +33,7 @@ def timed(fn):
     return out, time.perf_counter() - t
 
 
-def bench_set(name: str, repeat: int, check: bool, tmp: Path) -> dict:
+def bench_set(name: str, repeat: int, check: bool, tmp: Path | None) -> dict:
     from synthesis.circuits import get_circuit
     from synthesis.porep import c1_document, generate
     from synthesis.porep.circuit import build_r1cs, load_r1cs, save_r1cs
@@ -44,9 +44,13 @@ def bench_set(name: str, repeat: int, check: bool, tmp: Path) -> dict:
     doc, t_c1 = timed(lambda: c1_document(sector, b"\x02" * 32))
     c1, t_parse = timed(lambda: circuit.parse_c1(json.loads(json.dumps(doc))))
     r1cs, t_build = timed(lambda: build_r1cs(prm))
-    path = tmp / f"{circuit.digest()}.npz"  # the cache's file format, outside the real cache
-    _, t_save = timed(lambda: save_r1cs(r1cs, path))
-    _, t_load = timed(lambda: load_r1cs(path, prm))
+    t_save = t_load = float("nan")
+    if tmp is not None:
+        path = tmp / f"{circuit.digest()}.npz"  # the cache's file format, outside the real cache
+        _, t_save = timed(lambda: save_r1cs(r1cs, path))
+        _, t_load = timed(lambda: load_r1cs(path, prm))
+        cache_bytes = path.stat().st_size
+        path.unlink()
     circuit._r1cs = r1cs
     circuit.synthesize(c1, 0)  # warm-up: per-width Poseidon templates, block-diagonal MDS
     runs = []
@@ -58,7 +62,8 @@ def bench_set(name: str, repeat: int, check: bool, tmp: Path) -> dict:
            "constraints": r1cs.num_constraints, "variables": r1cs.num_variables,
            "nonzeros": r1cs.nnz, "sector_s": t_sector, "c1_s": t_c1, "c1_bytes": len(json.dumps(doc)),
            "parse_s": t_parse, "build_s": t_build, "cache_save_s": t_save, "cache_load_s": t_load,
-           "cache_bytes": path.stat().st_size, "synth_s": t_synth, "synth_runs": runs}
+           "cache_bytes": cache_bytes if tmp is not None else None, "synth_s": t_synth,
+           "synth_runs": runs}
     if check:
         z = circuit.synthesize(c1, 0)
         _, row["check_s"] = timed(lambda: r1cs.check(z))
@@ -71,6 +76,9 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--check", action="store_true", help="also time r1cs.check(z)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="skip the cache save/load timing (a second copy of the matrices: "
+                    "porep-lite-16m's are ~7.7 GB)")
     args = ap.parse_args()
     cores = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-"))
@@ -82,7 +90,7 @@ def main() -> int:
           f"{'build s':>9}{'load s':>8}{'synth s':>9}{'constr/s/core':>15}")
     rows = []
     for name in args.sets:
-        row = bench_set(name, args.repeat, args.check, tmp)
+        row = bench_set(name, args.repeat, args.check, None if args.no_cache else tmp)
         row["constraints_per_s_per_core"] = row["constraints"] / row["synth_s"] / cores
         row["cores"] = cores
         rows.append(row)
@@ -92,8 +100,6 @@ def main() -> int:
               + (f"  (check {row['check_s']:.2f} s)" if "check_s" in row else ""), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
-    for f in tmp.iterdir():
-        f.unlink()
     tmp.rmdir()
     return 0
 
