@@ -23,6 +23,7 @@ import functools
 import os
 import tempfile
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -292,7 +293,7 @@ class PorepLite:
                 path = cache_path(self.digest())
                 try:
                     self._r1cs = load_r1cs(path, self.prm)
-                except (FileNotFoundError, ValueError, KeyError, OSError):
+                except (ValueError, KeyError, OSError, zipfile.BadZipFile):
                     # missing or unreadable (e.g. a half-copied file): rebuild and replace it
                     self._r1cs = build_r1cs(self.prm)
                     save_r1cs(self._r1cs, path)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -93,12 +94,15 @@ class Sector:
             raise SectorError(f"{d}: not a sector directory ({e.filename} is missing)") from None
         except (KeyError, ValueError, TypeError) as e:
             raise SectorError(f"{d / 'sector.json'}: malformed ({e!r})") from None
-        with np.load(d / "sector.npz", allow_pickle=False) as z:
-            def levels(name: str, depth: int) -> list[np.ndarray]:
-                return [z[f"{name}_{i}"] for i in range(depth + 1)]
-            s = cls(prm, seed, replica_id, z["data"], z["labels"],
-                    levels("tree_d", prm.tree_d_depth), levels("tree_c", prm.tree_rc_depth),
-                    levels("tree_r", prm.tree_rc_depth))
+        try:
+            with np.load(d / "sector.npz", allow_pickle=False) as z:
+                def levels(name: str, depth: int) -> list[np.ndarray]:
+                    return [z[f"{name}_{i}"] for i in range(depth + 1)]
+                s = cls(prm, seed, replica_id, z["data"], z["labels"],
+                        levels("tree_d", prm.tree_d_depth), levels("tree_c", prm.tree_rc_depth),
+                        levels("tree_r", prm.tree_rc_depth))
+        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
+            raise SectorError(f"{d / 'sector.npz'}: unreadable or incomplete ({e})") from None
         if s.data.shape != (prm.nodes, 4) or s.labels.shape != (prm.layers, prm.nodes, 4):
             raise SectorError(f"{d / 'sector.npz'}: arrays do not match {prm.name}")
         if hexfe(s.comm_r) != meta.get("comm_r"):

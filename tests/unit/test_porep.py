@@ -210,8 +210,9 @@ def test_matrices_are_cached_on_disk_by_digest(small, cache_dir):
     assert path.exists()
     again = PorepLite(SMALL).r1cs()  # a fresh instance reads the file
     assert again.digest() == r1cs.digest()
-    path.write_bytes(b"not a zip file")  # a damaged cache is rebuilt, not trusted
-    assert PorepLite(SMALL).r1cs().digest() == r1cs.digest()
+    for damaged in (b"not a zip file", b"PK\x03\x04 truncated"):  # rebuilt, not trusted
+        path.write_bytes(damaged)
+        assert PorepLite(SMALL).r1cs().digest() == r1cs.digest()
     with pytest.raises(ValueError, match="public inputs"):
         pc.load_r1cs(path, SETS["porep-lite-4k"])
     other = PorepParams(**{**SMALL.__dict__, "challenges": 3})
@@ -233,6 +234,10 @@ def test_sector_is_deterministic_and_round_trips(small, tmp_path):
         Sector.load(tmp_path / "s")
     with pytest.raises(SectorError, match="not a sector directory"):
         Sector.load(tmp_path / "missing")
+    (tmp_path / "s" / "sector.json").write_text(json.dumps(meta))
+    (tmp_path / "s" / "sector.npz").write_bytes(b"PK\x03\x04 truncated")
+    with pytest.raises(SectorError, match="unreadable or incomplete"):
+        Sector.load(tmp_path / "s")
 
 
 def test_labels_follow_their_definition_on_python_ints():
