@@ -191,7 +191,9 @@ def _assemble(hm: SparseMatrix, hmap: np.ndarray, cm: SparseMatrix, copies: int,
     t_base, t_stride, t_ptr = base[cm.indices], stride[cm.indices], cm.indptr[:-1]
     for j in range(copies):
         lo, row = hm.nnz + j * cm.nnz, hm.rows + j * cm.rows
-        indices[lo:lo + cm.nnz] = t_base + j * t_stride
+        out = indices[lo:lo + cm.nnz]
+        np.multiply(t_stride, j, out=out)  # in place: no temporaries the size of a copy
+        out += t_base
         coeffs[lo:lo + cm.nnz] = cm.coeffs
         indptr[row:row + cm.rows] = lo + t_ptr
     indptr[rows] = nnz
