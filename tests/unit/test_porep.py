@@ -269,3 +269,15 @@ def test_challenges_avoid_node_zero_and_parents_precede():
     assert np.all((par >= 0) & (par < prm.nodes))
     ch = [graph.challenge(prm, b"\x00" * 32, 5, k, i) for k in range(4) for i in range(50)]
     assert min(ch) >= 1 and max(ch) < prm.nodes and len(set(ch)) > 100
+
+
+def test_json_schema_accepts_documents_and_rejects_malformed_ones(small):
+    jsonschema = pytest.importorskip("jsonschema")
+    from synthesis.porep import c1 as c1mod
+    _, _, doc = small
+    schema = c1mod.json_schema()
+    jsonschema.validate(json.loads(json.dumps(doc)), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(tampered(doc, CH + ["tree_d_path", 0], lambda v: "zz"), schema)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**doc, "circuit": "other"}, schema)
