@@ -281,3 +281,14 @@ def test_json_schema_accepts_documents_and_rejects_malformed_ones(small):
         jsonschema.validate(tampered(doc, CH + ["tree_d_path", 0], lambda v: "zz"), schema)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({**doc, "circuit": "other"}, schema)
+
+
+def test_parameter_sets_are_registered_circuits():
+    from synthesis.circuits import Circuit, known
+    from synthesis.porep import TINY
+    assert set(SETS) <= set(known())
+    circuit = get_circuit(TINY)
+    assert isinstance(circuit, Circuit) and circuit.num_partitions() == 2
+    assert len({get_circuit(n).digest() for n in SETS}) == len(SETS)
+    with pytest.raises(KeyError, match="porep-lite-4k"):
+        get_circuit("porep-lite-3k")
