@@ -126,6 +126,7 @@ class Runtime:
 
 
 _runtime: Runtime | None = None
+_inherited_worker = None
 _runtime_lock = threading.Lock()
 
 
@@ -134,11 +135,16 @@ def runtime() -> Runtime:
     with _runtime_lock:
         if _runtime is None:
             _runtime = Runtime(app.zkhive_settings)
+            _runtime.worker = _inherited_worker
         return _runtime
 
 
 def _reset_after_fork() -> None:
-    global _runtime
+    # connections do not survive fork: a prefork child makes its own runtime, but keeps the
+    # parent worker's registry identity for its timeline events
+    global _runtime, _inherited_worker
+    if _runtime is not None:
+        _inherited_worker = _runtime.worker
     _runtime = None
 
 

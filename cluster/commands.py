@@ -6,7 +6,6 @@ Issue 5's ``up``/``down``/``demo`` live in ``cluster.up_commands`` (registered h
 """
 from __future__ import annotations
 
-import argparse
 import importlib
 import json
 import os

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import threading
-import time
 from collections import OrderedDict
 from dataclasses import dataclass
 

@@ -15,9 +15,9 @@ import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
 
 from . import timeline
-from .app import AGGREGATE_QUEUE, app, runtime
-from .blobs import BlobError, BlobRef, parse_ref
-from .jobs import DONE, FAILED, QUEUED, RUNNING, TERMINAL
+from .app import app, runtime
+from .blobs import BlobError, parse_ref
+from .jobs import DONE, QUEUED, RUNNING, TERMINAL
 from .workflow import ACTIVE
 
 log = logging.getLogger(__name__)
