@@ -28,9 +28,24 @@ def _settings(args):
 
 
 def _rt(args):
-    _settings(args)
-    from .app import runtime
-    return runtime()
+    """The runtime for this command's settings (reconfiguring the app if it was imported with
+    others), after checking that Redis answers: a one-line error instead of a traceback."""
+    import redis
+
+    s = _settings(args)
+    from .app import app, configure, runtime
+
+    if s != app.zkhive_settings:
+        configure(s)
+    rt = runtime()
+    try:
+        rt.redis.ping()
+    except redis.exceptions.AuthenticationError as e:
+        raise CommandError(f"Redis at {s.redis.url} refused the password ({e}); set redis.password "
+                           "or ZKHIVE_REDIS__PASSWORD") from None
+    except redis.exceptions.RedisError as e:
+        raise CommandError(f"cannot reach Redis at {s.redis.url}: {e}") from None
+    return rt
 
 
 def _add_config(p):
@@ -40,7 +55,7 @@ def _add_config(p):
 # -- worker ------------------------------------------------------------------------------------
 
 def cmd_worker(args) -> int:
-    _settings(args)
+    _rt(args)
     from .lifecycle import WorkerLifecycle, WorkerStartError
     from .prover import DeviceSpecError
 

@@ -84,6 +84,11 @@ def test_cli_submit_wait_result_status_timeline(here, tmp_path):
 def test_cli_rejects_bad_input_with_one_line(here, tmp_path, capsys, monkeypatch):
     """The same commands in this process (cluster.cli.main), for speed: exit 2, one line, no traceback."""
     from cluster.cli import main
+    from cluster.redis_server import free_port
+
+    for k, v in {**here.env, **REDIS_BLOBS}.items():  # the settings a `zkhive` process would see
+        if k.startswith("ZKHIVE_"):
+            monkeypatch.setenv(k, v)
 
     def run(*argv):
         code = main(list(argv))
@@ -111,6 +116,12 @@ def test_cli_rejects_bad_input_with_one_line(here, tmp_path, capsys, monkeypatch
         code, err = run("worker", "prove", "--device", "cuda:0")
         assert code == 2 and "cuda backend is not available" in err, err
         assert not list(here.redis.scan_iter(match="zkhive:devlock:*:cuda:0:*"))  # released
+    monkeypatch.setenv("ZKHIVE_REDIS__PASSWORD", "wrong")
+    code, err = run("status")
+    assert code == 2 and "refused the password" in err and "wrong" not in err
+    monkeypatch.setenv("ZKHIVE_REDIS__URL", f"redis://127.0.0.1:{free_port()}/0")
+    code, err = run("status")
+    assert code == 2 and "cannot reach Redis at redis://127.0.0.1:" in err
     monkeypatch.setenv("ZKHIVE_WORKER__HEARTBEATS", "1")
     code, err = run("status")
     assert code == 2 and "ZKHIVE_WORKER__HEARTBEATS: unknown key worker.heartbeats" in err
