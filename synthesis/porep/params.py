@@ -10,15 +10,32 @@ node), TreeR an 8-ary tree over the replica (data + last layer's label). Each pa
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 #: Bumped whenever the circuit's constraints change for the same parameters; part of the digest
 #: that keys cached matrices and proving keys.
 CIRCUIT_VERSION = 1
 #: TreeC and TreeR arity (as StackedDRG's 8-ary Poseidon trees); TreeD is binary.
 TREE_ARITY = 8
+#: The code that decides the constraint matrices. Its digest is part of the circuit digest too,
+#: so a change to a gadget that someone forgot to mark with CIRCUIT_VERSION still gets new
+#: cached matrices and new keys instead of a "shape (3524, 4), expected (3477, 4)" at prove time.
+MATRIX_SOURCES = ("porep/circuit.py", "porep/params.py", "porep/graph.py", "gadgets/*.py",
+                  "poseidon.py", "builder.py", "r1cs.py")
+
+
+@functools.cache
+def source_digest() -> str:
+    root = Path(__file__).resolve().parent.parent
+    h = hashlib.sha256()
+    for pattern in MATRIX_SOURCES:
+        for path in sorted(root.glob(pattern)):
+            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -72,9 +89,11 @@ class PorepParams:
         return 3 + self.challenges * self.public_per_challenge  # replica id, comm_d, comm_r, ...
 
     def digest(self) -> str:
-        """Names the circuit definition: parameters, circuit version and Poseidon parameters
-        (by their own construction rule, which is fixed for BLS12-381)."""
-        doc = {"family": "porep-lite", "version": CIRCUIT_VERSION, **asdict(self)}
+        """Names the circuit definition: parameters, circuit version, the digest of the code that
+        builds the matrices, and Poseidon parameters (by their own construction rule, which is
+        fixed for BLS12-381)."""
+        doc = {"family": "porep-lite", "version": CIRCUIT_VERSION, "source": source_digest(),
+               **asdict(self)}
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
