@@ -25,11 +25,9 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from .errors import BlobError
+
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
-
-
-class BlobError(ValueError):
-    """A reference is malformed, its blob is missing, or the bytes do not match its size or hash."""
 
 
 class BlobRef(BaseModel):

@@ -15,19 +15,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from .errors import JobFailed, JobTimeout
 from .jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, TERMINAL
-
-
-class JobFailed(RuntimeError):
-    """The job failed (the message says why: a bad C1 field, a deadline, ...) or was cancelled."""
-
-    def __init__(self, job_id: str, status: str, error: str):
-        self.job_id, self.status, self.error = job_id, status, error
-        super().__init__(f"job {job_id} {status}: {error}")
-
-
-class JobTimeout(TimeoutError):
-    pass
 
 
 @dataclass

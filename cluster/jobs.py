@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from .blobs import BlobRef
+from .errors import JobError
 
 PREFIX = "zkhive:job:"
 INDEX = "zkhive:jobs"
@@ -37,10 +38,6 @@ TERMINAL = (DONE, FAILED, CANCELLED)
 
 #: client priority names -> Redis transport priorities (kombu serves 0 first, 9 last)
 PRIORITIES = {"critical": 0, "high": 3, "normal": 6, "bulk": 9}
-
-
-class JobError(ValueError):
-    """A job id, priority or record is invalid."""
 
 
 class JobRecord(BaseModel):

@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-
-class KeyMissing(FileNotFoundError):
-    """No key in the cache for a parameter set: run ``zkhive keys setup --params NAME``."""
+from .errors import KeyMissing
 
 
 class KeyCache:

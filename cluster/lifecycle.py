@@ -33,6 +33,7 @@ from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 
 from . import registry
+from .errors import WorkerStartError
 from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, app, runtime
 from .prover import Prover, parse_device
 from .version import code_digest, package_version
@@ -41,10 +42,6 @@ log = logging.getLogger(__name__)
 
 #: exit status of a worker ended by a hard time limit (EX_SOFTWARE)
 HARD_LIMIT_EXIT = 70
-
-
-class WorkerStartError(RuntimeError):
-    """A worker cannot start: device busy, key missing, bad device name."""
 
 
 class WorkerLifecycle:

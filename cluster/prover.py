@@ -14,13 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .errors import DeviceSpecError
 from .keys import KeyCache
 
 _DEVICE = re.compile(r"^(cpu|cuda)(?::(\d{1,3}))?$")
-
-
-class DeviceSpecError(ValueError):
-    pass
 
 
 @dataclass(frozen=True)

@@ -19,9 +19,7 @@ from pathlib import Path
 
 import redis
 
-
-class RedisServerError(RuntimeError):
-    """The server binary is missing, the port is taken, or the server did not come up."""
+from .errors import RedisServerError
 
 
 def find_executable() -> str:

@@ -23,6 +23,8 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, Field
 
+from .errors import DeviceBusy
+
 log = logging.getLogger(__name__)
 
 WORKER_PREFIX = "zkhive:worker:"
@@ -93,10 +95,6 @@ def workers(r, *, role: str | None = None, ready_only: bool = False) -> list[Wor
 
 def is_alive(r, worker_id: str) -> bool:
     return bool(r.exists(worker_key(worker_id)))
-
-
-class DeviceBusy(RuntimeError):
-    """Every slot of a device is locked by a live worker."""
 
 
 # refresh only a lock we still own: a lock taken over after our TTL lapsed stays with its new owner

@@ -31,12 +31,12 @@ from urllib.parse import quote, urlsplit, urlunsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
+from .errors import SettingsError
+
 ENV_PREFIX = "ZKHIVE_"
 CONFIG_ENV = "ZKHIVE_CONFIG"
 
 
-class SettingsError(ValueError):
-    """A settings file or variable is unreadable, has an unknown key, or a bad value."""
 
 
 class Section(BaseModel):

@@ -18,13 +18,10 @@ from typing import Any
 from celery import chain, chord
 
 from . import timeline
-from .jobs import JobError, JobRecord, check_job_id, priority_value
+from .errors import JobConflict, JobError
+from .jobs import JobRecord, check_job_id, priority_value
 
 ACTIVE = "zkhive:active"
-
-
-class JobConflict(JobError):
-    """A job id already names a job with a different C1 input or parameter set."""
 
 
 def canonical_c1(doc: Any) -> bytes:

@@ -1,0 +1,67 @@
+"""Errors of the cluster, as a tree. The CLI turns each into one line; tasks turn job-level ones
+into a failed job with the message, never a worker crash.
+
+    ClusterError
+    ├── SettingsError       a settings file or ZKHIVE_*__* variable: unknown key, bad value (names it)
+    ├── RedisServerError    the Redis we start ourselves: no binary, port taken, no PING
+    ├── BlobError           a blob reference is malformed, its blob missing, size or sha256 wrong
+    ├── JobError            a submission: bad job id, priority, parameter set (names the field)
+    │   └── JobConflict     a job id already names a job with another C1 input
+    ├── JobFailed           (client) the job failed or was cancelled; carries the reason
+    ├── JobTimeout          (client) the job did not finish in time
+    ├── KeyMissing          no proving/verifying key in the key cache (says how to make it)
+    ├── DeviceSpecError     a device name that is not cpu, cpu:N or cuda:N
+    ├── DeviceBusy          every slot of a device is locked by a live worker (names the holder)
+    └── WorkerStartError    a worker cannot start (busy device, missing key, no backend)
+"""
+from __future__ import annotations
+
+
+class ClusterError(Exception):
+    pass
+
+
+class SettingsError(ClusterError, ValueError):
+    pass
+
+
+class RedisServerError(ClusterError, RuntimeError):
+    pass
+
+
+class BlobError(ClusterError, ValueError):
+    pass
+
+
+class JobError(ClusterError, ValueError):
+    pass
+
+
+class JobConflict(JobError):
+    pass
+
+
+class JobFailed(ClusterError, RuntimeError):
+    def __init__(self, job_id: str, status: str, error: str):
+        self.job_id, self.status, self.error = job_id, status, error
+        super().__init__(f"job {job_id} {status}: {error}")
+
+
+class JobTimeout(ClusterError, TimeoutError):
+    pass
+
+
+class KeyMissing(ClusterError, FileNotFoundError):
+    pass
+
+
+class DeviceSpecError(ClusterError, ValueError):
+    pass
+
+
+class DeviceBusy(ClusterError, RuntimeError):
+    pass
+
+
+class WorkerStartError(ClusterError, RuntimeError):
+    pass
