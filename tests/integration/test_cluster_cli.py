@@ -200,3 +200,53 @@ def test_registry_entries_expire_and_device_locks_refuse_a_second_owner(here):
     assert [two[0].acquire(), two[1].acquire()] == [0, 1]
     with pytest.raises(registry.DeviceBusy, match="allows 2 prover"):
         two[2].acquire()
+
+
+def test_flower_rest_send_task_submits_a_job(here, tmp_path):
+    """A non-Python pipeline: POST /api/task/send-task/zkhive.submit on a real Flower."""
+    import base64
+    import urllib.error
+    import urllib.request
+
+    from cluster.client import Job
+    from cluster.redis_server import free_port
+    from tests.conftest import ROOT
+
+    port = free_port()
+    log = open(tmp_path / "flower.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cluster.app", "flower", f"--port={port}",
+                             "--address=127.0.0.1", "--basic-auth=pipeline:s3cret"],
+                            cwd=ROOT, env={**here.env, **REDIS_BLOBS}, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Basic " + base64.b64encode(b"pipeline:s3cret").decode()}
+
+    def call(path, body=None, headers=auth):
+        req = urllib.request.Request(base + path, method="POST" if body is not None else "GET",
+                                     data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", **headers})
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return json.loads(resp.read())
+
+    try:
+        end = time.monotonic() + 40
+        while True:
+            try:
+                with urllib.request.urlopen(base + "/healthcheck", timeout=1) as resp:
+                    if resp.read().strip() == b"OK":
+                        break
+            except OSError:
+                pass
+            assert proc.poll() is None and time.monotonic() < end, (tmp_path / "flower.log").read_text()[-2000:]
+            time.sleep(0.2)
+        doc = make_c1(SQUARES_B, seed=42)
+        reply = call("/api/task/send-task/zkhive.submit", {"args": [doc], "kwargs": {"job_id": "flower-1"}})
+        res = Job("flower-1").result(timeout=60)
+        assert len(res.proof) == 192 * SQUARES_B.num_partitions()
+        got = call(f"/api/task/result/{reply['task-id']}")
+        assert got["result"] == {"job_id": "flower-1", "created": True, "num_partitions": 2}
+        with pytest.raises(urllib.error.HTTPError, match="401"):
+            call("/api/task/send-task/zkhive.submit", {"args": [doc]}, headers={})
+    finally:
+        proc.terminate()
+        proc.wait(20)
+        log.close()
