@@ -107,7 +107,7 @@ def cmd_submit(args) -> int:
     except json.JSONDecodeError as e:
         raise CommandError(f"{args.file}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
     try:
-        rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority)
+        rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline)
     except JobError as e:
         raise CommandError(f"{args.file}: {e}") from None
     print(f"{rec.job_id} {'submitted' if created else 'already submitted'} "
@@ -252,6 +252,8 @@ def register(sub) -> None:
     p.add_argument("file")
     p.add_argument("--job-id", help="job id (default: derived from the C1 content); resubmitting is a no-op")
     p.add_argument("--priority", default="normal", help="critical, high, normal, bulk (or 0-9, 0 first)")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds until the watchdog fails the job (default delivery.job_deadline_s)")
     p.add_argument("--wait", action="store_true", help="wait for the proof")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait (with --wait)")
     p.add_argument("--out", help="write the proof bytes here (default: print JSON)")
