@@ -125,6 +125,24 @@ void transform(fr_t* a, int log_n, bool inverse, bool coset) {
 
 }  // namespace
 
+// Test hooks: one Montgomery operation on canonical inputs, for the field unit tests.
+// op: 0 add, 1 sub, 2 mul, 3 sqr, 4 inv, 5 neg, 6 to_mont, 7 from_mont, 8 mont_mul (raw);
+// Fq2 also 9 mul_by_xi, 10 conj, 11 dbl.
+template <class F>
+F field_op(int op, const F& x, const F& y) {
+    switch (op) {
+        case 0: return x + y;
+        case 1: return x - y;
+        case 2: return (x.to_mont() * y.to_mont()).from_mont();
+        case 3: return x.to_mont().sqr().from_mont();
+        case 4: return x.to_mont().inv().from_mont();
+        case 5: return -x;
+        case 6: return x.to_mont();
+        case 7: return x.from_mont();
+        default: return x * y;
+    }
+}
+
 extern "C" {
 
 int zk_num_threads() {
@@ -276,57 +294,19 @@ void fr_powers(i64 n, const uint32_t* base, const uint32_t* ratio, uint32_t* out
     store_vec(out, a.data(), n);
 }
 
-// Test hooks: one Montgomery operation on canonical inputs, for the field unit tests.
-// op: 0 add, 1 sub, 2 mul, 3 sqr, 4 inv, 5 neg, 6 to_mont, 7 from_mont, 8 mont_mul (raw)
+// Test hooks (field_op above): one operation on raw limbs, for the field unit tests.
 void fr_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
-    fr_t x = fr_t::from_limbs(a), y = fr_t::from_limbs(b), r;
-    switch (op) {
-        case 0: r = x + y; break;
-        case 1: r = x - y; break;
-        case 2: r = (x.to_mont() * y.to_mont()).from_mont(); break;
-        case 3: r = x.to_mont().sqr().from_mont(); break;
-        case 4: r = x.to_mont().inv().from_mont(); break;
-        case 5: r = -x; break;
-        case 6: r = x.to_mont(); break;
-        case 7: r = x.from_mont(); break;
-        default: r = x * y; break;
-    }
+    fr_t r = field_op(op, fr_t::from_limbs(a), fr_t::from_limbs(b));
     memcpy(out, r.v, 32);
 }
 void fq_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
-    fq_t x = fq_t::from_limbs(a), y = fq_t::from_limbs(b), r;
-    switch (op) {
-        case 0: r = x + y; break;
-        case 1: r = x - y; break;
-        case 2: r = (x.to_mont() * y.to_mont()).from_mont(); break;
-        case 3: r = x.to_mont().sqr().from_mont(); break;
-        case 4: r = x.to_mont().inv().from_mont(); break;
-        case 5: r = -x; break;
-        case 6: r = x.to_mont(); break;
-        case 7: r = x.from_mont(); break;
-        default: r = x * y; break;
-    }
+    fq_t r = field_op(op, fq_t::from_limbs(a), fq_t::from_limbs(b));
     memcpy(out, r.v, 48);
 }
-
-// Fq2 test hook (c0 limbs then c1 limbs, canonical); ops as fq_op, plus 9 mul_by_xi, 10 conj,
-// 11 dbl.
+// Fq2: c0 limbs then c1 limbs, canonical.
 void fq2_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
-    fq2_t x = fq2_t::from_limbs(a), y = fq2_t::from_limbs(b), r;
-    switch (op) {
-        case 0: r = x + y; break;
-        case 1: r = x - y; break;
-        case 2: r = (x.to_mont() * y.to_mont()).from_mont(); break;
-        case 3: r = x.to_mont().sqr().from_mont(); break;
-        case 4: r = x.to_mont().inv().from_mont(); break;
-        case 5: r = -x; break;
-        case 6: r = x.to_mont(); break;
-        case 7: r = x.from_mont(); break;
-        case 9: r = x.mul_by_xi(); break;
-        case 10: r = x.conj(); break;
-        case 11: r = x.dbl(); break;
-        default: r = x * y; break;
-    }
+    fq2_t x = fq2_t::from_limbs(a), y = fq2_t::from_limbs(b);
+    fq2_t r = op == 9 ? x.mul_by_xi() : op == 10 ? x.conj() : op == 11 ? x.dbl() : field_op(op, x, y);
     r.to_limbs(out);
 }
 
