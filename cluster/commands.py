@@ -87,7 +87,7 @@ def cmd_keys(args) -> int:
     except KeyError as e:
         raise CommandError(e.args[0]) from None
     t0 = time.time()
-    pk, vk = rt.keys.setup(circuit, force=args.force)
+    pk, vk = rt.keys.setup(circuit, force=args.force, backend=args.backend)
     print(f"{args.params}: {pk} ({pk.stat().st_size} B), {vk} in {time.time() - t0:.1f} s")
     return 0
 
@@ -245,6 +245,8 @@ def register(sub) -> None:
     p.add_argument("action", choices=["setup", "list"])
     p.add_argument("--params", help="parameter set name")
     p.add_argument("--force", action="store_true", help="regenerate an existing key")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where setup's multiplications run (auto: the GPU when there is one)")
     _add_config(p)
     p.set_defaults(func=cmd_keys)
 

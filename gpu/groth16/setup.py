@@ -72,7 +72,5 @@ def setup(r1cs: R1CS, *, backend: str = "cpu") -> tuple[ProvingKey, VerifyingKey
 def _fixed_base(backend: str):
     """The batched fixed-base multiplication of the chosen backend (the CUDA backend has its own,
     issue 8); the CPU one goes point by point through arkworks."""
-    if backend == "cpu":
-        return curve.fixed_base
     from gpu.backends import get_backend
     return get_backend(backend).fixed_base
