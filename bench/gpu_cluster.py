@@ -4,8 +4,8 @@
 
 Steps: keys for the parameter set made with setup on the device (in a child process, so this
 one never opens a CUDA context); `zkhive up` with one prover per device (`--devices`, default
-cuda:0; `--provers-per-device 2` starts two prover processes sharing each device, which is what
-exercises the device-memory budget) and N synthesis workers; `--jobs` sectors sealed and
+cuda:0; a CPU-only run with `--devices cpu:0` checks the script itself) and N synthesis
+workers; `--jobs` sectors sealed and
 submitted at once (saturating load); every proof checked against public inputs recomputed from
 its C1 input; then, from the jobs' timelines: each device's busy fraction (the union of its
 device-stage intervals over the span from the first prove pickup to the last prove end), the
