@@ -112,14 +112,21 @@ return 0
 """
 
 
-def _pid_alive(pid: int) -> bool:
+def _pid_alive(pid: int, create_time: float | None = None) -> bool:
+    """The process exists, is not a zombie (a killed worker whose parent is gone may stay one
+    for a while where init is slow to reap: it holds no device), and, when the lock recorded
+    its start time, is the same process and not a later one that got the PID again."""
+    import psutil
+
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        p = psutil.Process(pid)
+        if p.status() == psutil.STATUS_ZOMBIE:
+            return False
+        return create_time is None or abs(p.create_time() - create_time) < 0.05
+    except psutil.NoSuchProcess:
         return False
-    except PermissionError:
+    except psutil.AccessDenied:
         return True
-    return True
 
 
 class DeviceLock:
@@ -127,7 +134,10 @@ class DeviceLock:
 
     def __init__(self, r, host: str, device: str, slots: int, ttl_s: float, owner: str):
         self.r, self.host, self.device, self.slots, self.ttl_s = r, host, device, slots, ttl_s
+        import psutil
+
         self.token = json.dumps({"owner": owner, "host": host, "pid": os.getpid(),
+                                 "started": psutil.Process().create_time(),
                                  "nonce": uuid.uuid4().hex, "at": time.time()})
         self.key: str | None = None
         self.slot: int | None = None
@@ -152,7 +162,7 @@ class DeviceLock:
             except ValueError:
                 holder = {"owner": str(current)}
             if holder.get("host") == self.host and isinstance(holder.get("pid"), int) \
-                    and not _pid_alive(holder["pid"]):
+                    and not _pid_alive(holder["pid"], holder.get("started")):
                 # the holder was a process on this host that no longer exists: a stale lock
                 pipe = self.r.pipeline()
                 pipe.watch(key)

@@ -38,11 +38,16 @@ def _me() -> str:
 
 
 def _alive(key: str) -> bool:
+    """Same PID, same start time, and not a zombie (a killed worker not yet reaped holds no
+    device memory)."""
     pid, _, start = key.partition(":")
     try:
-        return abs(psutil.Process(int(pid)).create_time() - float(start)) < 0.01
+        p = psutil.Process(int(pid))
+        return abs(p.create_time() - float(start)) < 0.01 and p.status() != psutil.STATUS_ZOMBIE
     except (psutil.NoSuchProcess, ValueError):
         return False
+    except psutil.AccessDenied:
+        return True
 
 
 def _fmt(n: int) -> str:
