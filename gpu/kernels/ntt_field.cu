@@ -1,45 +1,23 @@
 // Element-wise field kernels: the device side of the host test hooks (gpu/native host.cpp's
 // fr_op / fq_op / fq2_op, same op numbers, same raw-limb semantics, so GPU == host on any
 // input, non-canonical ones included), and the throughput probes of bench/gpu_ntt.py.
-#include "fq2.cuh"
-
-template <class F>
-__device__ __forceinline__ F apply(int op, const F& x, const F& y) {
-    switch (op) {
-        case 0: return x + y;
-        case 1: return x - y;
-        case 2: return (x.to_mont() * y.to_mont()).from_mont();
-        case 3: return x.to_mont().sqr().from_mont();
-        case 4: return x.to_mont().inv().from_mont();
-        case 5: return -x;
-        case 6: return x.to_mont();
-        case 7: return x.from_mont();
-        default: return x * y;
-    }
-}
+#include "field_ops.cuh"
 
 extern "C" {
 
 // out[i] = op(a[i], b[i]) on raw limbs; n elements of N limbs each.
 __global__ void field_fr_op(int op, const fr_t* a, const fr_t* b, fr_t* out, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = apply(op, a[i], b[i]);
+    if (i < n) out[i] = field_op(op, a[i], b[i]);
 }
 __global__ void field_fq_op(int op, const fq_t* a, const fq_t* b, fq_t* out, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i < n) out[i] = apply(op, a[i], b[i]);
+    if (i < n) out[i] = field_op(op, a[i], b[i]);
 }
 // as fq2_op: 0..8 as above, 9 mul_by_xi, 10 conj, 11 dbl
 __global__ void field_fq2_op(int op, const fq2_t* a, const fq2_t* b, fq2_t* out, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    fq2_t x = a[i], y = b[i];
-    switch (op) {
-        case 9: out[i] = x.mul_by_xi(); break;
-        case 10: out[i] = x.conj(); break;
-        case 11: out[i] = x.dbl(); break;
-        default: out[i] = apply(op, x, y);
-    }
+    if (i < n) out[i] = fq2_field_op(op, a[i], b[i]);
 }
 
 // Fr multiplication throughput: each thread runs CHAINS independent chains of `iters`

@@ -9,6 +9,7 @@
 #include <vector>
 #include "../kernels/fr.cuh"
 #include "../kernels/spmv.cuh"
+#include "../kernels/field_ops.cuh"
 #include "../kernels/fq2.cuh"
 
 #ifdef _OPENMP
@@ -124,24 +125,6 @@ void transform(fr_t* a, int log_n, bool inverse, bool coset) {
 }
 
 }  // namespace
-
-// Test hooks: one Montgomery operation on canonical inputs, for the field unit tests.
-// op: 0 add, 1 sub, 2 mul, 3 sqr, 4 inv, 5 neg, 6 to_mont, 7 from_mont, 8 mont_mul (raw);
-// Fq2 also 9 mul_by_xi, 10 conj, 11 dbl.
-template <class F>
-F field_op(int op, const F& x, const F& y) {
-    switch (op) {
-        case 0: return x + y;
-        case 1: return x - y;
-        case 2: return (x.to_mont() * y.to_mont()).from_mont();
-        case 3: return x.to_mont().sqr().from_mont();
-        case 4: return x.to_mont().inv().from_mont();
-        case 5: return -x;
-        case 6: return x.to_mont();
-        case 7: return x.from_mont();
-        default: return x * y;
-    }
-}
 
 extern "C" {
 
@@ -294,7 +277,7 @@ void fr_powers(i64 n, const uint32_t* base, const uint32_t* ratio, uint32_t* out
     store_vec(out, a.data(), n);
 }
 
-// Test hooks (field_op above): one operation on raw limbs, for the field unit tests.
+// Test hooks (field_ops.cuh): one operation on raw limbs, for the field unit tests.
 void fr_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
     fr_t r = field_op(op, fr_t::from_limbs(a), fr_t::from_limbs(b));
     memcpy(out, r.v, 32);
@@ -305,9 +288,7 @@ void fq_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
 }
 // Fq2: c0 limbs then c1 limbs, canonical.
 void fq2_op(int op, const uint32_t* a, const uint32_t* b, uint32_t* out) {
-    fq2_t x = fq2_t::from_limbs(a), y = fq2_t::from_limbs(b);
-    fq2_t r = op == 9 ? x.mul_by_xi() : op == 10 ? x.conj() : op == 11 ? x.dbl() : field_op(op, x, y);
-    r.to_limbs(out);
+    fq2_field_op(op, fq2_t::from_limbs(a), fq2_t::from_limbs(b)).to_limbs(out);
 }
 
 }  // extern "C"
