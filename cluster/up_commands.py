@@ -19,7 +19,6 @@ directory (``--run-dir``, default ``var/up``)::
 """
 from __future__ import annotations
 
-import json
 import os
 import secrets
 import shutil

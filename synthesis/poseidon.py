@@ -321,8 +321,6 @@ def _quintic(x: np.ndarray) -> np.ndarray:
 
 def permute_vec(state: np.ndarray, prm: Params | None = None) -> np.ndarray:
     """The permutation applied to each row of a (B, t, 4) batch of canonical Fr states."""
-    from gpu import native
-
     state = np.ascontiguousarray(state, dtype=np.uint64)
     if state.ndim != 3 or state.shape[2] != 4:
         raise ValueError(f"expected a (B, t, 4) batch of states, got shape {state.shape}")

@@ -11,7 +11,7 @@ import ctypes
 import threading
 
 import numpy as np
-from py_arkworks_bls12381 import G1Point, G2Point
+from py_arkworks_bls12381 import G1Point
 
 from gpu import native
 

@@ -98,7 +98,7 @@ class VerifyingKey:
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "VerifyingKey":
-        import io, tempfile  # noqa: E401
+        import tempfile
         with tempfile.NamedTemporaryFile() as f:
             f.write(data)
             f.flush()

@@ -11,8 +11,6 @@ sparse product per matrix).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from gpu import native
 from synthesis import field
 from synthesis.r1cs import R1CS

@@ -7,7 +7,6 @@ generation on the device gives the same points as the host.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from gpu import prove, setup, verify

@@ -88,7 +88,6 @@ def test_ntt_rejects_a_size_that_is_not_a_power_of_two():
 def test_compute_h_is_the_exact_quotient():
     # a, b, c from random polynomials A, B of degree < n/2 and C = A B - H Z for random H
     n = 16
-    w = F.root_of_unity(n)
     A = [random.randrange(R) for _ in range(n // 2)] + [0] * (n // 2)
     B = [random.randrange(R) for _ in range(n // 2)] + [0] * (n // 2)
     a, b = native.ntt(F.vec_from_ints(A)), native.ntt(F.vec_from_ints(B))

@@ -1,6 +1,5 @@
 """The fixed-base multiplication setup uses (host build of gpu/kernels/fixed_base.cuh) against
 arkworks, on random and edge scalars."""
-import numpy as np
 import pytest
 
 from gpu.groth16 import curve

@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import numpy as np
 import pytest
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
