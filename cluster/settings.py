@@ -39,6 +39,19 @@ CONFIG_ENV = "ZKHIVE_CONFIG"
 
 
 
+def _secret(section: str, password: SecretStr | None, password_file: Path | None) -> str | None:
+    """``password``, else the first line of ``password_file``, else None; an unreadable file is a
+    SettingsError naming ``<section>.password_file``."""
+    if password is not None:
+        return password.get_secret_value()
+    if password_file is not None:
+        try:
+            return password_file.read_text().splitlines()[0].strip()
+        except (OSError, IndexError) as e:
+            raise SettingsError(f"{section}.password_file {password_file}: cannot read a password ({e})")
+    return None
+
+
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 
@@ -62,14 +75,7 @@ class RedisSettings(Section):
         return v
 
     def secret(self) -> str | None:
-        if self.password is not None:
-            return self.password.get_secret_value()
-        if self.password_file is not None:
-            try:
-                return self.password_file.read_text().splitlines()[0].strip()
-            except (OSError, IndexError) as e:
-                raise SettingsError(f"redis.password_file {self.password_file}: cannot read a password ({e})")
-        return None
+        return _secret("redis", self.password, self.password_file)
 
     def url_with_password(self) -> str:
         """The URL Celery and redis-py connect with (kept out of logs and of ``zkhive status``)."""
@@ -174,14 +180,7 @@ class FlowerSettings(Section):
         return v
 
     def secret(self) -> str | None:
-        pw = None
-        if self.password is not None:
-            pw = self.password.get_secret_value()
-        elif self.password_file is not None:
-            try:
-                pw = self.password_file.read_text().splitlines()[0].strip()
-            except (OSError, IndexError) as e:
-                raise SettingsError(f"flower.password_file {self.password_file}: cannot read a password ({e})")
+        pw = _secret("flower", self.password, self.password_file)
         if pw is not None and "," in pw:
             raise SettingsError("flower.password: must not contain ',' (Flower splits its basic_auth list on it)")
         return pw or None
