@@ -60,9 +60,7 @@ class KeyCache:
             return pk_path, vk_path
         self.root.mkdir(parents=True, exist_ok=True)
         pk, vk = setup(circuit.r1cs(), backend=backend)
-        # write under temporary names, then rename: a worker never loads half a key
-        for obj, path in ((pk, pk_path), (vk, vk_path)):
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            obj.save(tmp)
-            os.replace(tmp, path)
+        # save() writes a temporary file and renames it: a worker never loads half a key
+        pk.save(pk_path)
+        vk.save(vk_path)
         return pk_path, vk_path
