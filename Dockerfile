@@ -8,7 +8,7 @@
 # `docker stop` reaches the worker itself and starts Celery's warm shutdown (no shell in between).
 #
 # ZKHIVE_CACHE_DIR (/opt/zkhive/cache, owned by the zkhive user) holds the host libraries
-# (gpu/native: C++ from gpu/kernels/*.cuh), cached R1CS matrices, cubins and the device-memory
+# (arith/host.cpp, gpu/native: C++ from arith/include and gpu/kernels), cached R1CS matrices, cubins and the device-memory
 # ledger. The field and curve libraries are compiled at build time; g++ stays in the images
 # because the other host libraries are built on first use (keyed by a digest of their sources).
 
@@ -23,13 +23,14 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY pyproject.toml README* ./
+COPY arith arith
 COPY synthesis synthesis
 COPY gpu gpu
 COPY cluster cluster
 RUN python -m venv /opt/zkhive/venv \
  && /opt/zkhive/venv/bin/pip install --no-cache-dir .
 ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
-RUN /opt/zkhive/venv/bin/python -c "from gpu import native; from gpu.native import curve; native.lib(); curve.lib()"
+RUN /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; native.lib(); curve.lib()"
 
 # ---------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS cpu
@@ -59,6 +60,7 @@ RUN apt-get update \
  && mkdir -p /var/lib/zkhive && chown zkhive:zkhive /var/lib/zkhive
 WORKDIR /src
 COPY pyproject.toml README* ./
+COPY arith arith
 COPY synthesis synthesis
 COPY gpu gpu
 COPY cluster cluster
@@ -67,7 +69,7 @@ COPY cluster cluster
 ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
 RUN python3 -m venv /opt/zkhive/venv \
  && LIBRARY_PATH=/usr/local/cuda/lib64/stubs /opt/zkhive/venv/bin/pip install --no-cache-dir ".[gpu]" \
- && /opt/zkhive/venv/bin/python -c "from gpu import native; from gpu.native import curve; native.lib(); curve.lib()" \
+ && /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; native.lib(); curve.lib()" \
  && chown -R zkhive:zkhive /opt/zkhive/cache \
  && rm -rf /src
 ENV PATH=/opt/zkhive/venv/bin:$PATH \

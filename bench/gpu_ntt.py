@@ -142,7 +142,7 @@ def bench_ntt(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
 
 def check(eng) -> None:
     """A variant's results must be the host's before its times count."""
-    from gpu import native
+    from arith import native
     a = fr.vec_random(1 << 20)
     assert np.array_equal(eng.ntt(a), native.ntt(a)), "variant: NTT 2^20 differs from host"
     a, b, c = (fr.vec_random(1 << 16) for _ in range(3))
@@ -151,7 +151,7 @@ def check(eng) -> None:
 
 def bench_h(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
     from gpu.cuda.ntt import plan
-    from gpu import native
+    from arith import native
     rows = []
     for log_n in sizes:
         n = 1 << log_n

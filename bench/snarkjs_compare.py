@@ -252,7 +252,7 @@ def profile(k: int, runs: int) -> dict:
     (the prover runs the five MSMs on a pool of os.cpu_count() threads beside the NTTs)."""
     from py_arkworks_bls12381 import G1Point, G2Point
 
-    from gpu import native
+    from arith import native
     from gpu.groth16 import curve, qap
 
     c = prepare(k)

@@ -82,7 +82,7 @@ def main() -> int:
     args = ap.parse_args()
     cores = int(os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-"))
-    from gpu import native
+    from arith import native
     native.lib()  # build (or load) the host library before timing anything
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, {cores} cores, "
           f"python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")

@@ -292,7 +292,7 @@ MAX_BATCH = 1 << 14
 
 def mds_vec(state: np.ndarray) -> np.ndarray:
     """Apply the MDS to a (B, t, 4) batch of states."""
-    from gpu import native
+    from arith import native
 
     b, t = state.shape[0], state.shape[1]
     out = np.empty_like(state)
@@ -305,7 +305,7 @@ def mds_vec(state: np.ndarray) -> np.ndarray:
 
 
 def add_constants_vec(state: np.ndarray, prm: Params, r: int) -> np.ndarray:
-    from gpu import native
+    from arith import native
 
     b, t = state.shape[0], prm.t
     rc = np.broadcast_to(prm.constants_vec[r], (b, t, 4)).reshape(-1, 4)
@@ -314,7 +314,7 @@ def add_constants_vec(state: np.ndarray, prm: Params, r: int) -> np.ndarray:
 
 def _quintic(x: np.ndarray) -> np.ndarray:
     # three products; native.pow walks all 255 exponent bits (measured 10x slower)
-    from gpu import native
+    from arith import native
     x2 = native.mul(x, x)
     return native.mul(native.mul(x2, x2), x)
 
@@ -361,7 +361,7 @@ def kernel() -> ctypes.CDLL:
         if _kernel is None:
             from pathlib import Path
 
-            from gpu import native
+            from arith import native
             lib = ctypes.CDLL(str(native.build(Path(__file__).with_name("poseidon_host.cpp"),
                                                stem="poseidon")))
             lib.poseidon_trace_len.argtypes = [ctypes.c_int] * 3

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <vector>
-#include "../gpu/kernels/fr.cuh"
+#include "fr.cuh"
 
 typedef int64_t i64;
 

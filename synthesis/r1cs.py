@@ -128,14 +128,14 @@ class R1CS:
 
     def evaluate(self, z: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(A z, B z, C z) as Fr vectors, through the host library's sparse product."""
-        from gpu import native  # the same C++ field code the CUDA kernels use
+        from arith import native  # the same C++ field code the CUDA kernels use
 
         z = self.check_assignment_shape(z)
         return tuple(native.spmv(m.indptr, m.indices, m.coeffs, z) for m in (self.a, self.b, self.c))
 
     def first_unsatisfied(self, z: np.ndarray) -> int | None:
         az, bz, cz = self.evaluate(z)
-        from gpu import native
+        from arith import native
 
         bad = np.flatnonzero(np.any(native.mul(az, bz) != cz, axis=1))
         return int(bad[0]) if len(bad) else None

@@ -1,4 +1,4 @@
-"""The CPU backend: sparse products and the QAP step in the host library (gpu/native), MSMs in
+"""The CPU backend: sparse products and the QAP step in the host library (arith/host.cpp), MSMs in
 arkworks (py_arkworks_bls12381), the five MSMs on a thread pool: arkworks' MSM releases the GIL,
 so on two cores two of them run at once."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
-from gpu import native
+from arith import native
 from gpu.groth16 import curve, qap
 
 from .base import ProofTerms

@@ -31,9 +31,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from arith.native import INCLUDE as FIELD_INCLUDE
 from gpu.errors import GpuCompileError, GpuError, GpuLaunchError, GpuOutOfMemory, GpuUnavailable
 
 KERNELS = Path(__file__).resolve().parent.parent / "kernels"
+#: where includes are looked for: the kernels' own folder, then the shared field headers
+INCLUDE_DIRS = (KERNELS, FIELD_INCLUDE)
 #: Flags every module is compiled with (the arch is added per device).
 BASE_FLAGS = ("-O3", "-std=c++17", "--extra-device-vectorization")
 
@@ -59,7 +62,7 @@ _INCLUDE_RE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 def sources(path: Path) -> list[Path]:
     """``path`` and every file it includes with quotes, transitively (found beside the
-    including file or in gpu/kernels): what the cubin depends on."""
+    including file, in gpu/kernels or in arith/include): what the cubin depends on."""
     seen: dict[Path, None] = {}
     todo = [Path(path).resolve()]
     while todo:
@@ -68,7 +71,7 @@ def sources(path: Path) -> list[Path]:
             continue
         seen[f] = None
         for inc in _INCLUDE_RE.findall(f.read_text()):
-            for base in (f.parent, KERNELS):
+            for base in (f.parent, *INCLUDE_DIRS):
                 cand = (base / inc).resolve()
                 if cand.is_file():
                     todo.append(cand)
@@ -110,7 +113,7 @@ def compile_cubin(path: Path, arch: str) -> bytes:
                              "or set NVCC)")
     fd, tmp = tempfile.mkstemp(suffix=".cubin", dir=out.parent)
     os.close(fd)
-    cmd = [nvcc, "-cubin", *_flags(arch), "-I", str(KERNELS), "-o", tmp, str(path)]
+    cmd = [nvcc, "-cubin", *_flags(arch), *(f"-I{d}" for d in INCLUDE_DIRS), "-o", tmp, str(path)]
     res = subprocess.run(cmd, capture_output=True, text=True)
     if res.returncode != 0:
         os.unlink(tmp)

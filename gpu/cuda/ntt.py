@@ -229,7 +229,7 @@ class NttEngine:
                          streams=None, events=None) -> DeviceBuffer:
         """H coefficients into ``a`` (natural order) from the evaluations a, b, c on H.
 
-        Same math as gpu/native's fr_compute_h (arkworks' witness_map):
+        Same math as arith/host.cpp's fr_compute_h (arkworks' witness_map):
           each of a, b, c: inverse NTT (DIF, N->R, scaled by n^-1 g^k on store) then forward
           NTT (DIT, R->N): their evaluations on the coset g H;
           pointwise (a b - c) / Z(g) written bit-reversed; inverse coset NTT (DIT, R->N).
@@ -291,7 +291,7 @@ class NttEngine:
     # --- host-array drivers ----------------------------------------------------------------
 
     def ntt(self, a: np.ndarray, *, inverse: bool = False, coset: bool = False) -> np.ndarray:
-        """Host Fr vector in, host Fr vector out, natural order both (as gpu.native.ntt)."""
+        """Host Fr vector in, host Fr vector out, natural order both (as arith.native.ntt)."""
         a = _host_vec(a, "ntt input")
         log_n = log2_size(len(a), "ntt input")
         out = np.empty_like(a)
@@ -306,7 +306,7 @@ class NttEngine:
 
     def compute_h(self, a: np.ndarray, b: np.ndarray, c: np.ndarray,
                   out: np.ndarray | None = None) -> np.ndarray:
-        """H coefficients from host evaluations a, b, c (as gpu.native.compute_h).
+        """H coefficients from host evaluations a, b, c (as arith.native.compute_h).
 
         When a, b, c are page-locked (``gpu.cuda.memory.pinned``), the uploads are asynchronous
         on three streams: b and c travel while a is already being transformed. Plain arrays are

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 from py_arkworks_bls12381 import G1Point, G2Point
 
-from gpu import native
+from arith import native
 from synthesis import field
 
 from .iden3 import write_binfile

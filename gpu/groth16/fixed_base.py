@@ -10,10 +10,12 @@ from __future__ import annotations
 import ctypes
 import threading
 
+from pathlib import Path
+
 import numpy as np
 from py_arkworks_bls12381 import G1Point
 
-from gpu import native
+from arith import native
 
 from .points import WIDTH, PointArray
 
@@ -36,11 +38,16 @@ def table(base) -> np.ndarray:
     return np.frombuffer(b"".join(rows), dtype=np.uint8).reshape(-1, WIDTH[kind])
 
 
+_NATIVE = Path(__file__).resolve().parent.parent / "native"
+_KERNELS = _NATIVE.parent / "kernels"
+
+
 def _host():
     global _lib
     with _lock:
         if _lib is None:
-            L = ctypes.CDLL(str(native.build(native.HERE / "setup_host.cpp", stem="setup")))
+            L = ctypes.CDLL(str(native.build(_NATIVE / "setup_host.cpp", stem="setup",
+                                             include_dirs=(_KERNELS,))))
             for name in ("host_fixed_base_g1", "host_fixed_base_g2"):
                 getattr(L, name).argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3
             _lib = L

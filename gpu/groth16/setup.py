@@ -11,7 +11,7 @@ sparse product per matrix).
 """
 from __future__ import annotations
 
-from gpu import native
+from arith import native
 from synthesis import field
 from synthesis.r1cs import R1CS
 

@@ -5,7 +5,7 @@ in loops, so CI checks the device algorithm (signed digits, counting sort, balan
 ranges with partial sums, segmented window reduction) on the CPU against arkworks. Not a fast
 CPU MSM: the CPU backend uses arkworks' (``gpu.msm.CpuBases``).
 
-Built on first use by ``gpu.native.build`` (cache in ``ZKHIVE_CACHE_DIR``, keyed by the sources,
+Built on first use by ``arith.native.build`` (cache in ``ZKHIVE_CACHE_DIR``, keyed by the sources,
 every kernel header and the flags).
 """
 from __future__ import annotations
@@ -15,7 +15,12 @@ import threading
 
 import numpy as np
 
-from gpu.native import HERE, build
+from pathlib import Path
+
+from arith.native import build
+
+HERE = Path(__file__).resolve().parent
+KERNELS = HERE.parent / "kernels"
 
 #: -Wno-unknown-pragmas: g++ does not know nvcc's #pragma unroll in the shared headers
 FLAGS = ["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC", "-Wno-unknown-pragmas"]
@@ -26,7 +31,7 @@ _i64, _p, _u32, _int = ctypes.c_int64, ctypes.c_void_p, ctypes.c_uint32, ctypes.
 
 
 def _build():
-    return build(HERE / "curve_host.cpp", stem="curve", flags=FLAGS)
+    return build(HERE / "curve_host.cpp", stem="curve", flags=FLAGS, include_dirs=(KERNELS,))
 
 
 def lib() -> ctypes.CDLL:

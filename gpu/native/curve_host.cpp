@@ -6,8 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 #include <vector>
-#include "../kernels/curve_io.cuh"
-#include "../kernels/msm_core.cuh"
+#include "curve_io.cuh"
+#include "msm_core.cuh"
 
 typedef int64_t i64;
 

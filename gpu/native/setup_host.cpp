@@ -1,7 +1,7 @@
 // Host build of the fixed-base multiplication (gpu/kernels/fixed_base.cuh), for the CPU tests of
 // the code the GPU setup runs, and as an OpenMP CPU path for key generation.
 #include <stdint.h>
-#include "../kernels/fixed_base.cuh"
+#include "fixed_base.cuh"
 
 typedef int64_t i64;
 

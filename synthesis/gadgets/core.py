@@ -96,17 +96,17 @@ class Synth:
 
     # -- linear combinations (free: no constraint) --------------------------------------------
     def add(self, a: Num, b: Num) -> Num:
-        from gpu import native
+        from arith import native
         return Num(a.lc + b.lc if self.cs is not None else None,
                    native.add(a.val, b.val) if self.batch is not None else None)
 
     def sub(self, a: Num, b: Num) -> Num:
-        from gpu import native
+        from arith import native
         return Num(a.lc - b.lc if self.cs is not None else None,
                    native.sub(a.val, b.val) if self.batch is not None else None)
 
     def add_const(self, a: Num, k: int) -> Num:
-        from gpu import native
+        from arith import native
         return Num(a.lc + k if self.cs is not None else None,
                    native.add(a.val, field.vec_from_ints([k])) if self.batch is not None else None)
 
@@ -122,7 +122,7 @@ class Synth:
 
     def lin(self, terms: Sequence[tuple[int, Num]]) -> Num:
         """sum of coeff * num."""
-        from gpu import native
+        from arith import native
         lc = val = None
         if self.cs is not None:
             lc = LinearCombination()

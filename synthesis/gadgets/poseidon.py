@@ -23,7 +23,7 @@ from .core import Num, Synth
 
 def _sbox(s: Synth, x: Num) -> Num:
     """x^5 on one batch column (values: (B, 4))."""
-    from gpu import native
+    from arith import native
 
     x2 = s.alloc(lambda: native.mul(x.val, x.val))
     s.enforce(x, x, x2, "poseidon x^2")
@@ -92,7 +92,7 @@ def _instantiate(cs: ConstraintSystem, template, inputs: Sequence[LinearCombinat
 
 
 def _permute_direct(s: Synth, state: Sequence[Num]) -> list[Num]:
-    from gpu import native
+    from arith import native
 
     prm = plain.params(len(state))
     t = prm.t

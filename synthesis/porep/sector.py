@@ -143,7 +143,7 @@ def generate(prm: PorepParams, seed: bytes) -> Sector:
     replica_id = int.from_bytes(hashlib.sha256(b"porep-lite replica id\0" + seed).digest(), "little") % field.MODULUS
     data = _data(prm, seed)
     labels = label_layers(prm, replica_id)
-    from gpu import native
+    from arith import native
     columns = poseidon.hash_vec(np.ascontiguousarray(labels.transpose(1, 0, 2)))
     replica = native.add(data, labels[-1])  # encoding: replica = data + key (last layer)
     return Sector(prm, seed, replica_id, data, labels, trees.build(data, 2),

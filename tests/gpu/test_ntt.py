@@ -1,4 +1,4 @@
-"""Device NTT and compute_h == gpu.native (the CPU backend) on fresh random inputs.
+"""Device NTT and compute_h == arith.native (the CPU backend) on fresh random inputs.
 
 Sizes 2^1 .. 2^TEST_NPOW (default 20) against the host library, plus one 2^24 check
 (``ZKHIVE_TEST_BIG=1`` or TEST_NPOW >= 24): the forward NTT against the host, round trips, and
@@ -11,7 +11,7 @@ import os
 import numpy as np
 import pytest
 
-from gpu import native
+from arith import native
 from gpu.errors import GpuInputError
 from synthesis import field as fr
 

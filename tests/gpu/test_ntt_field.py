@@ -10,7 +10,7 @@ import secrets
 import numpy as np
 import pytest
 
-from gpu import native
+from arith import native
 
 pytestmark = pytest.mark.gpu
 

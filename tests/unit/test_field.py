@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from gpu import native
+from arith import native
 from synthesis import field as F
 
 R = F.MODULUS

@@ -23,7 +23,7 @@ SMALL = PorepParams("porep-lite-test", log_nodes=3, layers=2, base_degree=1, exp
 
 @pytest.fixture(autouse=True)
 def cache_dir(tmp_path_factory, monkeypatch):
-    from gpu import native
+    from arith import native
     native.lib()  # the host library stays in its usual cache; only matrices go to the temp dir
     d = tmp_path_factory.getbasetemp() / "zkhive-cache"
     monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(d))

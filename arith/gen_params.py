@@ -1,6 +1,6 @@
 """Writes params.cuh: the Montgomery constants of BLS12-381's Fr and Fq in 32-bit limbs.
 
-Run `python -m gpu.kernels.gen_params` after changing it; tests/unit/test_native.py checks that
+Run `python -m arith.gen_params` after changing it; tests/unit/test_native.py checks that
 params.cuh is what this script writes.
 """
 from pathlib import Path
@@ -51,4 +51,4 @@ def render() -> str:
 
 
 if __name__ == "__main__":
-    Path(__file__).with_name("params.cuh").write_text(render())
+    (Path(__file__).with_name("include") / "params.cuh").write_text(render())

@@ -1,16 +1,16 @@
 // Host library: vectorised Fr arithmetic for the CPU backend and for witness generation.
 //
-// Built by gpu/native/__init__.py with g++ from the same ff.cuh the CUDA kernels use. Every
+// Built by arith/native.py with g++ from the same ff.cuh the CUDA kernels use. Every
 // vector crosses this C ABI in canonical form (fully reduced, not Montgomery), 32 bytes per
 // element, little-endian: uint32_t[8] per element on a little-endian host. Conversions into and
 // out of Montgomery form happen here, once per call, not per operation.
 #include <stdint.h>
 #include <string.h>
 #include <vector>
-#include "../kernels/fr.cuh"
-#include "../kernels/spmv.cuh"
-#include "../kernels/field_ops.cuh"
-#include "../kernels/fq2.cuh"
+#include "include/fr.cuh"
+#include "include/spmv.cuh"
+#include "include/field_ops.cuh"
+#include "include/fq2.cuh"
 
 #ifdef _OPENMP
 #include <omp.h>
