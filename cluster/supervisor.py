@@ -135,6 +135,12 @@ class ProcessRecord:
     address: str = ""
     #: start group: processes of one group are stopped together, groups in reverse order
     group: int = 0
+    #: times the keeper (``cluster.keeper``) or ``zkhive restart`` started it again
+    restarts: int = 0
+    #: consecutive runs that failed to start or died soon after (the keeper's backoff counter)
+    failures: int = 0
+    #: set when the keeper stopped restarting it: the reason and the log tail
+    given_up: str = ""
 
     def process(self) -> psutil.Process | None:
         """The live process this record names, or None when it exited or its PID was reused."""
@@ -219,25 +225,35 @@ class Supervisor:
 
     # -- the state file -------------------------------------------------------------------------
     @contextlib.contextmanager
-    def locked(self):
-        """Hold the state directory's lock: two ``up`` (or an ``up`` and a ``down``) on one
-        directory would overwrite each other's records and orphan processes. The kernel drops
-        the lock when its holder dies, so a crashed ``up`` never leaves it stale."""
+    def locked(self, wait_s: float = 0.0):
+        """Hold the state directory's lock: two ``up`` (or an ``up`` and a ``down``, or the
+        keeper restarting a worker) on one directory would overwrite each other's records and
+        orphan processes. The kernel drops the lock when its holder dies, so a crashed ``up``
+        never leaves it stale. ``wait_s``: how long to wait for another holder."""
         self.state_dir.mkdir(parents=True, exist_ok=True)
         path = self.state_dir / ".lock"
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
-                raise Busy(f"another zkhive up/down (pid {holder}) is working on {self.state_dir}; "
-                           f"wait for it to finish") from None
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() < deadline:
+                        time.sleep(0.1)
+                        continue
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                    raise Busy(f"another zkhive up/down/restart (pid {holder}) is working on "
+                               f"{self.state_dir}; wait for it to finish") from None
             os.ftruncate(fd, 0)
             os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
             yield self
         finally:
             os.close(fd)  # releases the lock
+
+    def record(self, name: str) -> ProcessRecord | None:
+        return next((r for r in self.records if r.name == name), None)
 
     def load(self) -> bool:
         """Read the state file; False when there is none. A malformed file is an error naming it
@@ -294,6 +310,38 @@ class Supervisor:
     # -- starting -------------------------------------------------------------------------------
     def start(self, spec: ServiceSpec, group: int | None = None) -> ProcessRecord:
         """Start one service and record it (not yet waiting for readiness)."""
+        popen, create_time = self._spawn(spec)
+        rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
+                            list(spec.ports), spec.stop_grace_s, spec.address,
+                            len(self.records) if group is None else group)
+        rec._popen = popen  # type: ignore[attr-defined]  # to reap it and read its exit code
+        self.records.append(rec)
+        self.save()
+        return rec
+
+    def replace(self, spec: ServiceSpec) -> ProcessRecord:
+        """Start ``spec`` again in place of its record (same name, group and counters; the
+        old process must be gone) and save the state file at once, so a ``down`` that comes
+        while it is still starting stops the new process too."""
+        i = next(i for i, r in enumerate(self.records) if r.name == spec.name)
+        old = self.records[i]
+        if old.process() is not None:
+            raise SupervisorError(f"{old.name} (pid {old.pid}) is still running: stop it first")
+        popen, create_time = self._spawn(spec)
+        rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
+                            list(spec.ports), spec.stop_grace_s, spec.address, old.group,
+                            restarts=old.restarts + 1, failures=old.failures)
+        rec._popen = popen  # type: ignore[attr-defined]
+        self.records[i] = rec
+        self.save()
+        return rec
+
+    def stop_one(self, rec: ProcessRecord, grace_s: float | None = None) -> str:
+        """Warm-stop one recorded process (SIGKILL after its grace); returns how it ended."""
+        return self._finish_stop(rec, self._terminate(rec),
+                                 rec.stop_grace_s if grace_s is None else grace_s)
+
+    def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if spec.env is None else spec.env)
         env.setdefault("PYTHONUNBUFFERED", "1")  # the log tail must show the last words
@@ -314,13 +362,7 @@ class Supervisor:
             create_time = psutil.Process(popen.pid).create_time()
         except psutil.NoSuchProcess:
             create_time = 0.0  # already gone; wait_ready reports it with the log
-        rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
-                            list(spec.ports), spec.stop_grace_s, spec.address,
-                            len(self.records) if group is None else group)
-        rec._popen = popen  # type: ignore[attr-defined]  # to reap it and read its exit code
-        self.records.append(rec)
-        self.save()
-        return rec
+        return popen, create_time
 
     def wait_ready(self, spec: ServiceSpec, rec: ProcessRecord, *, poll_s: float = 0.2) -> float:
         """Poll ``spec.ready`` until it passes; returns seconds since the process started. Raises StartFailure

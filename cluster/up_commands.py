@@ -8,6 +8,8 @@
     synthesis    --synthesis-workers processes (each with worker.partition_workers children)
     prove        one per GPU (cuda:N), or one CPU prover (cpu:0) when there is none
     flower       the web monitor, with basic auth
+    keeper       restarts any of the above that dies, with backoff (``cluster.keeper``);
+                 stopped first by ``down``, so nothing comes back after it
 
 and returns once each one is ready (``cluster.readiness``). Everything lives under the run
 directory (``--run-dir``, default ``var/up``)::
@@ -16,6 +18,8 @@ directory (``--run-dir``, default ``var/up``)::
     var/up/logs/*.log     one log per process
     var/up/redis/         redis.conf (mode 0600, holds the password) and the append-only file
     var/up/flower.pass    the Flower password ``up`` generated when the settings give none
+
+``zkhive restart NAME|ROLE`` replaces one process (or every process of a role) on purpose.
 """
 from __future__ import annotations
 
@@ -197,6 +201,24 @@ def flower_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
                        ready_timeout_s=60, stop_grace_s=10, address=url)
 
 
+def keeper_spec(run_dir: Path, env: dict) -> ServiceSpec:
+    from .keeper import KEEPER
+
+    argv = _zkhive() + ["keep", "--run-dir", str(run_dir)]
+    if env.get("ZKHIVE_CONFIG"):
+        argv += ["--config", env["ZKHIVE_CONFIG"]]
+    marker = run_dir / "keeper.ready"
+    marker.unlink(missing_ok=True)
+
+    def ready(rec):
+        # written after its first look at the state file: a keeper that cannot read its plan
+        # fails here, not silently later
+        return marker.is_file() and marker.read_text().strip() == str(rec.pid)
+    return ServiceSpec(name=KEEPER, argv=argv, log=run_dir / "logs" / "keeper.log", ready=ready,
+                       waiting_for="its first look at the state file", env=env,
+                       ready_timeout_s=30, stop_grace_s=10, address="restarts crashed processes")
+
+
 def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
     """(extra env for the Flower process, where the password is) - a configured password is used
     as is; else ``up`` writes a random one to ``run_dir/flower.pass`` (0600) and keeps it."""
@@ -248,10 +270,29 @@ def plan(args, s) -> tuple[list, dict]:
     workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.ready_timeout) for d in devices]
     services = [redis_spec(s, run_dir), workers,
                 flower_spec(s, run_dir, _child_env(args, run_dir, flower_env))]
+    if not getattr(args, "no_keeper", False):
+        services.append(keeper_spec(run_dir, env))
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
-            "started_at": time.time(), "devices": devices}
+            "started_at": time.time(), "devices": devices,
+            # what the keeper and `zkhive restart` re-plan the services from
+            "up_args": {"synthesis_workers": args.synthesis_workers, "devices": ",".join(devices),
+                        "ready_timeout": args.ready_timeout}}
     return services, meta
+
+
+def _replan(sup: Supervisor, args) -> dict[str, ServiceSpec]:
+    """The service specs of the cluster recorded in ``sup`` (as its ``up`` planned them)."""
+    import argparse
+
+    saved = sup.meta.get("up_args")
+    if not saved:
+        raise CommandError(f"{sup.state_file} was written by an older zkhive without its plan: "
+                           f"`zkhive down` and `up` again to restart processes")
+    ns = argparse.Namespace(**saved, run_dir=str(sup.state_dir),
+                            config=getattr(args, "config", None) or sup.meta.get("config"))
+    services, _ = plan(ns, _settings(ns))
+    return {spec.name: spec for spec in _flat(services)}
 
 
 def _flat(services) -> list[ServiceSpec]:
@@ -306,13 +347,30 @@ def cmd_up(args) -> int:
     return 0
 
 
+def _stop_keeper(sup: Supervisor) -> None:
+    """Stop the keeper before anything else, without the lock (it may hold it while a
+    restarted process starts): from then on nothing is brought back."""
+    from .keeper import KEEPER
+
+    try:
+        sup.load()
+    except SupervisorError:
+        return
+    rec = sup.record(KEEPER)
+    if rec is not None and rec.process() is not None:
+        how = sup.stop_one(rec, grace_s=rec.stop_grace_s)
+        print(f"  {rec.name:<14} pid {rec.pid:<7} {how} (nothing is restarted from here on)")
+
+
 def cmd_down(args) -> int:
     sup = Supervisor(Path(args.run_dir).resolve())
     if not sup.state_file.exists():
         print(f"no cluster recorded in {sup.state_file}: nothing to stop")
         return 0
+    _stop_keeper(sup)
     try:
-        with sup.locked():
+        # a keeper killed mid-restart released the lock with its life; `up` may still hold it
+        with sup.locked(wait_s=5.0):
             return _down_locked(sup, args)
     except SupervisorError as e:
         raise CommandError(str(e)) from None
@@ -343,13 +401,78 @@ def cmd_ps(args) -> int:
     except SupervisorError as e:
         raise CommandError(str(e)) from None
     for r in sup.records:
-        state = "running" if r.process() else "gone"
+        state = "running" if r.process() else ("stopped" if r.given_up else "gone")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.create_time))
-        print(f"{r.name:<14} pid {r.pid:<7} {state:<8} started {started} UTC  {r.address:<28} log {r.log}")
+        print(f"{r.name:<14} pid {r.pid:<7} {state:<8} started {started} UTC  restarts {r.restarts:<3} "
+              f"{r.address:<28} log {r.log}")
+        if r.given_up:
+            print("    left stopped by the keeper: " + r.given_up.replace("\n", "\n    "))
     if sup.meta.get("flower"):
         print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
               f"{sup.meta.get('flower_password')})")
     return 0 if all(r.process() for r in sup.records) else 1
+
+
+def cmd_restart(args) -> int:
+    """Replace one recorded process, or every process of a role, one at a time: each is
+    warm-stopped, started again from ``up``'s plan and waited for before the next."""
+    sup = Supervisor(Path(args.run_dir).resolve())
+    try:
+        if not sup.load():
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+        names = [r.name for r in sup.records
+                 if r.name == args.target or r.name.startswith(args.target + "-")]
+        if not names:
+            raise CommandError(f"nothing named {args.target!r} in {sup.state_file}; recorded: "
+                               + ", ".join(r.name for r in sup.records))
+        specs = _replan(sup, args)
+        with sup.locked(wait_s=30.0):
+            sup.load()
+            for name in names:
+                rec, spec = sup.record(name), specs.get(name)
+                if rec is None or spec is None:
+                    raise CommandError(f"{name}: not in the cluster's plan any more")
+                how = sup.stop_one(rec, grace_s=args.grace) if rec.process() else "was not running"
+                rec.given_up, rec.failures = "", 0
+                new = sup.replace(spec)
+                took = sup.wait_ready(spec, new)
+                print(f"  {name:<14} {how}; pid {new.pid} ready in {took:.1f} s "
+                      f"(restarts {new.restarts})")
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    return 0
+
+
+def cmd_keep(args) -> int:
+    """The keeper process (started by ``up``): restarts what dies until ``down``."""
+    from .keeper import Keeper
+
+    run_dir = Path(args.run_dir).resolve()
+    sup = Supervisor(run_dir)
+    if not sup.load():
+        raise CommandError(f"no cluster recorded in {sup.state_file}: the keeper has nothing to keep")
+    s = _settings(args)
+    redis_client: list = []
+
+    def on_event(event, **fields):
+        # the cluster's own timeline (`zkhive timeline cluster`); Redis may be what died
+        import redis as redis_py
+
+        from . import timeline
+        try:
+            if not redis_client:
+                redis_client.append(redis_py.Redis.from_url(s.redis.url_with_password(),
+                                                            socket_timeout=2))
+            timeline.emit(redis_client[0], "cluster", event, **fields)
+        except redis_py.exceptions.RedisError as e:
+            print(f"keeper: could not record {event} in the timeline: {e}", flush=True)
+
+    keeper = Keeper(run_dir, lambda: _replan(sup, args), on_event=on_event,
+                    out=lambda m: print(m, flush=True))
+    keeper.step()
+    (run_dir / "keeper.ready").write_text(f"{os.getpid()}\n")
+    keeper.run()
+    return 0
 
 
 # -- flower and ready (also the container commands) ------------------------------------------------
@@ -421,6 +544,8 @@ def _add_up_options(p) -> None:
                    help="prover devices, e.g. cuda:0,cuda:1 or cpu:0 (default: every GPU, else cpu:0)")
     p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S",
                    help="seconds each worker may take to become ready (default 180)")
+    p.add_argument("--no-keeper", action="store_true",
+                   help="do not restart crashed processes (when systemd or similar supervises)")
 
 
 def register(sub) -> None:
@@ -436,6 +561,20 @@ def register(sub) -> None:
     p.add_argument("--grace", type=float, default=None, metavar="S",
                    help="seconds of warm shutdown before SIGKILL (default: each worker's longest task)")
     p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("restart", help="replace one process of `zkhive up` (or every one of a role) on purpose")
+    p.add_argument("target", help="a process name from `zkhive ps` (prove-cuda0, synthesis-1, flower) "
+                                  "or a role (synthesis, prove, aggregate)")
+    p.add_argument("--grace", type=float, default=None, metavar="S",
+                   help="seconds of warm shutdown before SIGKILL (default: its longest task)")
+    _add_common(p)
+    _add_run_dir(p)
+    p.set_defaults(func=cmd_restart)
+
+    p = sub.add_parser("keep", help="(internal) the keeper process that `up` starts")
+    _add_common(p)
+    _add_run_dir(p)
+    p.set_defaults(func=cmd_keep)
 
     p = sub.add_parser("ps", help="the processes `zkhive up` started, with PID, start time and log")
     _add_common(p)

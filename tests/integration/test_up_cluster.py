@@ -132,12 +132,12 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     s = Setup(tmp_path, preload=[SQUARES_A.name])
     s.setup_keys(SQUARES_A, SQUARES_B)
     res = s.up(check=0)
-    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower"):
+    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower", "keeper"):
         assert re.search(rf"^  {name}\s+ready in .* pid \d+", res.stdout, re.M), res.stdout
     assert f"http://127.0.0.1:{s.flower_port}" in res.stdout
     state = json.loads((s.run_dir / "cluster.json").read_text())
     procs = [(r["pid"], r["create_time"]) for r in state["processes"]]
-    assert len(procs) == 5 and all(_alive(*p) for p in procs)
+    assert len(procs) == 6 and all(_alive(*p) for p in procs)
     children = [(c.pid, c.create_time()) for pid, _ in procs for c in psutil.Process(pid).children(recursive=True)]
     ports = [s.redis_port, s.flower_port]
     try:
@@ -263,7 +263,7 @@ def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(t
     while any(_alive(r["pid"], r["create_time"]) for r in state["processes"]) and time.monotonic() < deadline:
         time.sleep(0.1)
     ps = zkhive(*s.args("ps", "--run-dir", str(s.run_dir)), env=s.env, check=1)
-    assert ps.stdout.count(" gone ") == 5, ps.stdout
+    assert ps.stdout.count(" gone ") == 6, ps.stdout  # the keeper too: nothing came back
     try:
         again = s.up(check=0)
         assert "stale state file" in again.stdout and "is running any more" in again.stdout

@@ -164,7 +164,7 @@ def test_malformed_state_file_is_an_error_naming_it(tmp_path):
 def test_two_supervisors_on_one_state_directory_exclude_each_other(tmp_path):
     first = Supervisor(tmp_path / "run")
     with first.locked():
-        with pytest.raises(Busy, match=rf"another zkhive up/down \(pid {os.getpid()}\) is working on"):
+        with pytest.raises(Busy, match=rf"another zkhive up/down/restart \(pid {os.getpid()}\) is working on"):
             with Supervisor(tmp_path / "run").locked():
                 pass
     with Supervisor(tmp_path / "run").locked():  # released on exit
