@@ -5,7 +5,7 @@ kernels' host tests): it imports nothing of ours.
 
 Built on first use with the system C++ compiler into a per-user cache keyed by a digest of the
 sources and flags, so a rebuilt checkout never loads a stale library. Vectors are Fr vectors in
-the ``synthesis.field`` layout: uint64 arrays of shape (n, 4), canonical little-endian.
+the ``synthesis.field`` layout (which this module does not import): uint64 arrays of shape (n, 4), canonical little-endian.
 
 Set ``ZKHIVE_CACHE_DIR`` to move the cache; ``CXX`` to pick the compiler.
 """
@@ -22,6 +22,8 @@ import threading
 from pathlib import Path
 
 import numpy as np
+
+from arith import FR_MODULUS
 
 HERE = Path(__file__).resolve().parent
 #: the field headers (ff.cuh, fr.cuh, fq2.cuh, ...) that host builds and CUDA kernels include
@@ -132,8 +134,8 @@ def mul(a, b): return _binary("fr_vec_mul", a, b)
 
 
 def _scalar(k: int) -> np.ndarray:
-    from synthesis.field import MODULUS, vec_from_ints
-    return vec_from_ints([k % MODULUS])
+    k %= FR_MODULUS
+    return np.array([[(k >> (64 * i)) & 0xFFFFFFFFFFFFFFFF for i in range(4)]], dtype=np.uint64)
 
 
 def scale(a, k: int): return mul(a, _scalar(k))

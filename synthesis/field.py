@@ -12,8 +12,8 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-#: r, the order of the BLS12-381 G1/G2 subgroups and the modulus of Fr.
-MODULUS = 0x73EDA753299D7D483339D80809A1D80553BDA402FFFE5BFEFFFFFFFF00000001
+#: r, the order of the BLS12-381 G1/G2 subgroups and the modulus of Fr (owned by ``arith``).
+from arith import FR_MODULUS as MODULUS
 #: Bytes of one canonical element.
 BYTES = 32
 #: r - 1 = 2^TWO_ADICITY * odd.
