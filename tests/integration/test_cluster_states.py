@@ -161,6 +161,16 @@ def _states(cluster, app, flower, syn, prover, prover_info, JobFailed, submit, T
         shown = wait_for(lambda: (t := flower.task(start["task_id"])) and t["state"] == "FAILURE" and t,
                          what="Flower showing the bad partition FAILURE")
         assert shown["worker"] == syn.nodename and failed.value.error in shown["exception"]
+        # the job's chord body (the aggregation) never ran: Celery marks it FAILURE with a
+        # ChordError that carries the partition's JobFailed
+        def body_failure():
+            for key in cluster.redis.scan_iter(match="celery-task-meta-*"):
+                meta = json.loads(cluster.redis.get(key))
+                res = meta.get("result") or {}
+                if meta.get("status") == "FAILURE" and isinstance(res, dict) and \
+                        res.get("exc_type") == "ChordError" and failed.value.error in str(res.get("exc_message")):
+                    return meta
+        assert wait_for(body_failure, what="the chord body's FAILURE")
         # the good partition of the same job is a success, not a failure
         [ok] = [e for e in timeline_events(cluster, "states-bad", "synthesis_start") if e["partition"] == 0]
         assert app.AsyncResult(ok["task_id"]).state == "SUCCESS"
