@@ -8,6 +8,7 @@
     synthesis    --synthesis-workers processes (each with worker.partition_workers children)
     prove        one per GPU (cuda:N), or one CPU prover (cpu:0) when there is none
     flower       the web monitor, with basic auth
+    metrics      the Prometheus exporter (cluster.metrics)
 
 and returns once each one is ready (``cluster.readiness``). Everything lives under the run
 directory (``--run-dir``, default ``var/up``)::
@@ -197,6 +198,26 @@ def flower_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
                        ready_timeout_s=60, stop_grace_s=10, address=url)
 
 
+def metrics_url(s) -> str:
+    host = "127.0.0.1" if s.metrics.address in ("", "0.0.0.0") else s.metrics.address
+    return f"http://{host}:{s.metrics.port}"
+
+
+def metrics_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
+    from .readiness import metrics_check
+
+    url = metrics_url(s)
+
+    def ready(rec):
+        reason = metrics_check(url)
+        if reason:
+            raise RuntimeError(reason)
+        return True
+    return ServiceSpec(name="metrics", argv=_zkhive() + ["metrics"], log=run_dir / "logs" / "metrics.log",
+                       ready=ready, waiting_for="GET /metrics with zkhive_up 1", ports=(s.metrics.port,),
+                       env=env, ready_timeout_s=60, stop_grace_s=10, address=url + "/metrics")
+
+
 def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
     """(extra env for the Flower process, where the password is) - a configured password is used
     as is; else ``up`` writes a random one to ``run_dir/flower.pass`` (0600) and keeps it."""
@@ -247,8 +268,9 @@ def plan(args, s) -> tuple[list, dict]:
                 for i in range(args.synthesis_workers)]
     workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.ready_timeout) for d in devices]
     services = [redis_spec(s, run_dir), workers,
-                flower_spec(s, run_dir, _child_env(args, run_dir, flower_env))]
+                [flower_spec(s, run_dir, _child_env(args, run_dir, flower_env)), metrics_spec(s, run_dir, env)]]
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
+            "metrics": metrics_url(s) + "/metrics",
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
             "started_at": time.time(), "devices": devices}
     return services, meta
@@ -367,6 +389,7 @@ def cmd_flower(args) -> int:
                            "ZKHIVE_FLOWER__PASSWORD or flower.password_file")
     # through the environment: a password in argv would show in `ps` to every user
     os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
+    _metrics_behind_auth()
     from .app import app
 
     # the worker event stream: the workers send task events (worker_send_task_events,
@@ -374,6 +397,26 @@ def cmd_flower(args) -> int:
     app.start(["flower", f"--address={s.flower.address}", f"--port={s.flower.port}",
                "--enable_events=True"])
     return 0
+
+
+def cmd_metrics(args) -> int:
+    from .metrics import serve
+
+    return serve(_settings(args))
+
+
+def _metrics_behind_auth() -> None:
+    """Flower (2.2) serves ``/metrics`` without auth even when basic auth guards every other
+    page, and has no option to change that (mher/flower#1342): its task names and worker names
+    are the cluster's. Wrap the handler in tornado's ``authenticated``, as Flower's own pages are;
+    with basic auth, Flower's ``get_current_user`` answers 401 without the credentials. Only
+    ``/healthcheck`` stays open (the readiness check)."""
+    import tornado.web
+    from flower.views.monitor import Metrics
+
+    if not getattr(Metrics.get, "_zkhive_authenticated", False):
+        Metrics.get = tornado.web.authenticated(Metrics.get)
+        Metrics.get._zkhive_authenticated = True
 
 
 def cmd_ready(args) -> int:
@@ -386,6 +429,8 @@ def cmd_ready(args) -> int:
         reason = readiness.redis_check(u.hostname or "127.0.0.1", u.port or 6379, s.redis.secret())
     elif args.service == "flower":
         reason = readiness.flower_check(args.url or flower_url(s))
+    elif args.service == "metrics":
+        reason = readiness.metrics_check(args.url or metrics_url(s))
     else:
         import redis as redis_py
 
@@ -446,11 +491,15 @@ def register(sub) -> None:
     _add_common(p)
     p.set_defaults(func=cmd_flower)
 
+    p = sub.add_parser("metrics", help="run the Prometheus exporter ([metrics] address, port) against the cluster")
+    _add_common(p)
+    p.set_defaults(func=cmd_metrics)
+
     p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
-    p.add_argument("service", choices=["redis", "worker", "flower"])
+    p.add_argument("service", choices=["redis", "worker", "flower", "metrics"])
     p.add_argument("--pid", type=int, default=1,
                    help="worker: its PID on this host (default 1: the container's main process)")
-    p.add_argument("--url", help="flower: base URL (default from [flower])")
+    p.add_argument("--url", help="flower, metrics: base URL (default from [flower], [metrics])")
     p.add_argument("--quiet", "-q", action="store_true")
     _add_common(p)
     p.set_defaults(func=cmd_ready)
