@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .cli import CommandError
+from .cli import CommandError, cli_name
+from .current import DEFAULT_RUN_DIR
 from .supervisor import ServiceSpec, Supervisor, SupervisorError
 
-DEFAULT_RUN_DIR = Path("var/up")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: Redis and Flower stop in seconds; workers get their longest task limit plus this margin
 STOP_MARGIN_S = 30.0
@@ -262,13 +262,18 @@ def plan(args, s) -> tuple[list, dict]:
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     flower_env, pw_where = _flower_password(s, run_dir)
-    env = _child_env(args, run_dir)
+    from . import current
+
+    # every process gets the settings `up` resolved (absolute paths, passwords in files), and
+    # so do later commands that find this cluster (cluster.current)
+    recorded = current.write_settings(s, run_dir, flower_password_file=flower_env.get("ZKHIVE_FLOWER__PASSWORD_FILE"))
+    env = _child_env(args, run_dir, {"ZKHIVE_CONFIG": str(recorded)})
     workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.ready_timeout)]
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
     workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.ready_timeout) for d in devices]
     services = [redis_spec(s, run_dir), workers,
-                [flower_spec(s, run_dir, _child_env(args, run_dir, flower_env)), metrics_spec(s, run_dir, env)]]
+                [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env)]]
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
             "metrics": metrics_url(s) + "/metrics",
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
@@ -311,26 +316,51 @@ def _start_locked(sup: Supervisor, args, s, out) -> Supervisor:
         sup.start_all(services, on_ready=on_ready)
     except SupervisorError as e:
         raise CommandError(f"{e}\nstopped everything this `up` had started") from None
+    from . import current
+
+    current.point_at(sup.state_dir)
     return sup
+
+
+def hints(args) -> tuple[str, str]:
+    """The ``status`` and ``down`` commands to print, as this user runs zkhive (``./run``)."""
+    name = cli_name()
+    cfg = f" --config {args.config}" if getattr(args, "config", None) else ""
+    rd = f" --run-dir {args.run_dir}" if getattr(args, "run_dir_explicit", False) \
+        and Path(args.run_dir) != DEFAULT_RUN_DIR else ""
+    return f"{name} status{cfg}", f"{name} down{cfg}{rd}"
 
 
 def cmd_up(args) -> int:
     s = _settings(args)
     t0 = time.monotonic()
     sup = start_cluster(args, s)
-    cfg = f" --config {args.config}" if args.config else ""
-    rd = "" if Path(args.run_dir) == DEFAULT_RUN_DIR else f" --run-dir {args.run_dir}"
+    status, down = hints(args)
     print(f"cluster up in {time.monotonic() - t0:.1f} s\n"
           f"  Flower   {sup.meta['flower']}  (user {sup.meta['flower_user']}, password "
           f"{sup.meta['flower_password']})\n"
-          f"  status   zkhive status{cfg}\n"
-          f"  stop     zkhive down{cfg}{rd}")
+          f"  metrics  {sup.meta['metrics']}  (Prometheus; dashboard docs/grafana/zkhive.json)\n"
+          f"  status   {status}\n"
+          f"  stop     {down}")
     return 0
 
 
+def _run_dir(args) -> Path:
+    from . import current
+
+    if not getattr(args, "run_dir_resolved", False):
+        args.run_dir_explicit = args.run_dir is not None
+        args.run_dir = str(current.resolve_run_dir(args.run_dir))
+        args.run_dir_resolved = True
+    return Path(args.run_dir).resolve()
+
+
 def cmd_down(args) -> int:
-    sup = Supervisor(Path(args.run_dir).resolve())
+    from . import current
+
+    sup = Supervisor(_run_dir(args))
     if not sup.state_file.exists():
+        current.forget(sup.state_dir)
         print(f"no cluster recorded in {sup.state_file}: nothing to stop")
         return 0
     try:
@@ -352,12 +382,15 @@ def _down_locked(sup: Supervisor, args) -> int:
                      on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
     except SupervisorError as e:
         raise CommandError(str(e)) from None
+    from . import current
+
+    current.forget(sup.state_dir)
     print("every process is gone and every port released")
     return 0
 
 
 def cmd_ps(args) -> int:
-    sup = Supervisor(Path(args.run_dir).resolve())
+    sup = Supervisor(_run_dir(args))
     try:
         if not sup.load():
             print(f"no cluster recorded in {sup.state_file}")
@@ -371,6 +404,8 @@ def cmd_ps(args) -> int:
     if sup.meta.get("flower"):
         print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
               f"{sup.meta.get('flower_password')})")
+    if sup.meta.get("metrics"):
+        print(f"metrics {sup.meta['metrics']}")
     return 0 if all(r.process() for r in sup.records) else 1
 
 
@@ -455,8 +490,9 @@ def _add_common(p) -> None:
 
 
 def _add_run_dir(p) -> None:
-    p.add_argument("--run-dir", default=str(DEFAULT_RUN_DIR),
-                   help=f"state file, logs and Redis data of `up` (default {DEFAULT_RUN_DIR})")
+    p.add_argument("--run-dir", default=None,
+                   help=f"state file, logs and Redis data of `up` (default: the running cluster's, "
+                        f"else {DEFAULT_RUN_DIR})")
 
 
 def _add_up_options(p) -> None:
