@@ -129,6 +129,18 @@ def test_exporter_series_move_during_a_real_job(cluster, workers, exporter):
     assert busy >= 0.2, busy  # the slow circuit's proofs take ~0.2 s each
     assert busy == pytest.approx(sum(v for (n, ls), v in after.items() if n == "zkhive_stage_seconds_sum"
                                      and ("device", "cpu:0") in ls and ("stage", "fetch_assignment") not in ls))
+    # the Grafana dashboard's panels are exactly these series: each one it queries is served,
+    # and each family served is on a panel
+    import json
+    from pathlib import Path
+
+    board = json.loads((Path(__file__).resolve().parents[2] / "docs" / "grafana" / "zkhive.json").read_text())
+    queried = {n for p in board["panels"] for t in p["targets"] for n in re.findall(r"zkhive_[a-z_]+", t["expr"])}
+    served = {n for n, _ in after}
+    assert queried <= served, queried - served
+    families = {re.sub(r"_(bucket|sum|count|created|total)$", "", n) for n in served}
+    assert all(any(q.startswith(f) for q in queried) for f in families), \
+        [f for f in families if not any(q.startswith(f) for q in queried)]
     # scraping again without new work moves no counter
     again = exporter.scrape()
     for name in ("zkhive_partitions_total", "zkhive_stage_seconds_count", "zkhive_synthesis_bytes_total"):
