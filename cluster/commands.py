@@ -200,7 +200,6 @@ def status_text(rt, *, jobs: int = 5) -> str:
     from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
     from .routing import queue_depth
     from .version import code_digest
-    from .workflow import ACTIVE
 
     now = time.time()
     ws = registry.workers(rt.redis)
@@ -221,15 +220,16 @@ def status_text(rt, *, jobs: int = 5) -> str:
     lines.append("queues:")
     for q in queues:
         lines.append(f"  {q:<28} {queue_depth(rt.redis, q)}")
-    active = sorted(j.decode() for j in rt.redis.smembers(ACTIVE))
+    active = rt.jobs.active()
     lines.append(f"jobs: {len(active)} active")
     for job_id in rt.jobs.recent(jobs):
         rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
         if rec is None:
             continue
         done = len(rt.jobs.partitions(job_id, rec.num_partitions))
-        err = f"  {st['error'][:80]}" if st.get("error") else ""
-        lines.append(f"  {job_id:<28} {st.get('status', '?'):<9} {rec.params:<16} {done}/{rec.num_partitions}{err}")
+        lines.append(f"  {job_id:<28} {st.get('status', '?'):<9} {rec.params:<16} {done}/{rec.num_partitions}")
+        if st.get("error"):  # whole: the reason is what an operator needs, never cut
+            lines.append(f"    {st['error']}")
     return "\n".join(lines)
 
 
