@@ -244,7 +244,6 @@ def status_doc(rt, *, jobs: int = 5) -> dict:
     """``zkhive status --json``: the registry entries, the queue depths, active and recent jobs."""
     from . import registry
     from .routing import queue_depth
-    from .workflow import ACTIVE
 
     ws = registry.workers(rt.redis)
     recent = []
@@ -258,7 +257,7 @@ def status_doc(rt, *, jobs: int = 5) -> dict:
                        "submitted_at": rec.submitted_at, "error": st.get("error")})
     return {"workers": [w.model_dump() for w in ws],
             "queues": {q: queue_depth(rt.redis, q) for q in _queues(rt, ws)},
-            "jobs": {"active": sorted(j.decode() for j in rt.redis.smembers(ACTIVE)), "recent": recent}}
+            "jobs": {"active": sorted(rt.jobs.active()), "recent": recent}}
 
 
 def cmd_status(args) -> int:

@@ -22,7 +22,8 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
     zkhive_synthesis_bytes_total{params}                  assignment bytes written by synthesis
     zkhive_device_busy_seconds_total{host,device}         sum of the device's prover stage times
     zkhive_partitions_total{params,outcome}               proved, duplicate, prove_error,
-                                                          verify_failed, failed, redelivered
+                                                          synthesis_error, verify_failed, failed,
+                                                          redelivered, redispatched
     zkhive_jobs_total{params,outcome}                     done, failed, cancelled
     zkhive_job_seconds{params,outcome}                    submission -> outcome
     zkhive_jobs_active                                    jobs submitted and not finished
@@ -59,7 +60,8 @@ FINISHED_GRACE_S = 120.0
 NOT_DEVICE_WORK = ("fetch_assignment",)
 #: timeline event -> zkhive_partitions_total outcome
 PARTITION_OUTCOMES = {"prove_end": "proved", "duplicate": "duplicate", "prove_error": "prove_error",
-                      "verify_failed": "verify_failed", "redelivered": "redelivered"}
+                      "synthesis_error": "synthesis_error", "verify_failed": "verify_failed",
+                      "redelivered": "redelivered", "redispatched": "redispatched"}
 
 
 def host_of(worker_id: str | None) -> str:
@@ -208,7 +210,7 @@ class ClusterCollector:
         from . import registry
         from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
         from .routing import queue_depth
-        from .workflow import ACTIVE
+        from .jobs import ACTIVE
 
         ws = registry.workers(self.r)
         wl = ["worker", "host", "device"]
