@@ -6,7 +6,6 @@ Issue 5's ``up``/``down``/``demo`` live in ``cluster.up_commands`` (registered h
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -343,10 +342,5 @@ def register(sub) -> None:
     _add_config(p)
     p.set_defaults(func=cmd_timeline)
 
-    try:
-        extra = importlib.import_module("cluster.up_commands")
-    except ModuleNotFoundError as e:
-        if e.name != "cluster.up_commands":
-            raise
-    else:
-        extra.register(sub)
+    from .up_commands import register as register_up
+    register_up(sub)
