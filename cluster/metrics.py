@@ -274,7 +274,12 @@ class ClusterCollector:
 
 
 def make_registry(r, job_window: int = 1000) -> tuple[CollectorRegistry, ClusterCollector]:
-    reg = CollectorRegistry(auto_describe=False)
+    try:
+        # name[] filters (/metrics?name[]=zkhive_jobs_total) apply to a collector that cannot
+        # list its names up front (it would have to read Redis) only with this option
+        reg = CollectorRegistry(auto_describe=False, support_collectors_without_names=True)
+    except TypeError:  # prometheus-client older than the option: no filtering
+        reg = CollectorRegistry(auto_describe=False)
     collector = ClusterCollector(r, job_window=job_window)
     reg.register(collector)
     return reg, collector
