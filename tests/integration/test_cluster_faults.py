@@ -165,7 +165,10 @@ def test_sigkill_mid_prove_job_completes_without_a_partition_proved_twice(cluste
     res = job.result(timeout=90)
     check_proof(cluster, SQUARES_SLOW, doc, res)
     assert res.provers[k]["device"] != pickup["device"]
-    assert events(cluster, "sigkill", "redispatched", k)
+    [redispatch] = events(cluster, "sigkill", "redispatched", k)
+    assert redispatch["exclude"] == [pickup["device"]] and "left the registry mid-prove" in redispatch["reason"]
+    # through the job store: the re-dispatch spent one unit of the partition's retry budget
+    assert cluster.redis.get(f"zkhive:job:sigkill:attempts:{k}") == b"1"
     for p in range(SQUARES_SLOW.num_partitions()):
         assert len(events(cluster, "sigkill", "prove_end", p)) == 1
     assert res.provers[k]["worker"] != pickup["worker"]

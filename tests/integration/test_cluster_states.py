@@ -1,13 +1,18 @@
 """What Celery (and so Flower) records about our tasks, on real workers: a running prove is
 STARTED, a partition whose C1 is bad is FAILURE with the job's whole message and no traceback
-into our code, and the prove and synthesis workers' task events reach an event receiver (what
-Flower runs) over the broker."""
+into our code, and the prove and synthesis workers' task events reach an event receiver over
+the broker and a real Flower, whose task API shows the same states."""
 from __future__ import annotations
 
+import base64
 import json
 import signal
+import subprocess
+import sys
 import threading
 import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -52,12 +57,56 @@ class Events:
         return [e for e in self.seen if e.get("uuid") == uuid and (kind is None or e["type"] == kind)]
 
 
+class Flower:
+    """A real Flower (``celery -A cluster.app flower``) and its task API."""
+
+    def __init__(self, cluster, log_path):
+        from cluster.redis_server import free_port
+        from tests.conftest import ROOT
+
+        self.base = f"http://127.0.0.1:{free_port()}"
+        self._log = open(log_path, "wb")
+        self.log_path = log_path
+        self.proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cluster.app", "flower",
+                                      f"--port={self.base.rsplit(':', 1)[1]}", "--address=127.0.0.1",
+                                      "--basic-auth=ops:pw"], cwd=ROOT, env=cluster.env,
+                                     stdout=self._log, stderr=subprocess.STDOUT)
+        self.auth = {"Authorization": "Basic " + base64.b64encode(b"ops:pw").decode()}
+
+    def get(self, path):
+        req = urllib.request.Request(self.base + path, headers=self.auth)
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            return json.loads(resp.read())
+
+    def wait_up(self):
+        def up():
+            assert self.proc.poll() is None, self.log_path.read_text()[-2000:]
+            try:
+                with urllib.request.urlopen(self.base + "/healthcheck", timeout=1) as resp:
+                    return resp.read().strip() == b"OK"
+            except OSError:
+                return False
+        wait_for(up, 40, "Flower", poll_s=0.2)
+        time.sleep(1.0)  # its event receiver is bound
+
+    def task(self, uuid):
+        try:
+            return self.get(f"/api/task/info/{uuid}")
+        except urllib.error.HTTPError:
+            return None
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(20)
+        self._log.close()
+
+
 def timeline_events(cluster, job_id, kind):
     from cluster import timeline
     return [e for e in timeline.load(cluster.redis, job_id) if e["event"] == kind]
 
 
-def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, workers, ready):
+def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, workers, ready, tmp_path):
     from cluster.app import app
     from cluster.client import JobFailed, submit
     from cluster.errors import JobFailed as TaskJobFailed
@@ -68,6 +117,15 @@ def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, 
                      ZKHIVE_SRS__PRELOAD=json.dumps([SQUARES_A.name, SQUARES_SLOW.name]))]
     syn, _, prover_info = ready(*procs)
     prover = procs[2]
+    flower = Flower(cluster, tmp_path / "flower.log")
+    try:
+        flower.wait_up()
+        _states(cluster, app, flower, syn, prover, prover_info, JobFailed, submit, TaskJobFailed)
+    finally:
+        flower.stop()
+
+
+def _states(cluster, app, flower, syn, prover, prover_info, JobFailed, submit, TaskJobFailed):
     with Events(app) as ev:
         # a prove in progress: frozen right after its pickup, Celery says STARTED
         job = submit(make_c1(SQUARES_SLOW, seed=50), job_id="states-good")
@@ -79,6 +137,10 @@ def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, 
             assert task.state == "STARTED"
             started = wait_for(lambda: ev.of(pickup["task_id"], "task-started"), what="task-started")
             assert started[0]["hostname"] == prover_info.nodename
+            # and Flower, from the same events, shows it running on the prover
+            seen = wait_for(lambda: (t := flower.task(pickup["task_id"])) and t["state"] == "STARTED" and t,
+                            what="Flower showing the prove STARTED")
+            assert seen["worker"] == prover_info.nodename
         finally:
             prover.signal(signal.SIGCONT)
         job.result(timeout=60)
@@ -96,8 +158,23 @@ def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, 
         assert "circuits_for_tests" not in bad.traceback and "synthesis/" not in bad.traceback
         event = wait_for(lambda: ev.of(start["task_id"], "task-failed"), what="task-failed")[0]
         assert event["hostname"] == syn.nodename and failed.value.error in event["exception"]
+        shown = wait_for(lambda: (t := flower.task(start["task_id"])) and t["state"] == "FAILURE" and t,
+                         what="Flower showing the bad partition FAILURE")
+        assert shown["worker"] == syn.nodename and failed.value.error in shown["exception"]
+        # the job's chord body (the aggregation) never ran: Celery marks it FAILURE with a
+        # ChordError that carries the partition's JobFailed
+        def body_failure():
+            for key in cluster.redis.scan_iter(match="celery-task-meta-*"):
+                meta = json.loads(cluster.redis.get(key))
+                res = meta.get("result") or {}
+                if meta.get("status") == "FAILURE" and isinstance(res, dict) and \
+                        res.get("exc_type") == "ChordError" and failed.value.error in str(res.get("exc_message")):
+                    return meta
+        assert wait_for(body_failure, what="the chord body's FAILURE")
         # the good partition of the same job is a success, not a failure
         [ok] = [e for e in timeline_events(cluster, "states-bad", "synthesis_start") if e["partition"] == 0]
         assert app.AsyncResult(ok["task_id"]).state == "SUCCESS"
     hosts = {e.get("hostname") for e in ev.seen if e["type"].startswith("task-")}
     assert {syn.nodename, prover_info.nodename} <= hosts, hosts
+    failures = flower.get("/api/tasks?state=FAILURE")
+    assert start["task_id"] in failures and pickup["task_id"] not in failures
