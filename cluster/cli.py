@@ -32,9 +32,37 @@ def command_errors() -> tuple[type[Exception], ...]:
     return tuple(errors)
 
 
+def cli_name() -> str:
+    """How the user runs this command, for the hints we print: ``./run`` sets $ZKHIVE_CLI_NAME to
+    the path it was called by (zkhive is then not on the PATH); else ``zkhive`` when the PATH has
+    it; else the interpreter and module."""
+    import os
+    import shutil
+
+    named = os.environ.get("ZKHIVE_CLI_NAME")
+    if named:
+        return named
+    return "zkhive" if shutil.which("zkhive") else f"{sys.executable} -m cluster"
+
+
+class _Version(argparse.Action):
+    """``--version``: the package version and the digest of the code (as workers report it);
+    computed only when asked (the digest reads every source file)."""
+
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, help="print the version and the code digest, then exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from .version import code_digest, package_version
+
+        print(f"zkhive {package_version()}+{code_digest()}")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="zkhive", description="zkhive: distributed Groth16 (BLS12-381) proving for Filecoin-style C2 jobs")
+    parser.add_argument("--version", action=_Version)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(sub)
@@ -54,7 +82,39 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except Exception as e:
+        line = _user_error(e)
+        if line is None:
+            raise  # a bug: its traceback is what we need
+        print(f"zkhive {args.command}: {line}", file=sys.stderr)
+        return 2
+
+
+def _user_error(e: Exception) -> str | None:
+    """One line for an error the user can act on that reached main without a CommandError: our
+    error tree (cluster.errors) and a Redis that does not answer; None for anything else."""
+    from .errors import ClusterError
+
+    if isinstance(e, ClusterError):
+        return str(e).splitlines()[0] if str(e) else type(e).__name__
+    try:
+        import redis
+    except ImportError:
+        return None
+    if isinstance(e, (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError,
+                      redis.exceptions.AuthenticationError)):
+        try:
+            from .settings import load
+            url = load().redis.url
+        except Exception:
+            url = "the configured URL"
+        return f"cannot reach Redis at {url}: {str(e).splitlines()[0] if str(e) else type(e).__name__}"
+    return None
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m cluster.cli` runs this file as __main__, whose CommandError is not the class the
+    # commands raise (cluster.cli.CommandError): run the imported module's main instead
+    from cluster.cli import main as _main
+
+    sys.exit(_main())

@@ -15,11 +15,21 @@ from .cli import CommandError
 
 
 def _settings(args):
-    """Load settings once, for this process, from --config (before cluster.app is imported)."""
-    from . import settings
+    """Load settings once, for this process, from --config (before cluster.app is imported);
+    without --config, $ZKHIVE_CONFIG or $ZKHIVE_REDIS__URL, from the settings the running
+    cluster was started with (cluster.current), so every shell talks to the same cluster."""
+    from . import current, settings
 
+    if hasattr(args, "run_dir") and not getattr(args, "run_dir_resolved", False):
+        args.run_dir_explicit = args.run_dir is not None
+        args.run_dir = str(current.resolve_run_dir(args.run_dir))
+        args.run_dir_resolved = True
     if getattr(args, "config", None):
         os.environ[settings.CONFIG_ENV] = str(args.config)
+    elif not current.told_which_cluster(None):
+        recorded = current.recorded_settings(getattr(args, "run_dir", None))
+        if recorded is not None:
+            os.environ[settings.CONFIG_ENV] = str(recorded)
     try:
         return settings.load()
     except settings.SettingsError as e:
@@ -70,13 +80,21 @@ def cmd_worker(args) -> int:
 # -- keys ----------------------------------------------------------------------------------------
 
 def cmd_keys(args) -> int:
+    """The key cache is a directory: ``keys setup`` and ``keys list`` need no Redis."""
+    import importlib
+
     from synthesis.circuits import get_circuit, known
 
-    rt = _rt(args)
+    from .keys import KeyCache
+
+    s = _settings(args)
+    for mod in s.worker.circuit_modules:  # circuit families registered by plugins
+        importlib.import_module(mod)
+    keys = KeyCache(s.srs.param_cache)
     if args.action == "list":
         for name in known():
             c = get_circuit(name)
-            state = f"{rt.keys.size(c)} B at {rt.keys.path(c, 'pk')}" if rt.keys.has(c) else "no key"
+            state = f"{keys.size(c)} B at {keys.path(c, 'pk')}" if keys.has(c) else "no key"
             print(f"{name:<24} partitions={c.num_partitions():<3} {state}")
         return 0
     if not args.params:
@@ -85,8 +103,16 @@ def cmd_keys(args) -> int:
         circuit = get_circuit(args.params)
     except KeyError as e:
         raise CommandError(e.args[0]) from None
+    from .progress import spinner
+
     t0 = time.time()
-    pk, vk = rt.keys.setup(circuit, force=args.force, backend=args.backend)
+    if keys.has(circuit) and not args.force:
+        pk, vk = keys.path(circuit, "pk"), keys.path(circuit, "vk")
+        print(f"{args.params}: already set up: {pk} ({pk.stat().st_size} B), {vk} (--force makes new ones)")
+        return 0
+    with spinner(f"keys setup {args.params}: {circuit.r1cs().num_constraints} constraints, "
+                 f"backend {args.backend}"):
+        pk, vk = keys.setup(circuit, force=args.force, backend=args.backend)
     print(f"{args.params}: {pk} ({pk.stat().st_size} B), {vk} in {time.time() - t0:.1f} s")
     return 0
 
@@ -95,7 +121,7 @@ def cmd_keys(args) -> int:
 
 def cmd_submit(args) -> int:
     rt = _rt(args)
-    from .client import Job, JobFailed, JobTimeout
+    from .client import Job
     from .jobs import JobError
     from .workflow import submit_job
 
@@ -112,11 +138,9 @@ def cmd_submit(args) -> int:
     print(f"{rec.job_id} {'submitted' if created else 'already submitted'} "
           f"({rec.params}, {rec.num_partitions} partitions)")
     if args.wait:
-        try:
-            res = Job(rec.job_id, rt).result(timeout=args.timeout)
-        except (JobFailed, JobTimeout) as e:
-            raise CommandError(str(e)) from None
-        _print_result(res, args.out)
+        from .progress import follow_job
+
+        _print_result(follow_job(Job(rec.job_id, rt), args.timeout), args.out)
     return 0
 
 
@@ -140,7 +164,11 @@ def cmd_result(args) -> int:
             if st["status"] not in ("done", "failed", "cancelled"):
                 raise CommandError(f"job {args.job} is {st['status']} ({st['partitions_done']}/"
                                    f"{st['num_partitions']} partitions proved); use --wait")
-        res = job.result(timeout=args.timeout)
+            res = job.result(timeout=args.timeout)
+        else:
+            from .progress import follow_job
+
+            res = follow_job(job, args.timeout)
     except KeyError as e:
         raise CommandError(e.args[0]) from None
     except (JobFailed, JobTimeout) as e:
@@ -204,12 +232,39 @@ def status_text(rt, *, jobs: int = 5) -> str:
     return "\n".join(lines)
 
 
+def _queues(rt, ws) -> list[str]:
+    from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
+
+    return [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
+        + [UNASSIGNED_QUEUE]
+
+
+def status_doc(rt, *, jobs: int = 5) -> dict:
+    """``zkhive status --json``: the registry entries, the queue depths, active and recent jobs."""
+    from . import registry
+    from .routing import queue_depth
+
+    ws = registry.workers(rt.redis)
+    recent = []
+    for job_id in rt.jobs.recent(jobs):
+        rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
+        if rec is None:
+            continue
+        recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params,
+                       "partitions_done": len(rt.jobs.partitions(job_id, rec.num_partitions)),
+                       "num_partitions": rec.num_partitions, "priority": rec.priority,
+                       "submitted_at": rec.submitted_at, "error": st.get("error")})
+    return {"workers": [w.model_dump() for w in ws],
+            "queues": {q: queue_depth(rt.redis, q) for q in _queues(rt, ws)},
+            "jobs": {"active": sorted(rt.jobs.active()), "recent": recent}}
+
+
 def cmd_status(args) -> int:
     rt = _rt(args)
     from . import registry
 
     if args.json:
-        print(json.dumps([w.model_dump() for w in registry.workers(rt.redis)], indent=2))
+        print(json.dumps(status_doc(rt, jobs=args.jobs), indent=2))
     else:
         print(status_text(rt, jobs=args.jobs))
     return 0
@@ -275,7 +330,8 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_cancel)
 
     p = sub.add_parser("status", help="workers (role, device, keys, memory, version), queue depths, jobs")
-    p.add_argument("--json", action="store_true", help="the registry entries as JSON")
+    p.add_argument("--json", action="store_true",
+                   help="as JSON: {workers: [registry entries], queues: {name: depth}, jobs: {active, recent}}")
     p.add_argument("--jobs", type=int, default=5, help="recent jobs to list")
     _add_config(p)
     p.set_defaults(func=cmd_status)

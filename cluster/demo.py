@@ -60,36 +60,11 @@ def _cluster_running(args) -> bool:
         return True
     if alive:
         gone = [r.name for r in sup.records if r.process() is None]
+        from .cli import cli_name
+
         raise CommandError(f"the cluster in {sup.state_file} is half up ({', '.join(gone)} gone): "
-                           f"run `zkhive down` then `zkhive demo` again")
+                           f"run `{cli_name()} down` then `{cli_name()} demo` again")
     return False  # a stale state file: `up` reports and removes it
-
-
-def _wait(job, timeout_s: float):
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    from .client import JobFailed
-    from .jobs import TERMINAL
-
-    end = time.monotonic() + timeout_s
-    with Progress(TextColumn("  {task.description}"), BarColumn(), MofNCompleteColumn(),
-                  TextColumn("partitions"), TimeElapsedColumn()) as bar:
-        st = job.status()
-        task = bar.add_task(f"job {job.job_id} {st['status']}", total=st["num_partitions"])
-        while True:
-            st = job.status()
-            bar.update(task, completed=st["partitions_done"], description=f"job {job.job_id} {st['status']}")
-            if st["status"] in TERMINAL:
-                break
-            if time.monotonic() > end:
-                raise CommandError(f"job {job.job_id} not done after {timeout_s:.0f} s "
-                                   f"({st['partitions_done']}/{st['num_partitions']} partitions); "
-                                   f"see `zkhive status` and `zkhive timeline {job.job_id}`")
-            time.sleep(0.2)
-    try:
-        return job.result(timeout=5)
-    except JobFailed as e:
-        raise CommandError(str(e)) from None
 
 
 def _verify(rt, circuit, doc, res) -> int:
@@ -162,7 +137,9 @@ def cmd_demo(args) -> int:
     t0 = time.monotonic()
     job = submit(doc, priority="high")
     print(f"[4/5] prove: job {job.job_id} submitted ({circuit.num_partitions()} partitions)")
-    res = _wait(job, args.timeout)
+    from .progress import follow_job
+
+    res = follow_job(job, args.timeout, stderr=False)
     step("prove (submit -> proof)", t0)
 
     t0 = time.monotonic()
@@ -181,15 +158,17 @@ def cmd_demo(args) -> int:
     sup.load()
     print(f"\nFlower     {sup.meta.get('flower', '?')}  (user {sup.meta.get('flower_user', '?')}, "
           f"password {sup.meta.get('flower_password', '?')})")
-    cfg = f" --config {args.config}" if args.config else ""
-    from .up_commands import DEFAULT_RUN_DIR
-    rd = "" if Path(args.run_dir) == DEFAULT_RUN_DIR else f" --run-dir {args.run_dir}"
-    print(f"status     zkhive status{cfg}")
+    from .up_commands import hints
+
+    status, down = hints(args)
+    if sup.meta.get("metrics"):
+        print(f"metrics    {sup.meta['metrics']}")
+    print(f"status     {status}")
     if args.down:
         from .up_commands import cmd_down
         cmd_down(args)
     else:
-        print(f"stop       zkhive down{cfg}{rd}")
+        print(f"stop       {down}")
     return 0
 
 
@@ -217,7 +196,9 @@ def _print_timeline(rt, job_id: str) -> None:
         syn = at.get((k, "synthesis_end"), 0) - at.get((k, "synthesis_start"), 0)
         prv = at.get((k, "prove_end"), 0) - at.get((k, "prove_pickup"), 0)
         print(f"  {k:<10} {syn:9.2f}s {prv:7.2f}s  {device.get(k, '-')}")
-    print(f"  (every event: zkhive timeline {job_id})")
+    from .cli import cli_name
+
+    print(f"  (every event: {cli_name()} timeline {job_id})")
 
 
 def register(sub, add_common, add_run_dir, add_up_options) -> None:

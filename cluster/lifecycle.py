@@ -116,6 +116,9 @@ class WorkerLifecycle:
         self._connect_signals()
 
     def _update(self, info: registry.WorkerInfo) -> None:
+        busy = getattr(self, "_busy", None)
+        if busy is not None and getattr(self, "_task_running", False):
+            busy.send()  # the event loop that sends Celery's heartbeat is running the task
         if self.prover is not None:
             info.resident_keys = self.prover.resident_names()
             info.free_memory = self.prover.free_memory()
@@ -129,6 +132,10 @@ class WorkerLifecycle:
 
     def _on_ready(self, sender=None, **kw) -> None:
         self._consumer = sender  # Celery's consumer: its event dispatcher (see _flush_task_events)
+        if self.pool == "solo":  # Flower must not see a busy prover as offline
+            from .busy_heartbeat import BusyHeartbeat
+            self._busy = BusyHeartbeat(app, getattr(sender, "hostname", None) or self.rt.worker.nodename,
+                                       self.rt.settings.worker.heartbeat_s)
         self.rt.worker.ready = True
         self.heartbeat.beat()
         if self.role == "aggregate":
@@ -141,6 +148,7 @@ class WorkerLifecycle:
     def _on_task_start(self, task_id=None, task=None, args=(), **kw) -> None:
         if self.pool == "solo":
             self._flush_task_events()
+            self._task_running = True
         if task is not None and task.name == "zkhive.prove_partition" and len(args) >= 3:
             self.rt.worker.inflight = [f"{args[1]}/{args[2]}"]
             self.heartbeat.beat()
@@ -160,6 +168,7 @@ class WorkerLifecycle:
                 log.warning("could not send task events: %s", e)
 
     def _on_task_end(self, task=None, **kw) -> None:
+        self._task_running = False
         self._disarm_limits()
         if self.rt.worker.inflight:
             self.rt.worker.inflight = []
@@ -180,6 +189,9 @@ class WorkerLifecycle:
         if self.heartbeat is not None:
             self.heartbeat.stop(leave_registry=True)
             self.heartbeat = None
+        if getattr(self, "_busy", None) is not None:
+            self._busy.close()
+            self._busy = None
         if self.prover is not None:
             self.prover.close()
             self.prover = self.rt.prover = None

@@ -5,7 +5,8 @@
 - a worker: its registry entry (matched by host and PID) says ``ready``, which a worker sets only
   after it has loaded its keys and started consuming; a prover must also list every
   ``[srs] preload`` key as resident;
-- Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth).
+- Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth);
+- the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis).
 
 Each check returns None when ready, else a one-line reason (what it is still waiting for).
 """
@@ -52,3 +53,15 @@ def flower_check(base_url: str, timeout_s: float = 1.0) -> str | None:
             return f"GET {url} answered {resp.status} {body[:32]!r}"
     except (urllib.error.URLError, OSError) as e:
         return f"GET {url} failed ({getattr(e, 'reason', e)})"
+
+
+def metrics_check(base_url: str, timeout_s: float = 2.0) -> str | None:
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body = resp.read()
+    except (urllib.error.URLError, OSError) as e:
+        return f"GET {url} failed ({getattr(e, 'reason', e)})"
+    if b"\nzkhive_up 1.0\n" not in b"\n" + body:
+        return f"GET {url} answers, but without zkhive_up 1.0 (it cannot read Redis yet)"
+    return None

@@ -187,6 +187,18 @@ class FlowerSettings(Section):
         return pw or None
 
 
+class MetricsSettings(Section):
+    """The Prometheus exporter (``zkhive metrics``, started by ``zkhive up``): cluster series read
+    from Redis (timelines, registry, queues), served at ``http://address:port/metrics``."""
+
+    address: str = "127.0.0.1"
+    """Interface the exporter listens on (``0.0.0.0`` inside a container, behind the published port)."""
+    port: int = Field(9464, ge=1, le=65535)
+    """The exporter's HTTP port (Prometheus scrapes ``/metrics`` there)."""
+    job_window: int = Field(1000, ge=1, le=100000)
+    """The most recent jobs whose timelines the exporter follows (older ones were counted before)."""
+
+
 class Settings(Section):
     redis: RedisSettings = RedisSettings()
     blobs: BlobSettings = BlobSettings()
@@ -194,6 +206,7 @@ class Settings(Section):
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()
     flower: FlowerSettings = FlowerSettings()
+    metrics: MetricsSettings = MetricsSettings()
     source: str | None = Field(None, exclude=True)
     """The settings file these were read from, if any (informational)."""
 

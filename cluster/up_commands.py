@@ -10,6 +10,7 @@
     flower       the web monitor, with basic auth
     keeper       restarts any of the above that dies, with backoff (``cluster.keeper``);
                  stopped first by ``down``, so nothing comes back after it
+    metrics      the Prometheus exporter (cluster.metrics)
 
 and returns once each one is ready (``cluster.readiness``). Everything lives under the run
 directory (``--run-dir``, default ``var/up``)::
@@ -32,10 +33,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from .cli import CommandError
+from .cli import CommandError, cli_name
+from .current import DEFAULT_RUN_DIR
 from .supervisor import ServiceSpec, Supervisor, SupervisorError
 
-DEFAULT_RUN_DIR = Path("var/up")
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 #: Redis and Flower stop in seconds; workers get their longest task limit plus this margin
 STOP_MARGIN_S = 30.0
@@ -217,6 +218,24 @@ def keeper_spec(run_dir: Path, env: dict) -> ServiceSpec:
     return ServiceSpec(name=KEEPER, argv=argv, log=run_dir / "logs" / "keeper.log", ready=ready,
                        waiting_for="its first look at the state file", env=env,
                        ready_timeout_s=30, stop_grace_s=10, address="restarts crashed processes")
+def metrics_url(s) -> str:
+    host = "127.0.0.1" if s.metrics.address in ("", "0.0.0.0") else s.metrics.address
+    return f"http://{host}:{s.metrics.port}"
+
+
+def metrics_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
+    from .readiness import metrics_check
+
+    url = metrics_url(s)
+
+    def ready(rec):
+        reason = metrics_check(url)
+        if reason:
+            raise RuntimeError(reason)
+        return True
+    return ServiceSpec(name="metrics", argv=_zkhive() + ["metrics"], log=run_dir / "logs" / "metrics.log",
+                       ready=ready, waiting_for="GET /metrics with zkhive_up 1", ports=(s.metrics.port,),
+                       env=env, ready_timeout_s=60, stop_grace_s=10, address=url + "/metrics")
 
 
 def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
@@ -263,16 +282,22 @@ def plan(args, s) -> tuple[list, dict]:
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     flower_env, pw_where = _flower_password(s, run_dir)
-    env = _child_env(args, run_dir)
+    from . import current
+
+    # every process gets the settings `up` resolved (absolute paths, passwords in files), and
+    # so do later commands that find this cluster (cluster.current)
+    recorded = current.write_settings(s, run_dir, flower_password_file=flower_env.get("ZKHIVE_FLOWER__PASSWORD_FILE"))
+    env = _child_env(args, run_dir, {"ZKHIVE_CONFIG": str(recorded)})
     workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.ready_timeout)]
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
     workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.ready_timeout) for d in devices]
     services = [redis_spec(s, run_dir), workers,
-                flower_spec(s, run_dir, _child_env(args, run_dir, flower_env))]
+                [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):
         services.append(keeper_spec(run_dir, env))
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
+            "metrics": metrics_url(s) + "/metrics",
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
             "started_at": time.time(), "devices": devices,
             # what the keeper and `zkhive restart` re-plan the services from
@@ -330,20 +355,32 @@ def _start_locked(sup: Supervisor, args, s, out) -> Supervisor:
         sup.start_all(services, on_ready=on_ready)
     except SupervisorError as e:
         raise CommandError(f"{e}\nstopped everything this `up` had started") from None
+    from . import current
+
+    current.point_at(sup.state_dir)
     return sup
+
+
+def hints(args) -> tuple[str, str]:
+    """The ``status`` and ``down`` commands to print, as this user runs zkhive (``./run``)."""
+    name = cli_name()
+    cfg = f" --config {args.config}" if getattr(args, "config", None) else ""
+    rd = f" --run-dir {args.run_dir}" if getattr(args, "run_dir_explicit", False) \
+        and Path(args.run_dir) != DEFAULT_RUN_DIR else ""
+    return f"{name} status{cfg}", f"{name} down{cfg}{rd}"
 
 
 def cmd_up(args) -> int:
     s = _settings(args)
     t0 = time.monotonic()
     sup = start_cluster(args, s)
-    cfg = f" --config {args.config}" if args.config else ""
-    rd = "" if Path(args.run_dir) == DEFAULT_RUN_DIR else f" --run-dir {args.run_dir}"
+    status, down = hints(args)
     print(f"cluster up in {time.monotonic() - t0:.1f} s\n"
           f"  Flower   {sup.meta['flower']}  (user {sup.meta['flower_user']}, password "
           f"{sup.meta['flower_password']})\n"
-          f"  status   zkhive status{cfg}\n"
-          f"  stop     zkhive down{cfg}{rd}")
+          f"  metrics  {sup.meta['metrics']}  (Prometheus; dashboard docs/grafana/zkhive.json)\n"
+          f"  status   {status}\n"
+          f"  stop     {down}")
     return 0
 
 
@@ -362,9 +399,22 @@ def _stop_keeper(sup: Supervisor) -> None:
         print(f"  {rec.name:<14} pid {rec.pid:<7} {how} (nothing is restarted from here on)")
 
 
+def _run_dir(args) -> Path:
+    from . import current
+
+    if not getattr(args, "run_dir_resolved", False):
+        args.run_dir_explicit = args.run_dir is not None
+        args.run_dir = str(current.resolve_run_dir(args.run_dir))
+        args.run_dir_resolved = True
+    return Path(args.run_dir).resolve()
+
+
 def cmd_down(args) -> int:
-    sup = Supervisor(Path(args.run_dir).resolve())
+    from . import current
+
+    sup = Supervisor(_run_dir(args))
     if not sup.state_file.exists():
+        current.forget(sup.state_dir)
         print(f"no cluster recorded in {sup.state_file}: nothing to stop")
         return 0
     _stop_keeper(sup)
@@ -388,12 +438,15 @@ def _down_locked(sup: Supervisor, args) -> int:
                      on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
     except SupervisorError as e:
         raise CommandError(str(e)) from None
+    from . import current
+
+    current.forget(sup.state_dir)
     print("every process is gone and every port released")
     return 0
 
 
 def cmd_ps(args) -> int:
-    sup = Supervisor(Path(args.run_dir).resolve())
+    sup = Supervisor(_run_dir(args))
     try:
         if not sup.load():
             print(f"no cluster recorded in {sup.state_file}")
@@ -410,13 +463,15 @@ def cmd_ps(args) -> int:
     if sup.meta.get("flower"):
         print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
               f"{sup.meta.get('flower_password')})")
+    if sup.meta.get("metrics"):
+        print(f"metrics {sup.meta['metrics']}")
     return 0 if all(r.process() for r in sup.records) else 1
 
 
 def cmd_restart(args) -> int:
     """Replace one recorded process, or every process of a role, one at a time: each is
     warm-stopped, started again from ``up``'s plan and waited for before the next."""
-    sup = Supervisor(Path(args.run_dir).resolve())
+    sup = Supervisor(_run_dir(args))
     try:
         if not sup.load():
             raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
@@ -447,7 +502,7 @@ def cmd_keep(args) -> int:
     """The keeper process (started by ``up``): restarts what dies until ``down``."""
     from .keeper import Keeper
 
-    run_dir = Path(args.run_dir).resolve()
+    run_dir = _run_dir(args)
     sup = Supervisor(run_dir)
     if not sup.load():
         raise CommandError(f"no cluster recorded in {sup.state_file}: the keeper has nothing to keep")
@@ -490,6 +545,7 @@ def cmd_flower(args) -> int:
                            "ZKHIVE_FLOWER__PASSWORD or flower.password_file")
     # through the environment: a password in argv would show in `ps` to every user
     os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
+    _metrics_behind_auth()
     from .app import app
 
     # the worker event stream: the workers send task events (worker_send_task_events,
@@ -497,6 +553,26 @@ def cmd_flower(args) -> int:
     app.start(["flower", f"--address={s.flower.address}", f"--port={s.flower.port}",
                "--enable_events=True"])
     return 0
+
+
+def cmd_metrics(args) -> int:
+    from .metrics import serve
+
+    return serve(_settings(args))
+
+
+def _metrics_behind_auth() -> None:
+    """Flower (2.2) serves ``/metrics`` without auth even when basic auth guards every other
+    page, and has no option to change that (mher/flower#1342): its task names and worker names
+    are the cluster's. Wrap the handler in tornado's ``authenticated``, as Flower's own pages are;
+    with basic auth, Flower's ``get_current_user`` answers 401 without the credentials. Only
+    ``/healthcheck`` stays open (the readiness check)."""
+    import tornado.web
+    from flower.views.monitor import Metrics
+
+    if not getattr(Metrics.get, "_zkhive_authenticated", False):
+        Metrics.get = tornado.web.authenticated(Metrics.get)
+        Metrics.get._zkhive_authenticated = True
 
 
 def cmd_ready(args) -> int:
@@ -509,6 +585,8 @@ def cmd_ready(args) -> int:
         reason = readiness.redis_check(u.hostname or "127.0.0.1", u.port or 6379, s.redis.secret())
     elif args.service == "flower":
         reason = readiness.flower_check(args.url or flower_url(s))
+    elif args.service == "metrics":
+        reason = readiness.metrics_check(args.url or metrics_url(s))
     else:
         import redis as redis_py
 
@@ -533,8 +611,9 @@ def _add_common(p) -> None:
 
 
 def _add_run_dir(p) -> None:
-    p.add_argument("--run-dir", default=str(DEFAULT_RUN_DIR),
-                   help=f"state file, logs and Redis data of `up` (default {DEFAULT_RUN_DIR})")
+    p.add_argument("--run-dir", default=None,
+                   help=f"state file, logs and Redis data of `up` (default: the running cluster's, "
+                        f"else {DEFAULT_RUN_DIR})")
 
 
 def _add_up_options(p) -> None:
@@ -585,11 +664,15 @@ def register(sub) -> None:
     _add_common(p)
     p.set_defaults(func=cmd_flower)
 
+    p = sub.add_parser("metrics", help="run the Prometheus exporter ([metrics] address, port) against the cluster")
+    _add_common(p)
+    p.set_defaults(func=cmd_metrics)
+
     p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
-    p.add_argument("service", choices=["redis", "worker", "flower"])
+    p.add_argument("service", choices=["redis", "worker", "flower", "metrics"])
     p.add_argument("--pid", type=int, default=1,
                    help="worker: its PID on this host (default 1: the container's main process)")
-    p.add_argument("--url", help="flower: base URL (default from [flower])")
+    p.add_argument("--url", help="flower, metrics: base URL (default from [flower], [metrics])")
     p.add_argument("--quiet", "-q", action="store_true")
     _add_common(p)
     p.set_defaults(func=cmd_ready)

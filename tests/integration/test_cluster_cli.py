@@ -240,6 +240,10 @@ def test_flower_rest_send_task_submits_a_job(here, tmp_path):
             time.sleep(0.2)
         doc = make_c1(SQUARES_B, seed=42)
         reply = call("/api/task/send-task/zkhive.submit", {"args": [doc], "kwargs": {"job_id": "flower-1"}})
+        end = time.monotonic() + 60
+        while here.runtime().jobs.get("flower-1") is None:  # send-task is asynchronous
+            assert time.monotonic() < end, call(f"/api/task/result/{reply['task-id']}")
+            time.sleep(0.1)
         res = Job("flower-1").result(timeout=60)
         assert len(res.proof) == 192 * SQUARES_B.num_partitions()
         got = call(f"/api/task/result/{reply['task-id']}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from circuits_for_tests import SQUARES_A, SQUARES_B, make_c1
+from circuits_for_tests import SQUARES_A, SQUARES_B, SQUARES_C, make_c1
 from cluster.supervisor import free_port, port_is_free
 
 pytestmark = pytest.mark.integration
@@ -41,7 +41,7 @@ class Setup:
 
     def __init__(self, tmp: Path, *, preload=(), extra_toml: str = ""):
         self.tmp = tmp
-        self.redis_port, self.flower_port = free_port(), free_port()
+        self.redis_port, self.flower_port, self.metrics_port = free_port(), free_port(), free_port()
         self.password, self.flower_password = "redis-pw-" + os.urandom(4).hex(), "flower-pw"
         self.run_dir = tmp / "run"
         self.config = tmp / "zkhive.toml"
@@ -61,9 +61,14 @@ registry_ttl_s = 3
 [flower]
 port = {self.flower_port}
 password = "{self.flower_password}"
+[metrics]
+port = {self.metrics_port}
 {extra_toml}""")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
         self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TEST_CIRCUITS)])
+        # where `up` records the running cluster for later commands (cluster.current): the
+        # test's own, never the user's
+        self.env["ZKHIVE_STATE_DIR"] = str(tmp / "state")
 
     def args(self, *a):
         return [*a, "--config", str(self.config)]
@@ -132,19 +137,22 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     s = Setup(tmp_path, preload=[SQUARES_A.name])
     s.setup_keys(SQUARES_A, SQUARES_B)
     res = s.up(check=0)
-    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower", "keeper"):
+    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower", "metrics", "keeper"):
         assert re.search(rf"^  {name}\s+ready in .* pid \d+", res.stdout, re.M), res.stdout
     assert f"http://127.0.0.1:{s.flower_port}" in res.stdout
     state = json.loads((s.run_dir / "cluster.json").read_text())
     procs = [(r["pid"], r["create_time"]) for r in state["processes"]]
-    assert len(procs) == 6 and all(_alive(*p) for p in procs)
+    assert len(procs) == 7 and all(_alive(*p) for p in procs)
     children = [(c.pid, c.create_time()) for pid, _ in procs for c in psutil.Process(pid).children(recursive=True)]
-    ports = [s.redis_port, s.flower_port]
+    ports = [s.redis_port, s.flower_port, s.metrics_port]
     try:
         # the prover reported ready only with its preload key resident
         st = zkhive(*s.args("status", "--json"), env=s.env, check=0)
-        ws = json.loads(st.stdout)
+        doc = json.loads(st.stdout)
+        ws = doc["workers"]
         assert sorted(w["role"] for w in ws) == ["aggregate", "prove", "synthesis"]
+        assert set(doc["queues"]) >= {"synthesis", "aggregate", "prove.unassigned", ws[1]["queues"][0]}
+        assert all(v == 0 for v in doc["queues"].values()) and doc["jobs"] == {"active": [], "recent": []}
         assert all(w["ready"] for w in ws)
         assert [w["resident_keys"] for w in ws if w["role"] == "prove"] == [[SQUARES_A.name]]
 
@@ -185,6 +193,15 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         code, body = _flower(base + "/api/tasks?taskname=zkhive.prove_partition", s.flower_password)
         states = [t["state"] for t in json.loads(body).values()]
         assert code == 200 and states.count("SUCCESS") >= 4, states
+        # Flower's own /metrics is behind the same auth as the rest
+        assert _flower(base + "/metrics")[0] == 401
+        code, body = _flower(base + "/metrics", s.flower_password)
+        assert code == 200 and b"flower_events_total" in body
+        # the zkhive exporter `up` started counted both jobs
+        code, body = _flower(f"http://127.0.0.1:{s.metrics_port}/metrics")
+        assert code == 200
+        done = re.findall(rb'^zkhive_jobs_total\{[^}]*outcome="done"[^}]*\} (\S+)$', body, re.M)
+        assert sum(float(x) for x in done) == 2.0, body.decode()[-2000:]
     finally:
         down = s.down()
     assert "every process is gone and every port released" in down.stdout
@@ -263,7 +280,7 @@ def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(t
     while any(_alive(r["pid"], r["create_time"]) for r in state["processes"]) and time.monotonic() < deadline:
         time.sleep(0.1)
     ps = zkhive(*s.args("ps", "--run-dir", str(s.run_dir)), env=s.env, check=1)
-    assert ps.stdout.count(" gone ") == 6, ps.stdout  # the keeper too: nothing came back
+    assert ps.stdout.count(" gone ") == 7, ps.stdout  # the keeper too: nothing came back
     try:
         again = s.up(check=0)
         assert "stale state file" in again.stdout and "is running any more" in again.stdout
@@ -272,3 +289,86 @@ def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(t
     finally:
         s.down()
     assert s.ours() == []
+
+
+def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
+    """The issue's case: the cluster is started with its settings in the environment of one
+    shell; a later shell (another directory, none of those variables) finds it through what `up`
+    recorded, and `keys` needs no Redis at all."""
+    s = Setup(tmp_path)
+    started_env = {**s.env, "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{s.redis_port}/0",
+                   "ZKHIVE_REDIS__PASSWORD": s.password, "ZKHIVE_FLOWER__PORT": str(s.flower_port),
+                   "ZKHIVE_FLOWER__PASSWORD": s.flower_password, "ZKHIVE_METRICS__PORT": str(s.metrics_port),
+                   "ZKHIVE_BLOBS__DIR": str(tmp_path / "blobs"), "ZKHIVE_SRS__PARAM_CACHE": str(tmp_path / "keys"),
+                   "ZKHIVE_WORKER__CIRCUIT_MODULES": '["circuits_for_tests"]'}
+    s.setup_keys(SQUARES_A)
+    fresh = dict(s.env)  # a new shell: no ZKHIVE_*__* variables, no --config
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def cli(*args, env, cwd=elsewhere, check=None):
+        res = subprocess.run([sys.executable, "-m", "cluster", *args], cwd=cwd, env=env,
+                             capture_output=True, text=True, timeout=240)
+        if check is not None:
+            assert res.returncode == check, f"{args} -> {res.returncode}\n{res.stdout}\n{res.stderr}"
+        return res
+
+    # before any `up`: nothing recorded, the default Redis port has no cluster of ours
+    assert cli("ps", env=fresh, check=1).stdout.startswith("no cluster recorded")
+    up = cli("up", "--run-dir", str(s.run_dir), "--devices", "cpu:0", env=started_env, cwd=ROOT, check=0)
+    recorded = (s.run_dir / "settings.toml").read_text()
+    assert f"127.0.0.1:{s.redis_port}" in recorded and s.password not in recorded  # secrets in files
+    assert oct((s.run_dir / "secrets" / "redis.pass").stat().st_mode & 0o777) == "0o600"
+    assert f"{sys.executable} -m cluster status" in up.stdout or "zkhive status" in up.stdout
+    try:
+        st = cli("status", "--json", env=fresh, check=0)
+        assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "prove", "synthesis"]
+        ps = cli("ps", env=fresh, check=0)
+        assert ps.stdout.count(" running ") == 7 and f":{s.metrics_port}/metrics" in ps.stdout
+        # told otherwise, a command uses what it is told: another Redis, which does not answer
+        other = cli("status", env={**fresh, "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0"}, check=2)
+        assert other.stderr.startswith("zkhive status: cannot reach Redis at redis://127.0.0.1:")
+        assert len(other.stderr.strip().splitlines()) == 1
+        # a job submitted from the fresh shell, with progress on stderr and the proof on stdout
+        doc = make_c1(SQUARES_A, seed=21)
+        (elsewhere / "c1.json").write_text(json.dumps(doc))
+        sub = cli("submit", "c1.json", "--job-id", "fresh-1", "--wait", "--timeout", "120", env=fresh, check=0)
+        assert "fresh-1 submitted" in sub.stdout and "partitions" in sub.stderr
+        r = json.loads(sub.stdout.splitlines()[-1])
+        _verify(s, SQUARES_A, doc, bytes.fromhex(r["proof"]),
+                [[int(x, 16) for x in p] for p in r["public_inputs"]])
+        st = json.loads(cli("status", "--json", env=fresh, check=0).stdout)
+        assert [(j["job_id"], j["status"], j["partitions_done"]) for j in st["jobs"]["recent"]] == [("fresh-1", "done", 2)]
+    finally:
+        down = cli("down", env=fresh)  # no --run-dir: the recorded cluster
+    assert down.returncode == 0 and "every process is gone" in down.stdout, down.stdout + down.stderr
+    assert s.ours() == [] and port_is_free(s.redis_port)
+    assert not (tmp_path / "state" / "current.json").exists()
+    # keys need no Redis (none runs now): the key cache is a directory
+    keys_env = {**fresh, "ZKHIVE_SRS__PARAM_CACHE": str(tmp_path / "keys"),
+                "ZKHIVE_WORKER__CIRCUIT_MODULES": '["circuits_for_tests"]'}
+    made = cli("keys", "setup", "--params", SQUARES_B.name, env=keys_env, check=0)
+    assert f"{SQUARES_B.name}: " in made.stdout and ".pk" in made.stdout
+    listed = cli("keys", "list", env=keys_env, check=0).stdout
+    assert re.search(rf"^{SQUARES_B.name}\s+partitions=2\s+\d+ B at ", listed, re.M)
+    assert re.search(rf"^{SQUARES_C.name}\s+partitions=3\s+no key", listed, re.M)
+
+
+def test_command_errors_are_one_line_however_the_cli_is_run(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
+    env.update(PYTHONPATH=str(ROOT), ZKHIVE_STATE_DIR=str(tmp_path / "state"),
+               ZKHIVE_REDIS__URL=f"redis://127.0.0.1:{free_port()}/0")
+    for module in ("cluster", "cluster.cli"):
+        for args, message in ((["status"], "zkhive status: cannot reach Redis at redis://127.0.0.1:"),
+                              (["status", "--config", str(tmp_path / "none.toml")], "none.toml: No such file"),
+                              (["keys", "setup"], "zkhive keys: keys setup needs --params NAME"),
+                              (["ps", "--run-dir", str(tmp_path / "r")], "")):
+            res = subprocess.run([sys.executable, "-m", module, *args], cwd=tmp_path, env=env,
+                                 capture_output=True, text=True, timeout=60)
+            assert "Traceback" not in res.stderr, (module, args, res.stderr)
+            if message:
+                assert res.returncode == 2 and message in res.stderr, (module, args, res.stderr)
+                assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    version = subprocess.run([sys.executable, "-m", "cluster", "--version"], env=env, capture_output=True, text=True)
+    from cluster.version import code_digest, package_version
+    assert version.returncode == 0 and version.stdout.strip() == f"zkhive {package_version()}+{code_digest()}"

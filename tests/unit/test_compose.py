@@ -192,6 +192,12 @@ def problems(text: str, dockerfile: str | None = None) -> list[str]:
             if not all(p.startswith("127.0.0.1:") and p.endswith(f":{s.flower.port}") for p in published):
                 out.append(f"{where}: ports {published} must publish flower.port {s.flower.port} on 127.0.0.1 only")
 
+        if cmd[0] == "metrics":
+            published = [str(p) for p in svc.get("ports", [])]
+            if not published or not all(p.startswith("127.0.0.1:") and p.endswith(f":{s.metrics.port}")
+                                        for p in published):
+                out.append(f"{where}: ports {published} must publish metrics.port {s.metrics.port} on 127.0.0.1 only")
+
     for v in sorted(volumes - used_volumes):
         out.append(f"volume {v} is defined but no service uses it")
     for sec in sorted(secrets - used_secrets):
@@ -219,7 +225,8 @@ def test_compose_file_is_valid():
 def test_compose_declares_what_the_issue_asks():
     text, _ = interpolate(COMPOSE.read_text())
     svc = yaml.safe_load(text)["services"]
-    assert {"redis", "aggregate", "synthesis", "flower", "prover-gpu0", "prover-gpu1", "prover-cpu"} <= set(svc)
+    assert {"redis", "aggregate", "synthesis", "flower", "metrics", "prover-gpu0", "prover-gpu1",
+            "prover-cpu"} <= set(svc)
     assert svc["prover-gpu0"]["profiles"] == ["gpu"] and svc["prover-cpu"]["profiles"] == ["cpu"]
     assert svc["synthesis"]["command"] == ["worker", "synthesis"]
 
@@ -288,6 +295,10 @@ def _mutate(old: str, new: str) -> str:
     ("hostname: prover-gpu1", "hostname: prover-gpu0", "service prover-gpu1: queue prove.prover-gpu0.0 is also prover-gpu0's"),
     ('ports: ["127.0.0.1:${ZKHIVE_FLOWER_PORT:-5555}:5555"]', 'ports: ["5555:5555"]',
      "on 127.0.0.1 only"),
+    ('ports: ["127.0.0.1:${ZKHIVE_METRICS_PORT:-9464}:9464"]', 'ports: ["0.0.0.0:9464:9464"]',
+     "service metrics: ports ['0.0.0.0:9464:9464'] must publish metrics.port 9464 on 127.0.0.1 only"),
+    ('test: ["CMD", "zkhive", "ready", "metrics", "--quiet"]', 'test: ["CMD", "zkhive", "ready", "metrix"]',
+     "service metrics: health check `zkhive ready metrix` is not valid"),
     ("ZKHIVE_FLOWER__PASSWORD_FILE: /run/secrets/flower_password", "ZKHIVE_FLOWER__PASSWORD_FILE: /etc/flower.pass",
      "service flower: ZKHIVE_FLOWER__PASSWORD_FILE=/etc/flower.pass is not one of its secrets"),
     ("    # no `ports:`: Redis", '    ports: ["6379:6379"]\n    # no `ports:`: Redis', "service redis: publishes ports on the host"),

@@ -1,0 +1,62 @@
+"""A solo-pool worker's Celery heartbeat while its task runs (cluster.busy_heartbeat): the event
+goes out on its own connection, under the worker's node name, counting the task as active, so
+Flower keeps a busy prover online. Received here by Celery's own event receiver on the real
+Redis."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def test_busy_heartbeat_reaches_an_event_receiver(cluster):
+    from cluster.app import app
+    from cluster.busy_heartbeat import BusyHeartbeat
+
+    cluster.configure_here()
+    got, ready = [], threading.Event()
+
+    def listen():
+        with app.connection_for_read() as conn:
+            recv = app.events.Receiver(conn, handlers={"worker-heartbeat": got.append})
+            it = recv.itercapture(limit=None, timeout=10, wakeup=False)
+            ready.set()
+            for _ in it:
+                if got:
+                    return
+
+    t = threading.Thread(target=listen, daemon=True)
+    t.start()
+    assert ready.wait(10)
+    time.sleep(0.5)  # the receiver's queue is bound
+    beat = BusyHeartbeat(app, "prove.test.cpu0.0@test", interval_s=2.0)
+    end = time.monotonic() + 10
+    while not got and time.monotonic() < end:
+        beat.send()
+        time.sleep(0.3)
+    beat.close()
+    t.join(5)
+    assert got, "no worker-heartbeat event received"
+    ev = got[0]
+    assert ev["hostname"] == "prove.test.cpu0.0@test" and ev["active"] >= 1 and ev["freq"] == 2.0
+
+
+def test_busy_heartbeat_survives_an_unreachable_broker(cluster):
+    from cluster import settings
+    from cluster.app import configure, app
+    from cluster.busy_heartbeat import BusyHeartbeat
+    from cluster.redis_server import free_port
+
+    env = {k: v for k, v in cluster.env.items() if k.startswith("ZKHIVE_")}
+    env["ZKHIVE_REDIS__URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    configure(settings.load(env=env))
+    try:
+        beat = BusyHeartbeat(app, "prove.test.cpu0.0@test")
+        t0 = time.monotonic()
+        beat.send()  # logs a warning, raises nothing: the prove goes on
+        assert beat._dispatcher is None and time.monotonic() - t0 < 30
+    finally:
+        cluster.configure_here()
