@@ -35,10 +35,9 @@ IMAD_PER_FR_MUL = 256
 #: placeholder ceilings of --quick runs (floors are left to the main run; 1 avoids division by 0)
 QUICK_CEILINGS = {"copy_GBps": 1.0, "h2d_pinned_GBps": 1.0, "imad_per_s": 1.0, "fr_mul_per_s": 1.0}
 VARIANTS = {  # label -> environment (tN: ZKHIVE_NTT_TILE_BITS; radix-2: the pass of 2 elements
-    # a thread; cios: the previous device product, -DFF_CIOS; their cubins are precompiled)
+    # a thread; the previous build, radix-2 with the CIOS product, is docs/performance.md's 6.92 ms)
     "radix-2 t9": {"ZKHIVE_NTT_RADIX4": "0"},
     "radix-4 t10": {"ZKHIVE_NTT_TILE_BITS": "10"},
-    "radix-2 t9 cios-mul (before)": {"ZKHIVE_NTT_RADIX4": "0", "ZKHIVE_NVCC_FLAGS": "-DFF_CIOS"},
 }
 
 
