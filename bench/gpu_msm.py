@@ -104,7 +104,7 @@ def floor_ms(group, n, c, rate) -> dict:
 #: kernel variants chosen by environment at DeviceBases construction (gpu/cuda/msm.py)
 VARIANTS = {"g1": {"lb168": {"ZKHIVE_MSM_G1_LB": "1"},
                    "seg x4": {"ZKHIVE_MSM_SEG_FACTOR": "4"}},
-            "g2": {"no-prefetch": {"ZKHIVE_MSM_G2_PREFETCH": "0"},
+            "g2": {"prefetch": {"ZKHIVE_MSM_G2_PREFETCH": "1"},
                    "seg x4": {"ZKHIVE_MSM_SEG_FACTOR": "4"}}}
 
 

@@ -108,8 +108,10 @@ class DeviceBases:
         if g.name == "g1" and os.environ.get("ZKHIVE_MSM_G1_LB", "0") == "1":
             # the level-1 kernel capped at 168 registers (msm.cu)
             self._f["accumulate_bases"] = loader.get_function(self._mod, "g1_accumulate_bases_lb")
-        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "1") == "0":
-            # the level-1 kernel without the next-base prefetch (msm.cu says why it exists)
+        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") == "0":
+            # G2's level-1 kernel without the next-base prefetch: its 48 registers spill on
+            # top of the 96-register accumulator; measured 153.7 against 202.9 ms at 2^22 on
+            # the H200 (docs/performance.md). ZKHIVE_MSM_G2_PREFETCH=1 takes the prefetching one.
             self._f["accumulate_bases"] = loader.get_function(self._mod, "g2_accumulate_bases_np")
         self._device = loader.device_name()
         self._work: dict[int, _Workspace] = {}
