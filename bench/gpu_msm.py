@@ -101,7 +101,19 @@ def floor_ms(group, n, c, rate) -> dict:
     return {"fq_muls": muls, "floor_ms": muls / rate * 1e3}
 
 
-def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False):
+#: kernel variants chosen by environment at DeviceBases construction (gpu/cuda/msm.py)
+VARIANTS = {"g1": {"lb168": {"ZKHIVE_MSM_G1_LB": "1"},
+                   "seg x4": {"ZKHIVE_MSM_SEG_FACTOR": "4"}},
+            "g2": {"prefetch": {"ZKHIVE_MSM_G2_PREFETCH": "1"},
+                   "seg x4": {"ZKHIVE_MSM_SEG_FACTOR": "4"}}}
+
+
+def kernel_info(bases) -> dict:
+    f = bases._f["accumulate_bases"]
+    return {"accumulate_regs": f.num_regs, "accumulate_local_bytes": f.local_size_bytes}
+
+
+def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, variants=False):
     from gpu.cuda.msm import DeviceBases, known_log_bases
     m, a, b, pa, pb = tables[group]
     n = 1 << log_n
@@ -110,8 +122,27 @@ def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False):
     xy = known_log_bases(group, pa, pb, n)
     gen_s = time.perf_counter() - t0
     rows = []
+    if variants:  # each kernel variant: checked by the identity, then timed (random scalars)
+        s = rand_scalars(n, rng)
+        want = expected(group, s, m, a, b)
+        for label, env in VARIANTS[group].items():
+            os.environ.update(env)
+            try:
+                with DeviceBases(xy, group) as vb, DeviceBuffer(s.nbytes) as d:
+                    ok = vb.msm(s) == want
+                    d.upload(s)
+                    t = statistics.median(timed(cuda, lambda i: vb.msm(d)))
+                    info = kernel_info(vb)
+            finally:
+                for k in env:
+                    os.environ.pop(k)
+            rows.append({"group": group, "log_n": log_n, "window": M.window_bits(n),
+                         "inputs": f"random, variant {label}", "ok": bool(ok),
+                         "resident_ms": t, **info})
+            print(f"  {group} 2^{log_n} variant {label}: {t:.2f} ms, ok={ok}, {info}", flush=True)
     with DeviceBases(xy, group) as bases:
         del xy
+        print(f"  {group} kernels: {kernel_info(bases)}", flush=True)
         sets = [rand_scalars(n, rng) for _ in range(3)]
         for c in windows or [M.window_bits(n)]:
             # correctness of this exact configuration first (known logs)
@@ -164,6 +195,8 @@ def main() -> None:
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
+    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:w=c/c/c] (s: skewed "
+                    "scalars too, v: kernel variants, w: windows), e.g. g1:24:s:v:w=19/20/21")
     args = ap.parse_args()
     loader.init_context(0)
     cuda = loader.driver()
@@ -182,8 +215,20 @@ def main() -> None:
             [("g1", 16, None, False), ("g1", 20, None, False), ("g1", 22, None, False),
              ("g1", 24, [int(c) for c in args.sweep.split(",")], True),
              ("g2", 16, None, False), ("g2", 20, None, False), ("g2", 22, None, True)])
-    for group, log_n, windows, skewed in plan:
-        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed)
+    if args.plan:
+        plan = []
+        for item in args.plan.split(","):
+            f = item.split(":")
+            w = next((x[2:] for x in f[2:] if x.startswith("w=")), None)
+            plan.append((f[0], int(f[1]), [int(c) for c in w.split("/")] if w else None,
+                         "s" in f[2:], "v" in f[2:]))
+    else:
+        plan = [(*p, False) for p in plan]
+    for group, log_n, windows, skewed, variants in plan:
+        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants)
+        if args.out:  # after every size, so a run cut short keeps its numbers
+            Path(args.out).write_text(json.dumps({"device": dev.name(), "fq_mul_per_s": rate,
+                                                  "rows": rows}, indent=1))
     result = {"device": dev.name(), "fq_mul_per_s": rate, "date": time.strftime("%F %T UTC",
               time.gmtime()), "rows": rows}
     if args.out:

@@ -34,14 +34,10 @@ from synthesis import field as fr  # noqa: E402
 IMAD_PER_FR_MUL = 256
 #: placeholder ceilings of --quick runs (floors are left to the main run; 1 avoids division by 0)
 QUICK_CEILINGS = {"copy_GBps": 1.0, "h2d_pinned_GBps": 1.0, "imad_per_s": 1.0, "fr_mul_per_s": 1.0}
-VARIANTS = {  # label -> environment (tN: ZKHIVE_NTT_TILE_BITS; TxB: launch bounds)
-    "portable-mul t9": {"ZKHIVE_NVCC_FLAGS": "-DFF_PORTABLE"},
-    "t10 512x1": {"ZKHIVE_NTT_TILE_BITS": "10"},
-    "t10 512x2": {"ZKHIVE_NTT_TILE_BITS": "10", "ZKHIVE_NVCC_FLAGS": "-DNTT_MIN_BLOCKS=2"},
-    "t9 256x3": {"ZKHIVE_NVCC_FLAGS": "-DNTT_MAX_THREADS=256 -DNTT_MIN_BLOCKS=3"},
-    "t9 256x4": {"ZKHIVE_NVCC_FLAGS": "-DNTT_MAX_THREADS=256 -DNTT_MIN_BLOCKS=4"},
-    "t9 256x3 prefetch": {"ZKHIVE_NVCC_FLAGS":
-                          "-DNTT_PREFETCH=1 -DNTT_MAX_THREADS=256 -DNTT_MIN_BLOCKS=3"},
+VARIANTS = {  # label -> environment (tN: ZKHIVE_NTT_TILE_BITS; radix-2: the pass of 2 elements
+    # a thread; the previous build, radix-2 with the CIOS product, is docs/performance.md's 6.92 ms)
+    "radix-2 t9": {"ZKHIVE_NTT_RADIX4": "0"},
+    "radix-4 t10": {"ZKHIVE_NTT_TILE_BITS": "10"},
 }
 
 
@@ -225,7 +221,7 @@ def main() -> int:
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
     ap.add_argument("--quick", action="store_true",
                     help="check against the host, then NTT and compute_h at 2^24 only")
-    ap.add_argument("--label", default="default (ptx)")
+    ap.add_argument("--label", default="default (radix-4 t9, even/odd product)")
     ap.add_argument("--variants", action="store_true", help="also run each build variant")
     args = ap.parse_args()
     loader.init_context()

@@ -136,7 +136,11 @@ struct ff {
     FF_FN friend ff operator*(const ff& a, const ff& b) {
 #ifdef FF_USE_PTX
         ff o;
-        ff_ptx::mont_mul<P, N>(o.v, a.v, b.v);
+#ifdef FF_CIOS
+        ff_ptx::mont_mul_cios<P, N>(o.v, a.v, b.v);
+#else
+        ff_eo::mont_mul<P, N>(o.v, a.v, b.v);  // contract: a <= R - p (ff_ptx.cuh)
+#endif
         return o;
 #else
         uint32_t t[N + 2];

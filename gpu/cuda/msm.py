@@ -13,8 +13,9 @@ One MSM, on the context's default stream (msm_core.cuh explains the steps):
   stays on the device) -> scatter (counting sort) -> level-1 bucket accumulation over T1 equal
   ranges, T1 = the threads the chip holds at once, so every range is one resident thread ->
   partial-sum levels, 8 partials per thread, until one thread -> segmented window reduction ->
-  per-window sums -> Horner combination and affine conversion on one thread -> 96/192 bytes
-  back, decoded with arkworks' checked decoder.
+  per-window sums -> the W window sums back (W x 192/384 bytes) -> Horner combination and affine
+  conversion on the CPU (the host build of the same code) -> decoded with arkworks' checked
+  decoder.
 
 Set ``ZKHIVE_MSM_PROFILE=1`` to record per-stage device times (CUDA events) in
 ``DeviceBases.last_profile`` (ms).
@@ -32,10 +33,15 @@ from gpu.msm import check_bases, check_scalars, decode_point, group_of, window_b
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
 LEVEL_WIDTH = 8
+#: Window-reduction threads per resident level-1 thread (ZKHIVE_MSM_SEG_FACTOR overrides it,
+#: read when a workspace is made; bench/gpu_msm.py's variants).
+SEG_FACTOR = 1.0
 #: Threads per block for the non-accumulation kernels.
 BLOCK = 128
 _SCAN_CHUNK = 4096
 _NO_INDEX = 0xFFFFFFFFFFFFFFFF
+#: gpu.native.curve.combine once the host build loaded, False when it cannot be built
+_host_combine = None
 
 
 def _u(x) -> np.uintp:
@@ -99,6 +105,14 @@ class DeviceBases:
         for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
                   "sum_groups", "combine"):
             self._f[k] = loader.get_function(self._mod, f"{g.name}_{k}")
+        if g.name == "g1" and os.environ.get("ZKHIVE_MSM_G1_LB", "0") == "1":
+            # the level-1 kernel capped at 168 registers (msm.cu)
+            self._f["accumulate_bases"] = loader.get_function(self._mod, "g1_accumulate_bases_lb")
+        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") == "0":
+            # G2's level-1 kernel without the next-base prefetch: its 48 registers spill on
+            # top of the 96-register accumulator; measured 153.7 against 202.9 ms at 2^22 on
+            # the H200 (docs/performance.md). ZKHIVE_MSM_G2_PREFETCH=1 takes the prefetching one.
+            self._f["accumulate_bases"] = loader.get_function(self._mod, "g2_accumulate_bases_np")
         self._device = loader.device_name()
         self._work: dict[int, _Workspace] = {}
         self._scalars = None
@@ -153,8 +167,10 @@ class DeviceBases:
         if ws is None:
             T1, block = self._level1_threads()
             B = 1 << (c - 1)
-            G = 1
-            while G < B and windows(c) * B // (2 * G) >= T1:
+            # segments of G buckets: enough reduction threads to fill the chip SEG_FACTOR
+            # times over (each runs a serial chain of 2G additions, latency-bound)
+            G, want = 1, T1 * float(os.environ.get("ZKHIVE_MSM_SEG_FACTOR", SEG_FACTOR))
+            while G < B and windows(c) * B // (2 * G) >= want:
                 G *= 2
             ws = _Workspace(self.n, c, self.point_bytes, T1, B // G)
             ws.block1, ws.G = block, G
@@ -233,11 +249,8 @@ class DeviceBases:
                          np.int64(grp), _u(ws.seg[src]), _u(ws.seg[1 - src]), block=32)
             src, length = 1 - src, q
         mark("reduce")
-        self._launch("combine", (1, 1), np.int32(W), np.int32(c), _u(ws.seg[src]), _u(ws.out),
-                     block=1)
+        out = self._combine(ws, src, W, c)
         mark("combine")
-        out = np.zeros(self.group.limbs, dtype=np.uint32)
-        ws.out.download(out)
         bad = self._read_u64(ws.flags, 8)
         if bad != _NO_INDEX:
             raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=int(bad),
@@ -246,6 +259,30 @@ class DeviceBases:
             self.last_profile = {name: marks[i - 1][1].time_till(ev)
                                  for i, (name, ev) in enumerate(marks) if i}
         return decode_point(out, self.group)
+
+    def _combine(self, ws: _Workspace, src: int, W: int, c: int) -> np.ndarray:
+        """sum_w 2^(c w) W_w -> xy limbs: the W window sums come back (W x 96/192 bytes) and the
+        host build of the same Horner loop runs on the CPU (gpu/native/curve_host.cpp), under a
+        millisecond; on one GPU thread it took 10 ms (G1) and 27 ms (G2) at every size. Without
+        a C++ compiler for the host build, the one-thread kernel does it."""
+        global _host_combine
+        if _host_combine is None:
+            try:
+                from gpu.native import curve
+                curve.lib()
+                _host_combine = curve.combine
+            except Exception:  # no g++ (arith.native.NativeBuildError) or a broken build
+                _host_combine = False
+        if _host_combine:
+            win = np.empty((W, self.point_bytes // 4), dtype=np.uint32)
+            with loader.guard(kernel="download window sums", shape=W):
+                self._cuda.memcpy_dtoh(win, ws.seg[src].ptr)
+            return _host_combine(self.group, win, c)
+        self._launch("combine", (1, 1), np.int32(W), np.int32(c), _u(ws.seg[src]), _u(ws.out),
+                     block=1)
+        out = np.zeros(self.group.limbs, dtype=np.uint32)
+        ws.out.download(out)
+        return out
 
     # -- lifetime ---------------------------------------------------------------------------
 

@@ -32,6 +32,9 @@ if not 4 <= TILE_BITS <= 10:
     raise ValueError(f"ZKHIVE_NTT_TILE_BITS={TILE_BITS}: must be in 4..10")
 #: Coalescing bits of the passes above the lowest: runs of 2^3 elements = 256 bytes per warp row.
 COALESCE_BITS = 3
+#: Radix-4 passes (ntt.cu pass4: two stages in registers per trip through shared memory).
+#: ZKHIVE_NTT_RADIX4=0 runs the radix-2 passes (bench/gpu_ntt.py compares them).
+RADIX4 = os.environ.get("ZKHIVE_NTT_RADIX4", "1") != "0"
 _R = 1 << 256
 _U32 = np.uint32
 
@@ -104,6 +107,8 @@ class NttEngine:
         f = lambda name, sig: self._prepare(name, sig)  # noqa: E731
         self.k_dif = f("ntt_dif_pass", "PiiiiPPPii")
         self.k_dit = f("ntt_dit_pass", "PiiiiPPPii")
+        self.k_dif4 = f("ntt_dif_pass4", "PiiiiPPPii")
+        self.k_dit4 = f("ntt_dit_pass4", "PiiiiPPPii")
         self.k_twiddles = f("ntt_twiddles", "PiP")
         self.k_scales = f("ntt_scale_tables", "PPiPP")
         self.k_bitrev = f("ntt_bit_reverse", "Pi")
@@ -181,13 +186,16 @@ class NttEngine:
         if scale:
             lo, hi = self._scale(d, scale)
             s_lo, s_hi = lo.ptr, hi.ptr
-        kern = self.k_dit if dit else self.k_dif
         with loader.guard(kernel="ntt_dit_pass" if dit else "ntt_dif_pass", shape=1 << log_n):
             for idx, (lo_bit, kb, cb) in enumerate(passes):
                 m = mode if scale and ((mode == 1 and idx == 0) or
                                        (mode == 2 and idx == len(passes) - 1)) else 0
                 tile = 1 << (kb + cb)
-                kern.prepared_async_call(((1 << log_n) // tile, 1), (tile // 2, 1, 1), stream,
+                if RADIX4 and tile >= 4:  # four elements a thread
+                    kern, threads = (self.k_dit4 if dit else self.k_dif4), tile // 4
+                else:
+                    kern, threads = (self.k_dit if dit else self.k_dif), tile // 2
+                kern.prepared_async_call(((1 << log_n) // tile, 1), (threads, 1, 1), stream,
                                          ptr, np.int32(log_n), np.int32(lo_bit), np.int32(kb),
                                          np.int32(cb), d.tw[inverse].ptr, s_lo, s_hi,
                                          np.int32(rev), np.int32(m), shared_size=32 * tile)

@@ -182,16 +182,18 @@ __device__ void load_bases(i64 n, const uint32_t* raw, affine_t<F>* out, unsigne
 }
 
 // Level 1: T ranges over the M sorted digits (M read from the device: no host round trip).
-template <class F>
-__device__ void accumulate_bases(i64 T, const unsigned long long* m, const uint32_t* keys,
-                                 const uint32_t* vals, const affine_t<F>* bases,
-                                 xyzz_t<F>* buckets, uint32_t* out_keys, xyzz_t<F>* out_parts) {
+template <class F, bool PREFETCH>
+__device__ __forceinline__ void accumulate_bases(i64 T, const unsigned long long* m,
+                                                 const uint32_t* keys, const uint32_t* vals,
+                                                 const affine_t<F>* bases, xyzz_t<F>* buckets,
+                                                 uint32_t* out_keys, xyzz_t<F>* out_parts) {
     i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     i64 M = (i64)*m, L = (M + T - 1) / T;
     if (L < 1) L = 1;
     base_source<F> src{bases, vals};
-    accumulate_range<F>(t, L, M, keys, src, buckets, out_keys, out_parts);
+    accumulate_range<F, base_source<F>, PREFETCH>(t, L, M, keys, src, buckets, out_keys,
+                                                  out_parts);
 }
 
 template <class F>
@@ -264,7 +266,7 @@ extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
     extern "C" __global__ void G##_accumulate_bases(                                             \
         i64 T, const unsigned long long* m, const uint32_t* keys, const uint32_t* vals,          \
         const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys, xyzz_t<F>* out_parts) { \
-        accumulate_bases<F>(T, m, keys, vals, bases, buckets, out_keys, out_parts);              \
+        accumulate_bases<F, G##_PREFETCH>(T, m, keys, vals, bases, buckets, out_keys, out_parts); \
     }                                                                                            \
     extern "C" __global__ void G##_accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,   \
                                                     const xyzz_t<F>* parts, xyzz_t<F>* buckets,  \
@@ -287,9 +289,30 @@ extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
         gen_bases<F>(n, m2, A, Bt, out);                                                         \
     }
 
+// Prefetching the next base pays on G1; on G2 its 48 registers go on top of a 96-register
+// accumulator (g2_accumulate_bases_np: the variant without, bench/gpu_msm.py compares them).
+#define g1_PREFETCH true
+#define g2_PREFETCH true
 #ifndef MSM_NO_G1
 MSM_ENTRY_POINTS(g1, fq_t)
 #endif
+#ifndef MSM_NO_G1
+// The same level-1 kernel capped at 168 registers (3 blocks of 128 an SM: 12 warps instead of
+// the 9 that 212+ registers leave); bench/gpu_msm.py compares it (ZKHIVE_MSM_G1_LB=1).
+extern "C" __global__ void __launch_bounds__(128, 3)
+g1_accumulate_bases_lb(i64 T, const unsigned long long* m, const uint32_t* keys,
+                       const uint32_t* vals, const affine_t<fq_t>* bases, xyzz_t<fq_t>* buckets,
+                       uint32_t* out_keys, xyzz_t<fq_t>* out_parts) {
+    accumulate_bases<fq_t, true>(T, m, keys, vals, bases, buckets, out_keys, out_parts);
+}
+#endif
 #ifndef MSM_NO_G2
 MSM_ENTRY_POINTS(g2, fq2_t)
+extern "C" __global__ void g2_accumulate_bases_np(i64 T, const unsigned long long* m,
+                                                  const uint32_t* keys, const uint32_t* vals,
+                                                  const affine_t<fq2_t>* bases,
+                                                  xyzz_t<fq2_t>* buckets, uint32_t* out_keys,
+                                                  xyzz_t<fq2_t>* out_parts) {
+    accumulate_bases<fq2_t, false>(T, m, keys, vals, bases, buckets, out_keys, out_parts);
+}
 #endif

@@ -193,6 +193,111 @@ __device__ void pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* 
     store_elem(data + g1, x1);
 }
 
+// Radix-4 form of the same pass: blockDim.x = T / 4 and each thread holds four elements, so
+// two stages run in registers per trip through shared memory (half the round trips and
+// __syncthreads of pass(), and four independent butterflies a thread for the scheduler).
+// A group of two stages covers two adjacent bits (s, s + 1) of the tile-local index L; thread
+// k's four elements are k with zeros inserted at those bits, plus 2^s, 2^(s+1), both. When kb is
+// odd one stage runs alone (two radix-2 butterflies a thread): last for DIF (bits go down),
+// first for DIT (bits go up). The first group loads from memory and the last stores to it
+// directly, at its own positions (no extra trip through shared memory).
+__device__ __forceinline__ u32 insert_zero(u32 k, int s) {
+    return ((k >> s) << (s + 1)) | (k & ((1u << s) - 1));
+}
+
+template <bool DIT>
+__device__ __forceinline__ void bfly(fr_t& u, fr_t& v, const fr_t& w) {
+    if (DIT) {
+        fr_t y = v * w;
+        v = u - y;
+        u = u + y;
+    } else {
+        fr_t d = u - v;
+        u = u + v;
+        v = d * w;
+    }
+}
+
+template <bool DIT>
+__device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, scale_t s) {
+    extern __shared__ u32 sh[];
+    const int T = 1 << (kb + cb), Q = T >> 2;
+    const u32 t = blockIdx.x, k = threadIdx.x;
+    // groups in the order the stages run: DIF from the top bit down, DIT from the bottom up.
+    // A group is (bit position in L of its lower bit, 1 or 2 stages).
+    const int top = cb + kb - 1;           // L position of the pass's highest bit
+    const int single = kb & 1;             // one radix-2 stage left over
+    const int groups = (kb + 1) >> 1;
+    for (int gi = 0; gi < groups; gi++) {
+        bool first = gi == 0, last = gi == groups - 1;
+        int width, sl;                     // stages in this group, its lowest L bit
+        if (!DIT) {
+            width = (single && last) ? 1 : 2;
+            sl = top - 2 * gi - (width - 1);
+        } else {
+            width = (single && first) ? 1 : 2;
+            sl = cb + (gi == 0 ? 0 : 2 * gi - single);
+        }
+        u32 L[4];
+        if (width == 2) {
+            u32 L0 = insert_zero(insert_zero(k, sl), sl + 1);
+            L[0] = L0;
+            L[1] = L0 + (1u << sl);
+            L[2] = L0 + (2u << sl);
+            L[3] = L0 + (3u << sl);
+        } else {  // pairs k and k + Q, each (i0, i0 + 2^sl)
+            u32 a = insert_zero(k, sl), b = insert_zero(k + Q, sl);
+            L[0] = a;
+            L[1] = a + (1u << sl);
+            L[2] = b;
+            L[3] = b + (1u << sl);
+        }
+        u32 g[4];
+        fr_t x[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) g[j] = tile_index(t, L[j], log_n, lo, kb, cb);
+        if (first) {  // the first group reads memory: its bits are >= cb, so k's low cb bits
+                      // stay L's low bits and a warp reads runs of 2^cb consecutive elements
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                x[j] = load_elem(data + g[j]);
+                if (s.mode == 1) x[j] = x[j] * factor(s, g[j], log_n);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) x[j] = sh_get(sh, T, L[j]);
+        }
+        int b0 = lo + sl - cb;  // global bit of the group's lower L bit
+        if (width == 2) {
+            if (!DIT) {  // bit b0 + 1 first: (0,2), (1,3); then bit b0: (0,1), (2,3)
+                bfly<false>(x[0], x[2], twiddle(tw, g[0], b0 + 1));
+                bfly<false>(x[1], x[3], twiddle(tw, g[1], b0 + 1));
+                bfly<false>(x[0], x[1], twiddle(tw, g[0], b0));
+                bfly<false>(x[2], x[3], twiddle(tw, g[2], b0));
+            } else {     // bit b0 first: (0,1), (2,3); then bit b0 + 1: (0,2), (1,3)
+                bfly<true>(x[0], x[1], twiddle(tw, g[0], b0));
+                bfly<true>(x[2], x[3], twiddle(tw, g[2], b0));
+                bfly<true>(x[0], x[2], twiddle(tw, g[0], b0 + 1));
+                bfly<true>(x[1], x[3], twiddle(tw, g[1], b0 + 1));
+            }
+        } else {
+            bfly<DIT>(x[0], x[1], twiddle(tw, g[0], b0));
+            bfly<DIT>(x[2], x[3], twiddle(tw, g[2], b0));
+        }
+        if (last) {
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (s.mode == 2) x[j] = x[j] * factor(s, g[j], log_n);
+                store_elem(data + g[j], x[j]);
+            }
+        } else {
+#pragma unroll
+            for (int j = 0; j < 4; j++) sh_put(sh, T, L[j], x[j]);
+            __syncthreads();
+        }
+    }
+}
+
 }  // namespace
 
 extern "C" {
@@ -207,6 +312,18 @@ __global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
 ntt_dit_pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
              const fr_t* s_hi, int s_rev, int s_mode) {
     pass<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
+}
+
+// Radix-4 passes (pass4): grid as above, block = 2^(kb + cb - 2) (kb + cb >= 2), same shared.
+__global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
+ntt_dif_pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
+              const fr_t* s_hi, int s_rev, int s_mode) {
+    pass4<false>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
+}
+__global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
+ntt_dit_pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
+              const fr_t* s_hi, int s_rev, int s_mode) {
+    pass4<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
 }
 
 // Per-stage twiddle tables for a transform of 2^log_n: tw[2^b - 1 + j] = omega_{2^(b+1)}^j for

@@ -44,6 +44,8 @@ def lib() -> ctypes.CDLL:
                 f.argtypes, f.restype = [_int, _p, _p, _u32, _p], _int
                 f = getattr(L, f"{g}_msm")
                 f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _p], _i64
+                f = getattr(L, f"{g}_combine")
+                f.argtypes, f.restype = [_int, _int, _p, _p], None
             L.msm_digits.argtypes = [_p, _int, _p]
             _lib = L
     return _lib
@@ -102,6 +104,19 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))
     return m.decode_point(out, g)
+
+
+def combine(group, windows: np.ndarray, c: int) -> np.ndarray:
+    """The device MSM's last step on the CPU: sum_w 2^(c w) windows[w] (XYZZ points in the
+    device layout, Montgomery limbs; a (W, 4 limbs) uint32 array) -> xy limbs of the affine sum."""
+    from gpu import msm as m
+    g = m.group_of(group)
+    win = np.ascontiguousarray(windows, dtype=np.uint32)
+    if win.ndim != 2 or win.shape[1] != 2 * g.limbs or len(win) < 1:
+        raise ValueError(f"{g.name} window sums: expected shape (W, {2 * g.limbs}), got {win.shape}")
+    out = np.zeros(g.limbs, dtype=np.uint32)
+    getattr(lib(), f"{g.name}_combine")(len(win), int(c), win.ctypes.data, out.ctypes.data)
+    return out
 
 
 def digits(scalar: int, c: int) -> list[int]:

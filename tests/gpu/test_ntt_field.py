@@ -45,12 +45,16 @@ def coords(p: int, bits: int, op: str, count: int) -> list[tuple[int, int]]:
         return canon + [(p, 0)]
     if op in ("dbl", "mul_by_xi"):
         return canon
-    if op == "mont_mul":  # a < R, b < p; and a = b = R - 1 (outside: in [p, R))
-        return canon + [(p + rnd(R - p), rnd(p)) for _ in range(count // 4)] + [(R - 1, R - 1)]
-    # mul, sqr, inv, to_mont, from_mont: any limb values
-    wide = [p, p + 1, 2 * p - 1, R - 1]
+    # The device product (ff_ptx.cuh, even/odd) takes a <= R - p, b < R: a multiplicand above
+    # R - p could carry out of its top word, where the host's CIOS keeps an extra word.
+    if op == "mont_mul":  # a <= R - p, b < R (outside the reduced range: in [p, R - p])
+        return canon + [(p + rnd(R - 2 * p + 1), rnd(R)) for _ in range(count // 4)] + \
+            [(R - p, R - 1), (R - p, p)]
+    # mul, sqr, inv, to_mont, from_mont: x to_mont()s each operand (x R^2 R^-1, x the
+    # multiplicand), so any limb values up to R - p
+    wide = [x for x in (p, p + 1, 2 * p - 1, R - p) if x <= R - p]
     return canon + [(x, y) for x in wide for y in wide] + \
-        [(p + rnd(R - p), p + rnd(R - p)) for _ in range(count // 4)]
+        [(p + rnd(R - 2 * p + 1), p + rnd(R - 2 * p + 1)) for _ in range(count // 4)]
 
 
 def values(field: str, op: str, count: int) -> tuple[list[int], list[int]]:

@@ -221,3 +221,46 @@ def test_decode_point_is_checked(group):
     raw[3] ^= 1
     with pytest.raises(Exception):
         M.decode_point(raw, g)
+
+
+# -- the device MSM's last step on the CPU (gpu.cuda.msm uses it) --------------------------------
+
+FQ = 0x1A0111EA397FE69A4B1BA7B6434BACD764774B84F38512BF6730D2A0F6B0F6241EABFFFEB153FFFFB9FEFFFFFFFFAAAB
+
+
+def xyzz_limbs(g, point, z: int) -> np.ndarray:
+    """One point in the device's XYZZ layout (Montgomery limbs) with ZZ = z^2, ZZZ = z^3, z in Fq
+    (the identity: all zero)."""
+    coords = M.encode_points([point], g)[0]
+    k = 12
+    R = 1 << 384
+    parts = [int.from_bytes(coords[i:i + k].tobytes(), "little") for i in range(0, len(coords), k)]
+    d = len(parts) // 2  # Fq components per coordinate: 1 (G1) or 2 (G2)
+    if not any(parts):
+        return np.zeros(4 * k * d, dtype=np.uint32)
+    z2, z3 = z * z % FQ, z * z * z % FQ
+    x, y = parts[:d], parts[d:]
+    out = [v * z2 for v in x] + [v * z3 for v in y] + [z2] + [0] * (d - 1) + [z3] + [0] * (d - 1)
+    return np.concatenate([np.frombuffer((v * R % FQ).to_bytes(48, "little"), dtype="<u4")
+                           for v in out])
+
+
+def test_combine_matches_arkworks(group):
+    g, P = group
+    for c, W in ((13, 20), (20, 13), (3, 5), (16, 1)):
+        pts = rand_points(P, W)
+        if W > 2:
+            pts[1] = P.identity()  # an empty window
+        win = np.stack([xyzz_limbs(g, p, rng.randrange(1, FQ)) for p in pts])
+        got = M.decode_point(curve.combine(g, win, c), g)
+        want = P.identity()
+        for w, p in enumerate(pts):
+            want = want + p * Scalar(pow(2, c * w, MODULUS))
+        assert got == want
+        assert got != want + pts[0] or pts[0] == P.identity()  # a wrong sum is caught
+
+
+def test_combine_rejects_bad_shapes(group):
+    g, _ = group
+    with pytest.raises(ValueError, match="window sums"):
+        curve.combine(g, np.zeros((3, 5), dtype=np.uint32), 13)
