@@ -50,6 +50,9 @@ class Prover:
         self._limit = memory_limit
         self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
         self._lock = threading.Lock()  # the heartbeat thread reads the resident set
+        #: one proof on the device at a time: the task's thread and the prove-ahead thread
+        self._device_lock = threading.Lock()
+        self.ahead = None  # cluster.prefetch.ProveAhead, started by the first prove task
 
     # -- memory ---------------------------------------------------------------------------------
     def total_memory(self) -> int | None:
@@ -108,15 +111,41 @@ class Prover:
             self._resident[circuit.name] = (circuit, pk, size)
         return pk
 
-    def prove(self, circuit, z: np.ndarray, timer=None) -> bytes:
-        """A 192-byte Groth16 proof of assignment z for ``circuit``."""
-        from gpu import prove
+    def is_resident(self, circuit) -> bool:
+        with self._lock:
+            return circuit.name in self._resident
+
+    def prove_terms(self, circuit, z: np.ndarray, timer=None):
+        """The device part of a proof (the backend's five sums), on any thread: the device
+        lock serialises it, and a GPU backend's context is made current for it."""
+        from contextlib import nullcontext
+
+        from gpu.groth16.prover import check_key_matches
+        from gpu.timing import NULL_TIMER
 
         pk = self.load(circuit)
-        return prove(pk, circuit.r1cs(), z, backend=self.backend, timer=timer).to_bytes()
+        r1cs = circuit.r1cs()
+        check_key_matches(pk, r1cs)
+        z = r1cs.check_assignment_shape(z)
+        current = getattr(self.backend, "current", None)
+        with self._device_lock, (current() if current else nullcontext()):
+            return self.backend.prove_terms(pk, r1cs, z, timer or NULL_TIMER)
+
+    def finish(self, circuit, terms, timer=None) -> bytes:
+        """The host part: A, B, C from the sums with fresh r, s, as 192 bytes."""
+        from gpu.groth16.prover import combine
+
+        return combine(self.load(circuit), terms, timer=timer).to_bytes()
+
+    def prove(self, circuit, z: np.ndarray, timer=None) -> bytes:
+        """A 192-byte Groth16 proof of assignment z for ``circuit``."""
+        return self.finish(circuit, self.prove_terms(circuit, z, timer), timer)
 
     def close(self) -> None:
         """Drop every resident key (device memory goes with them; a GPU backend frees here)."""
+        if self.ahead is not None:
+            self.ahead.close()
+            self.ahead = None
         with self._lock:
             self._resident.clear()
         release = getattr(self.backend, "release", None)

@@ -157,13 +157,18 @@ def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclud
                   retries=self.request.retries, ttl_s=rt.ttl(), **who)
     circuit = get_circuit(rec.params)
     try:
-        with timeline.stage(rt.redis, "fetch_assignment", job=job_id, partition=k, device=who["device"]):
-            r1cs = circuit.r1cs()
-            z = rt.blobs.get_array(parse_ref(synthesized["assignment"]), dtype=np.uint64,
-                                   shape=(r1cs.num_variables, 4))
-        timer = StageTimer(job=job_id, partition=k, device=who["device"])
+        ref = parse_ref(synthesized["assignment"])
+        ahead = _prove_ahead(rt, prover)
+        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
+        if got is None:
+            with timeline.stage(rt.redis, "fetch_assignment", job=job_id, partition=k, device=who["device"]):
+                z = _fetch_assignment(rt, circuit, ref)
+            timer = StageTimer(job=job_id, partition=k, device=who["device"])
+            terms = None
+        else:  # proved ahead while the previous task finished: only the combination is left
+            terms, timer = got
         try:
-            proof = prover.prove(circuit, z, timer)
+            proof = prover.prove(circuit, z, timer) if terms is None else prover.finish(circuit, terms, timer)
         finally:
             timeline.stage_records_to_events(rt.redis, job_id, k, who["device"], timer.records, rt.ttl())
     except UnsatisfiedConstraint as e:  # the witness is wrong: no device will do better
@@ -181,6 +186,29 @@ def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclud
         # a partition re-proved outside the chord completed the set: no chord body will fire
         aggregate.apply_async(args=(None, job_id), priority=rec.priority)
     return {"partition": k, "duplicate": not won, **who}
+
+
+def _fetch_assignment(rt, circuit, ref):
+    return rt.blobs.get_array(ref, dtype=np.uint64, shape=(circuit.r1cs().num_variables, 4))
+
+
+def _prove_ahead(rt, prover):
+    """The worker's prove-ahead thread (cluster/prefetch.py), started by its first prove task."""
+    from . import prefetch
+
+    if prover.ahead is None and rt.worker is not None and rt.worker.queues and prefetch.depth_setting():
+        from synthesis.circuits import get_circuit
+
+        queue, depth = rt.worker.queues[0], prefetch.depth_setting()
+
+        def circuit_of(job_id):
+            rec = rt.jobs.get(job_id)
+            return get_circuit(rec.params) if rec is not None else None
+        prover.ahead = prefetch.ProveAhead(
+            prover, peek=lambda: prefetch.peek_prove_tasks(rt.redis, queue, depth),
+            circuit_of=circuit_of, fetch=lambda c, ref: _fetch_assignment(rt, c, parse_ref(ref)),
+            depth=depth)
+    return prover.ahead
 
 
 def _retry_elsewhere(task, rt, synthesized, job_id, k, exclude, exc) -> dict:

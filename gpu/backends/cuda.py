@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -112,21 +113,33 @@ class Resident:
 
     @staticmethod
     def estimate_bytes(pk, r1cs) -> int:
-        """What load() will hold: matrices, the bases (uploaded, and in XYZZ-free affine
-        Montgomery form: the same size) and the MSM workspaces (digits, sort, buckets)."""
+        """What load() will hold: matrices, the bases (uploaded, and in affine Montgomery form:
+        the same size), the NTT tables of the domain, and the MSM workspaces: a query's own
+        (digits, sort, buckets) only where it fits one split-MSM chunk (gpu/cuda/split_msm.py:
+        larger queries always go through the chunked tail engines), plus one tail engine per
+        group sized for the largest query's chunk."""
+        from gpu.cuda.split_msm import TailEngine, chunk_capacity
         from gpu.msm import window_bits, windows
 
         total = sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc")
+        total += 2 * 32 * pk.domain_size + (8 << 20)  # twiddles, both directions; scale tables
+        biggest = {"g1": 0, "g2": 0}
         for name, group in Resident.QUERIES:
             n = len(getattr(pk, name))
             if not n:
                 continue
+            biggest[group] = max(biggest[group], n)
             point = 96 if group == "g1" else 192
-            c = window_bits(n)
-            W, B = windows(c), 1 << (c - 1)
-            total += n * point + 32 * n            # bases + the scalar staging buffer
-            total += W * n * 16 + W * B * 8        # sorted (key, value) digits, counts/cursors
-            total += W * B * 2 * point             # XYZZ buckets
+            total += n * point                     # bases
+            if n <= chunk_capacity(group):         # the plain Pippenger path may run on it
+                c = window_bits(n)
+                W, B = windows(c), 1 << (c - 1)
+                total += 32 * n                    # the scalar staging buffer
+                total += W * n * 16 + W * B * 8    # sorted (key, value) digits, counts/cursors
+                total += W * B * 2 * point         # XYZZ buckets
+        for group, n in biggest.items():
+            if n:
+                total += TailEngine.estimate_bytes(group, min(n, chunk_capacity(group)))
         return total
 
     def free(self) -> None:
@@ -160,9 +173,25 @@ class CudaBackend:
         self.k_inputs = loader.get_function(mod, "qap_place_inputs")
         self.k_check = loader.get_function(mod, "qap_first_unsatisfied")
         self._resident: dict[bytes, tuple[Resident, int]] = {}
+        self._split = None    # gpu.cuda.split_msm.SplitMsm, made at the first load
+        #: per proof, per query: the witness statistics and the MSM path taken (benchmarks)
+        self.last_msm: dict = {}
         self._staging = None  # page-locked host buffer for z, grown on demand
         #: seconds a proof waits for its working set before giving up (GpuOutOfMemory)
         self.admission_timeout = float(os.environ.get("ZKHIVE_ADMISSION_TIMEOUT_S", "600"))
+
+    @contextmanager
+    def current(self):
+        """This backend's context current on the calling thread for the block (a pipelined
+        prover proves ahead on its own thread; callers serialise use of the backend)."""
+        if self.cuda.Context.get_current() is not None:
+            yield
+            return
+        self.context.push()
+        try:
+            yield
+        finally:
+            self.cuda.Context.pop()
 
     # -- memory ---------------------------------------------------------------------------
     def _free_now(self) -> int:
@@ -178,8 +207,9 @@ class CudaBackend:
         return self._mem
 
     def working_set_bytes(self, pk) -> int:
+        """z, a, b, c, the split MSM's index lists, and room for the partial sums."""
         n, nv = pk.domain_size, 1 + pk.num_public + pk.num_aux
-        return 32 * (3 * n + nv) + (1 << 20)
+        return 32 * (3 * n + nv) + 4 * max(n, nv) + (128 << 20)
 
     # -- residency ------------------------------------------------------------------------
     def load(self, pk, r1cs) -> Resident:
@@ -189,9 +219,13 @@ class CudaBackend:
         need = Resident.estimate_bytes(pk, r1cs)
         label = f"proving key {pk.circuit_digest.hex()[:16]} ({pk.num_constraints} constraints)"
         self.budget.reserve_resident(need, label)
+        res = None
         try:
             res = Resident(pk, r1cs)
+            self._warm_split(res)
         except Exception:
+            if res is not None:
+                res.free()
             self.budget.release_resident(need)
             raise
         self._resident[pk.circuit_digest] = (res, need)
@@ -203,10 +237,25 @@ class CudaBackend:
             hit[0].free()
             self.budget.release_resident(hit[1])
 
+    def _warm_split(self, res: Resident) -> None:
+        """The split MSM's tail engines, their workspaces allocated now (booked with the key)."""
+        from gpu.cuda.split_msm import SplitMsm
+        if self._split is None:
+            self._split = SplitMsm()
+        biggest: dict[str, int] = {}
+        for name, group in Resident.QUERIES:
+            if name in res.bases:
+                biggest[group] = max(biggest.get(group, 0), res.bases[name].n)
+        for group, n in biggest.items():
+            self._split.tail(group, n).warm()
+
     def release(self) -> None:
         """Free everything this backend holds on the device (worker shutdown)."""
         for digest in list(self._resident):
             self.unload(digest)
+        if self._split is not None:
+            self._split.close()
+            self._split = None
         if self._staging is not None:
             self._staging.base.free()
             self._staging = None
@@ -287,15 +336,28 @@ class CudaBackend:
                            "check does not: a device fault", device=self.device, kernel="qap")
         self.ntt.compute_h_device(a, b, c, log_n)  # H into a
         mark("ntt_h")
-        aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * (res.num_vars - 1 - res.num_public), "z aux")
+        # the five MSMs through the split MSM: each scalar vector classified once (0, 1, the
+        # rest), the path chosen per query from those counts (gpu/cuda/split_msm.py)
+        naux = res.num_vars - 1 - res.num_public
+        aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * naux, "z aux")
         h = DeviceView(a, 0, 32 * (n - 1), "H")
-        out = {}
-        for key, name, scalars in (("a", "a_query", zb), ("b_g1", "b_g1_query", zb),
-                                   ("b_g2", "b_g2_query", zb), ("l", "l_query", aux),
-                                   ("h", "h_query", h)):
+        lists = buf(4 * max(n, res.num_vars), "split MSM index lists")
+        split = self._split
+        split.last = {}
+        out, cls = {}, {}
+        for key, name, scalars, count in (("a", "a_query", zb, res.num_vars),
+                                          ("b_g1", "b_g1_query", zb, res.num_vars),
+                                          ("b_g2", "b_g2_query", zb, res.num_vars),
+                                          ("l", "l_query", aux, naux), ("h", "h_query", h, n - 1)):
             bases = res.bases.get(name)
-            out[key] = bases.msm(scalars) if bases is not None else _identity(name)
+            if bases is None:
+                out[key] = _identity(name)
+            else:
+                if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
+                    cls = {"of": scalars, "c": split.classify(scalars, count, lists)}
+                out[key] = split.msm(bases, cls["c"], name=key)
             mark(f"msm_{key}")
+        self.last_msm = dict(split.last)
         cuda.Context.synchronize()
         names = list(ev)
         t0 = ev["start"]
