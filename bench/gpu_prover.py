@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -29,6 +30,9 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default="gpu_prover.json")
     ap.add_argument("--save-keys", help="also write the keys there (times the streaming writer)")
+    ap.add_argument("--split", default="auto",
+                    help="MSM paths to time, comma-separated: off (plain Pippenger, as before the "
+                         "split MSM), auto (chosen per query from the witness), on")
     args = ap.parse_args()
 
     from gpu import prove, setup, verify
@@ -80,40 +84,53 @@ def main() -> int:
         row["device_load_s"] = time.time() - t
         print(f"  synthesis {row['synthesis_s']:.2f} s, key+matrices onto the device "
               f"{row['device_load_s']:.2f} s", flush=True)
-        prove(pk, r1cs, z, backend=be)  # warm-up: workspaces, module loads
-        totals, stages = [], {}
-        proof = None
-        for _ in range(args.runs):
-            timer = StageTimer()
-            t = time.time()
-            proof = prove(pk, r1cs, z, backend=be, timer=timer)
-            totals.append(time.time() - t)
-            for k, v in timer.totals().items():
-                stages.setdefault(k, []).append(v)
-        row["prove_s"] = statistics.median(totals)
-        row["prove_all_s"] = totals
-        row["stages_s"] = {k: statistics.median(v) for k, v in stages.items()}
-        row["verifies"] = verify(vk, pub, proof)
-        row["rejects_wrong_input"] = not verify(vk, [pub[0] ^ 1, *pub[1:]], proof)
+        row["modes"] = {}
+        for mode in args.split.split(","):
+            os.environ["ZKHIVE_SPLIT_MSM"] = mode  # read per MSM (gpu/cuda/split_msm.py)
+            prove(pk, r1cs, z, backend=be)  # warm-up: workspaces, module loads
+            totals, stages = [], {}
+            proof = None
+            for _ in range(args.runs):
+                timer = StageTimer()
+                t = time.time()
+                proof = prove(pk, r1cs, z, backend=be, timer=timer)
+                totals.append(time.time() - t)
+                for k, v in timer.totals().items():
+                    stages.setdefault(k, []).append(v)
+            m = {"prove_s": statistics.median(totals), "prove_all_s": totals,
+                 "stages_s": {k: statistics.median(v) for k, v in stages.items()},
+                 "msm_paths": dict(be.last_msm),
+                 "verifies": verify(vk, pub, proof),
+                 "rejects_wrong_input": not verify(vk, [pub[0] ^ 1, *pub[1:]], proof)}
+            row["modes"][mode] = m
+            print(f"  [{mode}] prove median {m['prove_s'] * 1e3:.1f} ms over {args.runs}: "
+                  + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in m["stages_s"].items())
+                  + f"; verifies={m['verifies']} rejects_wrong_input={m['rejects_wrong_input']}", flush=True)
+            print("    witness and paths: " + "; ".join(
+                f"{q}: {i['path']} 0={i['zeros']} 1={i['ones']} other={i['tail']} chunks={i['chunks']}"
+                for q, i in m["msm_paths"].items()), flush=True)
+        last = row["modes"][args.split.split(",")[-1]]
+        row.update(prove_s=last["prove_s"], stages_s=last["stages_s"])
+        row["verifies"] = all(m["verifies"] for m in row["modes"].values())
+        row["rejects_wrong_input"] = all(m["rejects_wrong_input"] for m in row["modes"].values())
         if r1cs.num_constraints <= 1 << 16:
             r, s = F.random_element(), F.random_element()
             row["backends_agree"] = (prove(pk, r1cs, z, backend=be, r=r, s=s).to_bytes()
                                      == prove(pk, r1cs, z, backend="cpu", r=r, s=s).to_bytes())
-        print(f"  prove median {row['prove_s'] * 1e3:.1f} ms over {args.runs}: "
-              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in row["stages_s"].items())
-              + f"; verifies={row['verifies']} rejects_wrong_input={row['rejects_wrong_input']}"
-              + (f" backends_agree={row['backends_agree']}" if "backends_agree" in row else ""), flush=True)
+        if "backends_agree" in row:
+            print(f"  backends_agree={row['backends_agree']}", flush=True)
         results.append(row)
         Path(args.out).write_text(json.dumps(results, indent=1))
         be.unload(pk.circuit_digest)
         del pk, vk, r1cs, z
-    print("\n| set | constraints | setup s | prove ms | " + " | ".join(
+    print("\n| set | constraints | MSM path | setup s | prove ms | " + " | ".join(
         ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]) + " |")
     for row in results:
-        st = row["stages_s"]
-        print(f"| {row['params']} | {row['constraints']} | {row['setup_s']:.1f} | {row['prove_s'] * 1e3:.1f} | "
-              + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in
-                           ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]) + " |")
+        for mode, m in row["modes"].items():
+            st = m["stages_s"]
+            print(f"| {row['params']} | {row['constraints']} | {mode} | {row['setup_s']:.1f} | {m['prove_s'] * 1e3:.1f} | "
+                  + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in
+                               ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]) + " |")
     ok = all(r["verifies"] and r["rejects_wrong_input"] and r.get("backends_agree", True) for r in results)
     return 0 if ok else 1
 

@@ -112,35 +112,18 @@ class Resident:
             raise
 
     @staticmethod
-    def estimate_bytes(pk, r1cs) -> int:
-        """What load() will hold: matrices, the bases (uploaded, and in affine Montgomery form:
-        the same size), the NTT tables of the domain, and the MSM workspaces: a query's own
-        (digits, sort, buckets) only where it fits one split-MSM chunk (gpu/cuda/split_msm.py:
-        larger queries always go through the chunked tail engines), plus one tail engine per
-        group sized for the largest query's chunk."""
-        from gpu.cuda.split_msm import TailEngine, chunk_capacity
-        from gpu.msm import window_bits, windows
+    def shape(pk, r1cs):
+        """The sizes the memory ledger books (gpu/budget.py ProofShape)."""
+        from gpu.budget import ProofShape
+        return ProofShape(num_vars=1 + pk.num_public + pk.num_aux, num_aux=pk.num_aux,
+                          domain=pk.domain_size,
+                          matrix_bytes=sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc"))
 
-        total = sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc")
-        total += 2 * 32 * pk.domain_size + (8 << 20)  # twiddles, both directions; scale tables
-        biggest = {"g1": 0, "g2": 0}
-        for name, group in Resident.QUERIES:
-            n = len(getattr(pk, name))
-            if not n:
-                continue
-            biggest[group] = max(biggest[group], n)
-            point = 96 if group == "g1" else 192
-            total += n * point                     # bases
-            if n <= chunk_capacity(group):         # the plain Pippenger path may run on it
-                c = window_bits(n)
-                W, B = windows(c), 1 << (c - 1)
-                total += 32 * n                    # the scalar staging buffer
-                total += W * n * 16 + W * B * 8    # sorted (key, value) digits, counts/cursors
-                total += W * B * 2 * point         # XYZZ buckets
-        for group, n in biggest.items():
-            if n:
-                total += TailEngine.estimate_bytes(group, min(n, chunk_capacity(group)))
-        return total
+    @staticmethod
+    def estimate_bytes(pk, r1cs) -> int:
+        """What load() will hold (ProofShape.resident: matrices, bases, NTT tables, the MSM
+        workspaces of the split and plain paths)."""
+        return Resident.shape(pk, r1cs).resident_bytes()
 
     def free(self) -> None:
         for m in self.matrices.values():
@@ -208,16 +191,19 @@ class CudaBackend:
 
     def working_set_bytes(self, pk) -> int:
         """z, a, b, c, the split MSM's index lists, and room for the partial sums."""
-        n, nv = pk.domain_size, 1 + pk.num_public + pk.num_aux
-        return 32 * (3 * n + nv) + 4 * max(n, nv) + (128 << 20)
+        from gpu.budget import ProofShape
+        return ProofShape(1 + pk.num_public + pk.num_aux, pk.num_aux, pk.domain_size, 0).working_set_bytes()
 
     # -- residency ------------------------------------------------------------------------
     def load(self, pk, r1cs) -> Resident:
         hit = self._resident.get(pk.circuit_digest)
         if hit is not None:
             return hit[0]
-        need = Resident.estimate_bytes(pk, r1cs)
+        from gpu.budget import admit_shape
+        shape = Resident.shape(pk, r1cs)
+        need = shape.resident_bytes()
         label = f"proving key {pk.circuit_digest.hex()[:16]} ({pk.num_constraints} constraints)"
+        admit_shape(self.budget, shape, label)  # never fits: refused now, with the breakdown
         self.budget.reserve_resident(need, label)
         res = None
         try:

@@ -27,13 +27,13 @@ import numpy as np
 
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
+from gpu.budget import chunk_capacity, tail_engine_bytes
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm import decode_point, group_of, window_bits, windows
 
 BLOCK = 256
 #: the share of scalars that are 0 or 1 below which a query stays on plain Pippenger
 DENSE_SHARE = float(os.environ.get("ZKHIVE_SPLIT_MIN_SHARE", "0.05"))
-CHUNK_LOG = int(os.environ.get("ZKHIVE_SPLIT_CHUNK_LOG", "24"))
 _NO_INDEX = 0xFFFFFFFFFFFFFFFF
 
 
@@ -43,11 +43,6 @@ def _u(x) -> np.uintp:
 
 def _grid(n: int, block: int = BLOCK) -> tuple:
     return (max(1, -(-int(n) // block)), 1)
-
-
-def chunk_capacity(group) -> int:
-    """Scalars per tail chunk (the tail engine's workspace is sized for one)."""
-    return 1 << CHUNK_LOG
 
 
 def mode() -> str:
@@ -122,11 +117,7 @@ class TailEngine:
 
     @staticmethod
     def estimate_bytes(group, capacity: int) -> int:
-        g = group_of(group)
-        point = 4 * 2 * g.limbs
-        c = window_bits(capacity)
-        W, B = windows(c), 1 << (c - 1)
-        return capacity * (point // 2 + 32) + W * capacity * 8 + W * B * (8 + point) + (64 << 20)
+        return tail_engine_bytes(group_of(group).name, capacity)
 
     def msm(self, k: int):
         """Pippenger over the first k compact pairs (k <= capacity)."""
