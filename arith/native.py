@@ -33,8 +33,10 @@ class NativeBuildError(RuntimeError):
     """The host library failed to compile; the message holds the compiler's output."""
 
 
-def cache_dir() -> Path:
-    d = Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive"))
+def cache_dir(sub: str = "") -> Path:
+    """zkhive's one cache directory (``$ZKHIVE_CACHE_DIR``, default ``~/.cache/zkhive``), or a
+    folder in it (cubins, matrices, device ledgers), created on first use."""
+    d = Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive")) / sub
     d.mkdir(parents=True, exist_ok=True)
     return d
 

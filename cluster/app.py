@@ -108,12 +108,15 @@ class Runtime:
         from .blobs import open_store
         from .jobs import JobStore
         from .keys import KeyCache
+        from .workflow import CeleryDispatch
 
         self.settings = s
         self.redis = redis.Redis.from_url(s.redis.url_with_password(), health_check_interval=30)
         self.blobs = open_store(s, self.redis)
         self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
         self.keys = KeyCache(s.srs.param_cache)
+        #: sends the jobs' messages (the unit tests' stub runtime records them instead)
+        self.dispatch = CeleryDispatch(app)
         #: set by cluster.lifecycle in a prove worker: the device's Prover
         self.prover = None
         #: this worker's registry entry (lifecycle), or None in clients

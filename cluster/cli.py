@@ -17,7 +17,19 @@ COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.local", "cluster.
 
 
 class CommandError(Exception):
-    """A user-facing failure: printed as one line without a traceback, exit status 2."""
+    """A user-facing failure of a cluster command: printed as one line without a traceback,
+    exit status 2. The other packages' commands raise their own ``CommandError`` (synthesis.cli,
+    gpu.export.cli: they never import cluster); ``main`` prints each the same way."""
+
+
+def command_errors() -> tuple[type[Exception], ...]:
+    """Every package's command error class (each command module's ``CommandError``)."""
+    errors = [CommandError]
+    for name in COMMAND_MODULES:
+        cls = getattr(sys.modules.get(name), "CommandError", None)
+        if isinstance(cls, type) and issubclass(cls, Exception) and cls not in errors:
+            errors.append(cls)
+    return tuple(errors)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,13 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="zkhive", description="zkhive: distributed Groth16 (BLS12-381) proving for Filecoin-style C2 jobs")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as e:
-            if e.name == name:  # that package has no commands yet
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(name).register(sub)
     return parser
 
 
@@ -43,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         return int(args.func(args) or 0)
-    except CommandError as e:
+    except command_errors() as e:
         print(f"zkhive {args.command}: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from .errors import JobFailed, JobTimeout
-from .jobs import CANCELLED, DONE, FAILED, QUEUED, RUNNING, TERMINAL
+from .jobs import CANCELLED, DONE, FAILED, QUEUED, TERMINAL
 
 
 @dataclass
@@ -93,21 +93,19 @@ def submit(c1_input: dict, job_id: str | None = None, priority: str | int = "nor
 
 
 def cancel(job_id: str) -> bool:
-    """Cancel a job: its queued tasks become no-ops when they are picked up. False when the job
-    had already finished."""
-    from . import timeline
+    """Cancel a job: its messages still queued are removed (queue depth counts live work only);
+    a task already taken by a worker finds the job cancelled and does nothing (a prove already
+    running finishes and is discarded). False when the job had already ended."""
     from .app import runtime
-    from .workflow import ACTIVE
 
     rt = runtime()
     if rt.jobs.get(job_id) is None:
         raise KeyError(f"no job {job_id!r}")
-    if rt.jobs.transition(job_id, CANCELLED, (QUEUED, RUNNING), error="cancelled by the user",
-                          finished_at=time.time()):
-        rt.redis.srem(ACTIVE, job_id)
-        timeline.emit(rt.redis, job_id, "cancelled", ttl_s=rt.ttl())
-        return True
-    return False
+    if not rt.jobs.cancel(job_id):
+        return False
+    dropped = rt.dispatch.drop_queued(rt.redis, job_id)
+    rt.jobs.event(job_id, "dequeued", messages=dropped)
+    return True
 
 
 def get_job(job_id: str) -> Job:

@@ -6,7 +6,6 @@ Issue 5's ``up``/``down``/``demo`` live in ``cluster.up_commands`` (registered h
 """
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import time
@@ -172,7 +171,6 @@ def status_text(rt, *, jobs: int = 5) -> str:
     from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
     from .routing import queue_depth
     from .version import code_digest
-    from .workflow import ACTIVE
 
     now = time.time()
     ws = registry.workers(rt.redis)
@@ -193,15 +191,16 @@ def status_text(rt, *, jobs: int = 5) -> str:
     lines.append("queues:")
     for q in queues:
         lines.append(f"  {q:<28} {queue_depth(rt.redis, q)}")
-    active = sorted(j.decode() for j in rt.redis.smembers(ACTIVE))
+    active = rt.jobs.active()
     lines.append(f"jobs: {len(active)} active")
     for job_id in rt.jobs.recent(jobs):
         rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
         if rec is None:
             continue
         done = len(rt.jobs.partitions(job_id, rec.num_partitions))
-        err = f"  {st['error'][:80]}" if st.get("error") else ""
-        lines.append(f"  {job_id:<28} {st.get('status', '?'):<9} {rec.params:<16} {done}/{rec.num_partitions}{err}")
+        lines.append(f"  {job_id:<28} {st.get('status', '?'):<9} {rec.params:<16} {done}/{rec.num_partitions}")
+        if st.get("error"):  # whole: the reason is what an operator needs, never cut
+            lines.append(f"    {st['error']}")
     return "\n".join(lines)
 
 
@@ -287,10 +286,5 @@ def register(sub) -> None:
     _add_config(p)
     p.set_defaults(func=cmd_timeline)
 
-    try:
-        extra = importlib.import_module("cluster.up_commands")
-    except ModuleNotFoundError as e:
-        if e.name != "cluster.up_commands":
-            raise
-    else:
-        extra.register(sub)
+    from .up_commands import register as register_up
+    register_up(sub)

@@ -20,10 +20,7 @@ from .cli import CommandError
 
 
 def _smallest_porep() -> str:
-    try:
-        from synthesis.porep import TINY
-    except ImportError as e:
-        raise CommandError(f"porep-lite is not available ({e}); pass --params NAME") from None
+    from synthesis.porep import TINY
     return TINY
 
 

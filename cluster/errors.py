@@ -7,7 +7,8 @@ into a failed job with the message, never a worker crash.
     ├── BlobError           a blob reference is malformed, its blob missing, size or sha256 wrong
     ├── JobError            a submission: bad job id, priority, parameter set (names the field)
     │   └── JobConflict     a job id already names a job with another C1 input
-    ├── JobFailed           (client) the job failed or was cancelled; carries the reason
+    ├── JobFailed           the job failed or was cancelled; carries the reason (the client
+    │                       raises it, and so does a task that failed its job: Celery's FAILURE)
     ├── JobTimeout          (client) the job did not finish in time
     ├── KeyMissing          no proving/verifying key in the key cache (says how to make it)
     ├── DeviceSpecError     a device name that is not cpu, cpu:N or cuda:N
@@ -44,7 +45,12 @@ class JobConflict(JobError):
 class JobFailed(ClusterError, RuntimeError):
     def __init__(self, job_id: str, status: str, error: str):
         self.job_id, self.status, self.error = job_id, status, error
-        super().__init__(f"job {job_id} {status}: {error}")
+        # the three fields are the args: Celery's JSON result backend rebuilds the exception
+        # as JobFailed(*args) on the client side
+        super().__init__(job_id, status, error)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.status}: {self.error}"
 
 
 class JobTimeout(ClusterError, TimeoutError):

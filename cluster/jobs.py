@@ -7,9 +7,17 @@ Keys (all expire after ``delivery.result_ttl_s``)::
     zkhive:job:<id>:part:<k>       partition k's proof, SET NX: the first proof stored wins
     zkhive:job:<id>:assign:<k>     partition k's assignment BlobRef (written by synthesis)
     zkhive:job:<id>:claim:<k>      the prover that picked partition k up (worker, device, task)
-    zkhive:job:<id>:attempts:<k>   re-dispatches of partition k (retry budget)
+    zkhive:job:<id>:route:<k>      the queue routing chose for partition k, and why
+    zkhive:job:<id>:attempts:<k>   partition k's retry budget spent (cluster.retry: one budget for
+                                   a transient error, an unverifiable proof and a lost partition)
     zkhive:job:<id>:events         the timeline (see cluster.timeline)
     zkhive:jobs                    sorted set of job ids by submission time
+    zkhive:active                  the jobs not yet finished, failed or cancelled (the watchdog's)
+
+The lifecycle is this store's: ``create`` (queued, active), ``start`` (running), and exactly one
+of ``finish``, ``fail``, ``cancel``, each setting the final status, leaving the active set and
+emitting its timeline event once, however many tasks, clients and watchdogs race for it. The
+tasks, the client and the watchdog call these; nothing else writes a job's status.
 
 Why first-writer-wins: with late acks a prove message can be delivered twice (visibility timeout,
 lost worker) and both runs finish with *different* valid proofs (fresh r, s). Whichever is stored
@@ -20,17 +28,22 @@ fired early (one partition counted twice, another missing) cannot assemble a wro
 from __future__ import annotations
 
 import json
+import logging
 import re
 import time
 from typing import Any
 
 from pydantic import BaseModel, Field
 
+from . import timeline
 from .blobs import BlobRef
 from .errors import JobError
 
+log = logging.getLogger(__name__)
+
 PREFIX = "zkhive:job:"
 INDEX = "zkhive:jobs"
+ACTIVE = "zkhive:active"
 JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -49,7 +62,6 @@ class JobRecord(BaseModel):
     c1: BlobRef
     submitted_at: float
     deadline_at: float
-    task_ids: list[str] = []
 
 
 def check_job_id(job_id: str) -> str:
@@ -87,18 +99,19 @@ class JobStore:
 
     # -- the record -----------------------------------------------------------------------------
     def create(self, rec: JobRecord) -> bool:
-        """Write a new job; False when the id exists (the caller returns the existing job)."""
+        """Write a new job, queued and active, with a ``queued`` event per partition; False when
+        the id exists (the caller returns the existing job)."""
         if not self.r.set(key(rec.job_id), rec.model_dump_json(), nx=True, ex=self.ttl_s):
             return False
         pipe = self.r.pipeline()
         pipe.hset(key(rec.job_id, "state"), mapping={"status": QUEUED, "updated_at": time.time()})
         pipe.expire(key(rec.job_id, "state"), self.ttl_s)
         pipe.zadd(INDEX, {rec.job_id: rec.submitted_at})
+        pipe.sadd(ACTIVE, rec.job_id)
         pipe.execute()
+        for k in range(rec.num_partitions):
+            self.event(rec.job_id, "queued", partition=k, priority=rec.priority)
         return True
-
-    def update_record(self, rec: JobRecord) -> None:
-        self.r.set(key(rec.job_id), rec.model_dump_json(), xx=True, ex=self.ttl_s)
 
     def get(self, job_id: str) -> JobRecord | None:
         raw = self.r.get(key(job_id))
@@ -115,9 +128,6 @@ class JobStore:
         v = self.r.hget(key(job_id, "state"), "status")
         return None if v is None else v.decode()
 
-    def is_terminal(self, job_id: str) -> bool:
-        return self.status(job_id) in TERMINAL
-
     def transition(self, job_id: str, to: str, allowed_from: tuple[str, ...], **fields) -> bool:
         """Set status ``to`` (and fields) only if the current status is in ``allowed_from``;
         atomic, so a failure and a completion racing each other leave one final state."""
@@ -126,8 +136,49 @@ class JobStore:
         return bool(self._transition(keys=[key(job_id, "state")],
                                      args=[to, json.dumps(fields), *allowed_from]))
 
-    def fail(self, job_id: str, error: str) -> bool:
-        return self.transition(job_id, FAILED, (QUEUED, RUNNING), error=error, finished_at=time.time())
+    # -- the lifecycle: each final transition happens once ----------------------------------------
+    def event(self, job_id: str, event: str, *, partition: int | None = None, **fields) -> None:
+        """One timeline event of the job (cluster.timeline), expiring with the job."""
+        timeline.emit(self.r, job_id, event, partition=partition, ttl_s=self.ttl_s, **fields)
+
+    def start(self, job_id: str) -> bool:
+        """queued -> running (the first synthesis started); False when it was not queued."""
+        return self.transition(job_id, RUNNING, (QUEUED,))
+
+    def finish(self, job_id: str, result: BlobRef, **event_fields) -> bool:
+        """The job is done with ``result``: status, active set, ``aggregated`` event, once.
+        False when it had already ended (failed, cancelled, or finished by another run)."""
+        return self._end(job_id, DONE, "aggregated", None, {"result": result.model_dump_json()},
+                         event_fields)
+
+    def fail(self, job_id: str, error: str, *, partition: int | None = None, **event_fields) -> bool:
+        """The job failed because of ``error`` (kept whole: status, timeline and the client's
+        JobFailed carry the full message). False when it had already ended."""
+        if self._end(job_id, FAILED, "failed", partition, {"error": error},
+                     {"error": error, **event_fields}):
+            log.error("job %s failed: %s", job_id, error)
+            return True
+        return False
+
+    def cancel(self, job_id: str, reason: str = "cancelled by the user") -> bool:
+        """The user gave up on the job; its queued tasks become no-ops (cluster.tasks checks the
+        status first). False when it had already ended."""
+        return self._end(job_id, CANCELLED, "cancelled", None, {"error": reason}, {})
+
+    def _end(self, job_id, status, event, partition, fields, event_fields) -> bool:
+        if not self.transition(job_id, status, (QUEUED, RUNNING), finished_at=time.time(), **fields):
+            return False
+        self.r.srem(ACTIVE, job_id)
+        self.event(job_id, event, partition=partition, **event_fields)
+        return True
+
+    def active(self) -> list[str]:
+        """Jobs not yet ended, for the watchdog and ``zkhive status``."""
+        return sorted(j.decode() for j in self.r.smembers(ACTIVE))
+
+    def deactivate(self, job_id: str) -> None:
+        """Drop an ended or expired job from the active set (the watchdog's clean-up)."""
+        self.r.srem(ACTIVE, job_id)
 
     def recent(self, limit: int = 20) -> list[str]:
         return [j.decode() for j in self.r.zrevrange(INDEX, 0, limit - 1)]
@@ -164,13 +215,18 @@ class JobStore:
     def claim(self, job_id: str, k: int) -> dict | None:
         return _loads(self.r.get(key(job_id, "claim", k)))
 
+    def clear_claim(self, job_id: str, k: int) -> None:
+        """Forget who held partition k (it was lost and is being re-dispatched)."""
+        self.r.delete(key(job_id, "claim", k))
+
     def set_route(self, job_id: str, k: int, **route) -> None:
         self.r.set(key(job_id, "route", k), json.dumps({"at": time.time(), **route}), ex=self.ttl_s)
 
     def route(self, job_id: str, k: int) -> dict | None:
         return _loads(self.r.get(key(job_id, "route", k)))
 
-    def bump_attempts(self, job_id: str, k: int) -> int:
+    def spend_retry(self, job_id: str, k: int) -> int:
+        """Spend one unit of partition k's retry budget; returns the units spent so far."""
         pipe = self.r.pipeline()
         pipe.incr(key(job_id, "attempts", k))
         pipe.expire(key(job_id, "attempts", k), self.ttl_s)

@@ -127,7 +127,8 @@ class WorkerLifecycle:
         signals.task_prerun.connect(self._on_task_start, weak=False)
         signals.task_postrun.connect(self._on_task_end, weak=False)
 
-    def _on_ready(self, **kw) -> None:
+    def _on_ready(self, sender=None, **kw) -> None:
+        self._consumer = sender  # Celery's consumer: its event dispatcher (see _flush_task_events)
         self.rt.worker.ready = True
         self.heartbeat.beat()
         if self.role == "aggregate":
@@ -138,11 +139,25 @@ class WorkerLifecycle:
 
     # -- per task -----------------------------------------------------------------------------------
     def _on_task_start(self, task_id=None, task=None, args=(), **kw) -> None:
+        if self.pool == "solo":
+            self._flush_task_events()
         if task is not None and task.name == "zkhive.prove_partition" and len(args) >= 3:
             self.rt.worker.inflight = [f"{args[1]}/{args[2]}"]
             self.heartbeat.beat()
         if self.pool == "solo" and task is not None:
             self._arm_limits(task)
+
+    def _flush_task_events(self) -> None:
+        """Send the task's ``task-received`` and ``task-started`` events now. Celery buffers task
+        events for its event loop to send, and the solo pool runs the task inside that loop: they
+        went out only when the task had ended, so Flower showed a running prove as PENDING and
+        its executing gauge at 0 for the whole proof."""
+        dispatcher = getattr(getattr(self, "_consumer", None), "event_dispatcher", None)
+        if dispatcher is not None:
+            try:
+                dispatcher.flush()
+            except Exception as e:  # the broker away: the events go with the next flush
+                log.warning("could not send task events: %s", e)
 
     def _on_task_end(self, task=None, **kw) -> None:
         self._disarm_limits()

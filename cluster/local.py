@@ -13,28 +13,7 @@ import time
 from pathlib import Path
 
 from cluster.cli import CommandError
-
-
-def _load_c1(path: str):
-    from synthesis.circuits import C1Error, get_circuit
-
-    try:
-        doc = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise CommandError(f"{path}: no such file") from None
-    except json.JSONDecodeError as e:
-        raise CommandError(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
-        raise CommandError(f"{path}: field params: missing (the parameter set, e.g. porep-lite-2k)")
-    try:
-        circuit = get_circuit(doc["params"])
-    except KeyError as e:
-        raise CommandError(f"{path}: field params: {e.args[0]}") from None
-    try:
-        c1 = circuit.parse_c1(doc)
-    except C1Error as e:
-        raise CommandError(f"{path}: {e}") from None
-    return circuit, c1
+from synthesis.cli import load_c1
 
 
 def _keys(args):
@@ -60,7 +39,7 @@ def cmd_prove(args) -> int:
     from gpu.timing import StageTimer
     from synthesis.circuits import C1Error
 
-    circuit, c1 = _load_c1(args.c1)
+    circuit, c1 = load_c1(args.c1)
     cache = _keys(args)
     if not cache.has(circuit):
         if not args.setup:
@@ -101,7 +80,7 @@ def cmd_verify(args) -> int:
     from gpu import verify
     from gpu.groth16 import ProofFormatError, split_proofs
 
-    circuit, c1 = _load_c1(args.c1)
+    circuit, c1 = load_c1(args.c1)
     try:
         vk = _keys(args).load_vk(circuit)
     except KeyMissing as e:

@@ -22,7 +22,7 @@ from .registry import WorkerInfo
 
 log = logging.getLogger(__name__)
 
-PROVE_TASK = "zkhive.prove_partition"
+PROVE_TASK = "zkhive.prove_partition"  # cluster.workflow.PROVE
 
 
 @dataclass(frozen=True)
@@ -32,15 +32,38 @@ class Choice:
     workers: tuple[str, ...] = ()
 
 
-def queue_depth(r, queue: str) -> int:
-    """Messages waiting in ``queue`` over all priority lists (kombu names them queue\\x06\\x16N)."""
+def priority_lists(queue: str) -> list[str]:
+    """The Redis lists kombu keeps for ``queue``, one per priority level (queue\\x06\\x16N)."""
     from .app import PRIORITY_STEPS
 
-    names = [queue] + [f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS if p]
+    return [queue] + [f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS if p]
+
+
+def queue_depth(r, queue: str) -> int:
+    """Messages waiting in ``queue`` over all priority lists."""
     pipe = r.pipeline()
-    for n in names:
+    for n in priority_lists(queue):
         pipe.llen(n)
     return sum(pipe.execute())
+
+
+def queued_messages(r):
+    """(list, raw, message) for every message waiting in one of our queues: synthesis,
+    aggregate and every ``prove.*`` queue, a dead device's included."""
+    import json
+
+    from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE
+
+    lists = set(priority_lists(SYNTHESIS_QUEUE) + priority_lists(AGGREGATE_QUEUE))
+    lists |= {k for k in r.scan_iter(match="prove.*", count=500)}
+    for lst in sorted(lists, key=lambda k: k if isinstance(k, bytes) else k.encode()):
+        if r.type(lst) != b"list":
+            continue
+        for raw in r.lrange(lst, 0, -1):
+            try:
+                yield lst, raw, json.loads(raw)
+            except ValueError:
+                continue
 
 
 def choose_queue(provers: list[WorkerInfo], params: str, key_size: int, depths: dict[str, int],
@@ -77,7 +100,7 @@ def choose_queue(provers: list[WorkerInfo], params: str, key_size: int, depths: 
 
 def route_partition(rt, job_id: str, partition: int, exclude_devices: tuple[str, ...] = ()) -> Choice:
     """Choose a device queue for one partition from the live registry, and record the choice."""
-    from . import registry, timeline
+    from . import registry
     from synthesis.circuits import get_circuit
 
     rec = rt.jobs.get(job_id)
@@ -89,8 +112,7 @@ def route_partition(rt, job_id: str, partition: int, exclude_devices: tuple[str,
     depths = {q: queue_depth(rt.redis, q) for q in {w.queues[0] for w in provers if w.queues}}
     choice = choose_queue(provers, rec.params, rt.keys.size(circuit), depths, exclude_devices)
     rt.jobs.set_route(job_id, partition, queue=choice.queue, reason=choice.reason)
-    timeline.emit(rt.redis, job_id, "prove_routed", partition=partition, queue=choice.queue,
-                  reason=choice.reason, ttl_s=rt.ttl())
+    rt.jobs.event(job_id, "prove_routed", partition=partition, queue=choice.queue, reason=choice.reason)
     return choice
 
 

@@ -151,7 +151,8 @@ class DeliverySettings(Section):
     watchdog_interval_s: float = Field(10.0, gt=0)
     """How often a job's watchdog looks for lost partitions."""
     partition_retries: int = Field(2, ge=0)
-    """Re-proofs of one failed or unverifiable partition before the job fails."""
+    """One partition's retry budget: re-proofs after a transient error, an unverifiable proof or
+    a lost prover, together, before the job fails (bad input fails at once: cluster.retry)."""
     result_ttl_s: int = Field(7 * 86400, gt=0)
     """How long job records, timelines and results stay in Redis."""
 

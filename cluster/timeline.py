@@ -13,15 +13,19 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterable
 
-from .jobs import key
+
+
+def key(job_id: str) -> str:
+    """The job's event list (one of the job keys listed in cluster.jobs)."""
+    return f"zkhive:job:{job_id}:events"
 
 
 def emit(r, job_id: str, event: str, *, partition: int | None = None, ttl_s: int = 7 * 86400,
          t: float | None = None, **fields: Any) -> None:
     doc = {"t": time.time() if t is None else t, "event": event, "partition": partition, **fields}
     pipe = r.pipeline()
-    pipe.rpush(key(job_id, "events"), json.dumps(doc))
-    pipe.expire(key(job_id, "events"), ttl_s)
+    pipe.rpush(key(job_id), json.dumps(doc))
+    pipe.expire(key(job_id), ttl_s)
     pipe.execute()
 
 
@@ -38,7 +42,7 @@ def stage(r, name: str, *, job: str, partition: int | None = None, device: str |
 
 
 def load(r, job_id: str) -> list[dict]:
-    return sorted((json.loads(x) for x in r.lrange(key(job_id, "events"), 0, -1)), key=lambda e: e["t"])
+    return sorted((json.loads(x) for x in r.lrange(key(job_id), 0, -1)), key=lambda e: e["t"])
 
 
 # -- rendering ---------------------------------------------------------------------------------
@@ -128,6 +132,6 @@ def stage_records_to_events(r, job_id: str, partition: int, device: str, records
     for rec in records:
         doc = {"t": rec["start"], "event": "stage", "partition": partition, "stage": rec["stage"],
                "start": rec["start"], "end": rec["end"], "seconds": rec["seconds"], "device": device}
-        pipe.rpush(key(job_id, "events"), json.dumps(doc))
-    pipe.expire(key(job_id, "events"), ttl_s)
+        pipe.rpush(key(job_id), json.dumps(doc))
+    pipe.expire(key(job_id), ttl_s)
     pipe.execute()

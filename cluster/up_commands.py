@@ -459,10 +459,5 @@ def register(sub) -> None:
     _add_common(p)
     p.set_defaults(func=cmd_ready)
 
-    try:
-        from .demo import register as register_demo
-    except ModuleNotFoundError as e:
-        if e.name != "cluster.demo":
-            raise
-    else:
-        register_demo(sub, _add_common, _add_run_dir, _add_up_options)
+    from .demo import register as register_demo
+    register_demo(sub, _add_common, _add_run_dir, _add_up_options)

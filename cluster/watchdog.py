@@ -11,7 +11,9 @@ job per interval. For each active job it checks, in order:
 - a partition routed to a queue no live prover serves (``prove.unassigned``, or a dead device's
   queue) and not yet picked up: re-dispatch it once a prover exists.
 
-Re-dispatches per partition are bounded by ``delivery.max_redeliveries``.
+A re-dispatch spends from the partition's one retry budget (``delivery.partition_retries``,
+cluster.retry). Everything goes through the job store (``rt.jobs``: fail, spend_retry,
+clear_claim, active, deactivate) and the dispatcher (``rt.dispatch``), as the tasks do.
 """
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ import time
 
 from . import registry, timeline
 from .jobs import TERMINAL
-from .workflow import ACTIVE, dispatch_partition
+from .retry import within_budget
+from .workflow import dispatch_partition
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +40,11 @@ def _last_event(events: list[dict], k: int) -> str:
 
 def inspect_job(rt, job_id: str, now: float | None = None) -> list[str]:
     """Look at one active job and act; returns what it did (for logs and tests)."""
-    from .tasks import _fail, aggregate
-
     now = time.time() if now is None else now
     rec = rt.jobs.get(job_id)
     status = rt.jobs.status(job_id)
     if rec is None or status in TERMINAL:
-        rt.redis.srem(ACTIVE, job_id)
+        rt.jobs.deactivate(job_id)
         return ["inactive"]
     n = rec.num_partitions
     parts = rt.jobs.partitions(job_id, n)
@@ -51,11 +52,11 @@ def inspect_job(rt, job_id: str, now: float | None = None) -> list[str]:
     if now > rec.deadline_at:
         events = timeline.load(rt.redis, job_id)
         report = "; ".join(f"partition {k}: {_last_event(events, k)}" for k in missing) or "all partitions proved"
-        _fail(rt, job_id, f"deadline passed ({now - rec.submitted_at:.0f} s after submission): {report}")
+        rt.jobs.fail(job_id, f"deadline passed ({now - rec.submitted_at:.0f} s after submission): {report}")
         return ["deadline"]
     if not missing:
         if rt.jobs.lock(job_id, "kick-aggregate", ttl_s=max(5, int(rt.settings.delivery.watchdog_interval_s * 3))):
-            aggregate.apply_async(args=(None, job_id), priority=rec.priority)
+            rt.dispatch.aggregate(rec)
             return ["aggregate"]
         return []
     live = registry.workers(rt.redis)
@@ -72,13 +73,13 @@ def inspect_job(rt, job_id: str, now: float | None = None) -> list[str]:
             why, exclude = f"queue {route.get('queue')} has no live prover", []
         else:
             continue
-        count = int(rt.redis.incr(f"zkhive:job:{job_id}:redispatch:{k}"))
-        rt.redis.expire(f"zkhive:job:{job_id}:redispatch:{k}", rt.ttl())
-        if count > rt.settings.delivery.max_redeliveries:
-            _fail(rt, job_id, f"partition {k}: lost {count} times ({why}); delivery.max_redeliveries="
-                              f"{rt.settings.delivery.max_redeliveries}", k)
+        budget = rt.settings.delivery.partition_retries
+        count = rt.jobs.spend_retry(job_id, k)
+        if not within_budget(count, budget):
+            rt.jobs.fail(job_id, f"partition {k}: lost ({why}) after {count - 1} retries "
+                                 f"(delivery.partition_retries={budget})", partition=k)
             return ["failed"]
-        rt.redis.delete(f"zkhive:job:{job_id}:claim:{k}")
+        rt.jobs.clear_claim(job_id, k)
         log.warning("job %s partition %d: %s; re-dispatching", job_id, k, why)
         dispatch_partition(rt, rec, k, exclude=[d for d in exclude if d], reason=why)
         actions.append(f"redispatch {k}")
@@ -104,8 +105,7 @@ class Watchdog:
 
     def sweep(self) -> None:
         lock_s = max(1, int(self.interval_s))
-        for raw in self.rt.redis.smembers(ACTIVE):
-            job_id = raw.decode()
+        for job_id in self.rt.jobs.active():
             if self.rt.jobs.lock(job_id, "watchdog", ttl_s=lock_s):
                 try:
                     inspect_job(self.rt, job_id)

@@ -7,6 +7,10 @@
 Synthesis runs on the ``synthesis`` queue; each prove task is routed to a device queue when its
 synthesis finishes (cluster.routing); the body runs on ``aggregate`` and reads the partition proofs
 from the first-writer-wins store (cluster.jobs), not from the chord's results.
+
+The work is sent by task *name* (``CeleryDispatch``): this module never imports cluster.tasks,
+which imports it, so there is no import cycle; the unit tests put a stub dispatcher in its place
+(tests/unit/stub_runtime.py) and run the task bodies without a broker.
 """
 from __future__ import annotations
 
@@ -17,11 +21,14 @@ from typing import Any
 
 from celery import chain, chord
 
-from . import timeline
 from .errors import JobConflict, JobError
 from .jobs import JobRecord, check_job_id, priority_value
 
-ACTIVE = "zkhive:active"
+SYNTHESIZE = "zkhive.synthesize_partition"
+PROVE = "zkhive.prove_partition"
+AGGREGATE = "zkhive.aggregate"
+#: where each task's message carries its job id (for cancel's clean-up of queued messages)
+JOB_ARG = {SYNTHESIZE: 0, PROVE: 1, AGGREGATE: 1}
 
 
 def canonical_c1(doc: Any) -> bytes:
@@ -35,19 +42,71 @@ def default_job_id(params: str, c1: bytes) -> str:
     return "c1-" + hashlib.sha256(params.encode() + b"\0" + c1).hexdigest()[:24]
 
 
-def build_chord(rec: JobRecord):
-    from .tasks import aggregate, prove_partition, synthesize_partition
+class CeleryDispatch:
+    """Sends a job's work through Celery. Every follow-up message (the job's chord, one partition
+    again, the aggregation) goes through here, from the client, the tasks and the watchdog."""
 
-    p = rec.priority
-    header = [chain(synthesize_partition.si(rec.job_id, k).set(priority=p),
-                    prove_partition.s(rec.job_id, k).set(priority=p))
-              for k in range(rec.num_partitions)]
-    return chord(header, aggregate.s(rec.job_id).set(priority=p))
+    def __init__(self, app):
+        self.app = app
+
+    def _sig(self, name: str, args: tuple, *, priority: int, immutable: bool = False, **kwargs):
+        return self.app.signature(name, args=args, kwargs=kwargs, immutable=immutable,
+                                  options={"priority": priority})
+
+    def job(self, rec: JobRecord) -> None:
+        p = rec.priority
+        header = [chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
+                        self._sig(PROVE, (rec.job_id, k), priority=p))
+                  for k in range(rec.num_partitions)]
+        chord(header, self._sig(AGGREGATE, (rec.job_id,), priority=p)).apply_async()
+
+    def partition(self, rec: JobRecord, k: int, assignment: dict | None, exclude: list[str]) -> None:
+        """Partition k alone, outside the chord: synthesis and proof, or the proof of a stored
+        assignment."""
+        p = rec.priority
+        if assignment is None:
+            chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
+                  self._sig(PROVE, (rec.job_id, k), priority=p, exclude=exclude)).apply_async()
+        else:
+            self._sig(PROVE, ({"partition": k, "assignment": assignment}, rec.job_id, k), priority=p,
+                      exclude=exclude).apply_async()
+
+    def aggregate(self, rec: JobRecord) -> None:
+        self._sig(AGGREGATE, (None, rec.job_id), priority=rec.priority).apply_async()
+
+    def drop_queued(self, r, job_id: str) -> int:
+        """Remove the job's messages still waiting in any queue (a cancelled job), so queue
+        depth counts only live work; returns how many. A message already taken by a worker is
+        not in a list any more: its task finds the job cancelled and skips."""
+        from .routing import queued_messages
+
+        dropped = 0
+        for lst, raw, msg in queued_messages(r):
+            name = msg.get("headers", {}).get("task")
+            args = _message_args(msg)
+            i = JOB_ARG.get(name)
+            if i is not None and args is not None and len(args) > i and args[i] == job_id:
+                dropped += int(r.lrem(lst, 1, raw))
+        return dropped
+
+
+def _message_args(msg: dict) -> list | None:
+    import base64
+
+    try:
+        body = msg["body"]
+        if msg.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        return json.loads(body)[0]
+    except (KeyError, ValueError, TypeError, IndexError):
+        return None
 
 
 def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int = "normal",
                deadline_s: float | None = None) -> tuple[JobRecord, bool]:
-    """Record and dispatch a job; returns (record, created). An existing id returns its record."""
+    """Record and dispatch a job; returns (record, created). An existing id returns its record.
+    A parameter set whose keys exist nowhere in the cluster (neither in the key cache nor
+    resident on a live prover) is refused here, not failed later by every partition."""
     from synthesis.circuits import get_circuit
 
     c1 = canonical_c1(doc)
@@ -64,6 +123,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
 
     existing = rt.jobs.get(job_id)
     if existing is None:
+        _check_keys_exist(rt, circuit)
         now = time.time()
         ref = rt.blobs.put(c1, kind="c1")
         rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
@@ -71,10 +131,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
                         submitted_at=now,
                         deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
         if rt.jobs.create(rec):
-            for k in range(rec.num_partitions):
-                timeline.emit(rt.redis, job_id, "queued", partition=k, priority=prio, ttl_s=rt.ttl())
-            rt.redis.sadd(ACTIVE, job_id)
-            build_chord(rec).apply_async()
+            rt.dispatch.job(rec)
             return rec, True
         existing = rt.jobs.get(job_id)  # lost a race with an identical submission
     if existing.params != params or existing.c1.sha256 != c1_sha:
@@ -83,18 +140,23 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     return existing, False
 
 
+def _check_keys_exist(rt, circuit) -> None:
+    from . import registry
+
+    if rt.keys.has(circuit):
+        return
+    if any(circuit.name in w.resident_keys for w in registry.workers(rt.redis, role="prove")):
+        return
+    raise JobError(f"field params: no keys for parameter set {circuit.name!r} anywhere in the cluster "
+                   f"(not in the key cache {rt.keys.root}, not resident on any prover): run "
+                   f"`zkhive keys setup --params {circuit.name}`")
+
+
 def dispatch_partition(rt, rec: JobRecord, k: int, *, exclude: list[str] | tuple = (), reason: str = "retry") -> None:
     """Send partition k alone (outside the chord): re-prove a bad or lost partition. The proof
     joins the others in the first-writer-wins store; the aggregation is then started by the prove
     task that completes the set (or the watchdog)."""
-    from .tasks import prove_partition, synthesize_partition
-
     ref = rt.jobs.assignment(rec.job_id, k)
-    timeline.emit(rt.redis, rec.job_id, "redispatched", partition=k, reason=reason,
-                  exclude=list(exclude), resynthesize=ref is None, ttl_s=rt.ttl())
-    if ref is None:
-        chain(synthesize_partition.si(rec.job_id, k).set(priority=rec.priority),
-              prove_partition.s(rec.job_id, k, exclude=list(exclude)).set(priority=rec.priority)).apply_async()
-    else:
-        prove_partition.apply_async(args=({"partition": k, "assignment": ref}, rec.job_id, k),
-                                    kwargs={"exclude": list(exclude)}, priority=rec.priority)
+    rt.jobs.event(rec.job_id, "redispatched", partition=k, reason=reason, exclude=list(exclude),
+                  resynthesize=ref is None)
+    rt.dispatch.partition(rec, k, ref, list(exclude))

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -64,7 +63,9 @@ class DeviceBudget:
         if capacity <= 0:
             raise ValueError("device memory capacity must be positive")
         self.device_id, self.capacity, self._free_bytes = device_id, int(capacity), free_bytes
-        root = ledger_dir or Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive")) / "budget"
+        from arith.native import cache_dir
+
+        root = Path(ledger_dir) if ledger_dir else cache_dir("budget")
         root.mkdir(parents=True, exist_ok=True)
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in device_id)
         self.path = root / f"{safe}.json"

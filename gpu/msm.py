@@ -28,7 +28,6 @@ from synthesis.field import check_vec
 __all__ = ["G1", "G2", "Group", "group_of", "encode_points", "decode_point", "window_bits",
            "windows", "load_bases", "msm", "CpuBases", "MsmInputError"]
 
-BaseError = MsmInputError  # the name the host-build loader raises
 
 
 @dataclass(frozen=True)

@@ -80,8 +80,4 @@ def _load_families() -> None:
     import importlib
 
     for mod in ("synthesis.porep",):
-        try:
-            importlib.import_module(mod)
-        except ModuleNotFoundError as e:
-            if e.name != mod:
-                raise
+        importlib.import_module(mod)

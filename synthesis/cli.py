@@ -8,13 +8,13 @@ import re
 import time
 from pathlib import Path
 
-#: Largest C1 file ``zkhive synth`` reads (the porep-lite-16m document is ~140 MB).
+#: Largest C1 file a command reads (the porep-lite-16m document is ~140 MB).
 MAX_C1_BYTES = 1 << 30
 
 
-def _error(msg: str):
-    from cluster.cli import CommandError  # the console command's one-line error
-    return CommandError(msg)
+class CommandError(Exception):
+    """A user-facing failure of a synthesis command; the ``zkhive`` command prints it as one
+    line (cluster.cli.main), exit status 2."""
 
 
 def parse_seed(text: str) -> bytes:
@@ -29,7 +29,7 @@ def _circuit(name: str):
     try:
         return get_circuit(name)
     except KeyError as e:
-        raise _error(e.args[0]) from None
+        raise CommandError(e.args[0]) from None
 
 
 def cmd_sector_new(args) -> int:
@@ -37,7 +37,7 @@ def cmd_sector_new(args) -> int:
     circuit = _circuit(args.params)
     out = Path(args.out)
     if (out / "sector.json").exists() and not args.force:
-        raise _error(f"{out} already holds a sector (pass --force to replace it)")
+        raise CommandError(f"{out} already holds a sector (pass --force to replace it)")
     t = time.time()
     sector = generate(circuit.prm, parse_seed(args.seed))
     sector.save(out)
@@ -54,11 +54,11 @@ def cmd_sector_c1(args) -> int:
         print(json.dumps(c1mod.json_schema(), indent=2))
         return 0
     if not args.sector or not args.out:
-        raise _error("give a sector directory and --out (or --schema)")
+        raise CommandError("give a sector directory and --out (or --schema)")
     try:
         sector = Sector.load(args.sector)
     except SectorError as e:
-        raise _error(str(e)) from None
+        raise CommandError(str(e)) from None
     seed = parse_seed(args.challenge_seed) if args.challenge_seed else \
         hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
     doc = c1_document(sector, seed)
@@ -69,26 +69,32 @@ def cmd_sector_c1(args) -> int:
 
 
 def load_c1(path: str):
-    """(circuit, parsed C1) from a file; a one-line error for every kind of bad input."""
+    """(circuit, parsed C1) from a file; a one-line error for every kind of bad input. The one
+    C1 loader of the commands (``zkhive synth``, ``prove``, ``verify``)."""
     from synthesis.circuits import C1Error
     p = Path(path)
     try:
         size = p.stat().st_size
     except FileNotFoundError:
-        raise _error(f"{path}: no such file") from None
+        raise CommandError(f"{path}: no such file") from None
     if size > MAX_C1_BYTES:
-        raise _error(f"{path}: {size} bytes, larger than the {MAX_C1_BYTES}-byte limit")
+        raise CommandError(f"{path}: {size} bytes, larger than the {MAX_C1_BYTES}-byte limit")
     try:
         doc = json.loads(p.read_bytes())
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise _error(f"{path}: not JSON ({e})") from None
+    except json.JSONDecodeError as e:
+        raise CommandError(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
+    except UnicodeDecodeError as e:
+        raise CommandError(f"{path}: not JSON (byte {e.start} is not UTF-8)") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
-        raise _error(f"{path}: field params: missing (the parameter set name)")
-    circuit = _circuit(doc["params"])
+        raise CommandError(f"{path}: field params: missing (the parameter set, e.g. porep-lite-2k)")
+    try:
+        circuit = _circuit(doc["params"])
+    except CommandError as e:
+        raise CommandError(f"{path}: field params: {e}") from None
     try:
         return circuit, circuit.parse_c1(doc)
     except C1Error as e:
-        raise _error(f"{path}: {e}") from None
+        raise CommandError(f"{path}: {e}") from None
 
 
 def cmd_synth(args) -> int:
@@ -106,7 +112,7 @@ def cmd_synth(args) -> int:
         try:
             z = circuit.synthesize(c1, k, check=args.check)
         except (C1Error, UnsatisfiedConstraint) as e:
-            raise _error(str(e)) from None
+            raise CommandError(str(e)) from None
         msg = f"partition {k}: {len(z)} values in {time.time() - t:.2f} s"
         if args.check:
             msg += ", satisfies the R1CS"

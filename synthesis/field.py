@@ -82,10 +82,6 @@ def vec_to_ints(vec: np.ndarray) -> list[int]:
     return [int.from_bytes(raw[i:i + BYTES], "little") for i in range(0, len(raw), BYTES)]
 
 
-def vec_zeros(n: int) -> np.ndarray:
-    return np.zeros((n, 4), dtype=np.uint64)
-
-
 def vec_random(n: int) -> np.ndarray:
     """n fresh uniformly random elements (rejection-sampled from the OS generator)."""
     out = np.frombuffer(secrets.token_bytes(n * BYTES), dtype="<u8").reshape(n, 4).copy()

@@ -1,6 +1,6 @@
 // Batched Poseidon permutation with its witness trace, for porep-lite synthesis.
 //
-// Built by synthesis/poseidon.py (kernel()) through gpu.native.build from the same ff.cuh field
+// Built by synthesis/poseidon.py (kernel()) through arith.native.build from the same ff.cuh field
 // template as the host library and the CUDA kernels. One call permutes a whole batch of states
 // and writes, per instance, every value the Poseidon gadget allocates, in the gadget's order:
 //   full round r:    for each i: [x_i if r is the first full round after the partial ones],

@@ -1,8 +1,24 @@
-"""The interface every prover backend implements."""
+"""The interface every prover backend implements.
+
+A backend computes a proof's sums (``prove_terms``) and key-generation multiples
+(``fixed_base``). Residency has one owner, cluster.prover.Prover: it decides which proving keys
+stay resident, in what order they are evicted (least recently used first, never one a proof is
+using) and evicts *before* a new key goes up. A backend only does what it is told:
+
+    resident_bytes(pk, r1cs)  what ``load`` will hold on the device (asked before loading)
+    capacity()                bytes this backend may fill with resident keys, or None
+    load(pk, r1cs)            put one key and its matrices on the device (idempotent);
+                              GpuOutOfMemory when the device refuses
+    unload(digest)            free one key's device memory now
+    release()                 free everything (worker shutdown)
+    memory_info()             (free, total) bytes of the device, or None
+
+The defaults are those of a backend that keeps nothing on a device (the CPU backend: the key
+lives in host memory, in the Prover's cache).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
@@ -16,11 +32,36 @@ class ProofTerms:
     h: object      # sum h_i h_query[i]               (G1)
 
 
-class Backend(Protocol):
-    name: str
+class Backend:
+    name: str = "abstract"
 
     def prove_terms(self, pk, r1cs, z: np.ndarray, timer) -> ProofTerms:
         """Check z satisfies r1cs (raise UnsatisfiedConstraint), compute H, and the five MSMs."""
+        raise NotImplementedError
 
     def fixed_base(self, base, scalars: np.ndarray) -> list:
         """[s * base for s in scalars] (key generation)."""
+        raise NotImplementedError
+
+    # -- residency: what the Prover asks and tells -----------------------------------------------
+    def resident_bytes(self, pk, r1cs) -> int | None:
+        """Bytes ``load(pk, r1cs)`` will hold; None: nothing on a device (the key file's size,
+        in host memory, is what the Prover books)."""
+        return None
+
+    def capacity(self) -> int | None:
+        """Bytes this backend may fill with resident keys; None: no device limit of its own."""
+        return None
+
+    def load(self, pk, r1cs) -> None:
+        """Make the key and its matrices resident; a second call for the same key is free."""
+
+    def unload(self, digest: bytes) -> None:
+        """Free what ``load`` holds for the key with this circuit digest (nothing when absent)."""
+
+    def release(self) -> None:
+        """Free everything this backend holds (worker shutdown)."""
+
+    def memory_info(self) -> tuple[int, int] | None:
+        """(free, total) bytes of the device; None for a backend without one."""
+        return None

@@ -12,10 +12,13 @@ from py_arkworks_bls12381 import G1Point, G2Point
 from arith import native
 from gpu.groth16 import curve, qap
 
-from .base import ProofTerms
+from .base import Backend, ProofTerms
 
 
-class CpuBackend:
+class CpuBackend(Backend):
+    """Keeps nothing on a device: the residency defaults of Backend (the Prover books each
+    key's file size in host memory)."""
+
     name = "cpu"
 
     def __init__(self, threads: int | None = None):

@@ -33,7 +33,7 @@ from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError
 from gpu.groth16.points import PointArray
 
-from .base import ProofTerms
+from .base import Backend, ProofTerms
 
 BLOCK = 256
 #: Share of the device's memory zkhive may book (the rest: contexts, the driver, fragmentation).
@@ -133,7 +133,7 @@ class Resident:
         self.matrices, self.bases = {}, {}
 
 
-class CudaBackend:
+class CudaBackend(Backend):
     name = "cuda"
 
     def __init__(self, ordinal: int = 0, *, capacity: int | None = None):
@@ -155,7 +155,9 @@ class CudaBackend:
         self.k_spmv = loader.get_function(mod, "qap_spmv")
         self.k_inputs = loader.get_function(mod, "qap_place_inputs")
         self.k_check = loader.get_function(mod, "qap_first_unsatisfied")
-        self._resident: dict[bytes, tuple[Resident, int]] = {}
+        #: the device buffers of each loaded key, by circuit digest: a lookup table, not a
+        #: policy (cluster.prover.Prover decides what is loaded and evicted, gpu/backends/base.py)
+        self._on_device: dict[bytes, tuple[Resident, int]] = {}
         self._split = None    # gpu.cuda.split_msm.SplitMsm, made at the first load
         #: per proof, per query: the witness statistics and the MSM path taken (benchmarks)
         self.last_msm: dict = {}
@@ -183,11 +185,15 @@ class CudaBackend:
             self._mem = (int(free), int(total))
         return self._mem[0]
 
-    def memory_info(self, index: int | None = None) -> tuple[int, int]:
+    def memory_info(self) -> tuple[int, int]:
         """(free, total) bytes of the device: live on the owning thread, else the last reading
         (the registry heartbeat runs on another thread, where the context is not current)."""
         self._free_now()
         return self._mem
+
+    def capacity(self) -> int:
+        """What this device's ledger lets all zkhive processes book (CAPACITY_SHARE of it)."""
+        return self.budget.capacity
 
     def working_set_bytes(self, pk) -> int:
         """z, a, b, c, the split MSM's index lists, and room for the partial sums."""
@@ -195,8 +201,13 @@ class CudaBackend:
         return ProofShape(1 + pk.num_public + pk.num_aux, pk.num_aux, pk.domain_size, 0).working_set_bytes()
 
     # -- residency ------------------------------------------------------------------------
+    def resident_bytes(self, pk, r1cs) -> int:
+        return Resident.estimate_bytes(pk, r1cs)
+
     def load(self, pk, r1cs) -> Resident:
-        hit = self._resident.get(pk.circuit_digest)
+        """Upload the key and matrices (booked in the ledger first: DeviceMemoryExhausted when
+        the booking does not fit). The caller evicts before this, never this method."""
+        hit = self._on_device.get(pk.circuit_digest)
         if hit is not None:
             return hit[0]
         from gpu.budget import admit_shape
@@ -214,11 +225,11 @@ class CudaBackend:
                 res.free()
             self.budget.release_resident(need)
             raise
-        self._resident[pk.circuit_digest] = (res, need)
+        self._on_device[pk.circuit_digest] = (res, need)
         return res
 
     def unload(self, digest: bytes) -> None:
-        hit = self._resident.pop(digest, None)
+        hit = self._on_device.pop(digest, None)
         if hit is not None:
             hit[0].free()
             self.budget.release_resident(hit[1])
@@ -237,7 +248,7 @@ class CudaBackend:
 
     def release(self) -> None:
         """Free everything this backend holds on the device (worker shutdown)."""
-        for digest in list(self._resident):
+        for digest in list(self._on_device):
             self.unload(digest)
         if self._split is not None:
             self._split.close()

@@ -48,9 +48,8 @@ _ERROR_RE = re.compile(r"^(?P<file>[^\s(][^(]*)\((?P<line>\d+)\): (?:catastrophi
 
 
 def cache_dir() -> Path:
-    d = Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive")) / "cubin"
-    d.mkdir(parents=True, exist_ok=True)
-    return d
+    from arith.native import cache_dir as root
+    return root("cubin")
 
 
 def _flags(arch: str) -> list[str]:

@@ -8,7 +8,8 @@
 partition); ``--proof`` raw proof bytes (N x 192 for N partitions) with the inputs from
 ``--inputs`` (comma-separated, decimal or 0x-hex) or ``--public`` (a JSON list, as public.json).
 ``--key`` is a verifying key file or a proving key file (its verifying key is used).
-Hooked into the ``zkhive`` command by ``gpu.cli`` through ``register(subparsers)``.
+Hooked into the ``zkhive`` command by cluster.cli through ``register(subparsers)``; errors are
+this module's own ``CommandError``.
 """
 from __future__ import annotations
 
@@ -36,10 +37,9 @@ def register(subparsers) -> None:
     s.set_defaults(func=cmd_export_snarkjs)
 
 
-def _error(msg: str):
-    from cluster.cli import CommandError  # only raised under the zkhive command
-
-    return CommandError(msg)
+class CommandError(Exception):
+    """A user-facing failure of an export; the ``zkhive`` command prints it as one line
+    (cluster.cli.main), exit status 2."""
 
 
 def _int(text, what: str) -> int:
@@ -49,14 +49,14 @@ def _int(text, what: str) -> int:
         text = str(text).strip()
         return int(text, 16) if text.lower().startswith("0x") else int(text, 10)
     except ValueError:
-        raise _error(f"{what}: {text!r} is not a decimal or 0x-hex integer") from None
+        raise CommandError(f"{what}: {text!r} is not a decimal or 0x-hex integer") from None
 
 
 def _read(path: str, what: str, binary: bool = False):
     try:
         return Path(path).read_bytes() if binary else Path(path).read_text()
     except OSError as e:
-        raise _error(f"{what} {path}: {e.strerror or e}") from None
+        raise CommandError(f"{what} {path}: {e.strerror or e}") from None
 
 
 def _load_vk(path: str):
@@ -68,9 +68,9 @@ def _load_vk(path: str):
             return ProvingKey.load(path).vk
         return VerifyingKey.load(path)
     except OSError as e:
-        raise _error(f"key {path}: {e.strerror or e}") from None
+        raise CommandError(f"key {path}: {e.strerror or e}") from None
     except Groth16Error as e:
-        raise _error(str(e)) from None
+        raise CommandError(str(e)) from None
 
 
 def _from_result(path: str) -> tuple[bytes, list[list[int]]]:
@@ -78,19 +78,19 @@ def _from_result(path: str) -> tuple[bytes, list[list[int]]]:
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as e:
-        raise _error(f"{path}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
+        raise CommandError(f"{path}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("proof"), str) \
             or not isinstance(doc.get("public_inputs"), list):
-        raise _error(f"{path}: expected the JSON of `zkhive result` with fields 'proof' (hex) "
+        raise CommandError(f"{path}: expected the JSON of `zkhive result` with fields 'proof' (hex) "
                      "and 'public_inputs' (a list per partition)")
     try:
         proof = bytes.fromhex(doc["proof"])
     except ValueError:
-        raise _error(f"{path}: field 'proof' is not hex") from None
+        raise CommandError(f"{path}: field 'proof' is not hex") from None
     public = []
     for i, part in enumerate(doc["public_inputs"]):
         if not isinstance(part, list):
-            raise _error(f"{path}: public_inputs[{i}] is not a list")
+            raise CommandError(f"{path}: public_inputs[{i}] is not a list")
         public.append([_int(x, f"public_inputs[{i}][{j}]") for j, x in enumerate(part)])
     return proof, public
 
@@ -100,7 +100,7 @@ def cmd_export_snarkjs(args) -> int:
 
     if args.result:
         if args.inputs or args.public:
-            raise _error("--result carries the public inputs: drop --inputs/--public")
+            raise CommandError("--result carries the public inputs: drop --inputs/--public")
         raw, public_by_partition = _from_result(args.result)
     else:
         raw = _read(args.proof, "proof", binary=True)
@@ -111,26 +111,26 @@ def cmd_export_snarkjs(args) -> int:
             try:
                 inputs = snarkjs.public_from_json(json.loads(_read(args.public, "public inputs")))
             except (json.JSONDecodeError, snarkjs.SnarkjsFormatError) as e:
-                raise _error(f"{args.public}: {e}") from None
+                raise CommandError(f"{args.public}: {e}") from None
         else:
-            raise _error("--proof needs the public inputs: --inputs or --public")
+            raise CommandError("--proof needs the public inputs: --inputs or --public")
         public_by_partition = None
     try:
         proofs = split_proofs(raw)
     except ProofFormatError as e:
-        raise _error(str(e)) from None
+        raise CommandError(str(e)) from None
     if not proofs:
-        raise _error(f"no proof: expected {PROOF_BYTES} bytes per partition, got 0")
+        raise CommandError(f"no proof: expected {PROOF_BYTES} bytes per partition, got 0")
     part = args.partition
     if part is None:
         if len(proofs) > 1:
-            raise _error(f"the proof has {len(proofs)} partitions: choose one with --partition")
+            raise CommandError(f"the proof has {len(proofs)} partitions: choose one with --partition")
         part = 0
     if not 0 <= part < len(proofs):
-        raise _error(f"--partition {part} is outside 0..{len(proofs) - 1}")
+        raise CommandError(f"--partition {part} is outside 0..{len(proofs) - 1}")
     if public_by_partition is not None:
         if len(public_by_partition) != len(proofs):
-            raise _error(f"{args.result}: {len(proofs)} proofs but public inputs for "
+            raise CommandError(f"{args.result}: {len(proofs)} proofs but public inputs for "
                          f"{len(public_by_partition)} partitions")
         inputs = public_by_partition[part]
 
@@ -138,9 +138,9 @@ def cmd_export_snarkjs(args) -> int:
     try:
         paths = snarkjs.export(vk, proofs[part], inputs, args.out)
     except snarkjs.SnarkjsFormatError as e:
-        raise _error(str(e)) from None
+        raise CommandError(str(e)) from None
     except OSError as e:
-        raise _error(f"--out {args.out}: {e.strerror or e}") from None
+        raise CommandError(f"--out {args.out}: {e.strerror or e}") from None
     out = Path(args.out)
     print(f"wrote {', '.join(str(p) for p in paths.values())}\n"
           f"check: snarkjs groth16 verify {out / 'verification_key.json'} "

@@ -42,7 +42,7 @@ import os
 import struct
 
 import numpy as np
-from dataclasses import dataclass, field as dc_field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO, Iterator
 
@@ -129,7 +129,6 @@ class ProvingKey:
     num_aux: int
     num_constraints: int
     domain_size: int
-    _resident: dict = dc_field(default_factory=dict, repr=False, compare=False)
 
     # the verifying key's points, reachable under their section names for the writer
     alpha_g1 = property(lambda self: self.vk.alpha_g1)

@@ -99,7 +99,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
                                           ranges, level_width, segment, out.ctypes.data)
     if bad >= 0:
-        raise m.BaseError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
+        raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))
     return m.decode_point(out, g)
 

@@ -119,17 +119,3 @@ class Synth:
         for k, x in terms:
             lc = lc + x.lc * k
         return Num(lc, None)
-
-    def lin(self, terms: Sequence[tuple[int, Num]]) -> Num:
-        """sum of coeff * num."""
-        from arith import native
-        lc = val = None
-        if self.cs is not None:
-            lc = LinearCombination()
-            for k, x in terms:
-                lc = lc + x.lc * k
-        if self.batch is not None:
-            val = np.zeros((self.batch, 4), dtype=np.uint64)
-            for k, x in terms:
-                val = native.add(val, x.val if k == 1 else native.scale(x.val, k))
-        return Num(lc, val)

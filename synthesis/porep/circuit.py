@@ -225,12 +225,9 @@ def build_r1cs(prm: PorepParams) -> R1CS:
 
 # --- the on-disk cache of matrices -------------------------------------------------------------
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive"))
-
-
 def cache_path(digest: str) -> Path:
-    return cache_dir() / "r1cs" / f"{digest}.npz"
+    from arith.native import cache_dir
+    return cache_dir("r1cs") / f"{digest}.npz"
 
 
 def save_r1cs(r1cs: R1CS, path: Path) -> None:

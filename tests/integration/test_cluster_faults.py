@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from circuits_for_tests import SQUARES_A, SQUARES_SLOW, make_c1
+from circuits_for_tests import SQUARES_A, SQUARES_B, SQUARES_SLOW, make_c1
 
 pytestmark = pytest.mark.integration
 
@@ -118,6 +118,7 @@ def test_redeliveries_are_bounded(cluster, workers, ready):
     from cluster.routing import queue_depth
 
     bound = {"ZKHIVE_DELIVERY__MAX_REDELIVERIES": "1"}
+    cluster.setup_keys(SQUARES_A)
     syn, _ = ready(workers("synthesis", wait=False, **bound), workers("aggregate", wait=False, **bound))
     control(cluster, "pause", SYNTHESIS_QUEUE, syn.nodename)
     job = cluster_submit(make_c1(SQUARES_A, seed=17), "redeliver")
@@ -164,7 +165,10 @@ def test_sigkill_mid_prove_job_completes_without_a_partition_proved_twice(cluste
     res = job.result(timeout=90)
     check_proof(cluster, SQUARES_SLOW, doc, res)
     assert res.provers[k]["device"] != pickup["device"]
-    assert events(cluster, "sigkill", "redispatched", k)
+    [redispatch] = events(cluster, "sigkill", "redispatched", k)
+    assert redispatch["exclude"] == [pickup["device"]] and "left the registry mid-prove" in redispatch["reason"]
+    # through the job store: the re-dispatch spent one unit of the partition's retry budget
+    assert cluster.redis.get(f"zkhive:job:sigkill:attempts:{k}") == b"1"
     for p in range(SQUARES_SLOW.num_partitions()):
         assert len(events(cluster, "sigkill", "prove_end", p)) == 1
     assert res.provers[k]["worker"] != pickup["worker"]
@@ -240,19 +244,71 @@ def test_unverifiable_partition_is_reproved_alone_on_another_device(cluster, wor
         assert events(cluster, "reprove", "redispatched", e["partition"])
 
 
-def test_failed_prove_is_retried_on_another_device(cluster, workers, ready, tmp_path):
-    """cpu:0 has no key in its cache: its prove fails and the partition moves to cpu:1."""
+def test_missing_key_fails_the_job_in_one_attempt_with_the_whole_message(cluster, workers, ready, tmp_path):
+    """cpu:0's key cache lacks the key (the cluster's has it, so the submit is accepted): the job
+    fails at its first prove, with the message that says how to make the key; no retry."""
+    from cluster.client import JobFailed
+
     cluster.setup_keys(SQUARES_A)
+    empty = tmp_path / "empty"
     ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
-          workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PARAM_CACHE=tmp_path / "empty"),
-          workers("prove", "cpu:1", wait=False))
-    doc = make_c1(SQUARES_A, seed=15)
-    res = cluster_submit(doc, "retry").result(timeout=60)
+          workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PARAM_CACHE=empty))
+    with pytest.raises(JobFailed) as e:
+        cluster_submit(make_c1(SQUARES_A, seed=15), "nokey").result(timeout=60)
+    want = (f"missing key: no proving key for parameter set '{SQUARES_A.name}' at {empty}/"
+            f"{SQUARES_A.name}.{SQUARES_A.digest()[:16]}.pk: run `zkhive keys setup --params {SQUARES_A.name}`")
+    assert e.value.error.startswith("partition ") and e.value.error.endswith(want), e.value.error
+    assert len(events(cluster, "nokey", "prove_pickup")) == 1  # one attempt
+    assert not events(cluster, "nokey", "prove_error")        # no retry was spent
+    assert [ev["error"] for ev in events(cluster, "nokey", "failed")] == [e.value.error]
+
+
+def test_transient_device_error_is_retried_on_another_device(cluster, workers, ready):
+    """cpu:0 may hold 1 KiB of keys (worker.device_memory_bytes): loading the key there is a
+    device out of memory, a transient error: the partition moves to cpu:1, which has room."""
+    cluster.setup_keys(SQUARES_A)
+    _, _, small = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+                        workers("prove", "cpu:0", wait=False, ZKHIVE_WORKER__DEVICE_MEMORY_BYTES=1024))
+    queue = small.queues[0]
+    control(cluster, "pause", queue, small.nodename)  # both partitions routed to cpu:0, the only one
+    doc = make_c1(SQUARES_A, seed=18)
+    job = cluster_submit(doc, "transient")
+    from cluster.routing import queue_depth
+    wait_for(lambda: queue_depth(cluster.redis, queue) == 2, what="both prove messages on cpu:0")
+    workers("prove", "cpu:1")
+    control(cluster, "resume", queue, small.nodename)
+    res = job.result(timeout=60)
     check_proof(cluster, SQUARES_A, doc, res)
-    errors = events(cluster, "retry", "prove_error")
-    assert errors and {e["device"] for e in errors} == {"cpu:0"}
-    assert all("no proving key" in e["error"] for e in errors)
+    errors = events(cluster, "transient", "prove_error")
+    assert {e["device"] for e in errors} == {"cpu:0"} and {e["attempt"] for e in errors} == {1}
+    assert all(e["error"].startswith("device out of memory: DeviceMemoryExhausted: the proving key of "
+                                     f"{SQUARES_A.name} needs ") for e in errors), errors
     assert {p["device"] for p in res.provers} == {"cpu:1"}
+    assert {e["queue"] for e in events(cluster, "transient", "prove_routed") if e["t"] > errors[0]["t"]} \
+        == {"prove.vm.cpu1" if "vm" in queue else queue.replace("cpu0", "cpu1")}
+
+
+def test_two_keys_that_do_not_fit_together_swap_by_eviction(cluster, workers, ready):
+    """One prover whose memory holds one of two keys, not both: each job evicts the other's key
+    before loading its own, and both prove and verify."""
+    from cluster import registry
+    from cluster.keys import KeyCache
+
+    cluster.setup_keys(SQUARES_A, SQUARES_B)
+    keys = KeyCache(cluster.runtime().keys.root)
+    a, b = keys.size(SQUARES_A), keys.size(SQUARES_B)
+    room = max(a, b) + min(a, b) // 2  # one fits, the two do not
+    _, _, info = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+                       workers("prove", "cpu:0", wait=False, ZKHIVE_WORKER__DEVICE_MEMORY_BYTES=room,
+                               **preload(SQUARES_A)))
+    assert info.resident_keys == [SQUARES_A.name]
+    for circuit, job_id, gone in ((SQUARES_B, "swap-b", SQUARES_A), (SQUARES_A, "swap-a", SQUARES_B)):
+        doc = make_c1(circuit, seed=19)
+        check_proof(cluster, circuit, doc, cluster_submit(doc, job_id).result(timeout=60))
+        assert [e["key"] for e in events(cluster, job_id, "key_evicted")] == [gone.name]
+        entry = wait_for(lambda: [w for w in registry.workers(cluster.redis, role="prove")
+                                  if w.resident_keys == [circuit.name]], what=f"{circuit.name} resident alone")
+        assert entry[0].free_memory == room - keys.size(circuit)
 
 
 def test_critical_job_overtakes_queued_bulk_work(cluster, workers, ready):
@@ -283,3 +339,28 @@ def test_deadline_fails_a_job_whose_partitions_are_lost_and_reports_them(cluster
     job = cluster_submit(make_c1(SQUARES_A, seed=16), "deadline", deadline_s=2)
     with pytest.raises(JobFailed, match=r"deadline passed.*partition 0: prove_routed prove.unassigned"):
         job.result(timeout=30)
+
+
+def test_cancel_removes_the_jobs_queued_messages(cluster, workers, ready):
+    """Queue depth counts live work only: a cancelled job's waiting messages leave the queue,
+    another job's stay and are proved."""
+    from cluster.app import SYNTHESIS_QUEUE
+    from cluster.client import JobFailed, cancel
+    from cluster.routing import queue_depth
+
+    cluster.setup_keys(SQUARES_A)
+    syn, _, _ = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
+                      workers("prove", "cpu:0", wait=False, **preload(SQUARES_A)))
+    control(cluster, "pause", SYNTHESIS_QUEUE, syn.nodename)
+    gone = cluster_submit(make_c1(SQUARES_A, seed=60), "cancel-me", priority="bulk")
+    kept = cluster_submit(make_c1(SQUARES_A, seed=61), "keep-me")
+    wait_for(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) == 4, what="both jobs queued")
+    assert cancel("cancel-me") is True
+    assert queue_depth(cluster.redis, SYNTHESIS_QUEUE) == 2
+    assert [e["messages"] for e in events(cluster, "cancel-me", "dequeued")] == [2]
+    control(cluster, "resume", SYNTHESIS_QUEUE, syn.nodename)
+    kept.result(timeout=60)
+    with pytest.raises(JobFailed, match="cancelled by the user"):
+        gone.result(timeout=1)
+    assert not events(cluster, "cancel-me", "synthesis_start")
+    assert queue_depth(cluster.redis, SYNTHESIS_QUEUE) == 0

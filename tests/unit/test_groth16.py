@@ -210,3 +210,19 @@ def test_assignment_with_non_canonical_value_is_refused(keyed):
     z[3] = np.frombuffer((R + 5).to_bytes(32, "little"), dtype="<u8")
     with pytest.raises(F.FieldError, match="element 3"):
         prove(pk, r1cs, z)
+
+
+def test_the_shared_null_timer_keeps_nothing():
+    """NULL_TIMER serves every proof without a timer: what the CUDA backend ``add``s to it must
+    not pile up across proofs; a real StageTimer keeps both kinds of record."""
+    from gpu.timing import NULL_TIMER, StageTimer
+
+    NULL_TIMER.add("msm_a", 1.0, 2.0, device="cuda:0")
+    with NULL_TIMER.stage("ntt_h"):
+        pass
+    assert NULL_TIMER.records == []
+    real = StageTimer()
+    real.add("msm_a", 1.0, 2.0)
+    with real.stage("ntt_h"):
+        pass
+    assert [r["stage"] for r in real.records] == ["msm_a", "ntt_h"]

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from py_arkworks_bls12381 import G1Point, G2Point, Scalar
 
-from cluster.cli import CommandError
+from gpu.export.cli import CommandError
 from gpu import prove, setup
 from gpu.export import cli as export_cli
 from gpu.export import iden3, ptau, snarkjs

@@ -1,0 +1,103 @@
+"""What Celery (and so Flower) records about our tasks, on real workers: a running prove is
+STARTED, a partition whose C1 is bad is FAILURE with the job's whole message and no traceback
+into our code, and the prove and synthesis workers' task events reach an event receiver (what
+Flower runs) over the broker."""
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import time
+
+import pytest
+
+from circuits_for_tests import SQUARES_A, SQUARES_SLOW, make_c1
+
+pytestmark = pytest.mark.integration
+
+
+def wait_for(predicate, timeout_s=30.0, what="condition", poll_s=0.01):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(poll_s)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+class Events:
+    """Task events from the broker, received as Flower receives them (celery.events.Receiver)."""
+
+    def __init__(self, app):
+        self.app, self.seen, self._recv = app, [], None
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        with self.app.connection_for_read() as conn:
+            self._recv = self.app.events.Receiver(conn, handlers={"*": self.seen.append})
+            self._recv.capture(limit=None, timeout=None, wakeup=True)
+
+    def __enter__(self):
+        self._thread.start()
+        wait_for(lambda: self._recv is not None, what="the event receiver")
+        time.sleep(0.5)  # the receiver's queue is bound
+        return self
+
+    def __exit__(self, *exc):
+        self._recv.should_stop = True
+        self._thread.join(5)
+
+    def of(self, uuid, kind=None):
+        return [e for e in self.seen if e.get("uuid") == uuid and (kind is None or e["type"] == kind)]
+
+
+def timeline_events(cluster, job_id, kind):
+    from cluster import timeline
+    return [e for e in timeline.load(cluster.redis, job_id) if e["event"] == kind]
+
+
+def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, workers, ready):
+    from cluster.app import app
+    from cluster.client import JobFailed, submit
+    from cluster.errors import JobFailed as TaskJobFailed
+
+    cluster.setup_keys(SQUARES_A, SQUARES_SLOW)
+    procs = [workers("synthesis", wait=False), workers("aggregate", wait=False),
+             workers("prove", "cpu:0", wait=False,
+                     ZKHIVE_SRS__PRELOAD=json.dumps([SQUARES_A.name, SQUARES_SLOW.name]))]
+    syn, _, prover_info = ready(*procs)
+    prover = procs[2]
+    with Events(app) as ev:
+        # a prove in progress: frozen right after its pickup, Celery says STARTED
+        job = submit(make_c1(SQUARES_SLOW, seed=50), job_id="states-good")
+        pickup = wait_for(lambda: timeline_events(cluster, "states-good", "prove_pickup"), what="a pickup",
+                          poll_s=0.002)[0]
+        prover.signal(signal.SIGSTOP)
+        try:
+            task = app.AsyncResult(pickup["task_id"])
+            assert task.state == "STARTED"
+            started = wait_for(lambda: ev.of(pickup["task_id"], "task-started"), what="task-started")
+            assert started[0]["hostname"] == prover_info.nodename
+        finally:
+            prover.signal(signal.SIGCONT)
+        job.result(timeout=60)
+        assert app.AsyncResult(pickup["task_id"]).state == "SUCCESS"
+
+        # a bad C1: the partition's synthesis is FAILURE, with the whole message
+        with pytest.raises(JobFailed) as failed:
+            submit(make_c1(SQUARES_A, seed=51, bad_y_partition=1), job_id="states-bad").result(timeout=60)
+        [start] = [e for e in timeline_events(cluster, "states-bad", "synthesis_start") if e["partition"] == 1]
+        bad = app.AsyncResult(start["task_id"])
+        wait_for(lambda: bad.state == "FAILURE", what="FAILURE of the bad partition")
+        assert isinstance(bad.result, TaskJobFailed) and bad.result.error == failed.value.error
+        assert failed.value.error == "bad C1 input: partition 1; field partitions[1].y: is not x^(2^8)"
+        # the traceback ends at the task boundary: nothing of the code that found the bad input
+        assert "circuits_for_tests" not in bad.traceback and "synthesis/" not in bad.traceback
+        event = wait_for(lambda: ev.of(start["task_id"], "task-failed"), what="task-failed")[0]
+        assert event["hostname"] == syn.nodename and failed.value.error in event["exception"]
+        # the good partition of the same job is a success, not a failure
+        [ok] = [e for e in timeline_events(cluster, "states-bad", "synthesis_start") if e["partition"] == 0]
+        assert app.AsyncResult(ok["task_id"]).state == "SUCCESS"
+    hosts = {e.get("hostname") for e in ev.seen if e["type"].startswith("task-")}
+    assert {syn.nodename, prover_info.nodename} <= hosts, hosts
