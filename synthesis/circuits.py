@@ -79,7 +79,7 @@ def _load_families() -> None:
     # importing a family registers its parameter sets
     import importlib
 
-    for mod in ("synthesis.porep",):
+    for mod in ("synthesis.porep", "synthesis.sdr"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:
