@@ -24,6 +24,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def c1_doc(circuit, seed: int) -> dict:
+    """A sealed sector's C1 document for either family (porep-lite, sdr)."""
+    if getattr(circuit, "family", "porep-lite") == "sdr":
+        from synthesis.sdr import c1_document, generate, interactive_seed
+        sector = generate(circuit.prm, bytes([seed]) * 32)
+        return c1_document(sector, interactive_seed(sector))
+    from synthesis.porep import c1_document, generate
+    return c1_document(generate(circuit.prm, bytes([seed]) * 32), bytes([seed + 1]) * 32)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", default="porep-lite-64k,porep-lite-1m")
@@ -40,7 +50,6 @@ def main() -> int:
     from gpu.timing import StageTimer
     from synthesis import field as F
     from synthesis.circuits import get_circuit
-    from synthesis.porep import c1_document, generate
 
     be = get_backend("cuda:0")
     print(f"device: {be.device}, memory (free, total): {be.memory_info()}", flush=True)
@@ -73,7 +82,7 @@ def main() -> int:
             print(f"  keys: saved in {row['save_keys_s']:.1f} s, loaded in {row['load_keys_s']:.1f} s "
                   f"({row['pk_bytes'] / 2**30:.2f} GiB)", flush=True)
         t = time.time()
-        c1 = circuit.parse_c1(c1_document(generate(circuit.prm, b"\x05" * 32), b"\x06" * 32))
+        c1 = circuit.parse_c1(c1_doc(circuit, 5))
         row["sector_s"] = time.time() - t
         t = time.time()
         z = circuit.synthesize(c1, 0)

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
