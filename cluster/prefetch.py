@@ -10,8 +10,9 @@ hash the next assignment (gigabytes at 2^27) and stage it. Here a thread of the 
    list, in the order the worker will receive them; nothing is popped: the broker still hands
    each message to exactly one task, with late acks as before);
 2. fetches and checks the assignment each one names (blob store: size, sha256), decodes it;
-3. runs the device part of the proof (``backend.prove_terms``: upload, A z B z C z, H, the five
-   MSMs) with the backend's context current on this thread, under the prover's device lock;
+3. a second thread runs the device part of the proof (``backend.prove_terms``: upload, A z B z
+   C z, H, the five MSMs) with the backend's context current on it, under the prover's device
+   lock, while the first fetches the next assignment (at most ``depth`` fetched ahead);
 4. keeps the five points, keyed by the assignment's sha256 and the circuit.
 
 When the task for that partition arrives it takes the points (waiting while they are in flight)
@@ -30,6 +31,7 @@ import base64
 import json
 import logging
 import os
+import queue
 import threading
 import time
 from dataclasses import dataclass, field
@@ -91,20 +93,25 @@ def _parse(raw: bytes) -> dict | None:
 @dataclass
 class _Entry:
     key: tuple
+    task: dict
+    circuit: object = None
     started: float = field(default_factory=time.time)
     done: threading.Event = field(default_factory=threading.Event)
     finished: float = 0.0
+    z: object = None        # the fetched assignment, until the device has proved it
     terms: object = None
     timer: object = None
     error: str | None = None
 
 
 class ProveAhead:
-    """The prove-ahead thread of one prover (see the module docstring)."""
+    """The prove-ahead threads of one prover (see the module docstring): a fetcher that keeps up
+    to ``depth`` upcoming assignments fetched and checked, and a device thread that proves them
+    in delivery order, so the next fetch overlaps the current proof on the device."""
 
     def __init__(self, prover, *, peek, circuit_of, fetch, depth: int = 1):
-        """``peek()`` -> next prove tasks (peek_prove_tasks); ``circuit_of(job_id)`` -> the
-        job's circuit or None; ``fetch(circuit, ref)`` -> the assignment array."""
+        """``peek(k)`` -> the next k prove tasks (peek_prove_tasks); ``circuit_of(job_id)`` ->
+        the job's circuit or None; ``fetch(circuit, ref)`` -> the assignment array."""
         self.prover, self.depth = prover, depth
         self._peek, self._circuit_of, self._fetch = peek, circuit_of, fetch
         self._entries: dict[tuple, _Entry] = {}
@@ -112,9 +119,12 @@ class ProveAhead:
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
+        self._todo: "queue.Queue[_Entry | None]" = queue.Queue()
         self.stats = {"hits": 0, "misses": 0, "ahead": 0, "dropped": 0}
-        self._thread = threading.Thread(target=self._run, name="prove-ahead", daemon=True)
-        self._thread.start()
+        self._threads = [threading.Thread(target=self._run_fetch, name="prove-ahead-fetch", daemon=True),
+                         threading.Thread(target=self._run_device, name="prove-ahead-device", daemon=True)]
+        for t in self._threads:
+            t.start()
 
     # -- the task's side ----------------------------------------------------------------------
     def take(self, circuit, sha256: str, timeout: float):
@@ -139,10 +149,12 @@ class ProveAhead:
     def close(self) -> None:
         self._stop.set()
         self._wake.set()
-        self._thread.join(timeout=30)
+        self._todo.put(None)
+        for t in self._threads:
+            t.join(timeout=30)
 
-    # -- the thread ---------------------------------------------------------------------------
-    def _run(self) -> None:
+    # -- the threads --------------------------------------------------------------------------
+    def _run_fetch(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(POLL_S * 10)
             self._wake.clear()
@@ -152,50 +164,71 @@ class ProveAhead:
                 log.warning("prove-ahead: %s: %s", type(e).__name__, e)
                 time.sleep(0.5)
 
+    def _run_device(self) -> None:
+        while not self._stop.is_set():
+            entry = self._todo.get()
+            if entry is None:
+                return
+            try:
+                entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer)
+                self.stats["ahead"] += 1
+            except Exception as e:
+                entry.error = f"{type(e).__name__}: {e}"
+                log.info("prove-ahead of job %s partition %s dropped: %s", entry.task["job_id"],
+                         entry.task["partition"], entry.error)
+            finally:
+                entry.z = None
+                self._finish(entry)
+                self._wake.set()  # room for the next fetch
+
+    def _finish(self, entry: _Entry) -> None:
+        entry.finished = time.time()
+        entry.done.set()
+        if entry.error is not None:
+            with self._lock:
+                self._entries.pop(entry.key, None)
+
+    def _pending(self) -> int:
+        """Entries holding an assignment: fetched and waiting for the device, or on it."""
+        return sum(1 for e in self._entries.values() if not e.done.is_set())
+
     def _step(self) -> None:
         from gpu.timing import StageTimer
 
-        tasks = self._peek()
+        # the messages already entered are still waiting (a task pops its own): look past them
+        tasks = self._peek(self.depth + 2)
         waiting = {t["sha256"] for t in tasks}
         now = time.time()
         with self._lock:
             # done work whose message is no longer waiting and was not taken soon after it left
             # the queue went to another prover, or to a task that had nothing to prove
             for key, e in list(self._entries.items()):
-                if e.done.is_set() and key[1] not in waiting and \
-                        now - max(e.finished, self._left.get(key, now)) > STALE_S / 12:
+                if key[1] in waiting:
+                    continue
+                left = self._left.setdefault(key, now)
+                if e.done.is_set() and now - max(e.finished, left) > STALE_S / 12:
                     del self._entries[key]
                     self.stats["dropped"] += 1
-                elif key[1] not in waiting:
-                    self._left.setdefault(key, now)
             self._left = {k: v for k, v in self._left.items() if k in self._entries}
-            room = self.depth - len(self._entries)
-        if room <= 0:
-            return
         for task in tasks:
+            with self._lock:
+                if self._pending() > self.depth:  # one on the device + depth fetched
+                    return
             circuit = self._circuit_of(task["job_id"])
             if circuit is None or not self.prover.is_resident(circuit):
                 continue
             key = (circuit.name, task["sha256"])
             with self._lock:
-                if key in self._entries or len(self._entries) >= self.depth:
+                if key in self._entries:
                     continue
-                entry = self._entries[key] = _Entry(key)
+                entry = self._entries[key] = _Entry(key, task, circuit)
             try:
-                timer = StageTimer(job=task["job_id"], partition=task["partition"],
-                                   device=str(self.prover.device))
-                with timer.stage("fetch_ahead"):
-                    z = self._fetch(circuit, task["ref"])
-                entry.terms = self.prover.prove_terms(circuit, z, timer)
-                entry.timer = timer
-                self.stats["ahead"] += 1
+                entry.timer = StageTimer(job=task["job_id"], partition=task["partition"],
+                                         device=str(self.prover.device))
+                with entry.timer.stage("fetch_ahead"):
+                    entry.z = self._fetch(circuit, task["ref"])
             except Exception as e:
                 entry.error = f"{type(e).__name__}: {e}"
-                log.info("prove-ahead of job %s partition %s dropped: %s", task["job_id"],
-                         task["partition"], entry.error)
-            finally:
-                entry.finished = time.time()
-                entry.done.set()
-                if entry.error is not None:
-                    with self._lock:
-                        self._entries.pop(key, None)
+                self._finish(entry)
+                continue
+            self._todo.put(entry)

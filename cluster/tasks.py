@@ -258,7 +258,7 @@ def _prove_ahead(rt, prover):
             rec = rt.jobs.get(job_id)
             return get_circuit(rec.params) if rec is not None else None
         prover.ahead = prefetch.ProveAhead(
-            prover, peek=lambda: prefetch.peek_prove_tasks(rt.redis, queue, depth),
+            prover, peek=lambda k: prefetch.peek_prove_tasks(rt.redis, queue, k),
             circuit_of=circuit_of, fetch=lambda c, ref: _fetch_assignment(rt, c, parse_ref(ref)),
             depth=depth)
     return prover.ahead

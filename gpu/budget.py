@@ -176,17 +176,26 @@ def chunk_capacity(group: str) -> int:
     return 1 << int(os.environ.get("ZKHIVE_SPLIT_CHUNK_LOG", "24"))
 
 
-def pippenger_workspace(group: str, n: int) -> int:
-    """Bytes of one Pippenger workspace for n scalars (gpu/cuda/msm.py's _Workspace)."""
+def pippenger_workspace(group: str, n: int, c: int | None = None) -> int:
+    """Bytes of one Pippenger workspace for n scalars and c-bit windows (gpu/cuda/msm.py's
+    _Workspace; c defaults to window_bits(n))."""
     from gpu.msm import window_bits, windows
-    c = window_bits(n)
+    c = c or window_bits(n)
     W, B = windows(c), 1 << (c - 1)
     return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20)
 
 
+#: the smallest window a tail engine uses (its one workspace is sized for the capacity)
+TAIL_MIN_WINDOW = 12
+
+
 def tail_engine_bytes(group: str, capacity: int) -> int:
-    """A split-MSM tail engine: compact bases and scalars for one chunk, and its workspace."""
-    return capacity * (AFFINE[group] + 32) + pippenger_workspace(group, capacity) + (48 << 20)
+    """A split-MSM tail engine: compact bases and scalars for one chunk, and its one workspace,
+    at the window of the largest workspace it may pick (windows from TAIL_MIN_WINDOW up)."""
+    from gpu.msm import window_bits
+    top = max(TAIL_MIN_WINDOW, window_bits(capacity))
+    work = max(pippenger_workspace(group, capacity, c) for c in range(min(TAIL_MIN_WINDOW, top), top + 1))
+    return capacity * (AFFINE[group] + 32) + work + (48 << 20)
 
 
 @dataclass(frozen=True)

@@ -120,13 +120,21 @@ class TailEngine:
         return tail_engine_bytes(group_of(group).name, capacity)
 
     def msm(self, k: int):
-        """Pippenger over the first k compact pairs (k <= capacity)."""
+        """Pippenger over the first k compact pairs (k <= capacity), with the window for k (not
+        for the capacity: a 1.5 M tail with 2^24-sized windows spends its time in 2^19-bucket
+        reductions). One workspace, sized for the capacity, re-made when the window changes
+        (a circuit's tails are about the same size from proof to proof)."""
+        from gpu.budget import TAIL_MIN_WINDOW
         e = self.engine
-        if e.window not in e._work:
-            e._workspace(e.window)  # sized by e.n, the capacity, before e.n changes
+        c = max(min(TAIL_MIN_WINDOW, e.window), window_bits(int(k)))
+        if c not in e._work:
+            for ws in e._work.values():
+                ws.free()
+            e._work = {}
+            e._workspace(c)  # sized by e.n, the capacity, before e.n changes
         e.n = int(k)  # the histogram and scatter run over k scalars; the workspace stays sized
         try:          # for the capacity
-            return e.msm(self.scalars, window=e.window)
+            return e.msm(self.scalars, window=c)
         finally:
             e.n = self.capacity
 
