@@ -105,6 +105,10 @@ def main() -> int:
     ap.add_argument("--devices", default="cuda:0")
     ap.add_argument("--out", default="gpu_cluster_out")
     ap.add_argument("--timeout", type=float, default=900)
+    ap.add_argument("--provers-per-device", type=int, default=1,
+                    help="[worker] gpu_workers_per_device: provers sharing each device")
+    ap.add_argument("--prove-ahead", type=int, default=1,
+                    help="partitions each prover proves ahead (cluster/prefetch.py; 0: off)")
     ap.add_argument("--keys-only", help=argparse.SUPPRESS)  # child: the setup backend
     args = ap.parse_args()
     if args.keys_only:
@@ -119,8 +123,11 @@ def main() -> int:
     env.setdefault("ZKHIVE_SRS__PRELOAD", json.dumps([args.params]))
     env.setdefault("ZKHIVE_BLOBS__DIR", str(work / "blobs"))
     env.setdefault("ZKHIVE_CACHE_DIR", str(work / "cache"))
+    env["ZKHIVE_WORKER__GPU_WORKERS_PER_DEVICE"] = str(args.provers_per_device)
+    env["ZKHIVE_PROVE_AHEAD"] = str(args.prove_ahead)
     report: dict = {"params": args.params, "jobs": args.jobs, "devices": args.devices,
-                    "synthesis_workers": args.synthesis_workers}
+                    "synthesis_workers": args.synthesis_workers,
+                    "provers_per_device": args.provers_per_device, "prove_ahead": args.prove_ahead}
     t = time.time()
     setup_backend = "cuda" if "cuda" in args.devices else "cpu"
     subprocess.run([sys.executable, __file__, "--params", args.params, "--keys-only", setup_backend],
@@ -192,6 +199,13 @@ def main() -> int:
             part_rows += [ends[k] - starts[k] for k in starts if k in ends]
         span = (last_end - first_pickup) if first_pickup and last_end else None
         report["prove_span_s"] = span
+        # the same from the device's own first stage (a partition proved ahead starts before
+        # any pickup) to its last: the busy fraction of the saturated stretch
+        for d, iv in per_device.items():
+            lo, hi = min(a for a, _ in iv), max(b for _, b in iv)
+            report.setdefault("busy_fraction_device_span", {})[d] = union_seconds(iv) / (hi - lo)
+            report.setdefault("device_span_s", {})[d] = hi - lo
+        report["seconds_per_proof"] = span / (args.jobs * circuit.num_partitions()) if span else None
         report["busy_fraction"] = {d: union_seconds(iv) / span for d, iv in per_device.items()} if span else {}
         report["device_busy_s"] = {d: union_seconds(iv) for d, iv in per_device.items()}
         report["synthesis_s_per_partition"] = sorted(part_rows)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -23,12 +24,25 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
+def c1_doc(circuit, seed: int) -> dict:
+    """A sealed sector's C1 document for either family (porep-lite, sdr)."""
+    if getattr(circuit, "family", "porep-lite") == "sdr":
+        from synthesis.sdr import c1_document, generate, interactive_seed
+        sector = generate(circuit.prm, bytes([seed]) * 32)
+        return c1_document(sector, interactive_seed(sector))
+    from synthesis.porep import c1_document, generate
+    return c1_document(generate(circuit.prm, bytes([seed]) * 32), bytes([seed + 1]) * 32)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", default="porep-lite-64k,porep-lite-1m")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--out", default="gpu_prover.json")
     ap.add_argument("--save-keys", help="also write the keys there (times the streaming writer)")
+    ap.add_argument("--split", default="auto",
+                    help="MSM paths to time, comma-separated: off (plain Pippenger, as before the "
+                         "split MSM), auto (chosen per query from the witness), on")
     args = ap.parse_args()
 
     from gpu import prove, setup, verify
@@ -36,7 +50,6 @@ def main() -> int:
     from gpu.timing import StageTimer
     from synthesis import field as F
     from synthesis.circuits import get_circuit
-    from synthesis.porep import c1_document, generate
 
     be = get_backend("cuda:0")
     print(f"device: {be.device}, memory (free, total): {be.memory_info()}", flush=True)
@@ -69,7 +82,7 @@ def main() -> int:
             print(f"  keys: saved in {row['save_keys_s']:.1f} s, loaded in {row['load_keys_s']:.1f} s "
                   f"({row['pk_bytes'] / 2**30:.2f} GiB)", flush=True)
         t = time.time()
-        c1 = circuit.parse_c1(c1_document(generate(circuit.prm, b"\x05" * 32), b"\x06" * 32))
+        c1 = circuit.parse_c1(c1_doc(circuit, 5))
         row["sector_s"] = time.time() - t
         t = time.time()
         z = circuit.synthesize(c1, 0)
@@ -80,40 +93,53 @@ def main() -> int:
         row["device_load_s"] = time.time() - t
         print(f"  synthesis {row['synthesis_s']:.2f} s, key+matrices onto the device "
               f"{row['device_load_s']:.2f} s", flush=True)
-        prove(pk, r1cs, z, backend=be)  # warm-up: workspaces, module loads
-        totals, stages = [], {}
-        proof = None
-        for _ in range(args.runs):
-            timer = StageTimer()
-            t = time.time()
-            proof = prove(pk, r1cs, z, backend=be, timer=timer)
-            totals.append(time.time() - t)
-            for k, v in timer.totals().items():
-                stages.setdefault(k, []).append(v)
-        row["prove_s"] = statistics.median(totals)
-        row["prove_all_s"] = totals
-        row["stages_s"] = {k: statistics.median(v) for k, v in stages.items()}
-        row["verifies"] = verify(vk, pub, proof)
-        row["rejects_wrong_input"] = not verify(vk, [pub[0] ^ 1, *pub[1:]], proof)
+        row["modes"] = {}
+        for mode in args.split.split(","):
+            os.environ["ZKHIVE_SPLIT_MSM"] = mode  # read per MSM (gpu/cuda/split_msm.py)
+            prove(pk, r1cs, z, backend=be)  # warm-up: workspaces, module loads
+            totals, stages = [], {}
+            proof = None
+            for _ in range(args.runs):
+                timer = StageTimer()
+                t = time.time()
+                proof = prove(pk, r1cs, z, backend=be, timer=timer)
+                totals.append(time.time() - t)
+                for k, v in timer.totals().items():
+                    stages.setdefault(k, []).append(v)
+            m = {"prove_s": statistics.median(totals), "prove_all_s": totals,
+                 "stages_s": {k: statistics.median(v) for k, v in stages.items()},
+                 "msm_paths": dict(be.last_msm),
+                 "verifies": verify(vk, pub, proof),
+                 "rejects_wrong_input": not verify(vk, [pub[0] ^ 1, *pub[1:]], proof)}
+            row["modes"][mode] = m
+            print(f"  [{mode}] prove median {m['prove_s'] * 1e3:.1f} ms over {args.runs}: "
+                  + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in m["stages_s"].items())
+                  + f"; verifies={m['verifies']} rejects_wrong_input={m['rejects_wrong_input']}", flush=True)
+            print("    witness and paths: " + "; ".join(
+                f"{q}: {i['path']} 0={i['zeros']} 1={i['ones']} other={i['tail']} chunks={i['chunks']}"
+                for q, i in m["msm_paths"].items()), flush=True)
+        last = row["modes"][args.split.split(",")[-1]]
+        row.update(prove_s=last["prove_s"], stages_s=last["stages_s"])
+        row["verifies"] = all(m["verifies"] for m in row["modes"].values())
+        row["rejects_wrong_input"] = all(m["rejects_wrong_input"] for m in row["modes"].values())
         if r1cs.num_constraints <= 1 << 16:
             r, s = F.random_element(), F.random_element()
             row["backends_agree"] = (prove(pk, r1cs, z, backend=be, r=r, s=s).to_bytes()
                                      == prove(pk, r1cs, z, backend="cpu", r=r, s=s).to_bytes())
-        print(f"  prove median {row['prove_s'] * 1e3:.1f} ms over {args.runs}: "
-              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in row["stages_s"].items())
-              + f"; verifies={row['verifies']} rejects_wrong_input={row['rejects_wrong_input']}"
-              + (f" backends_agree={row['backends_agree']}" if "backends_agree" in row else ""), flush=True)
+        if "backends_agree" in row:
+            print(f"  backends_agree={row['backends_agree']}", flush=True)
         results.append(row)
         Path(args.out).write_text(json.dumps(results, indent=1))
         be.unload(pk.circuit_digest)
         del pk, vk, r1cs, z
-    print("\n| set | constraints | setup s | prove ms | " + " | ".join(
+    print("\n| set | constraints | MSM path | setup s | prove ms | " + " | ".join(
         ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]) + " |")
     for row in results:
-        st = row["stages_s"]
-        print(f"| {row['params']} | {row['constraints']} | {row['setup_s']:.1f} | {row['prove_s'] * 1e3:.1f} | "
-              + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in
-                           ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]) + " |")
+        for mode, m in row["modes"].items():
+            st = m["stages_s"]
+            print(f"| {row['params']} | {row['constraints']} | {mode} | {row['setup_s']:.1f} | {m['prove_s'] * 1e3:.1f} | "
+                  + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in
+                               ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"]) + " |")
     ok = all(r["verifies"] and r["rejects_wrong_input"] and r.get("backends_agree", True) for r in results)
     return 0 if ok else 1
 

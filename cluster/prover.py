@@ -61,6 +61,9 @@ class Prover:
         self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
         self._busy: set[str] = set()   # keys a proof is using now: never evicted
         self._lock = threading.Lock()  # the heartbeat thread reads the resident set
+        #: one proof on the device at a time: the task's thread and the prove-ahead thread
+        self._device_lock = threading.Lock()
+        self.ahead = None  # cluster.prefetch.ProveAhead, started by the first prove task
 
     # -- memory ---------------------------------------------------------------------------------
     def capacity(self) -> int | None:
@@ -147,21 +150,48 @@ class Prover:
             on_evict(name)
         return True
 
-    def prove(self, circuit, z: np.ndarray, timer=None, on_evict: Callable[[str], None] | None = None) -> bytes:
-        """A 192-byte Groth16 proof of assignment z for ``circuit``."""
-        from gpu import prove
+    def is_resident(self, circuit) -> bool:
+        with self._lock:
+            return circuit.name in self._resident
+
+    def prove_terms(self, circuit, z: np.ndarray, timer=None,
+                    on_evict: Callable[[str], None] | None = None):
+        """The device part of a proof (the backend's five sums), on any thread: the device
+        lock serialises it (the task's thread and the prove-ahead thread), and a GPU backend's
+        context is made current for it. The key is busy (never evicted) meanwhile."""
+        from contextlib import nullcontext
+
+        from gpu.timing import NULL_TIMER
 
         pk = self.load(circuit, on_evict)
+        r1cs = circuit.r1cs()
+        z = r1cs.check_assignment_shape(z)
+        current = getattr(self.backend, "current", None)
         with self._lock:
             self._busy.add(circuit.name)
         try:
-            return prove(pk, circuit.r1cs(), z, backend=self.backend, timer=timer).to_bytes()
+            with self._device_lock, (current() if current else nullcontext()):
+                return self.backend.prove_terms(pk, r1cs, z, timer or NULL_TIMER)
         finally:
             with self._lock:
                 self._busy.discard(circuit.name)
 
+    def finish(self, circuit, terms, timer=None) -> bytes:
+        """The host part: A, B, C from the sums with fresh r, s, as 192 bytes (off the device's
+        critical path when the next partition was proved ahead)."""
+        from gpu.groth16.prover import combine
+
+        return combine(self.load(circuit), terms, timer=timer).to_bytes()
+
+    def prove(self, circuit, z: np.ndarray, timer=None, on_evict: Callable[[str], None] | None = None) -> bytes:
+        """A 192-byte Groth16 proof of assignment z for ``circuit``."""
+        return self.finish(circuit, self.prove_terms(circuit, z, timer, on_evict), timer)
+
     def close(self) -> None:
         """Drop every resident key and free the device (the backend's release)."""
+        if self.ahead is not None:
+            self.ahead.close()
+            self.ahead = None
         with self._lock:
             self._resident.clear()
         self.backend.release()

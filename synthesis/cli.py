@@ -32,9 +32,16 @@ def _circuit(name: str):
         raise CommandError(e.args[0]) from None
 
 
+def _family(circuit) -> str:
+    return getattr(circuit, "family", "porep-lite")
+
+
 def cmd_sector_new(args) -> int:
-    from synthesis.porep import generate
     circuit = _circuit(args.params)
+    if _family(circuit) == "sdr":
+        from synthesis.sdr import generate
+    else:
+        from synthesis.porep import generate
     out = Path(args.out)
     if (out / "sector.json").exists() and not args.force:
         raise CommandError(f"{out} already holds a sector (pass --force to replace it)")
@@ -47,9 +54,23 @@ def cmd_sector_new(args) -> int:
     return 0
 
 
+def _sector_family(directory: str) -> str:
+    try:
+        meta = json.loads((Path(directory) / "sector.json").read_text())
+        return meta.get("family", "porep-lite") if isinstance(meta, dict) else "porep-lite"
+    except (OSError, ValueError):
+        return "porep-lite"  # Sector.load reports what is wrong
+
+
 def cmd_sector_c1(args) -> int:
-    from synthesis.porep import c1 as c1mod
-    from synthesis.porep.sector import Sector, SectorError, c1_document
+    sdr = (args.family == "sdr") if args.schema else \
+        bool(args.sector) and _sector_family(args.sector) == "sdr"
+    if sdr:
+        from synthesis.sdr import c1 as c1mod
+        from synthesis.sdr.sector import Sector, SectorError, c1_document, interactive_seed
+    else:
+        from synthesis.porep import c1 as c1mod
+        from synthesis.porep.sector import Sector, SectorError, c1_document
     if args.schema:
         print(json.dumps(c1mod.json_schema(), indent=2))
         return 0
@@ -59,8 +80,12 @@ def cmd_sector_c1(args) -> int:
         sector = Sector.load(args.sector)
     except SectorError as e:
         raise CommandError(str(e)) from None
-    seed = parse_seed(args.challenge_seed) if args.challenge_seed else \
-        hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
+    if args.challenge_seed:
+        seed = parse_seed(args.challenge_seed)
+    elif sdr:
+        seed = interactive_seed(sector)
+    else:
+        seed = hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
     doc = c1_document(sector, seed)
     Path(args.out).write_text(json.dumps(doc))
     print(f"wrote {args.out}: {sector.prm.partitions} partitions x {sector.prm.challenges} "
@@ -136,18 +161,29 @@ def cmd_circuits(args) -> int:
         if prm is not None:
             line += (f", {prm.nodes} nodes, {prm.layers} layers, {prm.parents} parents, "
                      f"{prm.challenges} challenges/partition")
-        if args.build:
+        if _family(c) == "sdr" and (args.build or c.is_built()):
+            t = time.time()
+            z = c.size()
+            line += (f"; {z['constraints']} constraints, {z['variables']} variables, "
+                     f"{z['nonzeros']} nonzeros, domain 2^{z['domain'].bit_length() - 1}")
+            if args.build:
+                line += f" (compact matrices {c.compact_r1cs().nbytes / 1e6:.0f} MB, {time.time() - t:.1f} s)"
+        elif _family(c) == "sdr":
+            line += "; sizes: --build (builds and caches the compact matrices)"
+        elif args.build:
             r = c.r1cs()
-            line += f"; {r.num_constraints} constraints, {r.num_variables} variables, {r.nnz} nonzeros"
+            domain = (r.num_constraints + r.num_public).bit_length()
+            line += (f"; {r.num_constraints} constraints, {r.num_variables} variables, {r.nnz} "
+                     f"nonzeros, domain 2^{domain}")
         print(line)
     return 0
 
 
 def register(subparsers) -> None:
-    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite)")
+    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite, sdr)")
     sub = sec.add_subparsers(dest="sector_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser("new", help="seal a synthetic sector from a seed")
-    p.add_argument("--params", required=True, help="parameter set, e.g. porep-lite-4k")
+    p.add_argument("--params", required=True, help="parameter set, e.g. porep-lite-4k or sdr-256k")
     p.add_argument("--seed", required=True, help="0x + 64 hex digits, or any text (hashed)")
     p.add_argument("--out", required=True, help="sector directory")
     p.add_argument("--force", action="store_true", help="replace a sector already there")
@@ -157,6 +193,8 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="C1 JSON file to write")
     p.add_argument("--challenge-seed", help="interactive seed (default: derived from the sector's)")
     p.add_argument("--schema", action="store_true", help="print the C1 JSON schema and exit")
+    p.add_argument("--family", choices=("porep-lite", "sdr"), default="porep-lite",
+                   help="with --schema: which family's schema")
     p.set_defaults(func=cmd_sector_c1)
 
     p = subparsers.add_parser("synth", help="synthesize partitions of a C1 input locally")

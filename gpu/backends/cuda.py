@@ -23,6 +23,7 @@ import os
 import socket
 import threading
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -111,23 +112,18 @@ class Resident:
             raise
 
     @staticmethod
-    def estimate_bytes(pk, r1cs) -> int:
-        """What load() will hold: matrices, the bases (uploaded, and in XYZZ-free affine
-        Montgomery form: the same size) and the MSM workspaces (digits, sort, buckets)."""
-        from gpu.msm import window_bits, windows
+    def shape(pk, r1cs):
+        """The sizes the memory ledger books (gpu/budget.py ProofShape)."""
+        from gpu.budget import ProofShape
+        return ProofShape(num_vars=1 + pk.num_public + pk.num_aux, num_aux=pk.num_aux,
+                          domain=pk.domain_size,
+                          matrix_bytes=sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc"))
 
-        total = sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc")
-        for name, group in Resident.QUERIES:
-            n = len(getattr(pk, name))
-            if not n:
-                continue
-            point = 96 if group == "g1" else 192
-            c = window_bits(n)
-            W, B = windows(c), 1 << (c - 1)
-            total += n * point + 32 * n            # bases + the scalar staging buffer
-            total += W * n * 16 + W * B * 8        # sorted (key, value) digits, counts/cursors
-            total += W * B * 2 * point             # XYZZ buckets
-        return total
+    @staticmethod
+    def estimate_bytes(pk, r1cs) -> int:
+        """What load() will hold (ProofShape.resident: matrices, bases, NTT tables, the MSM
+        workspaces of the split and plain paths)."""
+        return Resident.shape(pk, r1cs).resident_bytes()
 
     def free(self) -> None:
         for m in self.matrices.values():
@@ -162,9 +158,25 @@ class CudaBackend(Backend):
         #: the device buffers of each loaded key, by circuit digest: a lookup table, not a
         #: policy (cluster.prover.Prover decides what is loaded and evicted, gpu/backends/base.py)
         self._on_device: dict[bytes, tuple[Resident, int]] = {}
+        self._split = None    # gpu.cuda.split_msm.SplitMsm, made at the first load
+        #: per proof, per query: the witness statistics and the MSM path taken (benchmarks)
+        self.last_msm: dict = {}
         self._staging = None  # page-locked host buffer for z, grown on demand
         #: seconds a proof waits for its working set before giving up (GpuOutOfMemory)
         self.admission_timeout = float(os.environ.get("ZKHIVE_ADMISSION_TIMEOUT_S", "600"))
+
+    @contextmanager
+    def current(self):
+        """This backend's context current on the calling thread for the block (a pipelined
+        prover proves ahead on its own thread; callers serialise use of the backend)."""
+        if self.cuda.Context.get_current() is not None:
+            yield
+            return
+        self.context.push()
+        try:
+            yield
+        finally:
+            self.cuda.Context.pop()
 
     # -- memory ---------------------------------------------------------------------------
     def _free_now(self) -> int:
@@ -184,8 +196,9 @@ class CudaBackend(Backend):
         return self.budget.capacity
 
     def working_set_bytes(self, pk) -> int:
-        n, nv = pk.domain_size, 1 + pk.num_public + pk.num_aux
-        return 32 * (3 * n + nv) + (1 << 20)
+        """z, a, b, c, the split MSM's index lists, and room for the partial sums."""
+        from gpu.budget import ProofShape
+        return ProofShape(1 + pk.num_public + pk.num_aux, pk.num_aux, pk.domain_size, 0).working_set_bytes()
 
     # -- residency ------------------------------------------------------------------------
     def resident_bytes(self, pk, r1cs) -> int:
@@ -197,12 +210,19 @@ class CudaBackend(Backend):
         hit = self._on_device.get(pk.circuit_digest)
         if hit is not None:
             return hit[0]
-        need = Resident.estimate_bytes(pk, r1cs)
+        from gpu.budget import admit_shape
+        shape = Resident.shape(pk, r1cs)
+        need = shape.resident_bytes()
         label = f"proving key {pk.circuit_digest.hex()[:16]} ({pk.num_constraints} constraints)"
+        admit_shape(self.budget, shape, label)  # never fits: refused now, with the breakdown
         self.budget.reserve_resident(need, label)
+        res = None
         try:
             res = Resident(pk, r1cs)
+            self._warm_split(res)
         except Exception:
+            if res is not None:
+                res.free()
             self.budget.release_resident(need)
             raise
         self._on_device[pk.circuit_digest] = (res, need)
@@ -214,10 +234,25 @@ class CudaBackend(Backend):
             hit[0].free()
             self.budget.release_resident(hit[1])
 
+    def _warm_split(self, res: Resident) -> None:
+        """The split MSM's tail engines, their workspaces allocated now (booked with the key)."""
+        from gpu.cuda.split_msm import SplitMsm
+        if self._split is None:
+            self._split = SplitMsm()
+        biggest: dict[str, int] = {}
+        for name, group in Resident.QUERIES:
+            if name in res.bases:
+                biggest[group] = max(biggest.get(group, 0), res.bases[name].n)
+        for group, n in biggest.items():
+            self._split.tail(group, n).warm()
+
     def release(self) -> None:
         """Free everything this backend holds on the device (worker shutdown)."""
         for digest in list(self._on_device):
             self.unload(digest)
+        if self._split is not None:
+            self._split.close()
+            self._split = None
         if self._staging is not None:
             self._staging.base.free()
             self._staging = None
@@ -298,15 +333,28 @@ class CudaBackend(Backend):
                            "check does not: a device fault", device=self.device, kernel="qap")
         self.ntt.compute_h_device(a, b, c, log_n)  # H into a
         mark("ntt_h")
-        aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * (res.num_vars - 1 - res.num_public), "z aux")
+        # the five MSMs through the split MSM: each scalar vector classified once (0, 1, the
+        # rest), the path chosen per query from those counts (gpu/cuda/split_msm.py)
+        naux = res.num_vars - 1 - res.num_public
+        aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * naux, "z aux")
         h = DeviceView(a, 0, 32 * (n - 1), "H")
-        out = {}
-        for key, name, scalars in (("a", "a_query", zb), ("b_g1", "b_g1_query", zb),
-                                   ("b_g2", "b_g2_query", zb), ("l", "l_query", aux),
-                                   ("h", "h_query", h)):
+        lists = buf(4 * max(n, res.num_vars), "split MSM index lists")
+        split = self._split
+        split.last = {}
+        out, cls = {}, {}
+        for key, name, scalars, count in (("a", "a_query", zb, res.num_vars),
+                                          ("b_g1", "b_g1_query", zb, res.num_vars),
+                                          ("b_g2", "b_g2_query", zb, res.num_vars),
+                                          ("l", "l_query", aux, naux), ("h", "h_query", h, n - 1)):
             bases = res.bases.get(name)
-            out[key] = bases.msm(scalars) if bases is not None else _identity(name)
+            if bases is None:
+                out[key] = _identity(name)
+            else:
+                if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
+                    cls = {"of": scalars, "c": split.classify(scalars, count, lists)}
+                out[key] = split.msm(bases, cls["c"], name=key)
             mark(f"msm_{key}")
+        self.last_msm = dict(split.last)
         cuda.Context.synchronize()
         names = list(ev)
         t0 = ev["start"]

@@ -4,11 +4,12 @@ Names follow the paper (Groth 2016, section 3.2) as arkworks spells them:
 alpha_g1, beta_g1/g2, gamma_g2, delta_g1/g2, gamma_abc_g1 (the public-input terms),
 a_query, b_g1_query, b_g2_query, h_query, l_query.
 
-File format (all integers little-endian), version 1:
+File format (all integers little-endian), version 2 (version 1, read too, is the same with
+uncompressed sections):
 
     offset  size      field
     0       8         magic b"ZKHIVEK\\0"
-    8       4         format version (1)
+    8       4         format version (2)
     12      4         kind: 1 proving key, 2 verifying key
     16      32        circuit digest (synthesis.r1cs.R1CS.digest)
     48      8 x 4     num_public, num_aux, num_constraints, domain_size
@@ -17,8 +18,10 @@ File format (all integers little-endian), version 1:
     88      48 x S    section table: point kind u32 (1 = G1, 2 = G2), reserved u32,
                       point count u64, sha256 of the section's bytes (32)
     88+48S  32        sha256 of every header byte before it
-    ...               the sections in table order; each point uncompressed affine x || y,
-                      little-endian (G1 96 bytes, G2 192 bytes), identity as all zeros
+    ...               the sections in table order; each point compressed as arkworks and ZCash
+                      write it (G1 48 bytes, G2 96: x big-endian, G2 x.c1 then x.c0, flags in
+                      the top 3 bits; gpu/groth16/compress.py); version 1: uncompressed affine
+                      x || y, little-endian (G1 96 bytes, G2 192 bytes), identity all zeros
 
 A proving key's sections: alpha_g1, beta_g1, beta_g2, gamma_g2, delta_g1, delta_g2,
 gamma_abc_g1, a_query, b_g1_query, b_g2_query, h_query, l_query; a verifying key's: alpha_g1,
@@ -28,7 +31,9 @@ covered by a hash, the queries are read straight into byte arrays (gpu.groth16.p
 without decoding or checking a point (the CUDA backend uploads those bytes as they are; the CPU
 backend decodes them once, unchecked: 0.3 us instead of 41 us a point); a file that fails a hash
 is refused before any of it is used. The hashes guard against corruption, not against a forged
-file: keep key files where only the operator can write.
+file: keep key files where only the operator can write. Compressed sections are decompressed
+as they are read (on the device when a CUDA context is current in the reading thread, else on
+the host), into the same uncompressed arrays.
 """
 from __future__ import annotations
 
@@ -48,12 +53,16 @@ from .errors import KeyFormatError
 from .points import PointArray
 
 MAGIC = b"ZKHIVEK\0"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READ_VERSIONS = (1, 2)
+#: point kind -> bytes a point in a section, per format version
+WIDTHS = {1: {1: G1_BYTES, 2: G2_BYTES}, 2: {1: 48, 2: 96}}
 KIND_PK, KIND_VK = 1, 2
 G1_KIND, G2_KIND = 1, 2
 _HEADER = struct.Struct("<8sII32sQQQQII")
 _SECTION = struct.Struct("<IIQ32s")
 CHUNK = 1 << 15  # points per read/write chunk
+DECOMPRESS_CHUNK = 1 << 22  # points per decompression batch (a device launch is worth it)
 SINGLE_POINTS = {"alpha_g1", "beta_g1", "beta_g2", "gamma_g2", "delta_g1", "delta_g2"}
 
 VK_SECTIONS = (("alpha_g1", G1_KIND), ("beta_g2", G2_KIND), ("gamma_g2", G2_KIND),
@@ -155,15 +164,17 @@ class ProvingKey:
 
 # --- writing -------------------------------------------------------------------------------
 
-def _section_bytes(obj, name: str) -> tuple[int, Iterator[bytes]]:
-    """(point count, chunks of the section's bytes)."""
+def _section_bytes(obj, name: str, pkind: int) -> tuple[int, Iterator[bytes]]:
+    """(point count, chunks of the section's compressed bytes)."""
+    from .compress import compress
+
     v = getattr(obj, name)
+    if isinstance(v, list):  # points built in memory (tests, exports)
+        v = PointArray.from_points(G1Point if pkind == G1_KIND else G2Point, v)
     if isinstance(v, PointArray):
         rows = CHUNK
-        return len(v), (v.raw[i:i + rows].tobytes() for i in range(0, len(v), rows))
-    if isinstance(v, list):  # points built in memory (tests, exports)
-        return len(v), iter([b"".join(p.to_xy_bytes_le() for p in v)])
-    return 1, iter([v.to_xy_bytes_le()])
+        return len(v), (compress(v.raw[i:i + rows], pkind).tobytes() for i in range(0, len(v), rows))
+    return 1, iter([v.to_compressed_bytes()])
 
 
 def _meta_of(obj) -> tuple:
@@ -189,7 +200,7 @@ def _write_stream(f: BinaryIO, kind: int, obj, layout) -> None:
     f.write(b"\0" * header_len)  # placeholder: hashes are known only after the body
     entries = []
     for name, pkind in layout:
-        count, chunks = _section_bytes(obj, name)
+        count, chunks = _section_bytes(obj, name, pkind)
         h = hashlib.sha256()
         for chunk in chunks:
             h.update(chunk)
@@ -219,9 +230,9 @@ def _read_header(f: BinaryIO, path) -> tuple[dict, list[tuple[int, int, bytes]]]
     magic, version, kind, digest, npub, naux, ncons, dom, nsec, _ = _HEADER.unpack(raw)
     if magic != MAGIC:
         raise KeyFormatError(f"{path}: not a zkhive key file (bad magic at offset 0)")
-    if version != FORMAT_VERSION:
+    if version not in READ_VERSIONS:
         raise KeyFormatError(f"{path}: key format version {version} at offset 8; this zkhive "
-                             f"reads version {FORMAT_VERSION}: regenerate the key")
+                             f"reads versions {', '.join(map(str, READ_VERSIONS))}: regenerate the key")
     if nsec > 64:
         raise KeyFormatError(f"{path}: section count {nsec} at offset 80 is implausible")
     table = f.read(_SECTION.size * nsec)
@@ -232,7 +243,7 @@ def _read_header(f: BinaryIO, path) -> tuple[dict, list[tuple[int, int, bytes]]]
         raise KeyFormatError(f"{path}: header hash mismatch at offset "
                              f"{_HEADER.size + len(table)}: the header is corrupted")
     sections = [_SECTION.unpack_from(table, i * _SECTION.size)[::1] for i in range(nsec)]
-    meta = {"kind": kind, "digest": digest, "num_public": npub, "num_aux": naux,
+    meta = {"kind": kind, "version": version, "digest": digest, "num_public": npub, "num_aux": naux,
             "num_constraints": ncons, "domain_size": dom,
             "header_len": _HEADER.size + len(table) + 32,
             "sections": [(k, n, h) for k, _r, n, h in sections]}
@@ -257,7 +268,9 @@ def _read(path, want_kind: int, layout) -> tuple[dict, dict]:
         for (name, pkind), (kind, n, _) in zip(layout, sections):
             if kind != pkind:
                 raise KeyFormatError(f"{path}: section {name} has point kind {kind}, expected {pkind}")
-            expected += n * (G1_BYTES if kind == G1_KIND else G2_BYTES)
+            if kind not in (G1_KIND, G2_KIND):
+                raise KeyFormatError(f"{path}: section {name} has point kind {kind}")
+            expected += n * WIDTHS[meta["version"]][kind]
         size = os.fstat(f.fileno()).st_size
         if size != expected:
             raise KeyFormatError(f"{path}: file is {size} bytes but its header describes "
@@ -267,17 +280,21 @@ def _read(path, want_kind: int, layout) -> tuple[dict, dict]:
         for (name, pkind), (kind, n, digest) in zip(layout, sections):
             point = G1Point if kind == G1_KIND else G2Point
             width = G1_BYTES if kind == G1_KIND else G2_BYTES
+            stored = WIDTHS[meta["version"]][kind]
             raw = np.empty((n, width), dtype=np.uint8)
-            flat = raw.reshape(-1)
             h = hashlib.sha256()
-            for i in range(0, n, CHUNK):  # straight into the array: one copy of the key in RAM
-                k = min(CHUNK, n - i)
-                view = memoryview(flat[i * width:(i + k) * width])
-                if f.readinto(view) != k * width:
-                    raise KeyFormatError(f"{path}: truncated inside section {name}")
-                h.update(view)
+            if stored == width:  # version 1: straight into the array, one copy of the key in RAM
+                flat = raw.reshape(-1)
+                for i in range(0, n, CHUNK):
+                    k = min(CHUNK, n - i)
+                    view = memoryview(flat[i * width:(i + k) * width])
+                    if f.readinto(view) != k * width:
+                        raise KeyFormatError(f"{path}: truncated inside section {name}")
+                    h.update(view)
+            else:
+                _read_compressed(f, path, name, kind, raw, h, offset, stored)
             if h.digest() != digest:
-                raise KeyFormatError(f"{path}: section {name} (bytes {offset}..{offset + n * width}) "
+                raise KeyFormatError(f"{path}: section {name} (bytes {offset}..{offset + n * stored}) "
                                      f"does not match its hash: the file is corrupted")
             arr = PointArray(point, raw)
             if name in SINGLE_POINTS:
@@ -290,5 +307,26 @@ def _read(path, want_kind: int, layout) -> tuple[dict, dict]:
                                          f"decode ({e})") from None
             else:
                 out[name] = arr
-            offset += n * width
+            offset += n * stored
     return meta, out
+
+
+def _read_compressed(f, path, name, kind, raw, h, offset, stored) -> None:
+    """Read a compressed section in batches, hashing and decompressing each into ``raw``. The
+    hash of the whole section is checked by the caller, so a corrupted batch is refused then
+    even where it happened to decompress; one that does not decompress is refused here."""
+    from .compress import decompress
+
+    n = len(raw)
+    buf = np.empty((min(n, DECOMPRESS_CHUNK), stored), dtype=np.uint8)
+    for i in range(0, n, DECOMPRESS_CHUNK):
+        k = min(DECOMPRESS_CHUNK, n - i)
+        view = memoryview(buf[:k].reshape(-1))
+        if f.readinto(view) != k * stored:
+            raise KeyFormatError(f"{path}: truncated inside section {name}")
+        h.update(view)
+        try:
+            decompress(buf[:k], kind, where=f"{path}: section {name}", out=raw[i:i + k], first=i)
+        except KeyFormatError as e:
+            raise KeyFormatError(f"{e} (the section starts at file offset {offset}, "
+                                 f"{stored} bytes a point)") from None

@@ -50,6 +50,14 @@ def prove(pk: ProvingKey, r1cs: R1CS, assignment: np.ndarray, backend="cpu", *,
     z = r1cs.check_assignment_shape(assignment)
     be = get_backend(backend) if isinstance(backend, str) else backend
     terms = be.prove_terms(pk, r1cs, z, timer)
+    return combine(pk, terms, r=r, s=s, timer=timer)
+
+
+def combine(pk: ProvingKey, terms, *, r: int | None = None, s: int | None = None,
+            timer: StageTimer | None = None) -> Proof:
+    """A, B, C from a backend's sums with fresh r, s (host work: a few point operations; a
+    pipelined prover runs it while the device proves the next partition)."""
+    timer = timer or NULL_TIMER
     r = _nonzero_random() if r is None else r % field.MODULUS
     s = _nonzero_random() if s is None else s % field.MODULUS
     with timer.stage("combine"):

@@ -42,6 +42,19 @@ def small_ints_vec(x: np.ndarray) -> np.ndarray:
     return out
 
 
+class BitBlock:
+    """``n`` consecutive auxiliary variables whose values are bits, one (B, n) uint8 array: how
+    bit-heavy gadgets (SHA-256) hand over their values without one (B, 4) array per variable."""
+
+    __slots__ = ("bits",)
+
+    def __init__(self, bits: np.ndarray):
+        self.bits = bits
+
+    def __len__(self) -> int:
+        return self.bits.shape[1]
+
+
 class Synth:
     """Records constraints (``cs``), computes batched values (``batch``), or both (tests)."""
 
@@ -73,6 +86,18 @@ class Synth:
                                  f"expected ({self.batch}, 4)")
             self.values.append(val)
         return Num(lc, val)
+
+    def alloc_bits(self, n: int, value: Callable[[], np.ndarray]) -> tuple[list | None, np.ndarray | None]:
+        """n fresh auxiliary variables holding bits: (their LinearCombinations in shape mode,
+        their (B, n) uint8 values in values mode, appended to ``values`` as one BitBlock)."""
+        lcs = [self.cs.alloc().lc() for _ in range(n)] if self.cs is not None else None
+        val = None
+        if self.batch is not None:
+            val = np.ascontiguousarray(value(), dtype=np.uint8)
+            if val.shape != (self.batch, n):
+                raise ValueError(f"gadget produced bits of shape {val.shape}, expected ({self.batch}, {n})")
+            self.values.append(BitBlock(val))
+        return lcs, val
 
     def input(self, variable, value: np.ndarray | None) -> Num:
         """Wrap an already allocated variable (public input or shared aux) with its values."""

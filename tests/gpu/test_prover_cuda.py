@@ -86,7 +86,7 @@ def test_budget_refuses_a_key_that_does_not_fit(keyed, tmp_path, monkeypatch):
     monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path))
     small = CudaBackend(0, capacity=64 << 20)
     try:
-        with pytest.raises(DeviceMemoryExhausted, match="needs .* GiB"):
+        with pytest.raises(DeviceMemoryExhausted, match="needs .* GiB|cannot run on device .* GiB"):
             small.load(pk, r1cs)
         assert small.budget.usage()["used"] == 0
     finally:

@@ -77,3 +77,41 @@ def test_bookings_of_a_killed_process_are_dropped(tmp_path):
     p.join(30)
     me.reserve_resident(8 * GiB, "key")  # the dead worker's 12 GiB no longer count
     assert me.usage()["used"] == 8 * GiB
+
+
+# the 32 GiB partition (issue 16): 130,278,869 constraints over 2^27, A, B, C as compact CSR
+# (int32 column + 16-bit coefficient index: 6 bytes a nonzero, 722 M nonzeros)
+SDR_32G = dict(num_vars=130_300_000, num_aux=130_299_000, domain=1 << 27,
+               matrix_bytes=722_000_000 * 6 + 3 * 8 * 130_278_869)
+H200 = int(139.8 * GiB * 0.92)  # the backend's budget: 92% of what the card reports
+
+
+def test_the_32g_partition_fits_an_h200_and_is_refused_on_smaller_cards(tmp_path):
+    from gpu.budget import ProofShape, admit_shape
+
+    shape = ProofShape(**SDR_32G)
+    assert 80 * GiB < shape.resident_bytes() + shape.working_set_bytes() < H200
+    admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape, "sdr-32g key")
+    for card in (16, 80):
+        with pytest.raises(DeviceMemoryExhausted, match=rf"sdr-32g key cannot run on device "
+                           rf"card{card}: resident .*b_g2_query bases 23.30 GiB.* budget of"):
+            admit_shape(DeviceBudget(f"card{card}", int(card * GiB * 0.92), ledger_dir=tmp_path),
+                        shape, "sdr-32g key")
+    # with full 32-byte coefficients the matrices alone are 30 GiB: no longer fits one proof
+    full = ProofShape(**{**SDR_32G, "matrix_bytes": 722_000_000 * 40 + 3 * 8 * 130_278_869})
+    with pytest.raises(DeviceMemoryExhausted, match="matrices 29.81 GiB"):
+        admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), full, "sdr-32g key")
+
+
+def test_two_provers_cannot_each_hold_a_32g_key_on_one_h200(tmp_path):
+    """Two prover processes each book their own resident copy: the second is refused, with who
+    holds what, instead of running the card out of memory."""
+    from gpu.budget import ProofShape
+
+    shape = ProofShape(**SDR_32G)
+    first = DeviceBudget("h200", H200, ledger_dir=tmp_path)
+    first.reserve_resident(shape.resident_bytes(), "sdr-32g key")
+    other = DeviceBudget("h200", H200, ledger_dir=tmp_path)
+    other._key = "1:0.000"  # books as another process would (its own entry stays while it books)
+    with pytest.raises(DeviceMemoryExhausted, match=r"sdr-32g key needs 9\d\.\d\d GiB .* only"):
+        other.reserve_resident(shape.resident_bytes(), "sdr-32g key")

@@ -195,3 +195,24 @@ def test_soft_time_limit_interrupts_and_hard_limit_fires():
     limits.disarm()
     time.sleep(0.2)
     assert fired == [("t", 0.05)]
+
+
+def test_up_plans_gpu_workers_per_device_provers_a_device(tmp_path):
+    """`zkhive up` starts [worker] gpu_workers_per_device provers per device (the seeds' two
+    workers per GPU), each its own process on the device's one queue; 1 keeps one a device."""
+    import argparse
+
+    from cluster import settings
+    from cluster.up_commands import plan
+
+    def provers(n):
+        s = settings.load(env={"ZKHIVE_WORKER__GPU_WORKERS_PER_DEVICE": str(n),
+                               "ZKHIVE_FLOWER__PASSWORD": "pw"})
+        args = argparse.Namespace(run_dir=str(tmp_path / f"run{n}"), devices="cpu:0,cpu:1",
+                                  synthesis_workers=1, ready_timeout=5, config=None)
+        services, _ = plan(args, s)
+        return [(w.name, w.address) for w in services[1] if w.name.startswith("prove")]
+
+    assert provers(2) == [("prove-cpu0", "cpu:0"), ("prove-cpu0-1", "cpu:0"),
+                          ("prove-cpu1", "cpu:1"), ("prove-cpu1-1", "cpu:1")]
+    assert provers(1) == [("prove-cpu0", "cpu:0"), ("prove-cpu1", "cpu:1")]

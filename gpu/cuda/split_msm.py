@@ -1,0 +1,272 @@
+"""The split MSM: zero scalars skipped, scalars equal to 1 summed by a batch-addition kernel,
+the rest ("the tail") through the Pippenger MSM of gpu/cuda/msm.py (kernels:
+gpu/kernels/split_msm.cu, whose header says why).
+
+    split = SplitMsm()                              # per backend, per device context
+    cls = split.classify(z_device, n, lists)        # one pass: counts of 0, 1 and the rest
+    point = split.msm(resident_bases, z_device, cls)
+
+Per query the path is chosen from the witness's statistics (``choose``): ``pippenger`` (the
+resident bases' own MSM, as before) when at most ``DENSE_SHARE`` of the scalars are 0 or 1 and
+the query fits one tail chunk; else ``split``: the 1s summed, the tail gathered into compact
+buffers and summed by Pippenger in chunks of at most ``capacity`` scalars (one
+:class:`TailEngine` per group, its workspace sized for one chunk). So a 2^27 query never needs a
+workspace for 2^27 scalars: memory is bounded by the chunk, whatever the mix. Every partial
+result is decoded with arkworks' checked decoder and the parts are added on the host (a few
+point additions).
+
+``ZKHIVE_SPLIT_MSM=auto|on|off`` forces the path (tests, benchmarks); ``ZKHIVE_SPLIT_CHUNK_LOG``
+sets the chunk (default 2^24 scalars).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from gpu.cuda import loader
+from gpu.cuda.memory import DeviceBuffer
+from gpu.budget import chunk_capacity, tail_engine_bytes
+from gpu.errors import GpuError, MsmInputError
+from gpu.msm import decode_point, group_of, window_bits, windows
+
+BLOCK = 256
+#: the share of scalars that are 0 or 1 below which a query stays on plain Pippenger
+DENSE_SHARE = float(os.environ.get("ZKHIVE_SPLIT_MIN_SHARE", "0.05"))
+_NO_INDEX = 0xFFFFFFFFFFFFFFFF
+
+
+def _u(x) -> np.uintp:
+    return np.uintp(x.ptr if hasattr(x, "ptr") else x)
+
+
+def _grid(n: int, block: int = BLOCK) -> tuple:
+    return (max(1, -(-int(n) // block)), 1)
+
+
+def mode() -> str:
+    m = os.environ.get("ZKHIVE_SPLIT_MSM", "auto")
+    if m not in ("auto", "on", "off"):
+        raise GpuError(f"ZKHIVE_SPLIT_MSM={m!r}: expected auto, on or off")
+    return m
+
+
+@dataclass
+class Classified:
+    """Where a scalar vector's 0s, 1s and other values are (lists on the device)."""
+    n: int
+    ones: int
+    tail: int
+    lists: DeviceBuffer   # [0, ones): indices of 1s; [n - tail, n): the tail, read backwards
+    scalars: DeviceBuffer
+
+    @property
+    def zeros(self) -> int:
+        return self.n - self.ones - self.tail
+
+    def stats(self) -> dict:
+        return {"n": self.n, "zeros": self.zeros, "ones": self.ones, "tail": self.tail}
+
+
+def choose(n: int, ones: int, tail: int, capacity: int) -> str:
+    """``pippenger`` or ``split`` for a query of n scalars (see the module docstring)."""
+    m = mode()
+    if m == "on":
+        return "split"
+    if m == "off":
+        return "pippenger" if n <= capacity else "split"
+    dense = tail > (1.0 - DENSE_SHARE) * n
+    return "pippenger" if dense and n <= capacity else "split"
+
+
+class TailEngine:
+    """Pippenger over a compact chunk of (scalar, base) pairs: msm.cu's kernels through a
+    DeviceBases whose base buffer is this engine's compact one (no upload of its own)."""
+
+    def __init__(self, group, capacity: int):
+        from gpu.cuda.msm import DeviceBases
+
+        g = group_of(group)
+        self.group, self.capacity = g, int(capacity)
+        self.words16 = g.limbs // 4               # affine Montgomery base (g.limbs words)
+        engine = DeviceBases.__new__(DeviceBases)
+        # the attributes DeviceBases.__init__ sets, minus the upload: the bases are whatever
+        # split_gather wrote into self.bases for the current chunk
+        engine.group, engine.n, engine.window = g, self.capacity, window_bits(self.capacity)
+        engine.point_bytes = 4 * 2 * g.limbs
+        engine.last_profile = {}
+        engine._cuda = loader.driver()
+        engine._mod = loader.load_module("msm")
+        engine._f = {k: loader.get_function(engine._mod, k) for k in (
+            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
+        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
+                  "sum_groups", "combine"):
+            engine._f[k] = loader.get_function(engine._mod, f"{g.name}_{k}")
+        engine._device = loader.device_name()
+        engine._work, engine._scalars, engine._bases = {}, None, None
+        self.engine = engine
+        self.bases = self.scalars = None
+        try:
+            self.bases = DeviceBuffer(16 * self.words16 * self.capacity, what=f"{g.name} tail bases")
+            self.scalars = DeviceBuffer(32 * self.capacity, what=f"{g.name} tail scalars")
+            engine._bases = self.bases
+        except Exception:
+            self.close()
+            raise
+
+    @staticmethod
+    def estimate_bytes(group, capacity: int) -> int:
+        return tail_engine_bytes(group_of(group).name, capacity)
+
+    def msm(self, k: int):
+        """Pippenger over the first k compact pairs (k <= capacity), with the window for k (not
+        for the capacity: a 1.5 M tail with 2^24-sized windows spends its time in 2^19-bucket
+        reductions). One workspace, sized for the capacity, re-made when the window changes
+        (a circuit's tails are about the same size from proof to proof)."""
+        from gpu.budget import TAIL_MIN_WINDOW
+        e = self.engine
+        c = max(min(TAIL_MIN_WINDOW, e.window), window_bits(int(k)))
+        if c not in e._work:
+            for ws in e._work.values():
+                ws.free()
+            e._work = {}
+            e._workspace(c)  # sized by e.n, the capacity, before e.n changes
+        e.n = int(k)  # the histogram and scatter run over k scalars; the workspace stays sized
+        try:          # for the capacity
+            return e.msm(self.scalars, window=c)
+        finally:
+            e.n = self.capacity
+
+    def warm(self) -> None:
+        """Allocate the workspace now (at load), sized for a full chunk."""
+        self.engine._workspace(self.engine.window)
+
+    def close(self) -> None:
+        self.engine._bases = None  # ours, freed below
+        self.engine.close()
+        for b in (self.bases, self.scalars):
+            if b is not None:
+                b.free()
+        self.bases = self.scalars = None
+
+
+class SplitMsm:
+    """The split MSM over resident base sets (gpu.cuda.msm.DeviceBases) of one device."""
+
+    def __init__(self, capacity: dict | None = None):
+        self._cuda = loader.driver()
+        mod = loader.load_module("split_msm")
+        self._f = {k: loader.get_function(mod, k) for k in ("split_classify", "split_gather")}
+        for g in ("g1", "g2"):
+            for k in ("sum_ones", "sum_parts", "store_point"):
+                self._f[f"{g}_{k}"] = loader.get_function(mod, f"{g}_{k}")
+        dev = self._cuda.Context.get_device()
+        self._sms = dev.get_attribute(self._cuda.device_attribute.MULTIPROCESSOR_COUNT)
+        self.capacity = {g: chunk_capacity(g) for g in ("g1", "g2")}
+        self.capacity.update(capacity or {})
+        self._tails: dict[str, TailEngine] = {}
+        self.last: dict = {}  # per query: path, counts, chunks (the benchmark reports them)
+        self._flags = DeviceBuffer(16, what="split counts and bad index")
+        self._out = DeviceBuffer(4 * 48, what="split result")
+        self._parts = {}
+
+    # -- plumbing -------------------------------------------------------------------------
+    def _launch(self, name, grid, *args, block=BLOCK, shape=None):
+        with loader.guard(kernel=name, shape=shape):
+            self._f[name](*args, block=(block, 1, 1), grid=grid)
+
+    def tail(self, group: str, n: int) -> TailEngine:
+        g = group_of(group).name
+        cap = min(int(n), self.capacity[g])
+        t = self._tails.get(g)
+        if t is None or t.capacity < cap:
+            if t is not None:
+                t.close()
+            t = self._tails[g] = TailEngine(g, cap)
+        return t
+
+    # -- classification -------------------------------------------------------------------
+    def classify(self, scalars: DeviceBuffer, n: int, lists: DeviceBuffer) -> Classified:
+        """One pass over n device scalars; raises MsmInputError naming a scalar >= r."""
+        if lists.nbytes < 4 * n or scalars.nbytes < 32 * n:
+            raise MsmInputError(f"split MSM buffers too small for {n} scalars")
+        with loader.guard(kernel="memset", shape=n):
+            self._cuda.memset_d32(self._flags.ptr, 0, 2)
+            self._cuda.memset_d32(self._flags.ptr + 8, 0xFFFFFFFF, 2)
+        if n:
+            self._launch("split_classify", _grid(n), np.int64(n), _u(scalars), _u(lists),
+                         _u(self._flags), np.uintp(self._flags.ptr + 8), shape=n)
+        out = np.zeros(2, dtype=np.uint64)
+        with loader.guard(kernel="read split counts"):
+            self._cuda.memcpy_dtoh(out, self._flags.ptr)
+        counts = out[:1].view(np.uint32)
+        if int(out[1]) != _NO_INDEX:
+            raise MsmInputError(f"MSM scalar {int(out[1])} is not below the Fr modulus",
+                                index=int(out[1]), kernel="split_classify", shape=n)
+        return Classified(n, int(counts[0]), int(counts[1]), lists, scalars)
+
+    # -- the MSM --------------------------------------------------------------------------
+    def msm(self, bases, cls: Classified, *, name: str = "msm"):
+        """sum_i s_i P_i over the first cls.n bases of a resident DeviceBases."""
+        g = bases.group
+        if bases.n < cls.n:
+            raise MsmInputError(f"{name}: {cls.n} scalars for {bases.n} bases")
+        cap = min(cls.n, self.capacity[g.name]) or 1
+        path = choose(cls.n, cls.ones, cls.tail, cap)
+        info = {**cls.stats(), "path": path, "chunks": 0}
+        self.last[name] = info
+        if path == "pippenger":
+            return bases.msm(cls.scalars)
+        total = None
+        if cls.ones:
+            total = self._sum_ones(bases, cls)
+        if cls.tail:
+            t = self.tail(g.name, cls.n)
+            for lo in range(0, cls.tail, t.capacity):
+                k = min(t.capacity, cls.tail - lo)
+                self._launch("split_gather", _grid(k), np.int64(k), np.int64(lo), np.int64(cls.n),
+                             _u(cls.lists), _u(cls.scalars), _u(bases._bases), np.int32(t.words16),
+                             _u(t.scalars), _u(t.bases), shape=k)
+                part = t.msm(k)
+                total = part if total is None else total + part
+                info["chunks"] += 1
+        if total is None:
+            from py_arkworks_bls12381 import G1Point, G2Point
+            total = G2Point.identity() if g.name == "g2" else G1Point.identity()
+        return total
+
+    def _sum_ones(self, bases, cls: Classified):
+        g = bases.group.name
+        point = 8 * bases.group.limbs  # XYZZ: four coordinates
+        T = max(1, min(cls.ones, self._sms * 1024))
+        parts = self._parts.get(g)
+        if parts is None or parts[0].nbytes < point * T:
+            if parts is not None:
+                for p in parts:
+                    p.free()
+            parts = self._parts[g] = (DeviceBuffer(point * self._sms * 1024, what=f"{g} ones partials"),
+                                      DeviceBuffer(point * (self._sms * 32 + 1), what=f"{g} ones partials"))
+        self._launch(f"{g}_sum_ones", _grid(T, 128), np.int64(T), np.int64(cls.ones), _u(cls.lists),
+                     _u(bases._bases), _u(parts[0]), block=128, shape=T)
+        src, length = 0, T
+        while length > 1:
+            q = -(-length // 32)
+            self._launch(f"{g}_sum_parts", _grid(q, 64), np.int64(length), np.int64(32),
+                         _u(parts[src]), _u(parts[1 - src]), block=64, shape=length)
+            src, length = 1 - src, q
+        self._launch(f"{g}_store_point", (1, 1), _u(parts[src]), _u(self._out), block=1)
+        out = np.zeros(bases.group.limbs, dtype=np.uint32)
+        self._out.download(out)
+        return decode_point(out, bases.group)
+
+    def close(self) -> None:
+        for t in self._tails.values():
+            t.close()
+        self._tails = {}
+        for parts in self._parts.values():
+            for p in parts:
+                p.free()
+        self._parts = {}
+        for b in (self._flags, self._out):
+            b.free()

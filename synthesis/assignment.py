@@ -1,0 +1,136 @@
+"""A compact encoding of an assignment z: bits as bits, other values as 32-byte elements.
+
+Most of a SHA-256 circuit's variables are 0 or 1 (a 32 GiB-shaped SDR partition: ~98%), so
+32 bytes a value wastes ~30x. ``Compact`` keeps one kind per variable (0, 1, or 2 = "the next
+row of ``fes``") and the other values in order. The wire form (``encode``/``decode``):
+
+    b"ZKA1" | u64 n | u64 m | is_other bit plane (ceil(n/8) bytes) | value bit plane
+    (ceil(n/8) bytes) | m x 32-byte little-endian canonical elements
+
+so a partition of n variables with m "other" values takes n/4 + 32 m + 20 bytes.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+from typing import Sequence
+
+import numpy as np
+
+from . import field
+
+MAGIC = b"ZKA1"
+_HEADER = struct.Struct("<4sQQ")
+
+
+class AssignmentError(ValueError):
+    """A compact assignment blob is malformed (names what and where)."""
+
+
+@dataclass
+class Compact:
+    kinds: np.ndarray   # (n,) uint8: 0, 1, or 2 (other)
+    fes: np.ndarray     # (m, 4) uint64: the "other" values, in order
+
+    def __len__(self) -> int:
+        return len(self.kinds)
+
+    def to_vec(self) -> np.ndarray:
+        z = np.zeros((len(self.kinds), 4), dtype=np.uint64)
+        z[self.kinds == 1, 0] = 1
+        z[self.kinds == 2] = self.fes
+        return z
+
+    def stats(self) -> dict[str, int]:
+        c = np.bincount(self.kinds, minlength=3)
+        return {"variables": len(self.kinds), "zeros": int(c[0]), "ones": int(c[1]), "other": int(c[2])}
+
+
+def from_vec(z: np.ndarray) -> Compact:
+    z = np.ascontiguousarray(z, dtype=np.uint64)
+    high = np.any(z[:, 1:] != 0, axis=1)
+    low = z[:, 0]
+    kinds = np.where(high | (low > 1), 2, low).astype(np.uint8)
+    return Compact(kinds, z[kinds == 2])
+
+
+def encode(z: np.ndarray | Compact) -> bytes:
+    """The wire form of an assignment (an (n, 4) Fr vector or a Compact)."""
+    c = z if isinstance(z, Compact) else from_vec(z)
+    n, m = len(c.kinds), len(c.fes)
+    other = np.packbits(c.kinds == 2, bitorder="little")
+    value = np.packbits(c.kinds == 1, bitorder="little")
+    return b"".join([_HEADER.pack(MAGIC, n, m), other.tobytes(), value.tobytes(),
+                     np.ascontiguousarray(c.fes, dtype="<u8").tobytes()])
+
+
+def decode_compact(blob: bytes, *, n: int | None = None) -> Compact:
+    if len(blob) < _HEADER.size:
+        raise AssignmentError(f"assignment blob of {len(blob)} bytes is shorter than its header")
+    magic, count, m = _HEADER.unpack_from(blob)
+    if magic != MAGIC:
+        raise AssignmentError(f"assignment blob starts with {magic!r}, not {MAGIC!r}")
+    if n is not None and count != n:
+        raise AssignmentError(f"assignment has {count} values, the circuit has {n} variables")
+    plane = (count + 7) // 8
+    want = _HEADER.size + 2 * plane + 32 * m
+    if len(blob) != want:
+        raise AssignmentError(f"assignment blob is {len(blob)} bytes, its header says {want}")
+    buf = np.frombuffer(blob, dtype=np.uint8, offset=_HEADER.size, count=2 * plane)
+    other = np.unpackbits(buf[:plane], count=count, bitorder="little").astype(bool)
+    one = np.unpackbits(buf[plane:], count=count, bitorder="little").astype(bool)
+    if int(other.sum()) != m:
+        raise AssignmentError(f"assignment marks {int(other.sum())} values as field elements, "
+                              f"its header says {m}")
+    if np.any(other & one):
+        raise AssignmentError(f"assignment value {int(np.flatnonzero(other & one)[0])} is marked "
+                              "both one and a field element")
+    fes = np.frombuffer(blob, dtype="<u8", offset=_HEADER.size + 2 * plane, count=4 * m)
+    fes = field.check_vec(fes.reshape(m, 4).astype(np.uint64), what="assignment field elements")
+    kinds = np.where(other, 2, one).astype(np.uint8)
+    return Compact(kinds, fes)
+
+
+def decode(blob: bytes, *, n: int | None = None) -> np.ndarray:
+    """The (n, 4) Fr vector of a blob from ``encode``; AssignmentError if malformed."""
+    return decode_compact(blob, n=n).to_vec()
+
+
+def from_values(values: Sequence, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A Synth's values (per-variable (B, 4) arrays and BitBlocks) as (kinds (B, n) uint8,
+    the "other" values in row-major order (m, 4), per-row counts of them)."""
+    from .gadgets.core import BitBlock
+
+    kinds_parts, fe_cols, fe_vals = [], [], []
+    col = 0
+    run: list[np.ndarray] = []
+
+    def close_run():
+        nonlocal run
+        if run:
+            v = np.stack(run, axis=1)  # (B, k, 4)
+            high = np.any(v[:, :, 1:] != 0, axis=2)
+            low = v[:, :, 0]
+            kinds_parts.append(np.where(high | (low > 1), 2, low).astype(np.uint8))
+            fe_vals.append(v)
+            run = []
+
+    for v in values:
+        if isinstance(v, BitBlock):
+            close_run()
+            kinds_parts.append(v.bits)
+            col += v.bits.shape[1]
+        else:
+            run.append(v)
+            fe_cols.append(col)
+            col += 1
+    close_run()
+    kinds = np.concatenate(kinds_parts, axis=1) if kinds_parts else np.zeros((batch, 0), np.uint8)
+    if fe_vals:
+        F = np.concatenate(fe_vals, axis=1)
+        mask = kinds[:, fe_cols] == 2
+        fes = F[mask]
+        per_row = mask.sum(axis=1)
+    else:
+        fes, per_row = np.zeros((0, 4), np.uint64), np.zeros(batch, np.int64)
+    return kinds, fes, per_row

@@ -1,0 +1,172 @@
+"""The split MSM (gpu.cuda.split_msm) == arkworks' MSM, for every mix of 0, 1 and other scalars.
+
+Fresh random bases with known discrete logs (made on the device) and fresh random scalars each
+run. Mixes: all 0, all 1, none of either (all random), a PoRep-like mix (mostly 0/1 with a
+random tail), and tails longer than one chunk (the chunked Pippenger path). Each result is
+checked against the known-log identity and, at the smaller size, against arkworks on the host;
+the classification counts against numpy; the path the chooser takes; split and plain Pippenger
+give the same point; a scalar >= r is rejected naming its index.
+"""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
+
+from synthesis.field import MODULUS
+
+pytestmark = pytest.mark.gpu
+
+GROUPS = {"g1": G1Point, "g2": G2Point}
+rng = np.random.default_rng()
+prng = random.Random(int(rng.integers(2**63)))
+R = np.frombuffer(MODULUS.to_bytes(32, "little"), dtype=np.uint64)
+
+
+def random_scalars(n: int) -> np.ndarray:
+    s = rng.integers(0, 2**64, size=(n, 4), dtype=np.uint64)
+    s[:, 3] %= R[3]  # below r's top limb: canonical
+    return s
+
+
+def mix(n: int, zeros: float, ones: float) -> np.ndarray:
+    s = random_scalars(n)
+    u = rng.random(n)
+    s[u < zeros] = 0
+    one = (u >= zeros) & (u < zeros + ones)
+    s[one] = 0
+    s[one, 0] = 1
+    return s
+
+
+MIXES = {"all zero": (1.0, 0.0), "all one": (0.0, 1.0), "no zero or one": (0.0, 0.0),
+         "porep-like": (0.45, 0.45), "ones and zeros only": (0.5, 0.5)}
+
+
+class Tables:
+    """Bases P_i = (a_{i // m} + b_{i % m}) G with the a, b known."""
+
+    def __init__(self, group: str, m: int):
+        P = GROUPS[group]
+        self.group, self.m = group, m
+        self.a = [prng.randrange(1, MODULUS) for _ in range(m)]
+        self.b = [prng.randrange(1, MODULUS) for _ in range(m)]
+        self.pa = [P() * Scalar(x) for x in self.a]
+        self.pb = [P() * Scalar(x) for x in self.b]
+
+    def bases(self, n: int) -> np.ndarray:
+        from gpu.cuda.msm import known_log_bases
+        return known_log_bases(self.group, self.pa, self.pb, n)
+
+    def expected(self, s: np.ndarray):
+        ints = [int.from_bytes(row.tobytes(), "little") for row in s]
+        k = sum(x * (self.a[i // self.m] + self.b[i % self.m]) for i, x in enumerate(ints) if x)
+        return GROUPS[self.group]() * Scalar(k % MODULUS)
+
+
+def arkworks(group: str, xy: np.ndarray, s: np.ndarray):
+    P = GROUPS[group]
+    raw, step = xy.tobytes(), 4 * xy.shape[1]
+    pts = [P.from_xy_bytes_unchecked_le(raw[i:i + step]) for i in range(0, len(raw), step)]
+    sb = s.tobytes()
+    return P.multiexp_unchecked(pts, [Scalar.from_le_bytes(sb[i:i + 32]) for i in range(0, len(sb), 32)])
+
+
+N = {"g1": 6000, "g2": 2500}
+
+
+@pytest.fixture(scope="module", params=list(GROUPS))
+def resident(request, cuda_ctx):
+    from gpu.cuda.msm import DeviceBases
+    group = request.param
+    t = Tables(group, 80)
+    xy = t.bases(N[group])
+    with DeviceBases(xy, group) as bases:
+        yield group, t, xy, bases
+
+
+@pytest.fixture(scope="module")
+def split(cuda_ctx):
+    from gpu.cuda.split_msm import SplitMsm
+    s = SplitMsm()
+    yield s
+    s.close()
+
+
+def run(split, bases, s: np.ndarray, name="q"):
+    from gpu.cuda.memory import DeviceBuffer
+    n = len(s)
+    with DeviceBuffer(32 * n, what="scalars") as sb, DeviceBuffer(4 * n, what="lists") as lb:
+        sb.upload(np.ascontiguousarray(s))
+        cls = split.classify(sb, n, lb)
+        return cls, split.msm(bases, cls, name=name)
+
+
+@pytest.mark.parametrize("which", list(MIXES))
+def test_split_msm_every_mix(resident, split, which, monkeypatch):
+    group, t, xy, bases = resident
+    n = len(xy)
+    s = mix(n, *MIXES[which])
+    want = t.expected(s)
+    is0 = ~s.any(axis=1)
+    is1 = (s[:, 0] == 1) & ~s[:, 1:].any(axis=1)
+    monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "on")
+    cls, got = run(split, bases, s)
+    assert (cls.zeros, cls.ones, cls.tail) == (int(is0.sum()), int(is1.sum()), int((~is0 & ~is1).sum()))
+    assert got == want, f"{group} {which}: split MSM"
+    monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "off")
+    assert run(split, bases, s)[1] == want, f"{group} {which}: plain Pippenger"
+
+
+def test_split_msm_matches_arkworks(resident, split, monkeypatch):
+    group, t, xy, bases = resident
+    n = 700
+    s = mix(n, 0.3, 0.5)
+    monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "on")
+    from gpu.cuda.msm import DeviceBases
+    with DeviceBases(xy[:n], group) as small:
+        assert run(split, small, s)[1] == arkworks(group, xy[:n], s)
+        wrong = s.copy()
+        wrong[5] = [2, 0, 0, 0] if s[5, 0] != 2 or s[5, 1:].any() else [3, 0, 0, 0]
+        assert run(split, small, wrong)[1] != arkworks(group, xy[:n], s)
+
+
+@pytest.mark.parametrize("zeros,ones", [(0.0, 0.0), (0.2, 0.3)])
+def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
+    """Chunks of 512 scalars: the tail goes through Pippenger several times, the parts added."""
+    from gpu.cuda.split_msm import SplitMsm
+    group, t, xy, bases = resident
+    s = mix(len(xy), zeros, ones)
+    small = SplitMsm(capacity={"g1": 512, "g2": 512})
+    try:
+        monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "auto")
+        cls, got = run(small, bases, s)
+        info = small.last["q"]
+        assert info["path"] == "split" and info["chunks"] == -(-cls.tail // 512) > 1
+        assert got == t.expected(s)
+    finally:
+        small.close()
+
+
+def test_chooser_takes_the_path_the_statistics_call_for(resident, split, monkeypatch):
+    group, t, xy, bases = resident
+    monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "auto")
+    run(split, bases, mix(len(xy), 0.0, 0.0))
+    assert split.last["q"]["path"] == "pippenger"   # dense: nothing to split off
+    run(split, bases, mix(len(xy), 0.45, 0.45))
+    assert split.last["q"]["path"] == "split"
+
+
+def test_scalar_not_below_r_is_rejected_with_its_index(resident, split):
+    from gpu.errors import MsmInputError
+    group, t, xy, bases = resident
+    s = mix(len(xy), 0.4, 0.4)
+    s[1234] = R
+    with pytest.raises(MsmInputError, match="scalar 1234 ") as e:
+        run(split, bases, s)
+    assert e.value.index == 1234
+    # and the engine keeps serving
+    s[1234] = 0
+    assert run(split, bases, s)[1] == t.expected(s)
