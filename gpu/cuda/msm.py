@@ -98,22 +98,7 @@ class DeviceBases:
         self.window = window
         self.point_bytes = 4 * 2 * g.limbs       # XYZZ: four coordinates
         self.last_profile: dict[str, float] = {}
-        self._cuda = loader.driver()
-        self._mod = loader.load_module("msm")
-        self._f = {k: loader.get_function(self._mod, k) for k in (
-            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
-        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
-                  "sum_groups", "combine"):
-            self._f[k] = loader.get_function(self._mod, f"{g.name}_{k}")
-        if g.name == "g1" and os.environ.get("ZKHIVE_MSM_G1_LB", "0") == "1":
-            # the level-1 kernel capped at 168 registers (msm.cu)
-            self._f["accumulate_bases"] = loader.get_function(self._mod, "g1_accumulate_bases_lb")
-        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") == "0":
-            # G2's level-1 kernel without the next-base prefetch: its 48 registers spill on
-            # top of the 96-register accumulator; measured 153.7 against 202.9 ms at 2^22 on
-            # the H200 (docs/performance.md). ZKHIVE_MSM_G2_PREFETCH=1 takes the prefetching one.
-            self._f["accumulate_bases"] = loader.get_function(self._mod, "g2_accumulate_bases_np")
-        self._device = loader.device_name()
+        self._bind_kernels()
         self._work: dict[int, _Workspace] = {}
         self._scalars = None
         self._bases = DeviceBuffer(bases.nbytes, what=f"{g.name} bases")
@@ -135,6 +120,28 @@ class DeviceBases:
             raise
 
     # -- plumbing ---------------------------------------------------------------------------
+
+    def _bind_kernels(self) -> None:
+        """The msm module's kernels for this group (with the measured per-group variants);
+        also used by gpu.cuda.split_msm's TailEngine over a base buffer of its own."""
+        g = self.group
+        self._cuda = loader.driver()
+        self._mod = loader.load_module("msm")
+        self._f = {k: loader.get_function(self._mod, k) for k in (
+            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
+        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
+                  "sum_groups", "combine"):
+            self._f[k] = loader.get_function(self._mod, f"{g.name}_{k}")
+        if g.name == "g1" and os.environ.get("ZKHIVE_MSM_G1_LB", "0") == "1":
+            # the level-1 kernel capped at 168 registers (msm.cu)
+            self._f["accumulate_bases"] = loader.get_function(self._mod, "g1_accumulate_bases_lb")
+        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") == "0":
+            # G2's level-1 kernel without the next-base prefetch: its 48 registers spill on
+            # top of the 96-register accumulator; measured 153.7 against 202.9 ms at 2^22 on
+            # the H200 (docs/performance.md). ZKHIVE_MSM_G2_PREFETCH=1 takes the prefetching one.
+            self._f["accumulate_bases"] = loader.get_function(self._mod, "g2_accumulate_bases_np")
+        self._device = loader.device_name()
+
 
     def _launch(self, name: str, grid, *args, block: int = BLOCK) -> None:
         with loader.guard(kernel=name, shape=self.n):

@@ -96,14 +96,7 @@ class TailEngine:
         engine.group, engine.n, engine.window = g, self.capacity, window_bits(self.capacity)
         engine.point_bytes = 4 * 2 * g.limbs
         engine.last_profile = {}
-        engine._cuda = loader.driver()
-        engine._mod = loader.load_module("msm")
-        engine._f = {k: loader.get_function(engine._mod, k) for k in (
-            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
-        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
-                  "sum_groups", "combine"):
-            engine._f[k] = loader.get_function(engine._mod, f"{g.name}_{k}")
-        engine._device = loader.device_name()
+        engine._bind_kernels()
         engine._work, engine._scalars, engine._bases = {}, None, None
         self.engine = engine
         self.bases = self.scalars = None
