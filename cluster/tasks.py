@@ -11,8 +11,9 @@ import logging
 import time
 from collections import OrderedDict
 
-import numpy as np
 from celery.exceptions import SoftTimeLimitExceeded
+from synthesis import assignment
+from synthesis.assignment import AssignmentError
 
 from . import timeline
 from .app import app, runtime
@@ -116,7 +117,7 @@ def synthesize_partition(self, job_id: str, partition: int) -> dict:
         return _fail(rt, job_id, f"bad C1 input: {e}", k)
     except BlobError as e:
         return _fail(rt, job_id, f"C1 input unreadable: {e}", k)
-    ref = rt.blobs.put_array(z, kind="assignment")
+    ref = rt.blobs.put(assignment.encode(z), kind="assignment")  # bits as bits (synthesis.assignment)
     rt.jobs.set_assignment(job_id, k, ref)
     timeline.emit(rt.redis, job_id, "synthesis_end", partition=k, assignment=ref.short(), ttl_s=rt.ttl(),
                   **_worker_fields(rt))
@@ -159,8 +160,7 @@ def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclud
     try:
         with timeline.stage(rt.redis, "fetch_assignment", job=job_id, partition=k, device=who["device"]):
             r1cs = circuit.r1cs()
-            z = rt.blobs.get_array(parse_ref(synthesized["assignment"]), dtype=np.uint64,
-                                   shape=(r1cs.num_variables, 4))
+            z = assignment.decode(rt.blobs.get(parse_ref(synthesized["assignment"])), n=r1cs.num_variables)
         timer = StageTimer(job=job_id, partition=k, device=who["device"])
         try:
             proof = prover.prove(circuit, z, timer)
@@ -168,7 +168,7 @@ def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclud
             timeline.stage_records_to_events(rt.redis, job_id, k, who["device"], timer.records, rt.ttl())
     except UnsatisfiedConstraint as e:  # the witness is wrong: no device will do better
         return _fail(rt, job_id, f"partition {k}: the assignment does not satisfy the circuit: {e}", k)
-    except BlobError as e:
+    except (BlobError, AssignmentError) as e:
         return _fail(rt, job_id, f"partition {k}: assignment unreadable: {e}", k)
     except (SoftTimeLimitExceeded, Exception) as e:  # device error, time limit: try another device
         return _retry_elsewhere(self, rt, synthesized, job_id, k, exclude, e)
