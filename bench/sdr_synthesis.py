@@ -36,9 +36,9 @@ def stage_matrices(name: str, cache: bool) -> dict:
     from synthesis.circuits import get_circuit
     from synthesis.sdr.circuit import CompactR1CS, build_compact, cache_path
     c = get_circuit(name)
-    t = time.perf_counter()
+    t, u = time.perf_counter(), time.process_time()
     cr = build_compact(c.prm)
-    build_s = time.perf_counter() - t
+    build_s, build_cpu = time.perf_counter() - t, time.process_time() - u
     path = cache_path(c.digest())
     t = time.perf_counter()
     cr.save(path)
@@ -53,7 +53,8 @@ def stage_matrices(name: str, cache: bool) -> dict:
             "nnz": {"a": cr.a.nnz, "b": cr.b.nnz, "c": cr.c.nnz},
             "compact_bytes": cr.nbytes, "file_bytes": path.stat().st_size,
             "full_csr_bytes_estimate": cr.nnz * 40 + 3 * 8 * (cr.num_constraints + 1),
-            "build_s": round(build_s, 2), "save_s": round(save_s, 2), "load_s": round(load_s, 2),
+            "build_s": round(build_s, 2), "build_cpu_s": round(build_cpu, 2),
+            "load_avg": os.getloadavg()[0], "save_s": round(save_s, 2), "load_s": round(load_s, 2),
             "peak_rss_gb": round(peak_rss_gb(), 2)}
 
 
@@ -73,11 +74,12 @@ def stage_synth(name: str, repeat: int, partition: int) -> dict:
     parse_s = time.perf_counter() - t
     del sector
     rss_before = peak_rss_gb()
-    times = []
+    times, cpu = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        t, u = time.perf_counter(), time.process_time()
         ca = c.synthesize_compact(c1, partition)
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - u)
     t = time.perf_counter()
     blob = assignment.encode(ca)
     encode_s = time.perf_counter() - t
@@ -89,7 +91,8 @@ def stage_synth(name: str, repeat: int, partition: int) -> dict:
     n = st["variables"]
     return {"stage": "synth", "params": name, "partition": partition, "seal_s": round(seal_s, 2),
             "c1_json_bytes": len(text), "c1_s": round(c1_s, 2), "parse_s": round(parse_s, 2),
-            "synth_s": [round(x, 2) for x in times], "variables": n,
+            "synth_s": [round(x, 2) for x in times], "synth_cpu_s": [round(x, 2) for x in cpu],
+            "load_avg": os.getloadavg()[0], "variables": n,
             "share": {k: round(st[k] / n, 4) for k in ("zeros", "ones", "other")}, "counts": st,
             "assignment_fr_bytes": 32 * n, "assignment_compact_bytes": len(blob),
             "encode_s": round(encode_s, 2), "decode_compact_s": round(decode_compact_s, 2),

@@ -16,7 +16,7 @@ synthesis, cluster/errors.py)::
         KeyMissing                                   no key: it must be made (`zkhive keys setup`)
         CircuitMismatch, KeyFormatError              a key made for another circuit, or corrupt
         GpuCompileError                              a kernel does not compile: a bug
-        BlobError                                    data corrupt or gone
+        BlobError, AssignmentError                   data corrupt or gone
         anything else                                an unexpected error is a bug: retrying hides it
 
 The budget is one per partition (``delivery.partition_retries``, counted by
@@ -33,6 +33,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 
 from gpu.errors import GpuCompileError, GpuInputError, GpuLaunchError, GpuOutOfMemory, GpuUnavailable
 from gpu.groth16.errors import CircuitMismatch, KeyFormatError
+from synthesis.assignment import AssignmentError
 from synthesis.circuits import C1Error
 from synthesis.r1cs import UnsatisfiedConstraint
 
@@ -56,6 +57,7 @@ PERMANENT: tuple[tuple[type[BaseException], str], ...] = (
     (KeyFormatError, "unreadable key"),
     (GpuCompileError, "a kernel does not compile"),
     (BlobError, "data unreadable"),
+    (AssignmentError, "assignment unreadable"),
 )
 TRANSIENT: tuple[tuple[type[BaseException], str], ...] = (
     (GpuOutOfMemory, "device out of memory"),

@@ -26,7 +26,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, NoReturn
 
-import numpy as np
+from synthesis import assignment
 
 from . import retry as policy
 from .app import app, runtime
@@ -170,7 +170,7 @@ def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
     rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
     try:
         z = get_circuit(rec.params).synthesize(_parsed_c1(rt, rec), k)
-        ref = rt.blobs.put_array(z, kind="assignment")
+        ref = rt.blobs.put(assignment.encode(z), kind="assignment")  # bits as bits (synthesis.assignment)
     except Exception as e:
         # a broker blip retries here (same queue); bad input fails the job
         _retry_or_fail(rt, d, job_id, k, e, "synthesis",
@@ -241,8 +241,16 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
     return {"partition": k, "duplicate": not won, **who}
 
 
+def _num_variables(circuit) -> int:
+    # the compact form's count where the circuit has one: sdr-32g's full R1CS is ~32 GB
+    compact = getattr(circuit, "compact_r1cs", None)
+    return compact().num_variables if compact else circuit.r1cs().num_variables
+
+
 def _fetch_assignment(rt, circuit, ref):
-    return rt.blobs.get_array(ref, dtype=np.uint64, shape=(circuit.r1cs().num_variables, 4))
+    """The (n, 4) assignment from its compact blob (synthesis.assignment), its size checked
+    against the circuit's variable count."""
+    return assignment.decode(rt.blobs.get(ref), n=_num_variables(circuit))
 
 
 def _prove_ahead(rt, prover):

@@ -96,39 +96,74 @@ def decode(blob: bytes, *, n: int | None = None) -> np.ndarray:
     return decode_compact(blob, n=n).to_vec()
 
 
+def _kinds(v: np.ndarray) -> np.ndarray:
+    """(..., 4) Fr -> 0, 1 or 2 (other) per element."""
+    high = np.any(v[..., 1:] != 0, axis=-1)
+    low = v[..., 0]
+    return np.where(high | (low > 1), 2, low).astype(np.uint8)
+
+
+def values_array(values: Sequence, batch: int) -> np.ndarray:
+    """A Synth's values without BitBlocks as one (B, n, 4) array."""
+    from .gadgets.core import BitBlock, FeBlock
+
+    parts, run = [], []
+    for v in values:
+        if isinstance(v, FeBlock):
+            if run:
+                parts.append(np.stack(run, axis=1))
+                run = []
+            parts.append(v.vals)
+        elif isinstance(v, BitBlock):
+            raise ValueError("values_array: bit blocks need from_values")
+        else:
+            run.append(v)
+    if run:
+        parts.append(np.stack(run, axis=1))
+    return np.concatenate(parts, axis=1) if parts else np.zeros((batch, 0, 4), np.uint64)
+
+
 def from_values(values: Sequence, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """A Synth's values (per-variable (B, 4) arrays and BitBlocks) as (kinds (B, n) uint8,
-    the "other" values in row-major order (m, 4), per-row counts of them)."""
-    from .gadgets.core import BitBlock
+    """A Synth's values (per-variable (B, 4) arrays, BitBlocks, FeBlocks) as (kinds (B, n)
+    uint8, the "other" values in row-major order (m, 4), per-row counts of them)."""
+    from .gadgets.core import BitBlock, FeBlock
 
     kinds_parts, fe_cols, fe_vals = [], [], []
     col = 0
     run: list[np.ndarray] = []
 
     def close_run():
-        nonlocal run
+        nonlocal run, col
         if run:
             v = np.stack(run, axis=1)  # (B, k, 4)
-            high = np.any(v[:, :, 1:] != 0, axis=2)
-            low = v[:, :, 0]
-            kinds_parts.append(np.where(high | (low > 1), 2, low).astype(np.uint8))
-            fe_vals.append(v)
+            add_fe(v)
             run = []
+
+    def add_fe(v: np.ndarray):
+        nonlocal col
+        k = _kinds(v)
+        kinds_parts.append(k)
+        other = np.flatnonzero(np.any(k == 2, axis=0))  # columns with a value to keep in some row
+        fe_cols.append(col + other)
+        fe_vals.append(v[:, other])
+        col += v.shape[1]
 
     for v in values:
         if isinstance(v, BitBlock):
             close_run()
             kinds_parts.append(v.bits)
             col += v.bits.shape[1]
+        elif isinstance(v, FeBlock):
+            close_run()
+            add_fe(v.vals)
         else:
             run.append(v)
-            fe_cols.append(col)
-            col += 1
     close_run()
     kinds = np.concatenate(kinds_parts, axis=1) if kinds_parts else np.zeros((batch, 0), np.uint8)
     if fe_vals:
         F = np.concatenate(fe_vals, axis=1)
-        mask = kinds[:, fe_cols] == 2
+        cols = np.concatenate(fe_cols)
+        mask = kinds[:, cols] == 2
         fes = F[mask]
         per_row = mask.sum(axis=1)
     else:

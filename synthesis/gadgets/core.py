@@ -55,15 +55,31 @@ class BitBlock:
         return self.bits.shape[1]
 
 
+class FeBlock:
+    """``n`` consecutive auxiliary variables as one (B, n, 4) Fr array (a Poseidon trace), for
+    a ``Synth(blocks=True)``: one list entry instead of n."""
+
+    __slots__ = ("vals",)
+
+    def __init__(self, vals: np.ndarray):
+        self.vals = vals
+
+    def __len__(self) -> int:
+        return self.vals.shape[1]
+
+
 class Synth:
     """Records constraints (``cs``), computes batched values (``batch``), or both (tests)."""
 
-    def __init__(self, *, cs: ConstraintSystem | None = None, batch: int | None = None):
+    def __init__(self, *, cs: ConstraintSystem | None = None, batch: int | None = None,
+                 blocks: bool = False):
         if cs is None and batch is None:
             raise ValueError("Synth needs a constraint system, a batch size, or both")
         if cs is not None and cs.with_values:
             raise ValueError("Synth records shape into a ConstraintSystem(with_values=False)")
         self.cs, self.batch = cs, batch
+        #: values mode: gadgets may append FeBlocks (callers that np.stack ``values`` leave it off)
+        self.blocks = blocks
         self.values: list[np.ndarray] = []  # values of the aux variables, in allocation order
 
     @property

@@ -46,7 +46,11 @@ def permute(s: Synth, state: Sequence[Num]) -> list[Num]:
     outs = None
     if s.computing:
         out, trace = plain.permute_native(np.stack([x.val for x in state], axis=1), trace=True)
-        s.values.extend(trace[:, i] for i in range(trace.shape[1]))
+        if s.blocks:
+            from .core import FeBlock
+            s.values.append(FeBlock(trace))
+        else:
+            s.values.extend(trace[:, i] for i in range(trace.shape[1]))
         outs = [out[:, i] for i in range(t)]
     lcs = _instantiate(s.cs, _template(t), [x.lc for x in state]) if s.shape else None
     return [Num(lcs[i] if s.shape else None, outs[i] if s.computing else None)

@@ -42,7 +42,7 @@ from ..builder import LinearCombination
 from ..circuits import C1Error
 from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
 from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
-from ..gadgets.core import const_vec, small_ints_vec
+from ..gadgets.core import FeBlock, const_vec, small_ints_vec
 from ..gadgets.sha256 import Bits, alloc_bits, bits_to_num, cond_swap_bits, num_to_bits, sha254_bits
 from ..r1cs import R1CS
 from . import c1 as c1mod
@@ -137,15 +137,16 @@ def _parent_openings(s: Synth, prm: SdrParams, pub: dict[str, Any], wit: Challen
     vals = None
     if s.computing:
         B = s.batch
-        vs = Synth(batch=B * P)
+        vs = Synth(batch=B * P, blocks=True)
         index = Num(None, np.stack([p.val for p in pub["parents"]], axis=1).reshape(-1, 4))
         comm_c = Num(None, np.repeat(pub["comm_c"].val, P, axis=0))
         col, root = _parent_opening(
             vs, prm, index, comm_c, lambda: wit.parent_columns.reshape(B * P, L, 4),
             lambda: wit.parent_paths.reshape(B * P, prm.tree_rc_depth, SIB, 4))
-        per = np.stack(vs.values, axis=1).reshape(B, P, len(vs.values), 4)
+        arr = assignment.values_array(vs.values, B * P)
+        per = arr.reshape(B, P, arr.shape[1], 4)
         for j in range(P):
-            s.values.extend(per[:, j, i] for i in range(per.shape[2]))
+            s.values.append(FeBlock(per[:, j]))
         vals = ([c.val.reshape(B, P, 4) for c in col], root.val.reshape(B, P, 4))
     cols, roots = [], []
     for j in range(P):
@@ -358,7 +359,10 @@ def cache_path(digest: str) -> Path:
 # --- the Circuit implementation ---------------------------------------------------------------
 
 def _vec(hexes: list[str], shape: tuple[int, ...]) -> np.ndarray:
-    return field.vec_from_ints(int(x, 16) for x in hexes).reshape(*shape, 4)
+    """Hex strings (validated by the C1 model) as an Fr array, without a Python int each."""
+    raw = bytes.fromhex("".join(x[2:].zfill(64) for x in hexes))
+    be = np.frombuffer(raw, dtype=">u8").reshape(-1, 4)[:, ::-1]  # big-endian limbs, reversed
+    return np.ascontiguousarray(be, dtype=np.uint64).reshape(*shape, 4)
 
 
 class SdrCircuit:
@@ -470,7 +474,7 @@ class SdrCircuit:
         rid, comm_d, comm_r = pub_ints[:3]
         comm_c, comm_r_last = int(c1.comm_c, 16), int(c1.comm_r_last, 16)
 
-        hs = Synth(batch=1)
+        hs = Synth(batch=1, blocks=True)
         hpub = {"replica_id": hs.input(None, const_vec(rid, 1)),
                 "comm_c": hs.input(None, const_vec(comm_c, 1)),
                 "comm_r_last": hs.input(None, const_vec(comm_r_last, 1)),
@@ -483,7 +487,7 @@ class SdrCircuit:
         nodes = np.array([ch.node for ch in part.challenges], dtype=np.int64)
         parents = np.array([[p.node for p in ch.parents] for ch in part.challenges],
                            dtype=np.int64).reshape(B, prm.parents)
-        cs = Synth(batch=B)
+        cs = Synth(batch=B, blocks=True)
         pub = {"replica_id": cs.input(None, const_vec(rid, B)),
                "comm_d": cs.input(None, const_vec(comm_d, B)),
                "comm_c": cs.input(None, const_vec(comm_c, B)),
