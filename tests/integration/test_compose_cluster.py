@@ -416,7 +416,8 @@ def test_compose_gpu_target_builds_where_its_base_image_can_be_had():
     """The gpu target (CUDA devel base + PyCUDA) builds where nvidia/cuda can be fetched; the
     build needs no GPU (PyCUDA links against the driver stub). Not in CI here: it skips."""
     if not shutil.which("docker") or subprocess.run(["docker", "info"], capture_output=True).returncode != 0:
-        pytest.skip("no Docker engine answers")
+        pytest.skip("no Docker engine answers (and the gpu target's CUDA base image cannot be fetched "
+                    "on our machines: it is not built here)")
     cuda = dockerfile_arg("CUDA_IMAGE")
     ok, why = image_available(cuda)
     if not ok:
