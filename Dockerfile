@@ -9,8 +9,8 @@
 #
 # ZKHIVE_CACHE_DIR (/opt/zkhive/cache, owned by the zkhive user) holds the host libraries
 # (arith/host.cpp, gpu/native: C++ from arith/include and gpu/kernels), cached R1CS matrices, cubins and the device-memory
-# ledger. The field and curve libraries are compiled at build time; g++ stays in the images
-# because the other host libraries are built on first use (keyed by a digest of their sources).
+# ledger. The host libraries every role loads are compiled at build time; g++ stays in the images
+# for any other built on first use (keyed by a digest of their sources).
 
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 # devel, not runtime: PyCUDA compiles the .cu kernels with nvcc when a worker first loads them
@@ -30,7 +30,12 @@ COPY cluster cluster
 RUN python -m venv /opt/zkhive/venv \
  && /opt/zkhive/venv/bin/pip install --no-cache-dir .
 ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
-RUN /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; native.lib(); curve.lib()"
+# the host libraries every role loads, compiled here: otherwise each container compiles them on
+# first use into its own layer (a first job took 2 minutes in the compose test on the loaded
+# 2-core machine): field, curve, the Poseidon permutation (sealing, synthesis), fixed-base
+# multiplication (`zkhive keys setup`)
+RUN /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; from synthesis import poseidon; from gpu.groth16 import fixed_base;\
+    native.lib(); curve.lib(); poseidon.kernel(); fixed_base._host()"
 
 # ---------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS cpu
@@ -69,7 +74,7 @@ COPY cluster cluster
 ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
 RUN python3 -m venv /opt/zkhive/venv \
  && LIBRARY_PATH=/usr/local/cuda/lib64/stubs /opt/zkhive/venv/bin/pip install --no-cache-dir ".[gpu]" \
- && /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; native.lib(); curve.lib()" \
+ && /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; from synthesis import poseidon; from gpu.groth16 import fixed_base; native.lib(); curve.lib(); poseidon.kernel(); fixed_base._host()" \
  && chown -R zkhive:zkhive /opt/zkhive/cache \
  && rm -rf /src
 ENV PATH=/opt/zkhive/venv/bin:$PATH \

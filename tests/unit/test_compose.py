@@ -1,4 +1,5 @@
-"""docker-compose.yml and the Dockerfile, checked without a Docker engine (none runs here).
+"""docker-compose.yml and the Dockerfile, checked without a Docker engine (the compose cluster
+itself runs in tests/integration/test_compose_cluster.py, where an engine can run).
 
 ``problems(compose_text)`` is the validator: every zkhive service's command and health check
 must parse with the real ``zkhive`` argument parser; every volume, secret and ``${VAR}`` it uses
@@ -89,6 +90,9 @@ def problems(text: str, dockerfile: str | None = None) -> list[str]:
 
     text, out = interpolate(text)
     doc = yaml.safe_load(text)
+    if "name" in doc:
+        out.append("top-level `name:` is rejected by docker-compose 1.29 (Debian's): pin the project "
+                   "name with COMPOSE_PROJECT_NAME or -p instead")
     stages = dockerfile_stages(dockerfile if dockerfile is not None else DOCKERFILE.read_text())
     services = doc.get("services", {})
     volumes, secrets = set(doc.get("volumes") or {}), set(doc.get("secrets") or {})
@@ -233,7 +237,7 @@ def test_compose_declares_what_the_issue_asks():
 
 def test_every_compose_variable_is_documented_in_its_header():
     text = COMPOSE.read_text()
-    header = text.split("\nname:")[0]
+    header = text.split("\nx-zkhive-env:")[0]
     for name in {m.group(1).split(":")[0].split("-")[0] for m in _VAR.finditer(text)}:
         assert re.search(rf"#\s+{name}\s", header), f"${{{name}}} is used but not described in the header"
 
@@ -308,6 +312,18 @@ def _mutate(old: str, new: str) -> str:
 def test_validator_rejects_broken_compose(old, new, message):
     found = problems(_mutate(old, new))
     assert any(message in p for p in found), found
+
+
+def test_validator_rejects_a_top_level_name():
+    found = problems(_mutate("x-zkhive-env: &zkhive-env", "name: zkhive\n\nx-zkhive-env: &zkhive-env"))
+    assert any("top-level `name:` is rejected by docker-compose 1.29" in p for p in found), found
+
+
+def test_dockerfile_trusts_no_extra_ca():
+    # the compose test's local base image carries the host's CA bundle; the shipped images never do
+    text = DOCKERFILE.read_text()
+    for word in ("ca-certificates.crt", "PIP_CERT", "SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "trusted-host"):
+        assert word not in text, word
 
 
 def test_validator_rejects_an_unused_volume():
