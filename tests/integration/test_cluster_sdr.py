@@ -22,12 +22,18 @@ def sdr(cluster, worker_set, tmp_path_factory):
     cluster.setup_keys(circuit)
     ws = worker_set(tmp_path_factory.mktemp("sdr"))
     pre = {"ZKHIVE_SRS__PRELOAD": json.dumps([TINY])}
-    procs = [ws("synthesis", wait=False), ws("aggregate", wait=False),
-             ws("prove", "cpu:0", wait=False, **pre), ws("prove", "cpu:1", wait=False, **pre)]
-    for p in procs:
-        p.wait_ready(cluster.redis)
-    yield circuit, ws
-    ws.stop_all()
+    try:
+        procs = [ws("synthesis", wait=False), ws("aggregate", wait=False),
+                 ws("prove", "cpu:0", wait=False, **pre), ws("prove", "cpu:1", wait=False, **pre)]
+        for p in procs:
+            # a prover is ready only with its preloaded key resident: loading the sdr key and
+            # building its matrices takes minutes on a loaded 2-core machine
+            p.wait_ready(cluster.redis, timeout_s=900)
+        yield circuit, ws
+    finally:
+        # also when a worker never became ready: a stray prover on the session's Redis would
+        # take the next tests' partitions
+        ws.stop_all()
 
 
 def c1(seed: int) -> dict:
