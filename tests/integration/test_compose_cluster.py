@@ -61,7 +61,7 @@ COMPOSE_FILE = ROOT / "docker-compose.yml"
 DOCKERFILE = ROOT / "Dockerfile"
 REDIS_STANDIN = ROOT / "tests" / "compose" / "redis-standin"
 PARAMS = "porep-lite-4k"
-SERVICES = {"redis", "aggregate", "synthesis", "prover-cpu", "flower"}
+SERVICES = {"redis", "aggregate", "synthesis", "prover-cpu", "flower", "metrics"}
 #: the local stand-in for python:3.11-slim-bookworm (bookworm's python3 is 3.11); g++ and libgomp1
 #: too, which the Dockerfile installs in both stages anyway: its apt-get lines still run (and find
 #: them there), saving two unpacks of g++ per build on a slow disk
@@ -166,7 +166,7 @@ class Cluster:
         self.cmd = cmd
         self.project = "zkhivetest" + os.urandom(3).hex()
         self.tag = "test-" + self.project
-        self.flower_port = free_port()
+        self.flower_port, self.metrics_port = free_port(), free_port()
         secrets_dir = tmp / "secrets"
         secrets_dir.mkdir()
         self.redis_password, self.flower_password = os.urandom(12).hex(), os.urandom(12).hex()
@@ -180,7 +180,8 @@ class Cluster:
         self.override = tmp / "compose.test.yml"
         self.override.write_text(yaml.safe_dump(override))
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "ZKHIVE_"))}
-        self.env.update(ZKHIVE_FLOWER_PORT=str(self.flower_port), ZKHIVE_IMAGE_TAG=self.tag,
+        self.env.update(ZKHIVE_FLOWER_PORT=str(self.flower_port), ZKHIVE_METRICS_PORT=str(self.metrics_port),
+                        ZKHIVE_IMAGE_TAG=self.tag,
                         ZKHIVE_PRELOAD=json.dumps([PARAMS]))
         self.image = f"zkhive:cpu-{self.tag}"
 
@@ -357,7 +358,13 @@ def test_compose_cluster_builds_proves_restarts_and_leaves_nothing(tmp_path, cap
         assert not cs["redis"]["NetworkSettings"]["Ports"].get("6379/tcp"), cs["redis"]["NetworkSettings"]["Ports"]
         assert cs["flower"]["NetworkSettings"]["Ports"]["5555/tcp"] == [
             {"HostIp": "127.0.0.1", "HostPort": str(cl.flower_port)}]
+        assert cs["metrics"]["NetworkSettings"]["Ports"]["9464/tcp"] == [
+            {"HostIp": "127.0.0.1", "HostPort": str(cl.metrics_port)}]
         assert healthy >= 0
+        # the exporter reads the compose Redis: zkhive_up 1 and the provers' registry entries
+        with urllib.request.urlopen(f"http://127.0.0.1:{cl.metrics_port}/metrics", timeout=10) as r:
+            text = r.read().decode()
+        assert "zkhive_up 1.0" in text and 'zkhive_worker_ready{' in text, text[:2000]
 
         # Flower: health without auth, the API only with the secret's password
         assert cl.flower("/healthcheck") == (200, b"OK")
