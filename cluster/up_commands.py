@@ -113,6 +113,22 @@ def _redis_endpoint(s) -> tuple[str, int]:
     return ("127.0.0.1" if u.hostname == "localhost" else u.hostname), (u.port or 6379)
 
 
+def _ready_unless(check):
+    """A ServiceSpec ``ready`` from a readiness check that returns the reason it is not ready
+    (or None): the reason is raised, so a timeout message can say what it waited on last."""
+    def ready(rec):
+        reason = check(rec)
+        if reason:
+            raise RuntimeError(reason)
+        return True
+    return ready
+
+
+def _local_url(address: str, port: int) -> str:
+    host = "127.0.0.1" if address in ("", "0.0.0.0") else address
+    return f"http://{host}:{port}"
+
+
 def redis_spec(s, run_dir: Path) -> ServiceSpec:
     from .readiness import redis_check
     from .redis_server import RedisServerError, find_executable
@@ -144,11 +160,7 @@ def redis_spec(s, run_dir: Path) -> ServiceSpec:
     except RedisServerError as e:
         raise CommandError(str(e)) from None
 
-    def ready(rec):
-        reason = redis_check(host, port, password)
-        if reason:
-            raise RuntimeError(reason)
-        return True
+    ready = _ready_unless(lambda rec: redis_check(host, port, password))
     return ServiceSpec(name="redis", argv=[exe, str(conf)], log=run_dir / "logs" / "redis.log",
                        ready=ready, waiting_for="PING", ports=(port,), ready_timeout_s=20,
                        stop_grace_s=20, address=s.redis.url)
@@ -167,13 +179,11 @@ def worker_spec(s, run_dir: Path, env: dict, role: str, device: str | None = Non
     preload = list(s.srs.preload) if role == "prove" else []
     client: list = []
 
-    def ready(rec):
+    def check(rec):
         if not client:
             client.append(redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2))
-        reason = worker_check(client[0], host=s.worker.host, pid=rec.pid, preload=preload)
-        if reason:
-            raise RuntimeError(reason)
-        return True
+        return worker_check(client[0], host=s.worker.host, pid=rec.pid, preload=preload)
+    ready = _ready_unless(check)
     longest = {"prove": s.delivery.prove_time_limit_s,
                "synthesis": s.delivery.synthesis_time_limit_s}.get(role, 60)
     return ServiceSpec(name=name, argv=argv, log=run_dir / "logs" / f"{name}.log", ready=ready,
@@ -184,22 +194,15 @@ def worker_spec(s, run_dir: Path, env: dict, role: str, device: str | None = Non
 
 
 def flower_url(s) -> str:
-    host = "127.0.0.1" if s.flower.address in ("", "0.0.0.0") else s.flower.address
-    return f"http://{host}:{s.flower.port}"
+    return _local_url(s.flower.address, s.flower.port)
 
 
 def flower_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
     from .readiness import flower_check
 
     url = flower_url(s)
-
-    def ready(rec):
-        reason = flower_check(url)
-        if reason:
-            raise RuntimeError(reason)
-        return True
     return ServiceSpec(name="flower", argv=_zkhive() + ["flower"], log=run_dir / "logs" / "flower.log",
-                       ready=ready, waiting_for="GET /healthcheck", ports=(s.flower.port,), env=env,
+                       ready=_ready_unless(lambda rec: flower_check(url)), waiting_for="GET /healthcheck", ports=(s.flower.port,), env=env,
                        ready_timeout_s=60, stop_grace_s=10, address=url)
 
 
@@ -219,23 +222,18 @@ def keeper_spec(run_dir: Path, env: dict) -> ServiceSpec:
     return ServiceSpec(name=KEEPER, argv=argv, log=run_dir / "logs" / "keeper.log", ready=ready,
                        waiting_for="its first look at the state file", env=env,
                        ready_timeout_s=30, stop_grace_s=10, address="restarts crashed processes")
+
+
 def metrics_url(s) -> str:
-    host = "127.0.0.1" if s.metrics.address in ("", "0.0.0.0") else s.metrics.address
-    return f"http://{host}:{s.metrics.port}"
+    return _local_url(s.metrics.address, s.metrics.port)
 
 
 def metrics_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
     from .readiness import metrics_check
 
     url = metrics_url(s)
-
-    def ready(rec):
-        reason = metrics_check(url)
-        if reason:
-            raise RuntimeError(reason)
-        return True
     return ServiceSpec(name="metrics", argv=_zkhive() + ["metrics"], log=run_dir / "logs" / "metrics.log",
-                       ready=ready, waiting_for="GET /metrics with zkhive_up 1", ports=(s.metrics.port,),
+                       ready=_ready_unless(lambda rec: metrics_check(url)), waiting_for="GET /metrics with zkhive_up 1", ports=(s.metrics.port,),
                        env=env, ready_timeout_s=60, stop_grace_s=10, address=url + "/metrics")
 
 
