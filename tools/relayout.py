@@ -1,0 +1,348 @@
+"""Issue 18's move of ``cluster/`` into subpackages, as a table, and a rewriter for code written
+against the old flat layout.
+
+    python -m tools.relayout --apply [PATH ...]   # rewrite old module paths (default: every tracked file)
+    python -m tools.relayout --check [PATH ...]   # list what still names an old path; exit 1 if any
+    python -m tools.relayout --table              # the table, old -> new
+
+What it rewrites, in the .py, .md, .toml, .yml/.yaml, .json, .sh, Dockerfile and shebang-script
+files it is given:
+
+- ``from cluster.X import a, b`` (split in two where a and b moved to different modules),
+  ``from cluster import X``, ``import cluster.X [as y]``;
+- inside ``cluster/``: ``from .X import ...`` and ``from . import X`` whose target moved
+  (same subpackage: stays relative; another one: absolute);
+- ``cluster.X`` and ``cluster/X.py`` in strings, comments and docstrings of .py files (a
+  ``-A cluster.app``, a patch target, an ``include=[...]``), and anywhere in the other files.
+
+Code such as ``cluster.jobs`` where ``cluster`` is a variable (a test fixture) is left alone: in
+.py files only import statements, strings and comments are rewritten. Running it twice changes
+nothing the second time (no new name is an old one).
+"""
+from __future__ import annotations
+
+import argparse
+import ast
+import io
+import re
+import subprocess
+import sys
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: the subpackages of cluster/ and what they hold (their __init__ docstrings say more)
+PIPELINE, OPS, USER = "cluster.pipeline", "cluster.ops", "cluster.user"
+
+#: old module -> new module (issue 18)
+MOVES: dict[str, str] = {
+    # the task layer: a job's path and the workers that run it
+    **{f"cluster.{m}": f"{PIPELINE}.{m}" for m in (
+        "app", "tasks", "workflow", "jobs", "routing", "registry", "blobs", "retry", "timeline",
+        "prover", "prefetch", "lifecycle", "watchdog", "keys", "busy_heartbeat")},
+    # the operator's tools: what `zkhive up` starts and keeps running
+    **{f"cluster.{m}": f"{OPS}.{m}" for m in (
+        "supervisor", "keeper", "redis_server", "readiness", "metrics", "current")},
+    "cluster.up_commands": f"{OPS}.commands",  # its plan half: cluster.ops.plan (SYMBOLS)
+    # the user's commands
+    **{f"cluster.{m}": f"{USER}.{m}" for m in ("commands", "local", "progress", "demo")},
+}
+
+#: modules that stay where they are (below every subpackage, or public entry points)
+KEPT = ("cluster.cli", "cluster.client", "cluster.errors", "cluster.settings", "cluster.version",
+        "cluster.__main__")
+
+_PLAN = ("LOCAL_HOSTS", "STOP_MARGIN_S", "_zkhive", "_child_env", "detect_devices",
+         "_nvidia_smi_gpus", "_redis_endpoint", "_ready_unless", "_local_url", "redis_spec",
+         "worker_spec", "flower_url", "flower_spec", "keeper_spec", "metrics_url", "metrics_spec",
+         "_flower_password", "_devices", "plan")
+
+#: (old module, name) -> (new module, new name): names of a split module that went elsewhere
+SYMBOLS: dict[tuple[str, str], tuple[str, str]] = {
+    **{("cluster.up_commands", n): (f"{OPS}.plan", n) for n in _PLAN},
+    ("cluster.up_commands", "_check_options"): (f"{OPS}.plan", "check_options"),
+    ("cluster.up_commands", "_replan"): (f"{OPS}.plan", "replan"),
+    ("cluster.up_commands", "_flat"): (f"{OPS}.plan", "flat"),
+    ("cluster.up_commands", "_run_dir"): (f"{OPS}.current", "run_dir_for"),
+    ("cluster.up_commands", "_settings"): (f"{OPS}.current", "settings_for"),
+    ("cluster.up_commands", "_add_common"): (f"{OPS}.commands", "add_config"),
+    ("cluster.up_commands", "_add_run_dir"): (f"{OPS}.commands", "add_run_dir"),
+    ("cluster.up_commands", "_add_up_options"): (f"{OPS}.commands", "add_up_options"),
+    # a private helper of commands.py that up_commands imported (the cycle issue 18 names)
+    ("cluster.commands", "_settings"): (f"{OPS}.current", "settings_for"),
+}
+
+SUFFIXES = {".py", ".md", ".toml", ".yml", ".yaml", ".json", ".sh", ".cfg", ".ini", ".txt"}
+#: this file holds the table: never rewritten
+SELF = Path(__file__).resolve()
+
+_OLD = sorted((m.split(".", 1)[1] for m in MOVES), key=len, reverse=True)
+#: cluster.X[.name] not inside a longer dotted name
+DOTTED = re.compile(r"(?<![\w.])cluster\.(" + "|".join(_OLD) + r")(?:\.(\w+))?(?!\w)")
+#: cluster/X.py as a path
+PATHS = re.compile(r"(?<![\w./-])cluster/(" + "|".join(_OLD) + r")\.py\b")
+
+
+def _new_dotted(m: re.Match) -> str:
+    old = f"cluster.{m.group(1)}"
+    name = m.group(2)
+    if name is not None and (old, name) in SYMBOLS:
+        mod, new = SYMBOLS[old, name]
+        return f"{mod}.{new}"
+    return MOVES[old] + (f".{name}" if name is not None else "")
+
+
+def _new_path(m: re.Match) -> str:
+    return MOVES[f"cluster.{m.group(1)}"].replace(".", "/") + ".py"
+
+
+def rewrite_text(text: str) -> str:
+    """Old dotted module names and cluster/X.py paths in free text."""
+    return PATHS.sub(_new_path, DOTTED.sub(_new_dotted, text))
+
+
+# -- import statements ------------------------------------------------------------------------------
+
+def _module_exists(mod: str) -> bool:
+    p = ROOT.joinpath(*mod.split("."))
+    return p.with_suffix(".py").is_file() or (p / "__init__.py").is_file()
+
+
+def _file_package(path: Path) -> str | None:
+    try:
+        rel = path.resolve().relative_to(ROOT)
+    except ValueError:
+        return None
+    parts = rel.with_suffix("").parts
+    return ".".join(parts[:-1]) if parts else None
+
+
+def _target(old_mod: str, name: str | None) -> tuple[str, str | None]:
+    """Where ``name`` of ``old_mod`` lives now (module, name)."""
+    if name is not None and (old_mod, name) in SYMBOLS:
+        return SYMBOLS[old_mod, name]
+    return MOVES.get(old_mod, old_mod), name
+
+
+def _alias(a: ast.alias, new_name: str | None) -> str:
+    name = new_name or a.name
+    if a.asname:
+        return f"{name} as {a.asname}" if a.asname != name else name
+    return f"{name} as {a.name}" if name != a.name else name
+
+
+def _render_from(indent: str, module: str, names: list[str]) -> str:
+    line = f"{indent}from {module} import {', '.join(names)}"
+    if len(line) <= 110:
+        return line
+    inner = f"\n{indent}    ".join(f"{n}," for n in names)
+    return f"{indent}from {module} import (\n{indent}    {inner}\n{indent})"
+
+
+def _relative_or_absolute(target: str, pkg: str | None) -> str:
+    parent, _, leaf = target.rpartition(".")
+    return f".{leaf}" if parent == pkg else target
+
+
+def _rewrite_import(node, pkg: str | None, indent: str) -> str | None:
+    """The new text of one import statement, or None when it needs no change."""
+    if isinstance(node, ast.Import):
+        out, changed = [], False
+        for a in node.names:
+            if a.name in MOVES:
+                changed = True
+                new = MOVES[a.name]
+                out.append(f"{indent}import {new}" + (f" as {a.asname}" if a.asname else ""))
+            else:
+                out.append(f"{indent}import {a.name}" + (f" as {a.asname}" if a.asname else ""))
+        return "\n".join(out) if changed else None
+    if any(a.name == "*" for a in node.names):
+        if node.level == 0 and node.module in MOVES:
+            return f"{indent}from {MOVES[node.module]} import *"
+        return None
+    in_cluster = pkg is not None and (pkg == "cluster" or pkg.startswith("cluster."))
+    groups: dict[str, list[str]] = {}
+    changed = False
+    if node.level == 0 and node.module in MOVES:
+        for a in node.names:
+            mod, new = _target(node.module, a.name)
+            groups.setdefault(mod, []).append(_alias(a, new))
+        changed = True
+    elif node.level == 0 and node.module == "cluster":
+        for a in node.names:
+            old = f"cluster.{a.name}"
+            mod = MOVES[old].rpartition(".")[0] if old in MOVES else "cluster"
+            changed |= old in MOVES
+            groups.setdefault(mod, []).append(_alias(a, None))
+    elif node.level == 1 and in_cluster:
+        if node.module is not None:
+            here = f"{pkg}.{node.module}"
+            old = f"cluster.{node.module}"
+            if _module_exists(here) or (old not in MOVES and old not in KEPT):
+                return None
+            for a in node.names:
+                mod, new = _target(old, a.name)
+                groups.setdefault(_relative_or_absolute(mod, pkg), []).append(_alias(a, new))
+            changed = True
+        else:
+            for a in node.names:
+                old = f"cluster.{a.name}"
+                if _module_exists(f"{pkg}.{a.name}") or (old not in MOVES and old not in KEPT):
+                    groups.setdefault(".", []).append(_alias(a, None))
+                    continue
+                parent = MOVES.get(old, old).rpartition(".")[0]
+                groups.setdefault("." if parent == pkg else parent, []).append(_alias(a, None))
+                changed = True
+    else:
+        return None
+    if not changed:
+        return None
+    return "\n".join(_render_from(indent, mod, names) for mod, names in groups.items())
+
+
+def rewrite_python(src: str, path: Path) -> str:
+    try:
+        tree = ast.parse(src)
+    except SyntaxError:
+        return rewrite_text(src)
+    lines = src.splitlines(keepends=True)
+    pkg = _file_package(path)
+    edits = []  # (first line index, last line index, new text)
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
+        first, last = node.lineno - 1, node.end_lineno - 1
+        line = lines[first]
+        indent = line[:len(line) - len(line.lstrip())]
+        if line[len(indent):].startswith(("import ", "from ")) is False or node.col_offset != len(indent):
+            continue  # `x; import y`: left for --check
+        new = _rewrite_import(node, pkg, indent)
+        if new is None:
+            continue
+        tail = lines[last][node.end_col_offset:]
+        edits.append((first, last, new + (tail if tail.strip() else "\n")))
+    for first, last, new in sorted(edits, reverse=True):
+        lines[first:last + 1] = [new]
+    src = "".join(lines)
+    return _rewrite_strings_and_comments(src)
+
+
+def _rewrite_strings_and_comments(src: str) -> str:
+    """rewrite_text inside string and comment tokens only: code is imports (done) and names."""
+    kinds = {tokenize.STRING, tokenize.COMMENT}
+    if hasattr(tokenize, "FSTRING_MIDDLE"):
+        kinds.add(tokenize.FSTRING_MIDDLE)
+    try:
+        toks = list(tokenize.generate_tokens(io.StringIO(src).readline))
+    except (tokenize.TokenError, SyntaxError):
+        return src
+    starts = [0]
+    for line in src.splitlines(keepends=True):
+        starts.append(starts[-1] + len(line))
+    spans = []
+    for t in toks:
+        if t.type in kinds and ("cluster." in t.string or "cluster/" in t.string):
+            a = starts[t.start[0] - 1] + t.start[1]
+            b = starts[t.end[0] - 1] + t.end[1]
+            spans.append((a, b))
+    for a, b in sorted(spans, reverse=True):
+        src = src[:a] + rewrite_text(src[a:b]) + src[b:]
+    return src
+
+
+# -- files ------------------------------------------------------------------------------------------
+
+def _wanted(path: Path) -> bool:
+    if path.resolve() == SELF or not path.is_file():
+        return False
+    if path.suffix in SUFFIXES or path.name.startswith("Dockerfile"):
+        return True
+    if path.suffix == "":
+        try:
+            with path.open("rb") as f:
+                return f.read(2) == b"#!"
+        except OSError:
+            return False
+    return False
+
+
+def tracked(paths: list[str]) -> list[Path]:
+    """The files to look at: the given paths (folders: their tracked files), else every
+    tracked file of the repository."""
+    cmd = ["git", "-C", str(ROOT), "ls-files", "-z", "--", *paths]
+    names = subprocess.run(cmd, capture_output=True, check=True).stdout.decode().split("\0")
+    files = [ROOT / n for n in names if n]
+    files += [Path(p) for p in paths if Path(p).is_file() and (ROOT / p).resolve() not in
+              {f.resolve() for f in files}]
+    return [f for f in files if _wanted(f)]
+
+
+def rewrite_file(path: Path) -> str | None:
+    """The file's new text, or None when nothing changes."""
+    try:
+        old = path.read_text()
+    except (UnicodeDecodeError, OSError):
+        return None
+    new = rewrite_python(old, path) if path.suffix == ".py" else rewrite_text(old)
+    return None if new == old else new
+
+
+def leftovers(path: Path) -> list[str]:
+    """Lines that still name an old module path after a rewrite (what --apply cannot fix)."""
+    try:
+        text = path.read_text()
+    except (UnicodeDecodeError, OSError):
+        return []
+    out = []
+    fixed = rewrite_file(path)
+    if fixed is not None:
+        out.append(f"{path}: needs --apply")
+    if path.suffix == ".py":
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return out
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import) and any(a.name in MOVES for a in node.names):
+                out.append(f"{path}:{node.lineno}: import statement the rewriter could not place")
+        rel = _file_package(path)
+        if rel == "cluster" and f"cluster.{path.stem}" not in KEPT and path.name != "__init__.py":
+            out.append(f"{path}: a module at cluster/'s top level: move it into a subpackage "
+                       f"({PIPELINE}, {OPS}, {USER})")
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    mode = ap.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--apply", action="store_true", help="rewrite the files in place")
+    mode.add_argument("--check", action="store_true", help="list files that still name old paths")
+    mode.add_argument("--table", action="store_true", help="print the table old -> new")
+    ap.add_argument("paths", nargs="*", help="files or folders (default: every tracked file)")
+    args = ap.parse_args(argv)
+    if args.table:
+        for old, new in MOVES.items():
+            print(f"{old:<28} -> {new}")
+        for (old, name), (mod, new) in SYMBOLS.items():
+            print(f"{old + '.' + name:<40} -> {mod}.{new}")
+        return 0
+    files = tracked(args.paths)
+    if args.apply:
+        n = 0
+        for f in files:
+            new = rewrite_file(f)
+            if new is not None:
+                f.write_text(new)
+                n += 1
+                print(f"rewrote {f.relative_to(ROOT) if f.is_relative_to(ROOT) else f}")
+        print(f"{n} file(s) rewritten")
+        return 0
+    bad = [line for f in files for line in leftovers(f)]
+    for line in bad:
+        print(line)
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
