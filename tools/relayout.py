@@ -47,6 +47,13 @@ MOVES: dict[str, str] = {
     "cluster.up_commands": f"{OPS}.commands",  # its plan half: cluster.ops.plan (SYMBOLS)
     # the user's commands
     **{f"cluster.{m}": f"{USER}.{m}" for m in ("commands", "local", "progress", "demo")},
+    # modules the other helpers of this session added at cluster/'s top level (issues 15, 16):
+    # where they belong by what imports them (--apply moves them with git mv when they exist)
+    "cluster.lease": f"{PIPELINE}.lease",          # tasks, app, reconcile
+    "cluster.reconcile": f"{PIPELINE}.reconcile",  # the watchdog
+    "cluster.bounds": f"{PIPELINE}.bounds",        # workflow.submit_job, Flower's decoding
+    "cluster.assignments": f"{PIPELINE}.assignments",  # the prove task
+    "cluster.devshare": f"{OPS}.devshare",         # zkhive up's plan (provers a device)
 }
 
 #: modules that stay where they are (below every subpackage, or public entry points)
@@ -69,6 +76,12 @@ SYMBOLS: dict[tuple[str, str], tuple[str, str]] = {
     ("cluster.up_commands", "_add_common"): (f"{OPS}.commands", "add_config"),
     ("cluster.up_commands", "_add_run_dir"): (f"{OPS}.commands", "add_run_dir"),
     ("cluster.up_commands", "_add_up_options"): (f"{OPS}.commands", "add_up_options"),
+    # the queues out of app and routing (app -> workflow -> routing -> app was a cycle); app and
+    # routing still import these names, so the old imports keep working
+    **{("cluster.app", n): (f"{PIPELINE}.queues", n) for n in (
+        "SYNTHESIS_QUEUE", "AGGREGATE_QUEUE", "UNASSIGNED_QUEUE", "PRIORITY_STEPS")},
+    **{("cluster.routing", n): (f"{PIPELINE}.queues", n) for n in (
+        "queue_depth", "queued_messages", "priority_lists")},
     # a private helper of commands.py that up_commands imported (the cycle issue 18 names)
     ("cluster.commands", "_settings"): (f"{OPS}.current", "settings_for"),
 }
@@ -313,6 +326,27 @@ def leftovers(path: Path) -> list[str]:
     return out
 
 
+def move_files() -> list[str]:
+    """``git mv`` every module of the table still at its old place (a branch's new module, or a
+    file a merge left there), unless its new place is taken."""
+    done = []
+    for old, new in MOVES.items():
+        src = ROOT.joinpath(*old.split(".")).with_suffix(".py")
+        dst = ROOT.joinpath(*new.split(".")).with_suffix(".py")
+        if not src.is_file():
+            continue
+        if dst.exists():
+            done.append(f"left {src.relative_to(ROOT)}: {dst.relative_to(ROOT)} exists (merge them by hand)")
+            continue
+        tracked_src = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--error-unmatch", str(src)],
+                                     capture_output=True).returncode == 0
+        cmd = ["git", "-C", str(ROOT), "mv", str(src), str(dst)] if tracked_src else None
+        if cmd is None or subprocess.run(cmd, capture_output=True).returncode != 0:
+            src.rename(dst)
+        done.append(f"moved {src.relative_to(ROOT)} -> {dst.relative_to(ROOT)}")
+    return done
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
@@ -327,6 +361,9 @@ def main(argv=None) -> int:
         for (old, name), (mod, new) in SYMBOLS.items():
             print(f"{old + '.' + name:<40} -> {mod}.{new}")
         return 0
+    if args.apply:
+        for line in move_files():
+            print(line)
     files = tracked(args.paths)
     if args.apply:
         n = 0
