@@ -11,7 +11,8 @@ function, so the command stays one entry point while the code lives with what it
 - ``cluster.user.demo``: ``demo``.
 
 The modules are imported by name when the parser is built: this module imports none of them (they
-import ``CommandError`` and ``cli_name`` from here), so it sits below every subpackage.
+import ``CommandError`` and ``cli_name`` from here), so ``cluster.ops`` and ``cluster.user`` sit
+above it with no cycle; ``cluster.pipeline`` never imports it (docs/architecture.md).
 """
 from __future__ import annotations
 

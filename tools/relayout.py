@@ -4,6 +4,13 @@ against the old flat layout.
     python -m tools.relayout --apply [PATH ...]   # rewrite old module paths (default: every tracked file)
     python -m tools.relayout --check [PATH ...]   # list what still names an old path; exit 1 if any
     python -m tools.relayout --table              # the table, old -> new
+    python -m tools.relayout --resolve            # in a merge of main: settle the conflicts the move made
+
+After ``git merge main`` in a branch that edited the old files: ``--resolve`` looks at every
+conflict hunk of every unmerged file (as diff3: yours, the base, main's) and, where main changed
+the hunk only by this move (old module paths renamed, imports re-pointed), keeps your side with
+the old paths rewritten; other hunks stay conflicts for you. Then ``--apply`` (imports inside the
+moved files) and ``--check``.
 
 What it rewrites, in the .py, .md, .toml, .yml/.yaml, .json, .sh, Dockerfile and shebang-script
 files it is given:
@@ -192,7 +199,9 @@ def _rewrite_import(node, pkg: str | None, indent: str) -> str | None:
         if node.module is not None:
             here = f"{pkg}.{node.module}"
             old = f"cluster.{node.module}"
-            if _module_exists(here) or (old not in MOVES and old not in KEPT):
+            if old not in MOVES and old not in KEPT:
+                return None
+            if _module_exists(here) and not any((old, a.name) in SYMBOLS for a in node.names):
                 return None
             for a in node.names:
                 mod, new = _target(old, a.name)
@@ -347,12 +356,65 @@ def move_files() -> list[str]:
     return done
 
 
+_IMPORT_LINE = re.compile(r"^(\s*)from (\.|cluster\.)((?:\w+\.)*)(\w+) import ", re.M)
+_FROM_PKG = re.compile(r"^(\s*)from (\.|cluster\.\w+|cluster) import ", re.M)
+
+
+def _mechanical(text: str) -> str:
+    """``text`` with what the move changes made uniform: module paths rewritten, imports named
+    by their last component (relative or absolute alike)."""
+    text = rewrite_text(text)
+    text = _IMPORT_LINE.sub(lambda m: f"{m.group(1)}from @{m.group(4)} import ", text)
+    return _FROM_PKG.sub(lambda m: f"{m.group(1)}from @ import ", text)
+
+
+_HUNK = re.compile(r"^<<<<<<< [^\n]*\n(.*?)^\|\|\|\|\|\|\| [^\n]*\n(.*?)^=======\n(.*?)^>>>>>>> [^\n]*\n",
+                   re.S | re.M)
+
+
+def resolve_text(text: str) -> tuple[str, int, int]:
+    """(text, hunks settled, hunks left) for a file with diff3 conflict markers (ours = the
+    branch, theirs = main)."""
+    settled = left = 0
+
+    def one(m: re.Match) -> str:
+        nonlocal settled, left
+        ours, base, theirs = m.group(1), m.group(2), m.group(3)
+        if _mechanical(base) == _mechanical(theirs):
+            settled += 1
+            return rewrite_text(ours)
+        left += 1
+        return m.group(0)
+    return _HUNK.sub(one, text), settled, left
+
+
+def resolve() -> list[str]:
+    out = []
+    res = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", "--diff-filter=U"],
+                         capture_output=True, text=True, check=True)
+    for name in res.stdout.split():
+        path = ROOT / name
+        if not path.is_file():
+            out.append(f"{name}: not a file here (a rename/delete conflict: see the table)")
+            continue
+        # the conflict again, with the base: was main's side of each hunk only this move?
+        subprocess.run(["git", "-C", str(ROOT), "checkout", "--conflict=diff3", "--", name],
+                       capture_output=True)
+        text, settled, left = resolve_text(path.read_text())
+        path.write_text(text)
+        out.append(f"{name}: {settled} hunk(s) settled, {left} left"
+                   + ("" if left else " (git add it after --apply)"))
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--apply", action="store_true", help="rewrite the files in place")
     mode.add_argument("--check", action="store_true", help="list files that still name old paths")
     mode.add_argument("--table", action="store_true", help="print the table old -> new")
+    mode.add_argument("--resolve", action="store_true",
+                      help="settle merge conflicts that only this move made (after git merge main)")
     ap.add_argument("paths", nargs="*", help="files or folders (default: every tracked file)")
     args = ap.parse_args(argv)
     if args.table:
@@ -360,6 +422,10 @@ def main(argv=None) -> int:
             print(f"{old:<28} -> {new}")
         for (old, name), (mod, new) in SYMBOLS.items():
             print(f"{old + '.' + name:<40} -> {mod}.{new}")
+        return 0
+    if args.resolve:
+        for line in resolve():
+            print(line)
         return 0
     if args.apply:
         for line in move_files():
