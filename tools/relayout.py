@@ -9,8 +9,10 @@ against the old flat layout.
 After ``git merge main`` in a branch that edited the old files: ``--resolve`` looks at every
 conflict hunk of every unmerged file (as diff3: yours, the base, main's) and, where main changed
 the hunk only by this move (old module paths renamed, imports re-pointed), keeps your side with
-the old paths rewritten; other hunks stay conflicts for you. Then ``--apply`` (imports inside the
-moved files) and ``--check``.
+the old paths rewritten; other hunks stay conflicts for you. Your edits to ``up_commands.py``
+(split on main: a modify/delete conflict) are ported hunk by hunk to ``ops/plan.py`` or
+``ops/commands.py``, wherever their old lines stand now; the ones that find no place are
+printed. Then ``--apply`` (moves your new top-level modules, re-points imports) and ``--check``.
 
 What it rewrites, in the .py, .md, .toml, .yml/.yaml, .json, .sh, Dockerfile and shebang-script
 files it is given:
@@ -94,8 +96,9 @@ SYMBOLS: dict[tuple[str, str], tuple[str, str]] = {
 }
 
 SUFFIXES = {".py", ".md", ".toml", ".yml", ".yaml", ".json", ".sh", ".cfg", ".ini", ".txt"}
-#: this file holds the table: never rewritten
+#: this file holds the table, its test the old names on purpose: never rewritten
 SELF = Path(__file__).resolve()
+EXCLUDED = {SELF, ROOT / "tests" / "unit" / "test_relayout.py"}
 
 _OLD = sorted((m.split(".", 1)[1] for m in MOVES), key=len, reverse=True)
 #: cluster.X[.name] not inside a longer dotted name
@@ -276,7 +279,7 @@ def _rewrite_strings_and_comments(src: str) -> str:
 # -- files ------------------------------------------------------------------------------------------
 
 def _wanted(path: Path) -> bool:
-    if path.resolve() == SELF or not path.is_file():
+    if path.resolve() in EXCLUDED or not path.is_file():
         return False
     if path.suffix in SUFFIXES or path.name.startswith("Dockerfile"):
         return True
@@ -388,12 +391,81 @@ def resolve_text(text: str) -> tuple[str, int, int]:
     return _HUNK.sub(one, text), settled, left
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", "-C", str(ROOT), *args], capture_output=True, text=True,
+                          check=True).stdout
+
+
+def _hunks(diff: str) -> list[list[tuple[str, str]]]:
+    """Each hunk of a unified diff as (op, line): op ' ' context, '-' removed, '+' added."""
+    out: list[list[tuple[str, str]]] = []
+    for line in diff.splitlines(keepends=True):
+        if line.startswith("@@"):
+            out.append([])
+        elif out and line[:1] in (" ", "-", "+"):
+            out[-1].append((line[0], line[1:]))
+    return out
+
+
+def _place(hunk: list[tuple[str, str]], lines: list[str]) -> int | None:
+    """The one index where the hunk's old lines (context and removed) stand in ``lines``,
+    compared after this move's mechanical changes; None when nowhere or more than once."""
+    old = [_mechanical(x).strip() for op, x in hunk if op != "+"]
+    norm = [_mechanical(x).strip() for x in lines]
+    hits = [i for i in range(len(lines) - len(old) + 1) if norm[i:i + len(old)] == old]
+    return hits[0] if len(hits) == 1 and old else None
+
+
+def _apply(hunk: list[tuple[str, str]], lines: list[str], at: int) -> list[str]:
+    out, i = lines[:at], at
+    for op, x in hunk:
+        if op == " ":
+            out.append(lines[i]); i += 1   # the target's own text of a context line
+        elif op == "-":
+            i += 1
+        else:
+            out.append(rewrite_text(x))
+    return out + lines[i:]
+
+
+def port_split(name: str) -> list[str]:
+    """Your edits to a module this move split (``cluster/up_commands.py``, deleted on main):
+    each hunk of ``git diff MERGE_BASE HEAD`` is applied to the new module where its old lines
+    stand exactly once (compared after the move's renames); the old file is removed when every
+    hunk found its place, else it stays, and the hunks that did not are listed."""
+    old = ".".join(Path(name).with_suffix("").parts)
+    targets = [MOVES[old]] + sorted({m for (o, _), (m, _) in SYMBOLS.items() if o == old})
+    base = _git("merge-base", "HEAD", "MERGE_HEAD").strip()
+    out, missed = [], 0
+    for hunk in _hunks(_git("diff", "-U3", base, "HEAD", "--", name)):
+        for t in targets:
+            path = ROOT.joinpath(*t.split(".")).with_suffix(".py")
+            lines = path.read_text().splitlines(keepends=True)
+            at = _place(hunk, lines)
+            if at is not None:
+                path.write_text("".join(_apply(hunk, lines, at)))
+                out.append(f"{name}: a hunk ported to {path.relative_to(ROOT)}")
+                break
+        else:
+            missed += 1
+            out.append(f"{name}: a hunk found no place; port it by hand:\n" +
+                       "".join(f"    {op}{x}" for op, x in hunk))
+    if not missed:
+        _git("rm", "-q", "-f", "--", name)
+        out.append(f"{name}: every hunk ported, the file removed (git add the targets after --apply)")
+    return out
+
+
 def resolve() -> list[str]:
     out = []
     res = subprocess.run(["git", "-C", str(ROOT), "diff", "--name-only", "--diff-filter=U"],
                          capture_output=True, text=True, check=True)
     for name in res.stdout.split():
         path = ROOT / name
+        old = ".".join(Path(name).with_suffix("").parts)
+        if old in MOVES and path.is_file() and ROOT.joinpath(*MOVES[old].split(".")).with_suffix(".py").is_file():
+            out += port_split(name)  # modify/delete: main moved (and split) it
+            continue
         if not path.is_file():
             out.append(f"{name}: not a file here (a rename/delete conflict: see the table)")
             continue

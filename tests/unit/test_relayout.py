@@ -67,3 +67,22 @@ def test_a_conflict_is_settled_only_where_main_made_the_move_alone():
     real = mechanical.replace("# old words (cluster.pipeline.jobs)", "# main's new words")
     text, settled, left = rl.resolve_text(real)
     assert (text, settled, left) == (real, 0, 1)
+
+
+def test_an_edit_to_a_split_module_finds_its_new_place():
+    """A hunk of a branch's edit to up_commands.py lands where its old lines stand now, compared
+    after the move's renames (here: a relative import made absolute); else nowhere."""
+    hunk = [(" ", "    _metrics_behind_auth()\n"), ("+", "    bound(s)\n"),
+            (" ", "    from .app import app\n")]
+    target = ["def cmd_flower(args):\n", "    _metrics_behind_auth()\n",
+              "    from cluster.pipeline.app import app\n", "    app.start()\n"]
+    at = rl._place(hunk, target)
+    assert at == 1
+    assert rl._apply(hunk, target, at) == ["def cmd_flower(args):\n", "    _metrics_behind_auth()\n",
+                                           "    bound(s)\n", "    from cluster.pipeline.app import app\n",
+                                           "    app.start()\n"]
+    assert rl._place([(" ", "    not here\n"), ("+", "x\n")], target) is None
+
+
+def test_the_rewriter_leaves_this_test_and_its_table_alone():
+    assert not rl._wanted(Path(__file__)) and not rl._wanted(Path(rl.__file__))
