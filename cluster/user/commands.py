@@ -15,8 +15,6 @@ from cluster.cli import CommandError
 from cluster.ops.current import settings_for
 
 
-
-
 def _rt(args):
     """The runtime for this command's settings (reconfiguring the app if it was imported with
     others), after checking that Redis answers: a one-line error instead of a traceback."""
