@@ -62,7 +62,8 @@ MOVES: dict[str, str] = {
     "cluster.reconcile": f"{PIPELINE}.reconcile",  # the watchdog
     "cluster.bounds": f"{PIPELINE}.bounds",        # workflow.submit_job, Flower's decoding
     "cluster.assignments": f"{PIPELINE}.assignments",  # the prove task
-    "cluster.devshare": f"{OPS}.devshare",         # zkhive up's plan (provers a device)
+    "cluster.inprocess": f"{PIPELINE}.inprocess",  # the worker lifecycle (in-process keys)
+    "cluster.devshare": f"{PIPELINE}.devshare",    # inprocess, and zkhive up's plan (ops imports it)
 }
 
 #: modules that stay where they are (below every subpackage, or public entry points)
