@@ -34,6 +34,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default="gpu_big.json")
     ap.add_argument("--compare-host", default="", help="sets to check against the host-part setup")
+    ap.add_argument("--refuse-on-gib", type=float, default=0,
+                    help="first ask a ledger of a card this size (GiB) to make the key: must refuse")
     args = ap.parse_args()
 
     from bench.gpu_prover import c1_doc
@@ -82,6 +84,21 @@ def main() -> int:
               f"{len(blob) / 1e6:.1f} MB ({row['witness']})", flush=True)
         del comp
 
+        if args.refuse_on_gib:
+            # the same key on a card of that size (its ledger): refused before any allocation
+            from gpu.backends.cuda import CAPACITY_SHARE, CudaBackend
+            from gpu.budget import DeviceMemoryExhausted
+            small = CudaBackend(0, capacity=int(args.refuse_on_gib * GiB * CAPACITY_SHARE))
+            live = DeviceBuffer.live
+            try:
+                small.setup_resident(circuit, seed=SEED)
+                row["refused_on_small_card"] = None
+            except DeviceMemoryExhausted as e:
+                row["refused_on_small_card"] = str(e)
+            row["small_card_allocated"] = DeviceBuffer.live - live
+            print(f"  on a {args.refuse_on_gib} GiB card: {row['refused_on_small_card']} "
+                  f"(device bytes left allocated: {row['small_card_allocated']})", flush=True)
+            ok &= row["refused_on_small_card"] is not None and row["small_card_allocated"] == 0
         DeviceBuffer.reset_peak()
         live0 = DeviceBuffer.live
         t = time.time()

@@ -19,7 +19,7 @@ from gpu.native import compact as host
 
 BLOCK = 256
 _ARRAYS = ("h_ptr", "h_col", "h_coef", "b_ptr", "b_col", "b_coef", "table")
-_T_ARRAYS = ("bt_ptr", "bt_row", "bt_coef", "gcol", "ht_ptr", "ht_row", "ht_coef")
+_T_ARRAYS = ("piece_lo", "piece_ptr", "bt_row", "bt_coef", "gcol", "ht_ptr", "ht_row", "ht_coef")
 
 
 def _grid(n: int, block: int = BLOCK) -> tuple:
@@ -50,7 +50,7 @@ class DeviceCompactR1CS:
         self.rows = rows.pop()
         self._mod = module()
         self._f = {k: loader.get_function(self._mod, k) for k in (
-            "rep_spmv", "rep_spmv_t_block", "rep_spmv_t_header", "fr_add_into")}
+            "rep_spmv", "rep_spmv_t_pieces", "rep_spmv_t_gather", "rep_spmv_t_header", "fr_add_into")}
         self.buffers: list[DeviceBuffer] = []
         self.dev: dict[str, dict] = {}
         self.tdev: dict[str, dict] = {}
@@ -70,6 +70,7 @@ class DeviceCompactR1CS:
                     self.tdev[k] = {name: self._up(t[name], f"matrix {k.upper()}^T {name}", keep=False)
                                     for name in _T_ARRAYS}
                     self.tdev[k]["ncols"] = len(t["gcol"])
+                    self.tdev[k]["npieces"] = t["npieces"]
         except Exception:
             self.free()
             raise
@@ -107,14 +108,21 @@ class DeviceCompactR1CS:
         cuda = loader.driver()
         with loader.guard(kernel="rep_spmv_t", shape=(p["rows"], p["nnz"])):
             cuda.memset_d32(out.ptr, 0, 8 * self.num_vars)
-            nloc = len(p["base"])
-            tasks = nloc * p["copies"]
-            if tasks:
-                self._f["rep_spmv_t_block"](
-                    np.int64(tasks), np.int64(nloc), np.int64(p["copies"]), np.int64(p["hrows"]),
-                    np.int64(max(p["brows"], 1)), _u(t["bt_ptr"]), _u(t["bt_row"]), _u(t["bt_coef"]),
-                    _u(d["table"]), _u(d["base"]), _u(d["stride"]), _u(L), _u(out),
-                    block=(BLOCK, 1, 1), grid=_grid(tasks))
+            nloc, copies, npc = len(p["base"]), p["copies"], t["npieces"]
+            if nloc * copies and npc:
+                # pieces of at most host.PIECE entries, one thread each, into scratch; then one
+                # thread a (copy, column) sums its pieces (shared columns: every copy's)
+                with DeviceBuffer(32 * copies * npc, what=f"matrix {name.upper()}^T pieces") as scratch:
+                    self._f["rep_spmv_t_pieces"](
+                        np.int64(copies * npc), np.int64(npc), np.int64(p["hrows"]),
+                        np.int64(max(p["brows"], 1)), _u(t["piece_lo"]), _u(t["bt_row"]),
+                        _u(t["bt_coef"]), _u(d["table"]), _u(L), _u(scratch),
+                        block=(BLOCK, 1, 1), grid=_grid(copies * npc))
+                    self._f["rep_spmv_t_gather"](
+                        np.int64(copies * nloc), np.int64(nloc), np.int64(copies), np.int64(npc),
+                        _u(t["piece_ptr"]), _u(d["base"]), _u(d["stride"]), _u(scratch), _u(out),
+                        block=(BLOCK, 1, 1), grid=_grid(copies * nloc))
+                    cuda.Context.synchronize()  # scratch is freed next
             if t["ncols"]:
                 self._f["rep_spmv_t_header"](
                     np.int64(t["ncols"]), _u(t["gcol"]), _u(t["ht_ptr"]), _u(t["ht_row"]),

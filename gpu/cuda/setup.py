@@ -47,8 +47,9 @@ def domain_of(num_constraints: int, num_public: int) -> int:
 
 def temp_bytes(num_vars: int, n: int) -> int:
     """What the setup holds beside the resident key while it runs: L (reused for the h scalars),
-    u, v, w, the transposed block parts (bounded by the rows: ~13 bytes a nonzero) and tables."""
-    return 32 * (n + 3 * num_vars) + (64 << 20)
+    u, v, w, one matrix's partial sums of the transposed product (a piece per copy and column:
+    about num_vars elements), the transposed block parts (~12 bytes a block nonzero) and tables."""
+    return 32 * (n + 4 * num_vars) + (512 << 20)
 
 
 def trapdoor(digest: bytes, n: int, seed: bytes | None):

@@ -18,14 +18,21 @@ extern "C" __global__ void rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h
     rep_store(out + 8 * r, rep_row(m, r, z));
 }
 
-extern "C" __global__ void rep_spmv_t_block(i64 tasks, i64 nloc, i64 copies, i64 hrows, i64 brows,
-                                            const i64* bt_ptr, const int32_t* bt_row,
-                                            const uint32_t* bt_coef, const uint32_t* table,
-                                            const i64* base, const i64* stride,
-                                            const uint32_t* __restrict__ L, uint32_t* __restrict__ out) {
+extern "C" __global__ void rep_spmv_t_pieces(i64 tasks, i64 npieces, i64 hrows, i64 brows,
+                                             const i64* piece_lo, const int32_t* bt_row,
+                                             const uint32_t* bt_coef, const uint32_t* table,
+                                             const uint32_t* __restrict__ L, uint32_t* __restrict__ scratch) {
     i64 t = TID;
     if (t >= tasks) return;
-    rep_t_task(t, nloc, copies, hrows, brows, bt_ptr, bt_row, bt_coef, table, base, stride, L, out);
+    rep_t_piece(t, npieces, hrows, brows, piece_lo, bt_row, bt_coef, table, L, scratch);
+}
+
+extern "C" __global__ void rep_spmv_t_gather(i64 tasks, i64 nloc, i64 copies, i64 npieces,
+                                             const i64* piece_ptr, const i64* base, const i64* stride,
+                                             const uint32_t* __restrict__ scratch, uint32_t* __restrict__ out) {
+    i64 t = TID;
+    if (t >= tasks) return;
+    rep_t_gather(t, nloc, copies, npieces, piece_ptr, base, stride, scratch, out);
 }
 
 extern "C" __global__ void rep_spmv_t_header(i64 ncols, const i64* gcol, const i64* ht_ptr,

@@ -80,25 +80,31 @@ FF_FN void rep_store(uint32_t* p, const fr_t& v) {
     for (int i = 0; i < 8; i++) p[i] = v.v[i];
 }
 
-// The transposed block product for task t = j * nloc + x (copy j, local column x):
-//   u = sum over the block column x of coef * L[hrows + j * brows + row],
-// written to out[base[x] + j * stride[x]]. A shared column (stride 0) sums every copy in the
-// task of copy 0 (tasks of other copies return), so no two tasks write one element.
-FF_FN void rep_t_task(i64 t, i64 nloc, i64 copies, i64 hrows, i64 brows, const i64* bt_ptr,
-                      const int32_t* bt_row, const uint32_t* bt_coef, const uint32_t* table,
-                      const i64* base, const i64* stride, const uint32_t* L, uint32_t* out) {
+// The transposed block product, balanced: a block column's entries come in pieces of at most a
+// few thousand (sdr's shared columns, e.g. the constant one in every boolean constraint, hold
+// millions), so one thread never walks a whole heavy column. Task t = j * npieces + piece:
+//   scratch[t] = sum over the piece's entries of coef * L[hrows + j * brows + row].
+FF_FN void rep_t_piece(i64 t, i64 npieces, i64 hrows, i64 brows, const i64* piece_lo,
+                       const int32_t* bt_row, const uint32_t* bt_coef, const uint32_t* table,
+                       const uint32_t* L, uint32_t* scratch) {
+    i64 j = t / npieces, pc = t - j * npieces;
+    rep_store(scratch + 8 * t, rep_col_dot(piece_lo[pc], piece_lo[pc + 1], bt_row, bt_coef, table,
+                                           L, hrows + j * brows));
+}
+
+// Then task t = j * nloc + x sums its column's pieces into out[base[x] + j * stride[x]]; a shared
+// column (stride 0) sums every copy's pieces in the task of copy 0 (the others return), so no
+// two tasks write one element (gpu/native/compact.py check_columns guarantees the layout).
+FF_FN void rep_t_gather(i64 t, i64 nloc, i64 copies, i64 npieces, const i64* piece_ptr,
+                        const i64* base, const i64* stride, const uint32_t* scratch, uint32_t* out) {
     i64 j = t / nloc, x = t - j * nloc;
-    i64 lo = bt_ptr[x], hi = bt_ptr[x + 1];
-    if (stride[x] == 0) {
-        if (j) return;
-        fr_t u = fr_t::zero();
-        for (i64 jj = 0; jj < copies; jj++)
-            u += rep_col_dot(lo, hi, bt_row, bt_coef, table, L, hrows + jj * brows);
-        rep_store(out + 8 * base[x], u);
-    } else {
-        rep_store(out + 8 * (base[x] + j * stride[x]),
-                  rep_col_dot(lo, hi, bt_row, bt_coef, table, L, hrows + j * brows));
-    }
+    i64 lo = piece_ptr[x], hi = piece_ptr[x + 1];
+    bool shared = stride[x] == 0;
+    if (shared && j) return;
+    fr_t u = fr_t::zero();
+    for (i64 jj = shared ? 0 : j; jj < (shared ? copies : j + 1); jj++)
+        for (i64 pc = lo; pc < hi; pc++) u += fr_t::from_limbs(scratch + 8 * (jj * npieces + pc));
+    rep_store(out + 8 * (base[x] + j * stride[x]), u);
 }
 
 // The header's transposed product, added: out[gcol[t]] += sum over header column t of coef * L[row].

@@ -109,21 +109,36 @@ def check_columns(p: dict, num_vars: int, what: str = "matrix") -> None:
         raise CompactFormError(f"{what}: copies' columns outside 0..{num_vars - 1}")
 
 
-def transpose(p: dict) -> dict:
-    """The block's CSC over its local columns and the header's over the distinct global columns
-    it uses (host numpy; the block is one challenge's ~40 M nonzeros at most)."""
+#: entries of a block column one thread sums in the setup's transposed product (a piece)
+PIECE = 2048
+
+
+def transpose(p: dict, piece: int = PIECE) -> dict:
+    """The block's CSC over its local columns, cut into pieces of at most ``piece`` entries
+    (``piece_lo``: each piece's first entry, and the end; ``piece_ptr``: each column's first
+    piece), and the header's CSC over the distinct global columns it uses (host numpy; the block
+    is one challenge's ~40 M nonzeros at most)."""
     nloc = len(p["base"])
     rows_b = np.repeat(np.arange(p["brows"], dtype=np.int32), np.diff(p["b_ptr"]))
     o = np.argsort(p["b_col"], kind="stable")
     counts = np.bincount(p["b_col"], minlength=nloc) if nloc else np.zeros(0, np.int64)
     bt_ptr = np.zeros(nloc + 1, np.int64)
     np.cumsum(counts, out=bt_ptr[1:])
+    npc = -(-counts // piece)
+    piece_ptr = np.zeros(nloc + 1, np.int64)
+    np.cumsum(npc, out=piece_ptr[1:])
+    # piece k of column x starts at bt_ptr[x] + (k - piece_ptr[x]) * piece
+    col_of = np.repeat(np.arange(nloc, dtype=np.int64), npc)
+    piece_lo = np.empty(len(col_of) + 1, np.int64)
+    piece_lo[:-1] = bt_ptr[col_of] + (np.arange(len(col_of)) - piece_ptr[col_of]) * piece
+    piece_lo[-1] = bt_ptr[-1]
     rows_h = np.repeat(np.arange(p["hrows"], dtype=np.int32), np.diff(p["h_ptr"]))
     oh = np.argsort(p["h_col"], kind="stable")
     gcol, hcounts = np.unique(p["h_col"], return_counts=True)
     ht_ptr = np.zeros(len(gcol) + 1, np.int64)
     np.cumsum(hcounts, out=ht_ptr[1:])
-    return {"bt_ptr": bt_ptr, "bt_row": rows_b[o], "bt_coef": p["b_coef"][o],
+    return {"piece_lo": piece_lo, "piece_ptr": piece_ptr, "npieces": len(col_of),
+            "bt_row": rows_b[o], "bt_coef": p["b_coef"][o],
             "gcol": gcol.astype(np.int64), "ht_ptr": ht_ptr, "ht_row": rows_h[oh],
             "ht_coef": p["h_coef"][oh]}
 
@@ -162,7 +177,7 @@ def lib() -> ctypes.CDLL:
                                              include_dirs=(_KERNELS,))))
             i64, vp = ctypes.c_int64, ctypes.c_void_p
             L.host_rep_spmv.argtypes = [i64, i64, i64] + [vp] * 11
-            L.host_rep_spmv_t.argtypes = [i64, i64, i64, i64] + [vp] * 6 + [i64] + [vp] * 6
+            L.host_rep_spmv_t.argtypes = [i64] * 5 + [vp] * 7 + [i64] + [vp] * 7
             L.host_lagrange.argtypes = [i64, i64] + [vp] * 5
             L.host_powers.argtypes = [i64, i64] + [vp] * 3
             L.host_lincomb.argtypes = [i64] + [vp] * 5
@@ -189,10 +204,11 @@ def spmv_t(p: dict, t: dict, L: np.ndarray, num_vars: int) -> np.ndarray:
     """(num_vars, 4): M^T L over the rows of the matrix, through the kernels' column code."""
     L = np.ascontiguousarray(L, dtype=np.uint64)
     out = np.zeros((num_vars, 4), np.uint64)
-    lib().host_rep_spmv_t(len(p["base"]), p["copies"], p["hrows"], max(p["brows"], 1),
-                          _p(t["bt_ptr"]), _p(t["bt_row"]), _p(t["bt_coef"]), _p(p["table"]),
-                          _p(p["base"]), _p(p["stride"]), len(t["gcol"]), _p(t["gcol"]),
-                          _p(t["ht_ptr"]), _p(t["ht_row"]), _p(t["ht_coef"]), _p(L), _p(out))
+    scratch = np.zeros((max(1, p["copies"] * t["npieces"]), 4), np.uint64)
+    lib().host_rep_spmv_t(len(p["base"]), p["copies"], p["hrows"], max(p["brows"], 1), t["npieces"],
+                          _p(t["piece_lo"]), _p(t["piece_ptr"]), _p(t["bt_row"]), _p(t["bt_coef"]),
+                          _p(p["table"]), _p(p["base"]), _p(p["stride"]), len(t["gcol"]), _p(t["gcol"]),
+                          _p(t["ht_ptr"]), _p(t["ht_row"]), _p(t["ht_coef"]), _p(L), _p(scratch), _p(out))
     return out
 
 

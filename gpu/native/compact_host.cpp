@@ -14,14 +14,15 @@ void host_rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr, const int32
     for (i64 r = 0; r < rows; r++) rep_store(out + 8 * r, rep_row(m, r, z));
 }
 
-void host_rep_spmv_t(i64 nloc, i64 copies, i64 hrows, i64 brows, const i64* bt_ptr,
-                     const int32_t* bt_row, const uint32_t* bt_coef, const uint32_t* table,
-                     const i64* base, const i64* stride, i64 hcols, const i64* gcol,
-                     const i64* ht_ptr, const int32_t* ht_row, const uint32_t* ht_coef,
-                     const uint32_t* L, uint32_t* out) {
-    i64 tasks = nloc * copies;
-    for (i64 t = 0; t < tasks; t++)
-        rep_t_task(t, nloc, copies, hrows, brows, bt_ptr, bt_row, bt_coef, table, base, stride, L, out);
+void host_rep_spmv_t(i64 nloc, i64 copies, i64 hrows, i64 brows, i64 npieces, const i64* piece_lo,
+                     const i64* piece_ptr, const int32_t* bt_row, const uint32_t* bt_coef,
+                     const uint32_t* table, const i64* base, const i64* stride, i64 hcols,
+                     const i64* gcol, const i64* ht_ptr, const int32_t* ht_row,
+                     const uint32_t* ht_coef, const uint32_t* L, uint32_t* scratch, uint32_t* out) {
+    for (i64 t = 0; t < copies * npieces; t++)
+        rep_t_piece(t, npieces, hrows, brows, piece_lo, bt_row, bt_coef, table, L, scratch);
+    for (i64 t = 0; t < copies * nloc; t++)
+        rep_t_gather(t, nloc, copies, npieces, piece_ptr, base, stride, scratch, out);
     for (i64 t = 0; t < hcols; t++) rep_t_header(t, gcol, ht_ptr, ht_row, ht_coef, table, L, out);
 }
 
