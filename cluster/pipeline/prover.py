@@ -21,7 +21,8 @@ from typing import Callable
 
 import numpy as np
 
-from .errors import DeviceSpecError
+from cluster.errors import DeviceSpecError
+
 from .keys import KeyCache
 
 log = logging.getLogger(__name__)
@@ -63,7 +64,7 @@ class Prover:
         self._lock = threading.Lock()  # the heartbeat thread reads the resident set
         #: one proof on the device at a time: the task's thread and the prove-ahead thread
         self._device_lock = threading.Lock()
-        self.ahead = None  # cluster.prefetch.ProveAhead, started by the first prove task
+        self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
 
     # -- memory ---------------------------------------------------------------------------------
     def capacity(self) -> int | None:

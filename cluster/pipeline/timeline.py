@@ -16,7 +16,7 @@ from typing import Any, Iterable
 
 
 def key(job_id: str) -> str:
-    """The job's event list (one of the job keys listed in cluster.jobs)."""
+    """The job's event list (one of the job keys listed in cluster.pipeline.jobs)."""
     return f"zkhive:job:{job_id}:events"
 
 

@@ -9,7 +9,7 @@ What Celery and Flower record for a task:
 
 - SUCCESS: the work was done, or skipped because the job no longer wants it (failed, cancelled,
   done) or the partition is already stored;
-- RETRY: a transient error (cluster.retry): the partition goes again, to another device when
+- RETRY: a transient error (cluster.pipeline.retry): the partition goes again, to another device when
   there is one, within the partition's retry budget;
 - FAILURE: the task failed its job (bad C1, unsatisfied witness, missing key, key/circuit
   mismatch, budget spent): the job store records the failure, then the task raises ``JobFailed``
@@ -28,10 +28,11 @@ from typing import Callable, NoReturn
 
 from synthesis import assignment
 
+from cluster.errors import JobFailed
+
 from . import retry as policy
 from .app import app, runtime
 from .blobs import parse_ref
-from .errors import JobFailed
 from .jobs import FAILED, TERMINAL
 from .workflow import dispatch_partition, submit_job
 
@@ -254,7 +255,7 @@ def _fetch_assignment(rt, circuit, ref):
 
 
 def _prove_ahead(rt, prover):
-    """The worker's prove-ahead thread (cluster/prefetch.py), started by its first prove task."""
+    """The worker's prove-ahead thread (cluster/pipeline/prefetch.py), started by its first prove task."""
     from . import prefetch
 
     if prover.ahead is None and rt.worker is not None and rt.worker.queues and prefetch.depth_setting():
@@ -305,7 +306,7 @@ def aggregate_job(rt, job_id: str) -> dict:
 
     Runs as the chord body and, as a backstop, from the watchdog. The chord's results are
     ignored: the chord can fire with one partition counted twice and another missing (see
-    cluster.jobs), so the partitions come from the first-writer-wins store, and the set must be
+    cluster.pipeline.jobs), so the partitions come from the first-writer-wins store, and the set must be
     exactly 0..N-1.
     """
     if (skip := _skip(rt, job_id)) is not None:

@@ -7,7 +7,7 @@ Queues::
     prove.<host>.<n>    one per GPU (prove.<host>.cpu<n> for a CPU prover), routed by residency
     aggregate           the chord body (verify, assemble), submissions, the job watchdog
 
-``celery -A cluster.app worker`` works, but start workers with ``zkhive worker ...``: that takes
+``celery -A cluster.pipeline.app worker`` works, but start workers with ``zkhive worker ...``: that takes
 the device lock, loads keys and registers before consuming. Settings come from
 ``cluster.settings.load()`` (``$ZKHIVE_CONFIG`` + ``ZKHIVE_*__*``) when this module is imported.
 """
@@ -18,14 +18,10 @@ import threading
 
 from celery import Celery
 
-from . import settings as settings_mod
+from cluster import settings as settings_mod
 
-SYNTHESIS_QUEUE = "synthesis"
-AGGREGATE_QUEUE = "aggregate"
-#: where a prove task waits when no prover is registered; the watchdog moves it on
-UNASSIGNED_QUEUE = "prove.unassigned"
-#: Redis transport priority levels (0 is served first): critical, high, normal, bulk
-PRIORITY_STEPS = [0, 3, 6, 9]
+# the queue names live with the code that reads the broker's lists (no cycle through routing)
+from .queues import AGGREGATE_QUEUE, PRIORITY_STEPS, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE  # noqa: F401
 
 
 def celery_config(s: settings_mod.Settings) -> dict:
@@ -44,7 +40,7 @@ def celery_config(s: settings_mod.Settings) -> dict:
         # dies mid-prove (OOM, GPU fault, power) leaves the partition to be redelivered.
         task_acks_late=True,
         # A pool child killed under a task requeues it instead of recording a failure; the number
-        # of redeliveries is bounded by delivery.max_redeliveries (counted in cluster.tasks).
+        # of redeliveries is bounded by delivery.max_redeliveries (counted in cluster.pipeline.tasks).
         task_reject_on_worker_lost=True,
         # Prefetch 1: a prover reserves only the task it runs. With the default (4) one device
         # would sit on four multi-minute proofs while another device idles.
@@ -63,7 +59,7 @@ def celery_config(s: settings_mod.Settings) -> dict:
         worker_cancel_long_running_tasks_on_connection_loss=False,
         broker_connection_retry_on_startup=True,
         task_default_queue=AGGREGATE_QUEUE,
-        task_routes=("cluster.routing.route_task",),
+        task_routes=("cluster.pipeline.routing.route_task",),
         task_create_missing_queues=True,
         result_expires=d.result_ttl_s,
         result_extended=True,
@@ -77,7 +73,7 @@ def celery_config(s: settings_mod.Settings) -> dict:
 
 def make_app(s: settings_mod.Settings | None = None) -> Celery:
     s = s or settings_mod.load()
-    app = Celery("zkhive", include=["cluster.tasks"])
+    app = Celery("zkhive", include=["cluster.pipeline.tasks"])
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
     return app
@@ -117,7 +113,7 @@ class Runtime:
         self.keys = KeyCache(s.srs.param_cache)
         #: sends the jobs' messages (the unit tests' stub runtime records them instead)
         self.dispatch = CeleryDispatch(app)
-        #: set by cluster.lifecycle in a prove worker: the device's Prover
+        #: set by cluster.pipeline.lifecycle in a prove worker: the device's Prover
         self.prover = None
         #: this worker's registry entry (lifecycle), or None in clients
         self.worker = None

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .errors import KeyMissing
+from cluster.errors import KeyMissing
 
 
 class KeyCache:

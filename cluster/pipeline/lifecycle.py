@@ -32,11 +32,13 @@ import time
 from celery import signals
 from celery.exceptions import SoftTimeLimitExceeded
 
+from cluster.errors import WorkerStartError
+from cluster.version import code_digest, package_version
+
 from . import registry
-from .errors import WorkerStartError
-from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, app, runtime
+from .app import app, runtime
+from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE
 from .prover import Prover, parse_device
-from .version import code_digest, package_version
 
 log = logging.getLogger(__name__)
 

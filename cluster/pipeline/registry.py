@@ -23,7 +23,7 @@ from typing import Callable, Literal
 
 from pydantic import BaseModel, Field
 
-from .errors import DeviceBusy
+from cluster.errors import DeviceBusy
 
 log = logging.getLogger(__name__)
 

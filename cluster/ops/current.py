@@ -21,7 +21,7 @@ import json
 import os
 from pathlib import Path
 
-from .settings import CONFIG_ENV, Settings
+from cluster.settings import CONFIG_ENV, Settings
 
 SETTINGS_FILE = "settings.toml"
 POINTER_FILE = "current.json"
@@ -78,6 +78,41 @@ def recorded_settings(explicit_run_dir: str | os.PathLike | None) -> Path | None
     return f.resolve() if f.exists() and _alive(run_dir) else None
 
 
+# -- what a command uses ------------------------------------------------------------------------
+
+def run_dir_for(args) -> Path:
+    """The run directory a command acts on (``--run-dir``, else ``resolve_run_dir``), resolved
+    once per command: ``args.run_dir`` is set to it and ``args.run_dir_explicit`` says whether
+    the user named it."""
+    if not getattr(args, "run_dir_resolved", False):
+        args.run_dir_explicit = args.run_dir is not None
+        args.run_dir = str(resolve_run_dir(args.run_dir))
+        args.run_dir_resolved = True
+    return Path(args.run_dir).resolve()
+
+
+def settings_for(args) -> Settings:
+    """Load settings once, for this process, from --config (before cluster.pipeline.app is
+    imported); without --config, $ZKHIVE_CONFIG or $ZKHIVE_REDIS__URL, from the settings the
+    running cluster was started with, so every shell talks to the same cluster. A bad setting is
+    a CommandError (one line)."""
+    from cluster import settings
+    from cluster.cli import CommandError
+
+    if hasattr(args, "run_dir"):
+        run_dir_for(args)
+    if getattr(args, "config", None):
+        os.environ[CONFIG_ENV] = str(args.config)
+    elif not told_which_cluster(None):
+        recorded = recorded_settings(getattr(args, "run_dir", None))
+        if recorded is not None:
+            os.environ[CONFIG_ENV] = str(recorded)
+    try:
+        return settings.load()
+    except settings.SettingsError as e:
+        raise CommandError(str(e)) from None
+
+
 # -- written by `up` ----------------------------------------------------------------------------
 
 def _toml_value(v) -> str:
@@ -113,7 +148,7 @@ def write_settings(s: Settings, run_dir: Path, *, flower_password_file: str | No
         doc["flower"]["password_file"] = flower_password_file
     elif flower_pw:
         doc["flower"]["password_file"] = _secret_file(run_dir, "flower.pass", flower_pw)
-    lines = ["# written by `zkhive up`: the settings this cluster runs with (cluster/current.py)"]
+    lines = ["# written by `zkhive up`: the settings this cluster runs with (cluster/ops/current.py)"]
     for section, values in doc.items():
         lines.append(f"\n[{section}]")
         for k, v in values.items():

@@ -5,13 +5,13 @@ re-reads the recent timelines and its counters start again (``rate()`` handles t
 
 Sources, per scrape:
 
-- each recent job's timeline (``zkhive:job:<id>:events``, cluster.timeline), read from where the
+- each recent job's timeline (``zkhive:job:<id>:events``, cluster.pipeline.timeline), read from where the
   last scrape stopped: ``stage`` events (one prover stage: its seconds, device), synthesis start
   and end, prove pickup and end, duplicates, prove errors, failed verifications, failures;
 - each job's state hash: its outcome once terminal (done, failed, cancelled) and its duration;
 - each assignment's blob reference (``zkhive:job:<id>:assign:<k>``): the synthesized bytes;
-- the registry (cluster.registry): workers, devices, resident keys, free and total memory;
-- the queue lengths (every priority list of each queue, cluster.routing.queue_depth).
+- the registry (cluster.pipeline.registry): workers, devices, resident keys, free and total memory;
+- the queue lengths (every priority list of each queue, cluster.pipeline.queues.queue_depth).
 
 Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
 
@@ -32,7 +32,7 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
     zkhive_worker_inflight{worker,host,device}            partitions in hand
     zkhive_resident_keys{worker,host,device}              number of resident proving keys
     zkhive_resident_key{worker,host,device,params}        1 per resident key
-    zkhive_device_memory_free_bytes{worker,host,device}   room left for keys (cluster.prover)
+    zkhive_device_memory_free_bytes{worker,host,device}   room left for keys (cluster.pipeline.prover)
     zkhive_device_memory_used_bytes{worker,host,device}   total - free
     zkhive_device_memory_total_bytes{worker,host,device}
 """
@@ -65,7 +65,7 @@ PARTITION_OUTCOMES = {"prove_end": "proved", "duplicate": "duplicate", "prove_er
 
 
 def host_of(worker_id: str | None) -> str:
-    """The host in a worker id: ids are ``<role>.<host>.<suffix>`` (cluster.lifecycle), and a
+    """The host in a worker id: ids are ``<role>.<host>.<suffix>`` (cluster.pipeline.lifecycle), and a
     host name has no dots (settings.WorkerSettings.host)."""
     parts = (worker_id or "").split(".")
     return parts[1] if len(parts) >= 3 else ""
@@ -113,7 +113,7 @@ class ClusterCollector:
 
     # -- reading Redis ----------------------------------------------------------------------------
     def poll(self) -> None:
-        from .jobs import INDEX, TERMINAL
+        from cluster.pipeline.jobs import INDEX, TERMINAL
 
         now = time.time()
         recent = [j.decode() for j in self.r.zrevrange(INDEX, 0, self.job_window - 1)]
@@ -207,10 +207,9 @@ class ClusterCollector:
 
     # -- the gauges, read at scrape time ------------------------------------------------------------
     def _gauges(self):
-        from . import registry
-        from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
-        from .routing import queue_depth
-        from .jobs import ACTIVE
+        from cluster.pipeline import registry
+        from cluster.pipeline.jobs import ACTIVE
+        from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
 
         ws = registry.workers(self.r)
         wl = ["worker", "host", "device"]
@@ -295,7 +294,7 @@ def serve(s) -> int:
     try:
         server, thread = start_http_server(s.metrics.port, addr=s.metrics.address, registry=reg)
     except OSError as e:
-        from .cli import CommandError
+        from cluster.cli import CommandError
         raise CommandError(f"cannot listen on {s.metrics.address}:{s.metrics.port} ([metrics] address, "
                            f"port): {e.strerror or e}") from None
     stop = threading.Event()

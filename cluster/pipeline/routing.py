@@ -18,11 +18,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
+from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
 from .registry import WorkerInfo
 
 log = logging.getLogger(__name__)
 
-PROVE_TASK = "zkhive.prove_partition"  # cluster.workflow.PROVE
+PROVE_TASK = "zkhive.prove_partition"  # cluster.pipeline.workflow.PROVE
 
 
 @dataclass(frozen=True)
@@ -32,44 +33,8 @@ class Choice:
     workers: tuple[str, ...] = ()
 
 
-def priority_lists(queue: str) -> list[str]:
-    """The Redis lists kombu keeps for ``queue``, one per priority level (queue\\x06\\x16N)."""
-    from .app import PRIORITY_STEPS
-
-    return [queue] + [f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS if p]
-
-
-def queue_depth(r, queue: str) -> int:
-    """Messages waiting in ``queue`` over all priority lists."""
-    pipe = r.pipeline()
-    for n in priority_lists(queue):
-        pipe.llen(n)
-    return sum(pipe.execute())
-
-
-def queued_messages(r):
-    """(list, raw, message) for every message waiting in one of our queues: synthesis,
-    aggregate and every ``prove.*`` queue, a dead device's included."""
-    import json
-
-    from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE
-
-    lists = set(priority_lists(SYNTHESIS_QUEUE) + priority_lists(AGGREGATE_QUEUE))
-    lists |= {k for k in r.scan_iter(match="prove.*", count=500)}
-    for lst in sorted(lists, key=lambda k: k if isinstance(k, bytes) else k.encode()):
-        if r.type(lst) != b"list":
-            continue
-        for raw in r.lrange(lst, 0, -1):
-            try:
-                yield lst, raw, json.loads(raw)
-            except ValueError:
-                continue
-
-
 def choose_queue(provers: list[WorkerInfo], params: str, key_size: int, depths: dict[str, int],
                  exclude_devices: tuple[str, ...] = ()) -> Choice:
-    from .app import UNASSIGNED_QUEUE
-
     by_queue: dict[str, list[WorkerInfo]] = {}
     for w in provers:
         if w.role == "prove" and w.ready and w.queues:
@@ -105,7 +70,6 @@ def route_partition(rt, job_id: str, partition: int, exclude_devices: tuple[str,
 
     rec = rt.jobs.get(job_id)
     if rec is None:
-        from .app import UNASSIGNED_QUEUE
         return Choice(UNASSIGNED_QUEUE, "unknown-job")
     circuit = get_circuit(rec.params)
     provers = registry.workers(rt.redis, role="prove", ready_only=True)
@@ -118,7 +82,7 @@ def route_partition(rt, job_id: str, partition: int, exclude_devices: tuple[str,
 
 def route_task(name, args, kwargs, options, task=None, **kw):
     """Celery router (``task_routes``): prove tasks by residency; the rest by fixed queues."""
-    from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, runtime
+    from .app import runtime
 
     if name == "zkhive.synthesize_partition":
         return {"queue": SYNTHESIS_QUEUE}

@@ -17,7 +17,7 @@ from synthesis.cli import load_c1
 
 
 def _keys(args):
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
     from cluster.settings import SettingsError, load
 
     if args.keys:
@@ -34,7 +34,7 @@ def _partitions(c1, circuit) -> int:
 
 
 def cmd_prove(args) -> int:
-    from cluster.keys import KeyMissing
+    from cluster.pipeline.keys import KeyMissing
     from gpu import prove, verify
     from gpu.timing import StageTimer
     from synthesis.circuits import C1Error
@@ -76,7 +76,7 @@ def cmd_prove(args) -> int:
 
 
 def cmd_verify(args) -> int:
-    from cluster.keys import KeyMissing
+    from cluster.pipeline.keys import KeyMissing
     from gpu import verify
     from gpu.groth16 import ProofFormatError, split_proofs
 

@@ -25,7 +25,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from .errors import BlobError
+from cluster.errors import BlobError
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 

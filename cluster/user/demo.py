@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from .cli import CommandError
+from cluster.cli import CommandError
 
 
 def _smallest_porep() -> str:
@@ -47,7 +47,7 @@ def _key_matches(pk_path, circuit) -> bool:
 
 
 def _cluster_running(args) -> bool:
-    from .supervisor import Supervisor, SupervisorError
+    from cluster.ops.supervisor import Supervisor, SupervisorError
 
     sup = Supervisor(Path(args.run_dir).resolve())
     try:
@@ -60,7 +60,7 @@ def _cluster_running(args) -> bool:
         return True
     if alive:
         gone = [r.name for r in sup.records if r.process() is None]
-        from .cli import cli_name
+        from cluster.cli import cli_name
 
         raise CommandError(f"the cluster in {sup.state_file} is half up ({', '.join(gone)} gone): "
                            f"run `{cli_name()} down` then `{cli_name()} demo` again")
@@ -83,18 +83,19 @@ def _verify(rt, circuit, doc, res) -> int:
 
 
 def cmd_demo(args) -> int:
-    from .up_commands import _settings, start_cluster
+    from cluster.ops.commands import start_cluster
+    from cluster.ops.current import settings_for
 
     timings: list[tuple[str, float]] = []
 
     def step(name, t0):
         timings.append((name, time.monotonic() - t0))
 
-    s = _settings(args)
+    s = settings_for(args)
     from synthesis.circuits import get_circuit
 
-    from .app import runtime
-    from .client import submit
+    from cluster.client import submit
+    from cluster.pipeline.app import runtime
 
     params = args.params or _smallest_porep()
     try:
@@ -125,7 +126,7 @@ def cmd_demo(args) -> int:
         print("[2/5] cluster: zkhive up")
         if params not in s.srs.preload:  # the prover loads the demo's key before it is ready
             os.environ["ZKHIVE_SRS__PRELOAD"] = json.dumps([*s.srs.preload, params])
-            s = _settings(args)
+            s = settings_for(args)
         start_cluster(args, s, out=print)
         step("up", t0)
 
@@ -153,19 +154,19 @@ def cmd_demo(args) -> int:
     for name, secs in timings:
         print(f"  {name:<26} {secs:7.2f} s")
     _print_timeline(rt, job.job_id)
-    from .supervisor import Supervisor
+    from cluster.ops.supervisor import Supervisor
     sup = Supervisor(Path(args.run_dir).resolve())
     sup.load()
     print(f"\nFlower     {sup.meta.get('flower', '?')}  (user {sup.meta.get('flower_user', '?')}, "
           f"password {sup.meta.get('flower_password', '?')})")
-    from .up_commands import hints
+    from cluster.ops.commands import hints
 
     status, down = hints(args)
     if sup.meta.get("metrics"):
         print(f"metrics    {sup.meta['metrics']}")
     print(f"status     {status}")
     if args.down:
-        from .up_commands import cmd_down
+        from cluster.ops.commands import cmd_down
         cmd_down(args)
     else:
         print(f"stop       {down}")
@@ -174,7 +175,7 @@ def cmd_demo(args) -> int:
 
 def _print_timeline(rt, job_id: str) -> None:
     """Per partition: synthesis and prove seconds and the device, from the job's timeline."""
-    from . import timeline
+    from cluster.pipeline import timeline
 
     try:
         events = timeline.load(rt.redis, job_id)
@@ -196,19 +197,21 @@ def _print_timeline(rt, job_id: str) -> None:
         syn = at.get((k, "synthesis_end"), 0) - at.get((k, "synthesis_start"), 0)
         prv = at.get((k, "prove_end"), 0) - at.get((k, "prove_pickup"), 0)
         print(f"  {k:<10} {syn:9.2f}s {prv:7.2f}s  {device.get(k, '-')}")
-    from .cli import cli_name
+    from cluster.cli import cli_name
 
     print(f"  (every event: {cli_name()} timeline {job_id})")
 
 
-def register(sub, add_common, add_run_dir, add_up_options) -> None:
+def register(sub) -> None:
+    from cluster.ops.commands import add_config, add_run_dir, add_up_options
+
     p = sub.add_parser("demo", help="up, seal the smallest porep-lite sector, prove it on the "
                                     "cluster, verify, print timings (the first command to run)")
     p.add_argument("--params", help="parameter set (default: the smallest porep-lite)")
     p.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="seconds to wait for the proof (default 600)")
     p.add_argument("--down", action="store_true", help="stop the cluster at the end")
-    add_common(p)
+    add_config(p)
     add_run_dir(p)
     add_up_options(p)  # used when the demo starts the cluster
     p.set_defaults(func=cmd_demo)

@@ -56,7 +56,7 @@ def peek_prove_tasks(r, queue: str, depth: int) -> list[dict]:
     in the order the worker will receive them (kombu's Redis transport pushes on the left and
     pops on the right, one list per priority level, level 0 first). Messages that do not parse
     as prove tasks are skipped, never touched."""
-    from .app import PRIORITY_STEPS
+    from .queues import PRIORITY_STEPS
 
     names = [queue] + [f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS if p]
     pipe = r.pipeline()

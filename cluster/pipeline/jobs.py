@@ -8,9 +8,9 @@ Keys (all expire after ``delivery.result_ttl_s``)::
     zkhive:job:<id>:assign:<k>     partition k's assignment BlobRef (written by synthesis)
     zkhive:job:<id>:claim:<k>      the prover that picked partition k up (worker, device, task)
     zkhive:job:<id>:route:<k>      the queue routing chose for partition k, and why
-    zkhive:job:<id>:attempts:<k>   partition k's retry budget spent (cluster.retry: one budget for
+    zkhive:job:<id>:attempts:<k>   partition k's retry budget spent (cluster.pipeline.retry: one budget for
                                    a transient error, an unverifiable proof and a lost partition)
-    zkhive:job:<id>:events         the timeline (see cluster.timeline)
+    zkhive:job:<id>:events         the timeline (see cluster.pipeline.timeline)
     zkhive:jobs                    sorted set of job ids by submission time
     zkhive:active                  the jobs not yet finished, failed or cancelled (the watchdog's)
 
@@ -35,9 +35,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from cluster.errors import JobError
+
 from . import timeline
 from .blobs import BlobRef
-from .errors import JobError
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ class JobStore:
 
     # -- the lifecycle: each final transition happens once ----------------------------------------
     def event(self, job_id: str, event: str, *, partition: int | None = None, **fields) -> None:
-        """One timeline event of the job (cluster.timeline), expiring with the job."""
+        """One timeline event of the job (cluster.pipeline.timeline), expiring with the job."""
         timeline.emit(self.r, job_id, event, partition=partition, ttl_s=self.ttl_s, **fields)
 
     def start(self, job_id: str) -> bool:
@@ -161,7 +162,7 @@ class JobStore:
         return False
 
     def cancel(self, job_id: str, reason: str = "cancelled by the user") -> bool:
-        """The user gave up on the job; its queued tasks become no-ops (cluster.tasks checks the
+        """The user gave up on the job; its queued tasks become no-ops (cluster.pipeline.tasks checks the
         status first). False when it had already ended."""
         return self._end(job_id, CANCELLED, "cancelled", None, {"error": reason}, {})
 

@@ -5,10 +5,10 @@
           aggregate(job))
 
 Synthesis runs on the ``synthesis`` queue; each prove task is routed to a device queue when its
-synthesis finishes (cluster.routing); the body runs on ``aggregate`` and reads the partition proofs
-from the first-writer-wins store (cluster.jobs), not from the chord's results.
+synthesis finishes (cluster.pipeline.routing); the body runs on ``aggregate`` and reads the partition proofs
+from the first-writer-wins store (cluster.pipeline.jobs), not from the chord's results.
 
-The work is sent by task *name* (``CeleryDispatch``): this module never imports cluster.tasks,
+The work is sent by task *name* (``CeleryDispatch``): this module never imports cluster.pipeline.tasks,
 which imports it, so there is no import cycle; the unit tests put a stub dispatcher in its place
 (tests/unit/stub_runtime.py) and run the task bodies without a broker.
 """
@@ -21,7 +21,8 @@ from typing import Any
 
 from celery import chain, chord
 
-from .errors import JobConflict, JobError
+from cluster.errors import JobConflict, JobError
+
 from .jobs import JobRecord, check_job_id, priority_value
 
 SYNTHESIZE = "zkhive.synthesize_partition"
@@ -78,7 +79,7 @@ class CeleryDispatch:
         """Remove the job's messages still waiting in any queue (a cancelled job), so queue
         depth counts only live work; returns how many. A message already taken by a worker is
         not in a list any more: its task finds the job cancelled and skips."""
-        from .routing import queued_messages
+        from .queues import queued_messages
 
         dropped = 0
         for lst, raw, msg in queued_messages(r):

@@ -12,7 +12,7 @@ job per interval. For each active job it checks, in order:
   queue) and not yet picked up: re-dispatch it once a prover exists.
 
 A re-dispatch spends from the partition's one retry budget (``delivery.partition_retries``,
-cluster.retry). Everything goes through the job store (``rt.jobs``: fail, spend_retry,
+cluster.pipeline.retry). Everything goes through the job store (``rt.jobs``: fail, spend_retry,
 clear_claim, active, deactivate) and the dispatcher (``rt.dispatch``), as the tasks do.
 """
 from __future__ import annotations

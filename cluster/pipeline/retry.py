@@ -20,8 +20,8 @@ synthesis, cluster/errors.py)::
         anything else                                an unexpected error is a bug: retrying hides it
 
 The budget is one per partition (``delivery.partition_retries``, counted by
-``JobStore.spend_retry``): a transient error, an unverifiable proof (cluster.tasks) and a lost
-partition (cluster.watchdog) all spend from it. Deliveries of one message past
+``JobStore.spend_retry``): a transient error, an unverifiable proof (cluster.pipeline.tasks) and a lost
+partition (cluster.pipeline.watchdog) all spend from it. Deliveries of one message past
 ``delivery.max_redeliveries`` (a message whose workers keep dying) are a separate bound: that
 counts crashes, not errors.
 """
@@ -37,7 +37,7 @@ from synthesis.assignment import AssignmentError
 from synthesis.circuits import C1Error
 from synthesis.r1cs import UnsatisfiedConstraint
 
-from .errors import BlobError, KeyMissing
+from cluster.errors import BlobError, KeyMissing
 
 
 def _broker_errors() -> tuple[type[BaseException], ...]:

@@ -2,38 +2,17 @@
 
 Every command takes ``--config FILE`` (else ``$ZKHIVE_CONFIG``); Celery and the settings are
 imported only when a command runs, so a bad setting is reported by the command that needs it.
-Issue 5's ``up``/``down``/``demo`` live in ``cluster.up_commands`` (registered here when present).
+The operator's ``up``/``down``/``ps``/``restart`` live in ``cluster.ops.commands``, ``demo`` in
+``cluster.user.demo``; ``cluster.cli`` registers each module's commands.
 """
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
-from .cli import CommandError
-
-
-def _settings(args):
-    """Load settings once, for this process, from --config (before cluster.app is imported);
-    without --config, $ZKHIVE_CONFIG or $ZKHIVE_REDIS__URL, from the settings the running
-    cluster was started with (cluster.current), so every shell talks to the same cluster."""
-    from . import current, settings
-
-    if hasattr(args, "run_dir") and not getattr(args, "run_dir_resolved", False):
-        args.run_dir_explicit = args.run_dir is not None
-        args.run_dir = str(current.resolve_run_dir(args.run_dir))
-        args.run_dir_resolved = True
-    if getattr(args, "config", None):
-        os.environ[settings.CONFIG_ENV] = str(args.config)
-    elif not current.told_which_cluster(None):
-        recorded = current.recorded_settings(getattr(args, "run_dir", None))
-        if recorded is not None:
-            os.environ[settings.CONFIG_ENV] = str(recorded)
-    try:
-        return settings.load()
-    except settings.SettingsError as e:
-        raise CommandError(str(e)) from None
+from cluster.cli import CommandError
+from cluster.ops.current import settings_for
 
 
 def _rt(args):
@@ -41,8 +20,8 @@ def _rt(args):
     others), after checking that Redis answers: a one-line error instead of a traceback."""
     import redis
 
-    s = _settings(args)
-    from .app import app, configure, runtime
+    s = settings_for(args)
+    from cluster.pipeline.app import app, configure, runtime
 
     if s != app.zkhive_settings:
         configure(s)
@@ -65,8 +44,8 @@ def _add_config(p):
 
 def cmd_worker(args) -> int:
     _rt(args)
-    from .lifecycle import WorkerLifecycle, WorkerStartError
-    from .prover import DeviceSpecError
+    from cluster.pipeline.lifecycle import WorkerLifecycle, WorkerStartError
+    from cluster.pipeline.prover import DeviceSpecError
 
     if args.role == "prove" and not args.device:
         raise CommandError("a prove worker needs --device (cpu, cpu:N or cuda:N)")
@@ -85,9 +64,9 @@ def cmd_keys(args) -> int:
 
     from synthesis.circuits import get_circuit, known
 
-    from .keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
 
-    s = _settings(args)
+    s = settings_for(args)
     for mod in s.worker.circuit_modules:  # circuit families registered by plugins
         importlib.import_module(mod)
     keys = KeyCache(s.srs.param_cache)
@@ -121,9 +100,9 @@ def cmd_keys(args) -> int:
 
 def cmd_submit(args) -> int:
     rt = _rt(args)
-    from .client import Job
-    from .jobs import JobError
-    from .workflow import submit_job
+    from cluster.client import Job
+    from cluster.pipeline.jobs import JobError
+    from cluster.pipeline.workflow import submit_job
 
     try:
         doc = json.loads(Path(args.file).read_text())
@@ -155,7 +134,7 @@ def _print_result(res, out: str | None) -> None:
 
 def cmd_result(args) -> int:
     rt = _rt(args)
-    from .client import Job, JobFailed, JobTimeout
+    from cluster.client import Job, JobFailed, JobTimeout
 
     try:
         job = Job(args.job, rt)
@@ -178,7 +157,7 @@ def cmd_result(args) -> int:
 
 
 def cmd_cancel(args) -> int:
-    from .client import cancel
+    from cluster.client import cancel
 
     _rt(args)
     try:
@@ -195,10 +174,9 @@ def _mib(n) -> str:
 
 
 def status_text(rt, *, jobs: int = 5) -> str:
-    from . import registry
-    from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
-    from .routing import queue_depth
-    from .version import code_digest
+    from cluster.pipeline import registry
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
+    from cluster.version import code_digest
 
     now = time.time()
     ws = registry.workers(rt.redis)
@@ -233,7 +211,7 @@ def status_text(rt, *, jobs: int = 5) -> str:
 
 
 def _queues(rt, ws) -> list[str]:
-    from .app import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
 
     return [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
         + [UNASSIGNED_QUEUE]
@@ -241,8 +219,8 @@ def _queues(rt, ws) -> list[str]:
 
 def status_doc(rt, *, jobs: int = 5) -> dict:
     """``zkhive status --json``: the registry entries, the queue depths, active and recent jobs."""
-    from . import registry
-    from .routing import queue_depth
+    from cluster.pipeline import registry
+    from cluster.pipeline.queues import queue_depth
 
     ws = registry.workers(rt.redis)
     recent = []
@@ -261,7 +239,7 @@ def status_doc(rt, *, jobs: int = 5) -> dict:
 
 def cmd_status(args) -> int:
     rt = _rt(args)
-    from . import registry
+    from cluster.pipeline import registry
 
     if args.json:
         print(json.dumps(status_doc(rt, jobs=args.jobs), indent=2))
@@ -272,7 +250,7 @@ def cmd_status(args) -> int:
 
 def cmd_timeline(args) -> int:
     rt = _rt(args)
-    from . import timeline
+    from cluster.pipeline import timeline
 
     events = timeline.load(rt.redis, args.job)
     if not events:
@@ -341,6 +319,3 @@ def register(sub) -> None:
     p.add_argument("--png", help="PNG path (default timeline-JOB.png; '-' for none)")
     _add_config(p)
     p.set_defaults(func=cmd_timeline)
-
-    from .up_commands import register as register_up
-    register_up(sub)

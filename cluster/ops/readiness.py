@@ -30,7 +30,7 @@ def redis_check(host: str, port: int, password: str | None, timeout_s: float = 1
 
 
 def worker_check(r, *, host: str, pid: int, preload: list[str] = ()) -> str | None:
-    from . import registry
+    from cluster.pipeline import registry
 
     for w in registry.workers(r):
         if w.host == host and w.pid == pid:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import redis
 
-from .errors import RedisServerError
+from cluster.errors import RedisServerError
 
 
 def find_executable() -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 
-from .cli import CommandError
+from cluster.cli import CommandError
 
 
 def _console(stderr: bool):
@@ -24,8 +24,8 @@ def follow_job(job, timeout_s: float | None, *, stderr: bool = True, poll_s: flo
     JobResult. A failed, cancelled or late job is a CommandError naming it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from .client import JobFailed
-    from .jobs import TERMINAL
+    from cluster.client import JobFailed
+    from cluster.pipeline.jobs import TERMINAL
 
     end = None if timeout_s is None else time.monotonic() + timeout_s
     try:

@@ -135,7 +135,7 @@ class ProcessRecord:
     address: str = ""
     #: start group: processes of one group are stopped together, groups in reverse order
     group: int = 0
-    #: times the keeper (``cluster.keeper``) or ``zkhive restart`` started it again
+    #: times the keeper (``cluster.ops.keeper``) or ``zkhive restart`` started it again
     restarts: int = 0
     #: consecutive runs that failed to start or died soon after (the keeper's backoff counter)
     failures: int = 0
