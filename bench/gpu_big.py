@@ -153,7 +153,7 @@ def main() -> int:
         ok &= row["verifies"] and row["rejects_wrong_input"] and row["first_verifies"]
 
         if name in args.compare_host.split(","):
-            from gpu.groth16.setup import setup as host_setup
+            from gpu import setup as host_setup
             t = time.time()
             z = assignment.decode(blob, n=cr.num_variables)
             tb = be.prove_terms(pk, circuit, blob, StageTimer())

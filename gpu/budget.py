@@ -179,7 +179,7 @@ def chunk_capacity(group: str) -> int:
 def pippenger_workspace(group: str, n: int, c: int | None = None) -> int:
     """Bytes of one Pippenger workspace for n scalars and c-bit windows (gpu/cuda/msm.py's
     _Workspace; c defaults to window_bits(n))."""
-    from gpu.msm import window_bits, windows
+    from gpu.msm_input import window_bits, windows
     c = c or window_bits(n)
     W, B = windows(c), 1 << (c - 1)
     return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20)
@@ -192,7 +192,7 @@ TAIL_MIN_WINDOW = 12
 def tail_engine_bytes(group: str, capacity: int) -> int:
     """A split-MSM tail engine: compact bases and scalars for one chunk, and its one workspace,
     at the window of the largest workspace it may pick (windows from TAIL_MIN_WINDOW up)."""
-    from gpu.msm import window_bits
+    from gpu.msm_input import window_bits
     top = max(TAIL_MIN_WINDOW, window_bits(capacity))
     work = max(pippenger_workspace(group, capacity, c) for c in range(min(TAIL_MIN_WINDOW, top), top + 1))
     return capacity * (AFFINE[group] + 32) + work + (48 << 20)

@@ -75,7 +75,7 @@ class Backend:
         from gpu.groth16.setup import setup
 
         r1cs = circuit.r1cs()
-        pk, vk = setup(r1cs, backend=self.name if self.name in ("cpu", "cuda") else "cpu", seed=seed)
+        pk, vk = setup(r1cs, backend=self, seed=seed)
         self.load(pk, r1cs)
         return pk, vk
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from gpu.budget import DeviceBudget
 from gpu.cuda import loader
-from gpu.cuda.memory import DeviceBuffer
+from gpu.cuda.memory import DeviceBuffer, DeviceView
 from gpu.errors import GpuError
 from gpu.groth16.errors import BackendError, CircuitMismatch
 from gpu.groth16.points import PointArray
@@ -42,21 +42,6 @@ from .forms import (assignment_blob, assignment_vector, circuit_digest, full_r1c
 BLOCK = 256
 #: Share of the device's memory zkhive may book (the rest: contexts, the driver, fragmentation).
 CAPACITY_SHARE = float(os.environ.get("ZKHIVE_DEVICE_MEMORY_SHARE", "0.92"))
-
-
-class DeviceView(DeviceBuffer):
-    """A window into another DeviceBuffer (no allocation of its own, never freed by itself)."""
-
-    def __init__(self, parent: DeviceBuffer, offset: int, nbytes: int, what: str = "view"):
-        self._parent, self._offset = parent, int(offset)
-        self.nbytes, self.what, self._alloc = int(nbytes), what, None
-
-    @property
-    def ptr(self) -> int:
-        return self._parent.ptr + self._offset
-
-    def free(self) -> None:
-        pass
 
 
 def _grid(n: int) -> tuple:
@@ -454,7 +439,7 @@ class CudaBackend(Backend):
         if cr is None:
             from gpu.groth16.setup import setup
             r1cs = full_r1cs(circuit)
-            pk, vk = setup(r1cs, backend=f"cuda:{self.ordinal}", seed=seed)
+            pk, vk = setup(r1cs, backend=self, seed=seed)
             self.load(pk, r1cs)
             return pk, vk
         from gpu.budget import ProofShape, admit_shape

@@ -114,3 +114,18 @@ def is_pinned(arr: np.ndarray) -> bool:
             return True
         base = getattr(base, "base", None)
     return False
+
+
+class DeviceView(DeviceBuffer):
+    """A window into another DeviceBuffer (no allocation of its own, never freed by itself)."""
+
+    def __init__(self, parent: DeviceBuffer, offset: int, nbytes: int, what: str = "view"):
+        self._parent, self._offset = parent, int(offset)
+        self.nbytes, self.what, self._alloc = int(nbytes), what, None
+
+    @property
+    def ptr(self) -> int:
+        return self._parent.ptr + self._offset
+
+    def free(self) -> None:
+        pass

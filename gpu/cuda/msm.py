@@ -29,7 +29,7 @@ import numpy as np
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
-from gpu.msm import check_bases, check_scalars, decode_point, group_of, window_bits, windows
+from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
 LEVEL_WIDTH = 8
@@ -337,7 +337,7 @@ def known_log_bases(group, a_points: list, b_points: list, n: int) -> np.ndarray
     (m2 = len(b_points)), made on the device. With a_points = a_j G and b_points = b_l G the
     discrete logs are known, so MSM(P, s) = (sum_i s_i (a_{i//m2} + b_{i%m2})) G checks a 2^24
     MSM without a CPU MSM of that size."""
-    from gpu.msm import encode_points
+    from gpu.msm_input import encode_points
     g = group_of(group)
     m2 = len(b_points)
     if len(a_points) * m2 < n:

@@ -30,7 +30,7 @@ import time
 import numpy as np
 
 from gpu.cuda import loader
-from gpu.cuda.memory import DeviceBuffer
+from gpu.cuda.memory import DeviceBuffer, DeviceView
 from gpu.native import compact as host
 
 BLOCK = 256
@@ -128,7 +128,6 @@ def setup_on_device(backend, cr, *, seed: bytes | None = None, timer=None):
                                 np.uintp(tm.ptr), np.uintp(c.ptr), np.uintp(L.ptr),
                                 block=(BLOCK, 1, 1), grid=_grid(-(-n // host.PER)))
         stage("lagrange")
-        from gpu.backends.cuda import DeviceView
         u, v, w = (buf(32 * nv, f"setup {x}") for x in "uvw")
         mats.spmv_t("a", L, u, inputs=DeviceView(L, 32 * m, 32 * (npub + 1), "input rows"))
         mats.spmv_t("b", L, v)

@@ -29,7 +29,7 @@ from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.budget import chunk_capacity, tail_engine_bytes
 from gpu.errors import GpuError, MsmInputError
-from gpu.msm import decode_point, group_of, window_bits, windows
+from gpu.msm_input import decode_point, group_of, window_bits, windows
 
 BLOCK = 256
 #: the share of scalars that are 0 or 1 below which a query stays on plain Pippenger

@@ -50,7 +50,7 @@ def seeded_draw(seed: bytes, circuit_digest: bytes):
     return draw
 
 
-def setup(r1cs: R1CS, *, backend: str = "cpu", seed: bytes | None = None) -> tuple[ProvingKey, VerifyingKey]:
+def setup(r1cs: R1CS, *, backend="cpu", seed: bytes | None = None) -> tuple[ProvingKey, VerifyingKey]:
     """Fresh (pk, vk) for ``r1cs``. The trapdoor (tau, alpha, beta, gamma, delta) lives only in
     this call's locals: this is a single-party setup, fit for tests, benchmarks and private
     deployments; a public one needs an MPC ceremony. With ``seed`` the trapdoor comes from it
@@ -92,8 +92,14 @@ def setup(r1cs: R1CS, *, backend: str = "cpu", seed: bytes | None = None) -> tup
     return pk, vk
 
 
-def _fixed_base(backend: str):
-    """The batched fixed-base multiplication of the chosen backend (the CUDA backend has its own,
-    issue 8); the CPU one goes point by point through arkworks."""
-    from gpu.backends import get_backend
-    return get_backend(backend).fixed_base
+def _fixed_base(backend):
+    """The batched fixed-base multiplication to use: a backend object's own (the CUDA backend's
+    runs on the device, issue 8), or for "cpu" the host one. A backend given by any other name is
+    resolved by the caller (``gpu.backends.get_backend(name)``): this module sits below the
+    backends, which call ``setup`` themselves, so it must not import them."""
+    if not isinstance(backend, str):
+        return backend.fixed_base
+    if backend == "cpu":
+        return curve.fixed_base
+    raise ValueError(f"setup: backend {backend!r} given by name; pass the object "
+                     f"gpu.backends.get_backend({backend!r}) (only 'cpu' is taken by name)")

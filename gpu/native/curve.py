@@ -59,7 +59,7 @@ def point_op(group, op: str, a, b=None, k: int = 0):
     """One host-build point operation on arkworks points (tests of curve.cuh):
     add_mixed a+b, add a+b, dbl 2a, dbl_add_mixed 2a+b, dbl_add_dbl 2a+2b, mul_small k a, neg -a,
     on_curve (bool). The result is decoded with the checked decoder."""
-    from gpu import msm
+    from gpu import msm_input as msm
     g = msm.group_of(group)
     ra = msm.encode_points([a], g)
     rb = msm.encode_points([b if b is not None else g.point.identity()], g)
@@ -68,7 +68,7 @@ def point_op(group, op: str, a, b=None, k: int = 0):
 
 def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
     """point_op on raw xy limbs (lets tests feed points that are not on the curve)."""
-    from gpu import msm
+    from gpu import msm_input as msm
     g = msm.group_of(group)
     a = np.ascontiguousarray(a, dtype=np.uint32)
     b = np.ascontiguousarray(b, dtype=np.uint32)
@@ -88,7 +88,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     ranges (level-1 threads), level_width (partials per range later) and segment (buckets per
     reduction segment) are the device's launch shapes; tests vary them to reach the edge cases.
     """
-    from gpu import msm as m
+    from gpu import msm_input as m
     g = m.group_of(group)
     bases = m.check_bases(bases, g)
     scalars = m.check_scalars(scalars, len(bases))
@@ -109,7 +109,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
 def combine(group, windows: np.ndarray, c: int) -> np.ndarray:
     """The device MSM's last step on the CPU: sum_w 2^(c w) windows[w] (XYZZ points in the
     device layout, Montgomery limbs; a (W, 4 limbs) uint32 array) -> xy limbs of the affine sum."""
-    from gpu import msm as m
+    from gpu import msm_input as m
     g = m.group_of(group)
     win = np.ascontiguousarray(windows, dtype=np.uint32)
     if win.ndim != 2 or win.shape[1] != 2 * g.limbs or len(win) < 1:
@@ -121,7 +121,7 @@ def combine(group, windows: np.ndarray, c: int) -> np.ndarray:
 
 def digits(scalar: int, c: int) -> list[int]:
     """Signed c-bit digits of one scalar, lowest window first (tests)."""
-    from gpu.msm import windows
+    from gpu.msm_input import windows
     s = np.frombuffer(int(scalar).to_bytes(32, "little"), dtype=np.uint32).copy()
     out = np.zeros(windows(c), dtype=np.uint32)
     lib().msm_digits(s.ctypes.data, c, out.ctypes.data)
