@@ -90,14 +90,18 @@ class WorkerLifecycle:
             device=str(self.device) if self.device else None,
             device_kind=self.device.kind if self.device else None,
             backend=self.device.kind if self.device else None,
-            version=package_version(), code_digest=code_digest(), nodename=f"{worker_id}@{self.host}")
+            version=package_version(), code_digest=code_digest(), nodename=f"{worker_id}@{self.host}",
+            makes_keys=list(s.srs.in_process) if self.device else [])
         self.rt.worker = info
         self.heartbeat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
                                             ttl_s=s.worker.registry_ttl_s, lock=self.lock,
                                             update=self._update).start()
         try:
             if self.device is not None:
-                self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes)
+                from .inprocess import InProcessKeys
+
+                self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
+                                     in_process=InProcessKeys(s.srs, self.rt.keys))
                 self.rt.prover = self.prover
                 for name in s.srs.preload:
                     t0 = time.time()

@@ -248,9 +248,12 @@ def _num_variables(circuit) -> int:
 
 
 def _fetch_assignment(rt, circuit, ref):
-    """The (n, 4) assignment from its compact blob (synthesis.assignment), its size checked
-    against the circuit's variable count."""
-    return assignment.decode(rt.blobs.get(ref), n=_num_variables(circuit))
+    """The assignment in its compact form (synthesis.assignment.Compact: kinds + the other
+    values), checked (size against the circuit's variable count, both bit planes, every value
+    below r); the Prover hands it to a backend that expands it where it proves (the CUDA one: on
+    the device), or expands it on the host for one that cannot (the 32-byte vector of a 2^27
+    partition is 4.2 GB and ~39 s of host decoding on the dev box)."""
+    return assignment.decode_compact(rt.blobs.get(ref), n=_num_variables(circuit))
 
 
 def _prove_ahead(rt, prover):
@@ -320,6 +323,7 @@ def aggregate_job(rt, job_id: str) -> dict:
 
 def _aggregate(rt, job_id: str) -> dict:
     from gpu.groth16 import Proof, ProofFormatError, verify
+    from gpu.groth16.errors import KeyFormatError
     from synthesis.circuits import get_circuit
 
     from .keys import KeyMissing
@@ -339,6 +343,9 @@ def _aggregate(rt, job_id: str) -> dict:
         vk = rt.keys.load_vk(circuit)
     except KeyMissing as e:  # this aggregate worker's key cache lacks it: nobody can finish the job
         _fail(rt, job_id, f"cannot verify: {e}")
+    except (KeyFormatError, ValueError) as e:  # a corrupt (e.g. published in-process) vk file
+        _fail(rt, job_id, f"cannot verify: the verifying key {rt.keys.path(circuit, 'vk')} is "
+                          f"unreadable: {e}")
     c1 = _parsed_c1(rt, rec)
     publics, bad = [], []
     for k in range(n):

@@ -62,6 +62,23 @@ class Backend:
     def release(self) -> None:
         """Free everything this backend holds (worker shutdown)."""
 
+    #: whether ``prove_terms`` takes a ``synthesis.assignment.Compact`` itself (a backend that
+    #: expands it where it proves, e.g. on the device); otherwise the caller expands it first
+    accepts_compact: bool = False
+
+    def setup_resident(self, circuit, *, seed: bytes | None = None):
+        """Make the circuit's key in this process and hold it resident: (resident, vk), where
+        ``resident`` is what ``prove_terms`` and ``gpu.groth16.prover.combine`` take in place of
+        a ProvingKey. With ``seed``, the same seed gives the same key (a development ceremony).
+        This default: the host setup over the full R1CS, then ``load``; the CUDA backend makes
+        the key on the device instead."""
+        from gpu.groth16.setup import setup
+
+        r1cs = circuit.r1cs()
+        pk, vk = setup(r1cs, backend=self.name if self.name in ("cpu", "cuda") else "cpu", seed=seed)
+        self.load(pk, r1cs)
+        return pk, vk
+
     def memory_info(self) -> tuple[int, int] | None:
         """(free, total) bytes of the device; None for a backend without one."""
         return None

@@ -11,6 +11,8 @@ sparse product per matrix).
 """
 from __future__ import annotations
 
+import hashlib
+
 from arith import native
 from synthesis import field
 from synthesis.r1cs import R1CS
@@ -27,19 +29,42 @@ def _nonzero_random() -> int:
             return x
 
 
-def setup(r1cs: R1CS, *, backend: str = "cpu") -> tuple[ProvingKey, VerifyingKey]:
+def seeded_draw(seed: bytes, circuit_digest: bytes):
+    """A deterministic stream of nonzero field elements for a development ceremony: every
+    prover given the same seed makes the same key for the same circuit (so the one published
+    verifying key checks every prover's proofs). SHA-256 in counter mode, rejection-sampled below
+    r. Anyone who knows the seed knows the trapdoor: never for a public deployment."""
+    if not isinstance(seed, (bytes, bytearray)) or not seed:
+        raise ValueError("setup seed must be non-empty bytes")
+    counter = 0
+
+    def draw() -> int:
+        nonlocal counter
+        while True:
+            h = hashlib.sha256(b"zkhive-dev-setup\0" + bytes(seed) + b"\0" + circuit_digest
+                               + counter.to_bytes(8, "little")).digest()
+            counter += 1
+            x = int.from_bytes(h, "little") & ((1 << 255) - 1)
+            if 0 < x < field.MODULUS:
+                return x
+    return draw
+
+
+def setup(r1cs: R1CS, *, backend: str = "cpu", seed: bytes | None = None) -> tuple[ProvingKey, VerifyingKey]:
     """Fresh (pk, vk) for ``r1cs``. The trapdoor (tau, alpha, beta, gamma, delta) lives only in
     this call's locals: this is a single-party setup, fit for tests, benchmarks and private
-    deployments; a public one needs an MPC ceremony."""
+    deployments; a public one needs an MPC ceremony. With ``seed`` the trapdoor comes from it
+    (``seeded_draw``): the same seed and circuit give the same key, byte for byte."""
     r1cs.validate()
     n = domain_size(r1cs)
     m, nv, npub = r1cs.num_constraints, r1cs.num_variables, r1cs.num_public
+    draw = _nonzero_random if seed is None else seeded_draw(seed, r1cs.digest())
     while True:
-        tau = _nonzero_random()
+        tau = draw()
         lag = native.lagrange_at(n, tau)
         if lag is not None:  # tau in H would make Z(tau) = 0
             break
-    alpha, beta, gamma, delta = (_nonzero_random() for _ in range(4))
+    alpha, beta, gamma, delta = (draw() for _ in range(4))
 
     u = native.spmv_t(r1cs.a.indptr, r1cs.a.indices, r1cs.a.coeffs, lag[:m], nv)
     u[:npub + 1] = native.add(u[:npub + 1], lag[m:m + npub + 1])  # the input rows (qap.py)
