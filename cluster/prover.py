@@ -192,18 +192,20 @@ class Prover:
 
         from gpu.timing import NULL_TIMER
 
-        from synthesis.assignment import Compact
+        from synthesis import assignment
 
         pk = self.load(circuit, on_evict)
-        r1cs = circuit.r1cs()
-        if isinstance(z, Compact) and not self.backend.accepts_compact:
-            z = z.to_vec()  # a backend that cannot take the compact form gets the Fr vector
-        if isinstance(z, Compact):
-            if len(z) != r1cs.num_variables:
-                raise ValueError(f"assignment has {len(z)} values, the circuit has "
-                                 f"{r1cs.num_variables} variables")
-        else:
-            z = r1cs.check_assignment_shape(z)
+        r1cs = self._matrices(circuit)
+        if not isinstance(z, np.ndarray) and not self.backend.accepts_compact:
+            # a backend that cannot take the compact form gets the Fr vector, expanded here
+            z = z.to_vec() if isinstance(z, assignment.Compact) else assignment.decode(z)
+        if isinstance(z, np.ndarray):
+            z = r1cs.check_assignment_shape(z) if hasattr(r1cs, "check_assignment_shape") else z
+        else:  # the encoded blob (checked by cluster.assignments) or a Compact
+            count = len(z) if isinstance(z, assignment.Compact) else assignment._HEADER.unpack_from(z)[1]
+            if count != _num_variables(circuit):
+                raise assignment.AssignmentError(f"assignment has {count} values, the circuit has "
+                                                 f"{_num_variables(circuit)} variables")
         current = getattr(self.backend, "current", None)
         with self._lock:
             self._busy.add(circuit.name)
@@ -213,6 +215,15 @@ class Prover:
         finally:
             with self._lock:
                 self._busy.discard(circuit.name)
+
+    def _matrices(self, circuit):
+        """What the backend proves against: the circuit itself for a key made in process from
+        a compact circuit (sdr-32g's full R1CS would be ~32 GB on the host; the backend takes
+        what setup_resident took), else the full R1CS (the key file's digest was checked on it)."""
+        if self.in_process is not None and self.in_process.makes(circuit) \
+                and hasattr(circuit, "compact_r1cs"):
+            return circuit
+        return circuit.r1cs()
 
     def finish(self, circuit, terms, timer=None) -> bytes:
         """The host part: A, B, C from the sums with fresh r, s, as 192 bytes (off the device's
@@ -246,3 +257,9 @@ def _resident_size(resident) -> int:
         q = getattr(resident, name, None)
         total += int(getattr(q, "nbytes", 0) or 0)
     return total
+
+
+def _num_variables(circuit) -> int:
+    # the compact form's count where the circuit has one (no full R1CS built for it)
+    compact = getattr(circuit, "compact_r1cs", None)
+    return compact().num_variables if compact else circuit.r1cs().num_variables

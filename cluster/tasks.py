@@ -248,12 +248,14 @@ def _num_variables(circuit) -> int:
 
 
 def _fetch_assignment(rt, circuit, ref):
-    """The assignment in its compact form (synthesis.assignment.Compact: kinds + the other
-    values), checked (size against the circuit's variable count, both bit planes, every value
-    below r); the Prover hands it to a backend that expands it where it proves (the CUDA one: on
-    the device), or expands it on the host for one that cannot (the 32-byte vector of a 2^27
-    partition is 4.2 GB and ~39 s of host decoding on the dev box)."""
-    return assignment.decode_compact(rt.blobs.get(ref), n=_num_variables(circuit))
+    """The assignment's encoded blob, checked without expanding it (cluster/assignments.py: the
+    count against the circuit's variables, both bit planes, every value below r); the Prover
+    hands it to a backend that expands it where it proves (the CUDA one: on the device), or
+    decodes it on the host for one that cannot (the 32-byte vector of a 2^27 partition is 4.2 GB
+    and ~39 s of host decoding on the dev box)."""
+    from .assignments import check_encoded
+
+    return check_encoded(rt.blobs.get(ref), _num_variables(circuit))
 
 
 def _prove_ahead(rt, prover):
