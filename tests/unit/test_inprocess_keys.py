@@ -104,3 +104,20 @@ def test_prover_makes_the_key_once_and_publishes_the_vk(tmp_path):
             p.prove(SQUARES_A, short)
     finally:
         p.close()
+
+
+def test_routing_prefers_a_prover_that_makes_the_key_to_one_with_room():
+    from cluster.registry import WorkerInfo
+    from cluster.routing import choose_queue
+
+    def prover(i, makes=(), resident=()):
+        return WorkerInfo(worker_id=f"p{i}", role="prove", host="h", pid=i, queues=[f"prove.h.{i}"],
+                          device=f"cuda:{i}", ready=True, free_memory=1 << 40, makes_keys=list(makes),
+                          resident_keys=list(resident))
+    ws = [prover(0), prover(1, makes=["sdr-32g"]), prover(2)]
+    c = choose_queue(ws, "sdr-32g", 0, {})
+    assert (c.queue, c.reason) == ("prove.h.1", "makes")
+    c = choose_queue(ws + [prover(3, makes=["sdr-32g"], resident=["sdr-32g"])], "sdr-32g", 0, {"prove.h.3": 5})
+    assert (c.queue, c.reason) == ("prove.h.3", "resident")  # resident still first, even busier
+    c = choose_queue(ws, "porep-lite-4k", 0, {"prove.h.0": 3})
+    assert c.reason == "room" and c.queue == "prove.h.1"  # nobody makes it: room, least loaded
