@@ -174,7 +174,7 @@ def main() -> int:
     e["ZKHIVE_SRS__PRELOAD"] = json.dumps([args.params])
     e.setdefault("ZKHIVE_SRS__SETUP_SEED", "zkhive-bench-dev-ceremony")
     e["ZKHIVE_WORKER__PARTITION_WORKERS"] = str(args.partition_workers)
-    e.setdefault("OMP_NUM_THREADS", "1")
+    e.setdefault("OMP_NUM_THREADS", "2")
     from synthesis.circuits import get_circuit
 
     t = time.time()

@@ -54,6 +54,32 @@ class InProcessKeys:
     def makes(self, circuit) -> bool:
         return circuit.name in self.names
 
+    def fitting(self, backend, preload=()) -> list[str]:
+        """The sets this prover can make on its device: those whose key and one proof fit the
+        device's ledger budget (gpu.budget.admit_shape on the circuit's counts, nothing
+        allocated). A set that never fits is dropped with a warning, so the registry does not
+        announce a key this prover cannot hold (a preloaded one fails the start instead, with the
+        ledger's breakdown)."""
+        from gpu.budget import DeviceMemoryExhausted, admit_shape
+        from synthesis.circuits import get_circuit
+
+        from .devshare import key_shape
+
+        budget = getattr(backend, "budget", None)
+        out = []
+        for name in self.names:
+            shape = key_shape(get_circuit(name)) if budget is not None else None
+            if shape is not None:
+                try:
+                    admit_shape(budget, shape, f"the in-process key of {name}")
+                except DeviceMemoryExhausted as e:
+                    if name in preload:
+                        raise
+                    log.warning("not announcing %s: %s", name, e)
+                    continue
+            out.append(name)
+        return out
+
     def make(self, backend, circuit):
         """(resident, vk): the key made and held by ``backend``, its vk published."""
         import time

@@ -90,8 +90,7 @@ class WorkerLifecycle:
             device=str(self.device) if self.device else None,
             device_kind=self.device.kind if self.device else None,
             backend=self.device.kind if self.device else None,
-            version=package_version(), code_digest=code_digest(), nodename=f"{worker_id}@{self.host}",
-            makes_keys=list(s.srs.in_process) if self.device else [])
+            version=package_version(), code_digest=code_digest(), nodename=f"{worker_id}@{self.host}")
         self.rt.worker = info
         self.heartbeat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
                                             ttl_s=s.worker.registry_ttl_s, lock=self.lock,
@@ -100,9 +99,12 @@ class WorkerLifecycle:
             if self.device is not None:
                 from .inprocess import InProcessKeys
 
+                made = InProcessKeys(s.srs, self.rt.keys)
                 self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
-                                     in_process=InProcessKeys(s.srs, self.rt.keys))
+                                     in_process=made)
                 self.rt.prover = self.prover
+                # announced only where the device can ever hold the key (cluster/inprocess.py)
+                info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
                 for name in s.srs.preload:
                     t0 = time.time()
                     self.prover.load(get_circuit(name))
@@ -111,7 +113,9 @@ class WorkerLifecycle:
                 # build the preloaded circuits' matrices before the first job, not inside it
                 # (prefork children inherit them)
                 for name in s.srs.preload:
-                    get_circuit(name).r1cs()
+                    c = get_circuit(name)
+                    # the compact form where the family has one (sdr-32g's full R1CS is ~32 GB)
+                    c.compact_r1cs() if hasattr(c, "compact_r1cs") else c.r1cs()
         except BaseException as e:
             self.shutdown()
             if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):

@@ -169,7 +169,10 @@ def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
     rt.jobs.start(job_id)
     rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
     try:
-        z = get_circuit(rec.params).synthesize(_parsed_c1(rt, rec), k)
+        circuit = get_circuit(rec.params)
+        # straight to the compact form where the family makes it (sdr: no 4.2 GB Fr vector at 2^27)
+        make = getattr(circuit, "synthesize_compact", None) or circuit.synthesize
+        z = make(_parsed_c1(rt, rec), k)
         ref = rt.blobs.put(assignment.encode(z), kind="assignment")  # bits as bits (synthesis.assignment)
     except Exception as e:
         # a broker blip retries here (same queue); bad input fails the job

@@ -121,3 +121,19 @@ def test_routing_prefers_a_prover_that_makes_the_key_to_one_with_room():
     assert (c.queue, c.reason) == ("prove.h.3", "resident")  # resident still first, even busier
     c = choose_queue(ws, "porep-lite-4k", 0, {"prove.h.0": 3})
     assert c.reason == "room" and c.queue == "prove.h.1"  # nobody makes it: room, least loaded
+
+
+def test_only_keys_that_can_fit_the_device_are_announced(tmp_path):
+    """A prover on a card too small for a set's key does not announce it in makes_keys (the
+    submit-time check would accept jobs nobody can prove); a preloaded one fails the start."""
+    from gpu.budget import DeviceBudget, DeviceMemoryExhausted
+    from cluster.inprocess import InProcessKeys
+
+    class Small:
+        budget = DeviceBudget("small-card", 1 << 30, ledger_dir=tmp_path / "ledger")
+
+    made = InProcessKeys(Srs(["porep-lite-16m", "porep-lite-4k"], "x").s, _keys(tmp_path))
+    assert made.fitting(Small()) == ["porep-lite-4k"]
+    with pytest.raises(DeviceMemoryExhausted, match="the in-process key of porep-lite-16m cannot run on device small-card"):
+        made.fitting(Small(), preload=["porep-lite-16m"])
+    assert made.fitting(object()) == ["porep-lite-16m", "porep-lite-4k"]  # no device ledger (CPU)
