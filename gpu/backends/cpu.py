@@ -13,6 +13,7 @@ from arith import native
 from gpu.groth16 import curve, qap
 
 from .base import Backend, ProofTerms
+from .forms import assignment_vector, circuit_digest, full_r1cs
 
 
 class CpuBackend(Backend):
@@ -20,12 +21,28 @@ class CpuBackend(Backend):
     key's file size in host memory)."""
 
     name = "cpu"
+    #: prove_terms takes a synthesis.assignment.Compact or its blob (expanded on the host)
+    accepts_compact = True
 
     def __init__(self, threads: int | None = None):
         self.threads = threads or os.cpu_count() or 1
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="zkhive-msm")
 
-    def prove_terms(self, pk, r1cs, z: np.ndarray, timer) -> ProofTerms:
+    def setup_resident(self, circuit, *, seed: bytes | None = None):
+        """The host setup (gpu.groth16.setup) over the circuit's full R1CS (expanded from a
+        compact form: for the small circuits a CPU proves); the key stays in this process."""
+        from gpu.groth16.setup import setup
+        return setup(full_r1cs(circuit), backend="cpu", seed=seed)
+
+    def prove_terms(self, pk, r1cs, z, timer) -> ProofTerms:
+        """``r1cs``: an R1CS, a compact circuit or a circuit object; ``z``: an Fr vector, a
+        Compact or its blob (gpu/backends/forms.py), decoded here on the host."""
+        r1cs = full_r1cs(r1cs)
+        if circuit_digest(r1cs) != pk.circuit_digest:
+            from gpu.groth16.errors import CircuitMismatch
+            raise CircuitMismatch("the proving key was made for another circuit (circuit digests "
+                                  f"{pk.circuit_digest.hex()[:16]} and {r1cs.digest().hex()[:16]} differ)")
+        z = r1cs.check_assignment_shape(assignment_vector(z, r1cs.num_variables))
         with timer.stage("matvec"):
             az, bz, cz = r1cs.evaluate(z)
             if np.any(native.mul(az, bz) != cz):

@@ -31,9 +31,13 @@ from gpu.budget import DeviceBudget
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError
+from gpu.groth16.errors import BackendError, CircuitMismatch
 from gpu.groth16.points import PointArray
+from gpu.native.compact import compact_of
 
 from .base import Backend, ProofTerms
+from .forms import (assignment_blob, assignment_vector, circuit_digest, full_r1cs,
+                    is_compact_assignment)
 
 BLOCK = 256
 #: Share of the device's memory zkhive may book (the rest: contexts, the driver, fragmentation).
@@ -86,7 +90,9 @@ class _Matrix:
 
 
 class Resident:
-    """One circuit's proving key and matrices on the device."""
+    """One circuit's proving key and matrices on the device: the matrices as full CSR
+    (``matrices``) or compact and replicated (``compact``: gpu/cuda/compact.py), the five query
+    base sets (``bases``), uploaded from a ProvingKey or made on the device (``made``)."""
 
     QUERIES = (("a_query", "g1"), ("b_g1_query", "g1"), ("b_g2_query", "g2"),
                ("l_query", "g1"), ("h_query", "g1"))
@@ -94,13 +100,18 @@ class Resident:
     def __init__(self, pk, r1cs):
         from gpu.cuda.msm import DeviceBases
 
-        self.digest, self.n = pk.circuit_digest, pk.domain_size
-        self.num_public, self.num_vars = pk.num_public, 1 + pk.num_public + pk.num_aux
-        self.num_constraints = r1cs.num_constraints
-        self.matrices, self.bases = {}, {}
+        self._head(pk)
+        cr = compact_of(r1cs)
         try:
-            for name in ("a", "b", "c"):
-                self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
+            if cr is not None:
+                from gpu.cuda.compact import DeviceCompactR1CS
+                self.compact = DeviceCompactR1CS(cr)
+                self.num_constraints = self.compact.rows
+            else:
+                r1cs = full_r1cs(r1cs)
+                self.num_constraints = r1cs.num_constraints
+                for name in ("a", "b", "c"):
+                    self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
             for name, group in self.QUERIES:
                 q = getattr(pk, name)
                 limbs = q.limbs() if isinstance(q, PointArray) else PointArray.from_points(
@@ -111,13 +122,34 @@ class Resident:
             self.free()
             raise
 
+    def _head(self, pk) -> None:
+        self.digest, self.n = pk.circuit_digest, pk.domain_size
+        self.num_public, self.num_vars = pk.num_public, 1 + pk.num_public + pk.num_aux
+        self.matrices, self.bases, self.compact = {}, {}, None
+
+    @classmethod
+    def made(cls, pk, compact, bases) -> "Resident":
+        """A key made on the device (gpu/cuda/setup.py): its matrices and bases already there."""
+        self = cls.__new__(cls)
+        self._head(pk)
+        self.compact, self.bases, self.num_constraints = compact, dict(bases), compact.rows
+        return self
+
+    @staticmethod
+    def matrix_bytes(r1cs) -> int:
+        cr = compact_of(r1cs)
+        if cr is not None:
+            from gpu.cuda.compact import DeviceCompactR1CS
+            return DeviceCompactR1CS.estimate_bytes(cr)
+        r1cs = full_r1cs(r1cs)
+        return sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc")
+
     @staticmethod
     def shape(pk, r1cs):
         """The sizes the memory ledger books (gpu/budget.py ProofShape)."""
         from gpu.budget import ProofShape
         return ProofShape(num_vars=1 + pk.num_public + pk.num_aux, num_aux=pk.num_aux,
-                          domain=pk.domain_size,
-                          matrix_bytes=sum(_Matrix.nbytes(getattr(r1cs, m)) for m in "abc"))
+                          domain=pk.domain_size, matrix_bytes=Resident.matrix_bytes(r1cs))
 
     @staticmethod
     def estimate_bytes(pk, r1cs) -> int:
@@ -128,13 +160,17 @@ class Resident:
     def free(self) -> None:
         for m in self.matrices.values():
             m.free()
+        if self.compact is not None:
+            self.compact.free()
         for b in self.bases.values():
             b.close()
-        self.matrices, self.bases = {}, {}
+        self.matrices, self.bases, self.compact = {}, {}, None
 
 
 class CudaBackend(Backend):
     name = "cuda"
+    #: prove_terms takes a synthesis.assignment.Compact or its blob and expands it on the device
+    accepts_compact = True
 
     def __init__(self, ordinal: int = 0, *, capacity: int | None = None):
         from gpu.cuda.ntt import NttEngine
@@ -210,6 +246,9 @@ class CudaBackend(Backend):
         hit = self._on_device.get(pk.circuit_digest)
         if hit is not None:
             return hit[0]
+        if getattr(pk, "on_device", False) or pk.a_query is None:
+            raise BackendError(f"proving key {pk.circuit_digest.hex()[:16]} was made on the device "
+                               "and is no longer resident (unloaded): make it again (setup_resident)")
         from gpu.budget import admit_shape
         shape = Resident.shape(pk, r1cs)
         need = shape.resident_bytes()
@@ -269,10 +308,21 @@ class CudaBackend(Backend):
         return host
 
     # -- the proof ------------------------------------------------------------------------
-    def prove_terms(self, pk, r1cs, z: np.ndarray, timer) -> ProofTerms:
+    def prove_terms(self, pk, r1cs, z, timer) -> ProofTerms:
+        """``r1cs``: an R1CS, a compact circuit or a circuit object (gpu/backends/forms.py);
+        ``z``: an Fr vector, a synthesis.assignment.Compact or its blob (expanded on the device)."""
+        if pk.circuit_digest not in self._on_device and compact_of(r1cs) is None:
+            r1cs = full_r1cs(r1cs)
+        if circuit_digest(r1cs) != pk.circuit_digest:
+            raise CircuitMismatch("the proving key was made for another circuit (circuit digests "
+                                  f"{pk.circuit_digest.hex()[:16]} and "
+                                  f"{circuit_digest(r1cs).hex()[:16]} differ)")
         res = self.load(pk, r1cs)
         n, m = res.n, res.num_constraints
         log_n = n.bit_length() - 1
+        if not is_compact_assignment(z) and len(z) != res.num_vars:
+            from synthesis.r1cs import R1CSError
+            raise R1CSError(f"assignment has {len(z)} values, the circuit has {res.num_vars} variables")
         with self.budget.working_set(self.working_set_bytes(pk), f"proof of {m} constraints",
                                      timeout=self.admission_timeout):
             bufs = []
@@ -303,10 +353,15 @@ class CudaBackend(Backend):
             ev[name] = e
 
         mark("start")
-        host = self._stage(z)
-        zb = buf(32 * len(z), "z")
-        with loader.guard(kernel="upload z", shape=z.shape):
-            zb.upload(host)
+        zb = buf(32 * res.num_vars, "z")
+        if is_compact_assignment(z):
+            # the bit planes and the other values go up; one thread an element expands them
+            from gpu.cuda.compact import expand_assignment
+            expand_assignment(assignment_blob(z), res.num_vars, zb)
+        else:
+            host = self._stage(z)
+            with loader.guard(kernel="upload z", shape=z.shape):
+                zb.upload(host)
         mark("upload")
         a, b, c = (buf(32 * n, f"{x} evaluations") for x in "abc")
         flag = buf(8, "first unsatisfied")
@@ -314,6 +369,9 @@ class CudaBackend(Backend):
             for dst in (a, b, c):
                 cuda.memset_d32(dst.ptr, 0, 8 * n)
             for name, dst in (("a", a), ("b", b), ("c", c)):
+                if res.compact is not None:
+                    res.compact.spmv(name, zb, dst)
+                    continue
                 mat = res.matrices[name]
                 self.k_spmv(np.int64(m), np.uintp(mat.indptr.ptr), np.uintp(mat.indices.ptr),
                             np.uintp(mat.coeffs.ptr), np.uintp(zb.ptr), np.uintp(dst.ptr),
@@ -328,7 +386,11 @@ class CudaBackend(Backend):
         first = np.zeros(1, dtype=np.uint64)
         flag.download(first)
         if int(first[0]) != 0xFFFFFFFFFFFFFFFF:
-            r1cs.check(z)  # raises UnsatisfiedConstraint with the index and the values
+            if res.compact is not None:
+                self._unsatisfied(res, zb, int(first[0]))
+            else:
+                # raises UnsatisfiedConstraint with the index and the values
+                full_r1cs(r1cs).check(assignment_vector(z, res.num_vars))
             raise GpuError(f"device reports constraint {int(first[0])} unsatisfied, the host "
                            "check does not: a device fault", device=self.device, kernel="qap")
         self.ntt.compute_h_device(a, b, c, log_n)  # H into a
@@ -363,7 +425,70 @@ class CudaBackend(Backend):
                       device=self.device)
         return ProofTerms(**out)
 
+    def _unsatisfied(self, res, zb, i: int) -> None:
+        """Raise UnsatisfiedConstraint for row i of compact matrices, from the few z values
+        the row reads (downloaded), if the host agrees the row fails."""
+        from synthesis import field
+        from synthesis.r1cs import UnsatisfiedConstraint
+        P = field.MODULUS
+
+        def dot(name):
+            acc = 0
+            for col, coef in res.compact.row_terms(name, i):
+                v = np.zeros(4, np.uint64)
+                self.cuda.memcpy_dtoh(v, zb.ptr + 32 * col)
+                acc += coef * field.vec_to_ints(v.reshape(1, 4))[0]
+            return acc % P
+        lhs, rhs = dot("a") * dot("b") % P, dot("c")
+        if lhs != rhs:
+            raise UnsatisfiedConstraint(i, None, lhs, rhs)
+
     # -- key generation -------------------------------------------------------------------
+    def setup_resident(self, circuit, *, seed: bytes | None = None):
+        """Make the circuit's key and hold it resident: (pk, vk). A circuit with compact
+        matrices gets its key made on the device (gpu/cuda/setup.py: no host copy of the
+        proving key; ``pk``'s queries are None, ``pk.on_device``); one with full CSR only, the
+        host setup then ``load``. ``seed``: a development ceremony (same seed, same key on
+        either backend); None: fresh secure randomness. Seconds per stage: ``last_setup``."""
+        cr = compact_of(circuit)
+        if cr is None:
+            from gpu.groth16.setup import setup
+            r1cs = full_r1cs(circuit)
+            pk, vk = setup(r1cs, backend=f"cuda:{self.ordinal}", seed=seed)
+            self.load(pk, r1cs)
+            return pk, vk
+        from gpu.budget import ProofShape, admit_shape
+        from gpu.cuda.compact import DeviceCompactR1CS
+        from gpu.cuda.setup import domain_of, setup_on_device, temp_bytes
+        digest = cr.digest()
+        self.unload(digest)
+        nv = 1 + int(cr.num_public) + int(cr.num_aux)
+        m = int(cr.a.rows)
+        n = domain_of(m, int(cr.num_public))
+        shape = ProofShape(num_vars=nv, num_aux=int(cr.num_aux), domain=n,
+                           matrix_bytes=DeviceCompactR1CS.estimate_bytes(cr))
+        label = f"proving key {digest.hex()[:16]} ({m} constraints, made on the device)"
+        admit_shape(self.budget, shape, label)
+        need = shape.resident_bytes()
+        self.budget.reserve_resident(need, label)
+        res = None
+        try:
+            with self.budget.working_set(temp_bytes(nv, n), f"device setup of {m} constraints",
+                                         timeout=self.admission_timeout):
+                pk, vk, mats, bases, stages = setup_on_device(self, cr, seed=seed)
+            res = Resident.made(pk, mats, bases)
+            t = time.time()
+            self._warm_split(res)
+            stages["tail engines"] = time.time() - t
+        except Exception:
+            if res is not None:
+                res.free()
+            self.budget.release_resident(need)
+            raise
+        self._on_device[digest] = (res, need)
+        self.last_setup = stages
+        return pk, vk
+
     def fixed_base(self, base, scalars: np.ndarray) -> PointArray:
         """[s * base for s in scalars] on the device (gpu/kernels/fixed_base.cu), in chunks
         that fit the budget; the table of window multiples is built once per base."""

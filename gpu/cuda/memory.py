@@ -17,7 +17,16 @@ from gpu.errors import GpuError, GpuOutOfMemory
 
 
 class DeviceBuffer:
-    """``nbytes`` of device memory; ``.ptr`` is the device address (int) kernels take."""
+    """``nbytes`` of device memory; ``.ptr`` is the device address (int) kernels take.
+    ``DeviceBuffer.live`` / ``.peak``: bytes this process holds in DeviceBuffers now / at most
+    since ``reset_peak()`` (benchmarks report the peak beside the ledger's plan)."""
+
+    live = 0
+    peak = 0
+
+    @classmethod
+    def reset_peak(cls) -> None:
+        cls.peak = cls.live
 
     def __init__(self, nbytes: int, *, what: str = "buffer"):
         if nbytes <= 0:
@@ -30,6 +39,8 @@ class DeviceBuffer:
             free, total = cuda.mem_get_info()
             raise GpuOutOfMemory(f"{what}: allocating {self.nbytes} bytes failed "
                                  f"({free} of {total} free): {e}", shape=self.nbytes) from e
+        DeviceBuffer.live += self.nbytes
+        DeviceBuffer.peak = max(DeviceBuffer.peak, DeviceBuffer.live)
 
     @property
     def ptr(self) -> int:
@@ -70,6 +81,7 @@ class DeviceBuffer:
         if self._alloc is not None:
             self._alloc.free()
             self._alloc = None
+            DeviceBuffer.live -= self.nbytes
 
     def __enter__(self) -> "DeviceBuffer":
         return self

@@ -119,6 +119,27 @@ class DeviceBases:
             self.close()
             raise
 
+    @classmethod
+    def filled_on_device(cls, n: int, group, fill, *, window: int | None = None) -> "DeviceBases":
+        """A base set of ``n`` points that ``fill(buffer)`` writes on the device, in the layout
+        ``load_bases`` writes (Montgomery affine, identity = 0, 0): the device setup's fixed-base
+        kernel fills it, so the points never exist on the host and are not checked again (the
+        caller computed them from the generator)."""
+        self = cls.__new__(cls)
+        self.group = g = group_of(group)
+        self.n, self.window = int(n), window
+        self.point_bytes = 4 * 2 * g.limbs
+        self.last_profile = {}
+        self._bind_kernels()
+        self._work, self._scalars = {}, None
+        self._bases = DeviceBuffer(max(4 * g.limbs * self.n, 8), what=f"{g.name} bases")
+        try:
+            fill(self._bases)
+        except Exception:
+            self.close()
+            raise
+        return self
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def _bind_kernels(self) -> None:

@@ -38,6 +38,8 @@ def check_key_matches(pk: ProvingKey, r1cs: R1CS) -> None:
 def prove(pk: ProvingKey, r1cs: R1CS, assignment: np.ndarray, backend="cpu", *,
           r: int | None = None, s: int | None = None, timer: StageTimer | None = None) -> Proof:
     """A proof that ``assignment`` (z = 1, public inputs, aux) satisfies ``r1cs``.
+    ``r1cs`` may be a compact circuit and ``assignment`` a Compact or its blob
+    (gpu/backends/forms.py).
 
     Raises synthesis.r1cs.UnsatisfiedConstraint naming the first failing constraint when it does
     not. ``r`` and ``s`` default to fresh randomness; pass them only in tests that compare
@@ -45,9 +47,14 @@ def prove(pk: ProvingKey, r1cs: R1CS, assignment: np.ndarray, backend="cpu", *,
     """
     from gpu.backends import get_backend
 
+    from gpu.backends.forms import is_compact_assignment
+
     timer = timer or NULL_TIMER
-    check_key_matches(pk, r1cs)
-    z = r1cs.check_assignment_shape(assignment)
+    if isinstance(r1cs, R1CS) and not is_compact_assignment(assignment):
+        check_key_matches(pk, r1cs)
+        z = r1cs.check_assignment_shape(assignment)
+    else:  # a compact circuit or assignment: the backend checks the digest and the shape
+        z = assignment
     be = get_backend(backend) if isinstance(backend, str) else backend
     terms = be.prove_terms(pk, r1cs, z, timer)
     return combine(pk, terms, r=r, s=s, timer=timer)

@@ -27,7 +27,9 @@ from sha256_host.cpp, Poseidon's from poseidon_host.cpp; the result is a ``Compa
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
+import struct
 import tempfile
 import threading
 import zipfile
@@ -276,11 +278,31 @@ class CompactR1CS:
         m = sum(x.header.nbytes + x.block.nbytes for x in (self.a, self.b, self.c))
         return m + self.a.base.nbytes + self.a.stride.nbytes
 
+    def digest(self) -> bytes:
+        """SHA-256 over the sizes and the compact arrays (header, block, column map of A, B, C):
+        names the circuit in keys. The compact form determines the full matrices, so this is a
+        name for them too; ``to_r1cs()`` gives its R1CS this digest, so a key made from either
+        form (CPU host setup, CUDA device setup) names the same circuit. Computed once."""
+        d = self.__dict__.get("_digest")
+        if d is None:
+            h = hashlib.sha256(b"zkhive-compact-r1cs-v1")
+            h.update(struct.pack("<QQQ", self.num_public, self.num_aux, self.num_constraints))
+            for m in (self.a, self.b, self.c):
+                h.update(struct.pack("<Q", m.copies))
+                for cm in (m.header, m.block):
+                    for arr in (cm.indptr, cm.cols, cm.coef, cm.table):
+                        h.update(struct.pack("<Q", arr.size) + np.ascontiguousarray(arr).tobytes())
+                h.update(np.ascontiguousarray(m.base).tobytes() + np.ascontiguousarray(m.stride).tobytes())
+            d = self.__dict__["_digest"] = h.digest()
+        return d
+
     def to_r1cs(self) -> R1CS:
-        """The full CSR matrices with Fr coefficients, as every backend takes them."""
+        """The full CSR matrices with Fr coefficients, as every backend takes them (carrying the
+        compact form's digest: see ``digest``)."""
         r = R1CS(self.num_public, self.num_aux, self.a.to_sparse(), self.b.to_sparse(),
                  self.c.to_sparse())
         r.validate()
+        r.__dict__["_digest"] = self.digest()  # R1CS.digest's cached value (frozen dataclass)
         return r
 
     def save(self, path: Path) -> None:

@@ -1,0 +1,198 @@
+"""A 32 GiB-shaped partition on one device (issue 16): the key made on the device, proved from
+the compact assignment, verified; setup and prove stage times; device memory against the plan.
+
+    python3 bench/gpu_big.py --params sdr-32g-1,sdr-32g --runs 3 --out big.json [--compare-host sdr-32g-1]
+
+Per set: the compact matrices (built or loaded), a sealed sector's C1 and partition 0's compact
+assignment (its blob, as the cluster stores it), ``CudaBackend.setup_resident`` with a fixed seed
+(stage times from ``last_setup``), one warm-up proof, ``--runs`` timed proofs from the blob (each
+stage from device events), the last verified (and a wrong public input rejected). Memory: the
+bytes this process holds in DeviceBuffers (gpu/cuda/memory.py: after setup, and the peak during
+setup and during a proof) beside gpu/budget.py's ProofShape plan, and the driver's free memory.
+``--compare-host``: for that set also the issue-8 path (host Lagrange and transposed products
+over the full R1CS, device fixed-base) with the same seed must give the same verifying key byte
+for byte, and the full-vector assignment must give the same five sums as the blob.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+GiB = 1 << 30
+SEED = b"zkhive-bench-dev-ceremony"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--params", default="sdr-32g-1")
+    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--out", default="gpu_big.json")
+    ap.add_argument("--compare-host", default="", help="sets to check against the host-part setup")
+    ap.add_argument("--refuse-on-gib", type=float, default=0,
+                    help="first ask a ledger of a card this size (GiB) to make the key: must refuse")
+    args = ap.parse_args()
+
+    from bench.gpu_prover import c1_doc
+    from gpu import prove, verify
+    from gpu.backends import get_backend
+    from gpu.budget import ProofShape
+    from gpu.cuda.compact import DeviceCompactR1CS
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.timing import StageTimer
+    from synthesis import assignment
+    from synthesis.circuits import get_circuit
+
+    be = get_backend("cuda:0")
+    free0, total = be.memory_info()
+    print(f"device: {be.device}, free {free0 / GiB:.2f} of {total / GiB:.2f} GiB, "
+          f"ledger capacity {be.capacity() / GiB:.2f} GiB", flush=True)
+    results = []
+    ok = True
+    for name in args.params.split(","):
+        row: dict = {"params": name}
+        circuit = get_circuit(name)
+        t = time.time()
+        cr = circuit.compact_r1cs()
+        row["matrices_s"] = time.time() - t
+        t = time.time()
+        digest = cr.digest()
+        row["digest_s"] = time.time() - t
+        row.update(constraints=cr.num_constraints, variables=cr.num_variables, nnz=cr.nnz,
+                   compact_host_bytes=cr.nbytes, compact_device_bytes=DeviceCompactR1CS.estimate_bytes(cr))
+        print(f"{name}: {cr.num_constraints:,} constraints, {cr.num_variables:,} variables, "
+              f"{cr.nnz:,} nonzeros; compact matrices {row['matrices_s']:.1f} s (digest {row['digest_s']:.1f} s), "
+              f"on the device {row['compact_device_bytes'] / GiB:.3f} GiB", flush=True)
+        t = time.time()
+        c1 = circuit.parse_c1(c1_doc(circuit, 5))
+        row["sector_s"] = time.time() - t
+        t = time.time()
+        comp = circuit.synthesize_compact(c1, 0)
+        row["synthesis_s"] = time.time() - t
+        t = time.time()
+        blob = assignment.encode(comp)
+        row["encode_s"] = time.time() - t
+        row["blob_bytes"] = len(blob)
+        row["witness"] = comp.stats()
+        pub = circuit.public_inputs(c1, 0)
+        print(f"  sector {row['sector_s']:.1f} s, synthesis {row['synthesis_s']:.2f} s, blob "
+              f"{len(blob) / 1e6:.1f} MB ({row['witness']})", flush=True)
+        del comp
+
+        if args.refuse_on_gib:
+            # the same key on a card of that size (its ledger): refused before any allocation
+            from gpu.backends.cuda import CAPACITY_SHARE, CudaBackend
+            from gpu.budget import DeviceMemoryExhausted
+            small = CudaBackend(0, capacity=int(args.refuse_on_gib * GiB * CAPACITY_SHARE))
+            live = DeviceBuffer.live
+            try:
+                small.setup_resident(circuit, seed=SEED)
+                row["refused_on_small_card"] = None
+            except DeviceMemoryExhausted as e:
+                row["refused_on_small_card"] = str(e)
+            row["small_card_allocated"] = DeviceBuffer.live - live
+            print(f"  on a {args.refuse_on_gib} GiB card: {row['refused_on_small_card']} "
+                  f"(device bytes left allocated: {row['small_card_allocated']})", flush=True)
+            ok &= row["refused_on_small_card"] is not None and row["small_card_allocated"] == 0
+        DeviceBuffer.reset_peak()
+        live0 = DeviceBuffer.live
+        t = time.time()
+        pk, vk = be.setup_resident(circuit, seed=SEED)
+        row["setup_s"] = time.time() - t
+        row["setup_stages_s"] = dict(be.last_setup)
+        row["domain"] = pk.domain_size
+        row["setup_peak_bytes"] = DeviceBuffer.peak - live0
+        row["resident_bytes"] = DeviceBuffer.live - live0
+        shape = ProofShape(cr.num_variables, cr.num_aux, pk.domain_size, row["compact_device_bytes"])
+        row["plan_resident_bytes"] = shape.resident_bytes()
+        row["plan_working_set_bytes"] = shape.working_set_bytes()
+        print(f"  setup on the device {row['setup_s']:.1f} s (2^{pk.domain_size.bit_length() - 1}): "
+              + ", ".join(f"{k} {v:.2f}" for k, v in row["setup_stages_s"].items()), flush=True)
+        print(f"  resident {row['resident_bytes'] / GiB:.2f} GiB (plan {row['plan_resident_bytes'] / GiB:.2f}), "
+              f"setup peak {row['setup_peak_bytes'] / GiB:.2f} GiB", flush=True)
+
+        t = time.time()
+        proof = prove(pk, circuit, blob, backend=be)  # warm-up: NTT tables, workspaces
+        row["first_prove_s"] = time.time() - t
+        row["first_verifies"] = verify(vk, pub, proof)
+        print(f"  first proof {row['first_prove_s']:.2f} s, verifies={row['first_verifies']}", flush=True)
+        totals, stages = [], {}
+        DeviceBuffer.reset_peak()
+        before = DeviceBuffer.live
+        for _ in range(args.runs):
+            timer = StageTimer()
+            t = time.time()
+            proof = prove(pk, circuit, blob, backend=be, timer=timer)
+            totals.append(time.time() - t)
+            for k, v in timer.totals().items():
+                stages.setdefault(k, []).append(v)
+        row["prove_peak_working_bytes"] = DeviceBuffer.peak - before
+        row["device_peak_bytes"] = DeviceBuffer.peak - live0
+        free_now, _ = be.memory_info()
+        row["driver_used_bytes"] = total - free_now
+        row.update(prove_s=statistics.median(totals), prove_all_s=totals,
+                   stages_s={k: statistics.median(v) for k, v in stages.items()},
+                   msm_paths=dict(be.last_msm), verifies=verify(vk, pub, proof),
+                   rejects_wrong_input=not verify(vk, [pub[0] ^ 1, *pub[1:]], proof))
+        print(f"  prove median {row['prove_s'] * 1e3:.1f} ms over {args.runs} "
+              f"({', '.join(f'{x * 1e3:.0f}' for x in totals)}): "
+              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in row["stages_s"].items())
+              + f"; verifies={row['verifies']} rejects_wrong_input={row['rejects_wrong_input']}", flush=True)
+        print(f"  proof working set peak {row['prove_peak_working_bytes'] / GiB:.2f} GiB "
+              f"(plan {row['plan_working_set_bytes'] / GiB:.2f}); all DeviceBuffers peak "
+              f"{row['device_peak_bytes'] / GiB:.2f} GiB; driver: {row['driver_used_bytes'] / GiB:.2f} GiB used",
+              flush=True)
+        print("    paths: " + "; ".join(
+            f"{q}: {i['path']} 0={i['zeros']} 1={i['ones']} other={i['tail']} chunks={i['chunks']}"
+            for q, i in row["msm_paths"].items()), flush=True)
+        ok &= row["verifies"] and row["rejects_wrong_input"] and row["first_verifies"]
+
+        if name in args.compare_host.split(","):
+            from gpu.groth16.setup import setup as host_setup
+            t = time.time()
+            z = assignment.decode(blob, n=cr.num_variables)
+            tb = be.prove_terms(pk, circuit, blob, StageTimer())
+            tz = be.prove_terms(pk, circuit, z, StageTimer())
+            row["blob_equals_vector"] = all(getattr(tb, k) == getattr(tz, k) for k in ("a", "b_g1", "b_g2", "l", "h"))
+            full = circuit.r1cs()
+            t = time.time()
+            pk_h, vk_h = host_setup(full, backend="cuda:0", seed=SEED)
+            row["host_setup_s"] = time.time() - t
+            row["vk_identical"] = vk_h.to_bytes() == vk.to_bytes()
+            # the host-made key with the compact matrices on the device: same points
+            be.unload(pk.circuit_digest)
+            t = time.time()
+            be.load(pk_h, circuit)
+            row["host_key_load_s"] = time.time() - t
+            th = be.prove_terms(pk_h, circuit, blob, StageTimer())
+            row["host_key_same_terms"] = all(getattr(tb, k) == getattr(th, k) for k in ("a", "b_g1", "b_g2", "l", "h"))
+            print(f"  compare: blob == vector terms {row['blob_equals_vector']}; host-part setup "
+                  f"{row['host_setup_s']:.1f} s, vk identical {row['vk_identical']}, same terms from the "
+                  f"host-made key {row['host_key_same_terms']}", flush=True)
+            ok &= row["blob_equals_vector"] and row["vk_identical"] and row["host_key_same_terms"]
+            be.unload(pk_h.circuit_digest)
+            del pk_h, full, z
+        results.append(row)
+        Path(args.out).write_text(json.dumps(results, indent=1, default=str))
+        be.unload(pk.circuit_digest)
+        del pk, vk, blob
+    print("\n| set | constraints | domain | setup s | prove ms | " + " | ".join(
+        ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"])
+        + " | resident GiB | proof peak GiB |")
+    for row in results:
+        st = row["stages_s"]
+        print(f"| {row['params']} | {row['constraints']:,} | 2^{row['domain'].bit_length() - 1} | {row['setup_s']:.1f} | "
+              f"{row['prove_s'] * 1e3:.1f} | " + " | ".join(f"{st.get(k, 0) * 1e3:.1f}" for k in
+              ["upload", "matvec", "ntt_h", "msm_a", "msm_b_g1", "msm_b_g2", "msm_l", "msm_h", "combine"])
+              + f" | {row['resident_bytes'] / GiB:.2f} | {row['prove_peak_working_bytes'] / GiB:.2f} |")
+    print("ALL OK" if ok else "SOMETHING FAILED")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,169 @@
+"""The compact, replicated matrices resident on the device, and the kernels over them
+(gpu/kernels/compact.cu over compact.cuh; host arrays from gpu/native/compact.py).
+
+    mats = DeviceCompactR1CS(cr)        # cr: A, B, C as synthesis.compact Replicated/CompactMatrix
+    mats.spmv("a", z_buf, out_buf)      # out = A z  (canonical, one thread a row)
+    mats.spmv_t("a", L_buf, out_buf)    # out = A^T L (setup)
+    expand_assignment(blob, n, z_buf)   # z from a compact assignment blob, on the device
+
+sdr-32g: 130.7 M rows, 727.6 M nonzeros, held as ~0.3 GiB (header + one challenge block + the
+column map) instead of 29.8 GiB of full CSR.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from gpu.cuda import loader
+from gpu.cuda.memory import DeviceBuffer
+from gpu.native import compact as host
+
+BLOCK = 256
+_ARRAYS = ("h_ptr", "h_col", "h_coef", "b_ptr", "b_col", "b_coef", "table")
+_T_ARRAYS = ("piece_lo", "piece_ptr", "bt_row", "bt_coef", "gcol", "ht_ptr", "ht_row", "ht_coef")
+
+
+def _grid(n: int, block: int = BLOCK) -> tuple:
+    return (max(1, -(-int(n) // block)), 1)
+
+
+def _u(b) -> np.uintp:
+    return np.uintp(b.ptr)
+
+
+def module():
+    return loader.load_module("compact")
+
+
+class DeviceCompactR1CS:
+    """A, B, C of one circuit in compact form on the current device (``transposed``: also the
+    CSC parts the setup's A^T L reads, freed by ``drop_transposed``)."""
+
+    def __init__(self, cr, *, transposed: bool = False):
+        self.num_vars = 1 + int(cr.num_public) + int(cr.num_aux)
+        self.num_public = int(cr.num_public)
+        self.parts = {k: host.parts(getattr(cr, k), f"matrix {k.upper()}") for k in "abc"}
+        for k, p in self.parts.items():
+            host.check_columns(p, self.num_vars, f"matrix {k.upper()}")
+        rows = {p["rows"] for p in self.parts.values()}
+        if len(rows) != 1:
+            raise host.CompactFormError(f"matrices A, B, C have {sorted(rows)} rows")
+        self.rows = rows.pop()
+        self._mod = module()
+        self._f = {k: loader.get_function(self._mod, k) for k in (
+            "rep_spmv", "rep_spmv_t_pieces", "rep_spmv_t_gather", "rep_spmv_t_header", "fr_add_into")}
+        self.buffers: list[DeviceBuffer] = []
+        self.dev: dict[str, dict] = {}
+        self.tdev: dict[str, dict] = {}
+        try:
+            shared = {}
+            for k, p in self.parts.items():
+                d = {name: self._up(p[name], f"matrix {k.upper()} {name}") for name in _ARRAYS}
+                for name in ("base", "stride"):  # one column map for the three matrices
+                    key = (name, p[name].ctypes.data, len(p[name]))
+                    if key not in shared:
+                        shared[key] = self._up(p[name], f"column map {name}")
+                    d[name] = shared[key]
+                self.dev[k] = d
+            if transposed:
+                for k, p in self.parts.items():
+                    t = host.transpose(p)
+                    self.tdev[k] = {name: self._up(t[name], f"matrix {k.upper()}^T {name}", keep=False)
+                                    for name in _T_ARRAYS}
+                    self.tdev[k]["ncols"] = len(t["gcol"])
+                    self.tdev[k]["npieces"] = t["npieces"]
+        except Exception:
+            self.free()
+            raise
+
+    def _up(self, arr: np.ndarray, what: str, keep: bool = True) -> DeviceBuffer:
+        arr = np.ascontiguousarray(arr)
+        b = DeviceBuffer(max(arr.nbytes, 8), what=what)
+        (self.buffers if keep else self.__dict__.setdefault("_tbuffers", [])).append(b)
+        if arr.nbytes:
+            b.upload(arr)
+        return b
+
+    @staticmethod
+    def estimate_bytes(cr) -> int:
+        """Device bytes of the resident (non-transposed) matrices."""
+        ps = [host.parts(getattr(cr, k)) for k in "abc"]
+        same_map = all(p["base"].ctypes.data == ps[0]["base"].ctypes.data for p in ps)
+        return sum(host.nbytes(p, with_map=not same_map or i == 0) for i, p in enumerate(ps))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(b.nbytes for b in self.buffers)
+
+    def spmv(self, name: str, z: DeviceBuffer, out: DeviceBuffer) -> None:
+        p, d = self.parts[name], self.dev[name]
+        with loader.guard(kernel="rep_spmv", shape=(p["rows"], p["nnz"])):
+            self._f["rep_spmv"](np.int64(p["rows"]), np.int64(p["hrows"]), np.int64(max(p["brows"], 1)),
+                                *(_u(d[k]) for k in _ARRAYS), _u(d["base"]), _u(d["stride"]),
+                                _u(z), _u(out), block=(BLOCK, 1, 1), grid=_grid(p["rows"]))
+
+    def spmv_t(self, name: str, L: DeviceBuffer, out: DeviceBuffer, *, inputs: DeviceBuffer | None = None) -> None:
+        """out (num_vars elements) = M^T L over the matrix's rows; ``inputs``: the QAP's input
+        rows' Lagrange values, added to the first num_public + 1 elements (A only)."""
+        p, d, t = self.parts[name], self.dev[name], self.tdev[name]
+        cuda = loader.driver()
+        with loader.guard(kernel="rep_spmv_t", shape=(p["rows"], p["nnz"])):
+            cuda.memset_d32(out.ptr, 0, 8 * self.num_vars)
+            nloc, copies, npc = len(p["base"]), p["copies"], t["npieces"]
+            if nloc * copies and npc:
+                # pieces of at most host.PIECE entries, one thread each, into scratch; then one
+                # thread a (copy, column) sums its pieces (shared columns: every copy's)
+                with DeviceBuffer(32 * copies * npc, what=f"matrix {name.upper()}^T pieces") as scratch:
+                    self._f["rep_spmv_t_pieces"](
+                        np.int64(copies * npc), np.int64(npc), np.int64(p["hrows"]),
+                        np.int64(max(p["brows"], 1)), _u(t["piece_lo"]), _u(t["bt_row"]),
+                        _u(t["bt_coef"]), _u(d["table"]), _u(L), _u(scratch),
+                        block=(BLOCK, 1, 1), grid=_grid(copies * npc))
+                    self._f["rep_spmv_t_gather"](
+                        np.int64(copies * nloc), np.int64(nloc), np.int64(copies), np.int64(npc),
+                        _u(t["piece_ptr"]), _u(d["base"]), _u(d["stride"]), _u(scratch), _u(out),
+                        block=(BLOCK, 1, 1), grid=_grid(copies * nloc))
+                    cuda.Context.synchronize()  # scratch is freed next
+            if t["ncols"]:
+                self._f["rep_spmv_t_header"](
+                    np.int64(t["ncols"]), _u(t["gcol"]), _u(t["ht_ptr"]), _u(t["ht_row"]),
+                    _u(t["ht_coef"]), _u(d["table"]), _u(L), _u(out),
+                    block=(BLOCK, 1, 1), grid=_grid(t["ncols"]))
+            if inputs is not None:
+                k = self.num_public + 1
+                self._f["fr_add_into"](np.int64(k), _u(inputs), _u(out), block=(BLOCK, 1, 1),
+                                       grid=_grid(k))
+
+    def row_terms(self, name: str, i: int):
+        return host.row_terms(self.parts[name], i)
+
+    def drop_transposed(self) -> None:
+        for b in self.__dict__.pop("_tbuffers", []):
+            b.free()
+        self.tdev = {}
+
+    def free(self) -> None:
+        self.drop_transposed()
+        for b in self.buffers:
+            b.free()
+        self.buffers = []
+
+
+def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer) -> dict:
+    """Fill z (num_vars canonical elements) from a compact assignment blob: the bit planes and
+    the other values go up (n/4 + 32 m bytes: ~80 MB for sdr-32g instead of 4.2 GB) and one
+    thread an element expands them. Returns the blob's counts (ones, others) for the MSM split."""
+    other, one, offs, fes = host.planes(blob, num_vars)
+    f = loader.get_function(module(), "expand_assignment")
+    fes32 = np.ascontiguousarray(fes, dtype=np.uint64)
+    with DeviceBuffer(max(other.nbytes, 8), what="assignment other bits") as ob, \
+            DeviceBuffer(max(one.nbytes, 8), what="assignment one bits") as nb, \
+            DeviceBuffer(max(offs.nbytes, 8), what="assignment offsets") as fb, \
+            DeviceBuffer(max(fes32.nbytes, 8), what="assignment field elements") as eb:
+        for b, a in ((ob, other), (nb, one), (fb, offs), (eb, fes32)):
+            if a.nbytes:
+                b.upload(a)
+        with loader.guard(kernel="expand_assignment", shape=num_vars):
+            f(np.int64(num_vars), _u(ob), _u(nb), _u(fb), _u(eb), _u(z), block=(BLOCK, 1, 1),
+              grid=_grid(num_vars))
+            loader.driver().Context.synchronize()  # the staging buffers are freed next
+    return {"other": int(len(fes))}

@@ -1,0 +1,187 @@
+// The circuit's matrices in the compact, replicated form (synthesis/compact.py `Replicated`), and
+// the device setup's field steps. Shared by the device kernels (compact.cu) and the host build
+// (gpu/native/compact_host.cpp), which the CPU tests run against the full-CSR reference.
+//
+// A matrix: `hrows` header rows (CSR over global columns), then `copies` copies of a block of
+// `brows` rows whose template-local column x stands for global column base[x] + j * stride[x] in
+// copy j. Coefficients are indices into one table of canonical Fr values (header entries index
+// its front, block entries follow). A plain compact matrix is a header with copies = 0.
+//
+// All vectors are canonical Fr limbs (8 x u32 an element); constants passed in are Montgomery
+// limbs (c R mod r), so mont_mul(x, cR) = x c stays canonical (the convention of ntt.cu).
+#pragma once
+#include "fr.cuh"
+
+typedef int64_t i64;
+
+struct rep_matrix_t {
+    i64 hrows, brows, copies;
+    const i64* h_ptr;        // hrows + 1
+    const int32_t* h_col;    // global columns
+    const uint32_t* h_coef;  // table indices
+    const i64* b_ptr;        // brows + 1
+    const int32_t* b_col;    // template-local columns
+    const uint32_t* b_coef;
+    const uint32_t* table;   // canonical Fr coefficients
+    const i64* base;         // per local column
+    const i64* stride;
+};
+
+FF_FN bool rep_is_one(const uint32_t* p) {
+    uint32_t acc = p[0] ^ 1u;
+#pragma unroll
+    for (int i = 1; i < 8; i++) acc |= p[i];
+    return acc == 0;
+}
+
+// <row r, z>: the unit coefficients summed directly, the others as c z R^-1, moved back by one
+// product with R^2 (arith/include/spmv.cuh does the same for full CSR).
+FF_FN fr_t rep_row(const rep_matrix_t& m, i64 r, const uint32_t* z) {
+    fr_t plain = fr_t::zero(), mont = fr_t::zero();
+    bool any_mont = false;
+    if (r < m.hrows) {
+        for (i64 k = m.h_ptr[r]; k < m.h_ptr[r + 1]; k++) {
+            fr_t zk = fr_t::from_limbs(z + 8 * (i64)m.h_col[k]);
+            const uint32_t* ck = m.table + 8 * (i64)m.h_coef[k];
+            if (rep_is_one(ck)) plain += zk;
+            else { mont += fr_t::from_limbs(ck) * zk; any_mont = true; }
+        }
+    } else {
+        i64 q = r - m.hrows, j = q / m.brows, rr = q - j * m.brows;
+        for (i64 k = m.b_ptr[rr]; k < m.b_ptr[rr + 1]; k++) {
+            i64 x = m.b_col[k];
+            fr_t zk = fr_t::from_limbs(z + 8 * (m.base[x] + j * m.stride[x]));
+            const uint32_t* ck = m.table + 8 * (i64)m.b_coef[k];
+            if (rep_is_one(ck)) plain += zk;
+            else { mont += fr_t::from_limbs(ck) * zk; any_mont = true; }
+        }
+    }
+    if (any_mont) plain += mont * fr_t::r2();
+    return plain;
+}
+
+// sum_k coef_k * x[rows_k] over one column of a transposed (CSC) block, canonical.
+FF_FN fr_t rep_col_dot(i64 lo, i64 hi, const int32_t* rows, const uint32_t* coef,
+                       const uint32_t* table, const uint32_t* x, i64 row0) {
+    fr_t plain = fr_t::zero(), mont = fr_t::zero();
+    bool any_mont = false;
+    for (i64 k = lo; k < hi; k++) {
+        fr_t xk = fr_t::from_limbs(x + 8 * (row0 + rows[k]));
+        const uint32_t* ck = table + 8 * (i64)coef[k];
+        if (rep_is_one(ck)) plain += xk;
+        else { mont += fr_t::from_limbs(ck) * xk; any_mont = true; }
+    }
+    if (any_mont) plain += mont * fr_t::r2();
+    return plain;
+}
+
+FF_FN void rep_store(uint32_t* p, const fr_t& v) {
+#pragma unroll
+    for (int i = 0; i < 8; i++) p[i] = v.v[i];
+}
+
+// The transposed block product, balanced: a block column's entries come in pieces of at most a
+// few thousand (sdr's shared columns, e.g. the constant one in every boolean constraint, hold
+// millions), so one thread never walks a whole heavy column. Task t = j * npieces + piece:
+//   scratch[t] = sum over the piece's entries of coef * L[hrows + j * brows + row].
+FF_FN void rep_t_piece(i64 t, i64 npieces, i64 hrows, i64 brows, const i64* piece_lo,
+                       const int32_t* bt_row, const uint32_t* bt_coef, const uint32_t* table,
+                       const uint32_t* L, uint32_t* scratch) {
+    i64 j = t / npieces, pc = t - j * npieces;
+    rep_store(scratch + 8 * t, rep_col_dot(piece_lo[pc], piece_lo[pc + 1], bt_row, bt_coef, table,
+                                           L, hrows + j * brows));
+}
+
+// Then task t = j * nloc + x sums its column's pieces into out[base[x] + j * stride[x]]; a shared
+// column (stride 0) sums every copy's pieces in the task of copy 0 (the others return), so no
+// two tasks write one element (gpu/native/compact.py check_columns guarantees the layout).
+FF_FN void rep_t_gather(i64 t, i64 nloc, i64 copies, i64 npieces, const i64* piece_ptr,
+                        const i64* base, const i64* stride, const uint32_t* scratch, uint32_t* out) {
+    i64 j = t / nloc, x = t - j * nloc;
+    i64 lo = piece_ptr[x], hi = piece_ptr[x + 1];
+    bool shared = stride[x] == 0;
+    if (shared && j) return;
+    fr_t u = fr_t::zero();
+    for (i64 jj = shared ? 0 : j; jj < (shared ? copies : j + 1); jj++)
+        for (i64 pc = lo; pc < hi; pc++) u += fr_t::from_limbs(scratch + 8 * (jj * npieces + pc));
+    rep_store(out + 8 * (base[x] + j * stride[x]), u);
+}
+
+// The header's transposed product, added: out[gcol[t]] += sum over header column t of coef * L[row].
+FF_FN void rep_t_header(i64 t, const i64* gcol, const i64* ht_ptr, const int32_t* ht_row,
+                        const uint32_t* ht_coef, const uint32_t* table, const uint32_t* L,
+                        uint32_t* out) {
+    uint32_t* p = out + 8 * gcol[t];
+    fr_t u = fr_t::from_limbs(p) + rep_col_dot(ht_ptr[t], ht_ptr[t + 1], ht_row, ht_coef, table, L, 0);
+    rep_store(p, u);
+}
+
+FF_FN fr_t rep_pow_u64(const fr_t& b, uint64_t e) {
+    uint32_t l[2] = {(uint32_t)e, (uint32_t)(e >> 32)};
+    return b.pow(l, 2);
+}
+
+// Lagrange basis of the domain <w> of size n at tau, for i in [lo, hi):
+//   L_i(tau) = c w^i / (tau - w^i),  c = (tau^n - 1) / n,
+// by Montgomery's batch inversion over the range (one inversion a range). w, winv, tau, c in
+// Montgomery form; out canonical. tau must not be in the domain (the host checks tau^n != 1).
+FF_FN void lagrange_range(i64 lo, i64 hi, const fr_t& w, const fr_t& winv, const fr_t& tau,
+                          const fr_t& c, uint32_t* out) {
+    if (lo >= hi) return;
+    fr_t wi = rep_pow_u64(w, (uint64_t)lo), acc = fr_t::one();
+    for (i64 i = lo; i < hi; i++) {  // out[i] = prod_{lo <= k < i} (tau - w^k), Montgomery
+        rep_store(out + 8 * i, acc);
+        acc = acc * (tau - wi);
+        if (i + 1 < hi) wi = wi * w;
+    }
+    fr_t inv = acc.inv();  // 1 / prod over the range
+    for (i64 i = hi - 1; i >= lo; i--) {
+        fr_t d = tau - wi;
+        fr_t di = inv * fr_t::from_limbs(out + 8 * i);  // 1 / (tau - w^i)
+        inv = inv * d;
+        rep_store(out + 8 * i, (c * wi * di).from_mont());
+        wi = wi * winv;
+    }
+}
+
+// out[i] = c x^i (canonical) for i in [lo, hi); x, c Montgomery.
+FF_FN void powers_range(i64 lo, i64 hi, const fr_t& x, const fr_t& c, uint32_t* out) {
+    if (lo >= hi) return;
+    fr_t v = c * rep_pow_u64(x, (uint64_t)lo);
+    for (i64 i = lo; i < hi; i++) {
+        rep_store(out + 8 * i, v.from_mont());
+        v = v * x;
+    }
+}
+
+// out[i] = (beta u_i + alpha v_i + w_i) k for canonical u, v, w and Montgomery beta, alpha, k.
+FF_FN void lincomb_one(i64 i, const uint32_t* u, const uint32_t* v, const uint32_t* w,
+                       const fr_t& beta, const fr_t& alpha, const fr_t& k, uint32_t* out) {
+    fr_t s = fr_t::from_limbs(u + 8 * i) * beta + fr_t::from_limbs(v + 8 * i) * alpha +
+             fr_t::from_limbs(w + 8 * i);
+    rep_store(out + 8 * i, s * k);
+}
+
+// z[i] from the compact assignment (synthesis/assignment.py): bit i of `other` says "the next
+// field element", else bit i of `one` is the value; offs[w] = other bits before 32-bit word w.
+FF_FN void expand_one(i64 i, const uint32_t* other, const uint32_t* one, const uint32_t* offs,
+                      const uint32_t* fes, uint32_t* z) {
+    i64 w = i >> 5;
+    uint32_t b = (uint32_t)(i & 31), ow = other[w];
+    uint32_t* p = z + 8 * i;
+    if ((ow >> b) & 1u) {
+        uint32_t below = ow & ((1u << b) - 1u);
+#if defined(__CUDA_ARCH__)
+        uint32_t cnt = __popc(below);
+#else
+        uint32_t cnt = (uint32_t)__builtin_popcount(below);
+#endif
+        const uint32_t* f = fes + 8 * (i64)(offs[w] + cnt);
+#pragma unroll
+        for (int k = 0; k < 8; k++) p[k] = f[k];
+    } else {
+        p[0] = (one[w] >> b) & 1u;
+#pragma unroll
+        for (int k = 1; k < 8; k++) p[k] = 0;
+    }
+}

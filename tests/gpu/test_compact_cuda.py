@@ -1,0 +1,127 @@
+"""The compact (replicated) matrices, the device setup and the compact assignment on the device.
+
+- A z, B z, C z from the replicated form on the device == the full-CSR host product (sdr-256k,
+  random z: every element written, nothing left from a poisoned output);
+- a compact blob expanded on the device == synthesis.assignment.decode;
+- the key made on the device with a seed == the host setup's key with that seed: the same
+  verifying key bytes, and with r, s fixed the same proof as the CPU backend's from the host key;
+  proofs verify, from the vector, the Compact and the blob alike; another seed, another key;
+- an unsatisfied witness names its constraint; a blob of the wrong length and a circuit whose
+  compact matrices do not match the key are refused; a key made on the device, once unloaded,
+  is refused rather than re-uploaded from nothing.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu import prove, verify
+from synthesis import assignment, field as F
+from synthesis.r1cs import UnsatisfiedConstraint
+from tests.compact_circuits import toy, witness
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def backend(cuda_ctx):
+    from gpu.backends import get_backend
+    return get_backend("cuda:0")
+
+
+def _random_z(n, rng):
+    z = F.vec_from_ints([int(x) for x in rng.integers(0, 2**62, n)])
+    z[rng.random(n) < 0.4] = 0
+    z[rng.random(n) < 0.3] = [1, 0, 0, 0]
+    z[0] = [1, 0, 0, 0]
+    return z
+
+
+def test_device_product_equals_full_csr(backend):
+    from arith import native
+    from gpu.cuda.compact import DeviceCompactR1CS
+    from gpu.cuda.memory import DeviceBuffer
+    from synthesis.circuits import get_circuit
+
+    cr = get_circuit("sdr-256k").compact_r1cs()
+    rng = np.random.default_rng()
+    z = _random_z(cr.num_variables, rng)
+    mats = DeviceCompactR1CS(cr)
+    try:
+        with DeviceBuffer(z.nbytes) as zb, DeviceBuffer(32 * cr.num_constraints) as out:
+            zb.upload(z)
+            for name in "abc":
+                got = np.full((cr.num_constraints, 4), 0xAB, np.uint64)
+                out.upload(got)  # poisoned: every row must be written
+                mats.spmv(name, zb, out)
+                out.download(got)
+                full = getattr(cr, name).to_sparse()
+                assert np.array_equal(got, native.spmv(full.indptr, full.indices, full.coeffs, z)), name
+    finally:
+        mats.free()
+
+
+def test_blob_expands_on_the_device(backend):
+    from gpu.cuda.compact import expand_assignment
+    from gpu.cuda.memory import DeviceBuffer
+
+    rng = np.random.default_rng()
+    for n in (1, 31, 32, 33, 1000, 70_001):
+        z = _random_z(n, rng)
+        blob = assignment.encode(z)
+        with DeviceBuffer(32 * n) as zb:
+            zb.upload(np.full((n, 4), 0xCD, np.uint64))
+            expand_assignment(blob, n, zb)
+            got = np.zeros((n, 4), np.uint64)
+            zb.download(got)
+        assert np.array_equal(got, z), n
+
+
+def test_device_setup_is_the_host_setup(backend):
+    from gpu.backends import get_backend
+    from gpu.groth16.setup import setup as host_setup
+
+    cr = toy(9)
+    z = witness(9)
+    pub = F.vec_to_ints(z[1:2])
+    pk, vk = backend.setup_resident(cr, seed=b"seed-1")
+    assert pk.on_device and pk.a_query is None
+    pk_h, vk_h = host_setup(cr.to_r1cs(), seed=b"seed-1")
+    assert vk.to_bytes() == vk_h.to_bytes()
+    r, s = F.random_element(), F.random_element()
+    on_gpu = prove(pk, cr, assignment.encode(z), backend=backend, r=r, s=s)
+    on_cpu = prove(pk_h, cr.to_r1cs(), z, backend=get_backend("cpu"), r=r, s=s)
+    assert on_gpu.to_bytes() == on_cpu.to_bytes()
+    for form in (z, assignment.from_vec(z), assignment.encode(z)):
+        proof = prove(pk, cr, form, backend=backend)
+        assert verify(vk, pub, proof)
+        assert not verify(vk, [pub[0] ^ 1], proof)
+    pk2, vk2 = backend.setup_resident(cr, seed=b"seed-2")
+    assert vk2.to_bytes() != vk.to_bytes()
+    backend.unload(pk2.circuit_digest)
+
+
+def test_rejects(backend):
+    from gpu.groth16.errors import BackendError, CircuitMismatch
+
+    cr, other = toy(9), toy(8)
+    pk, vk = backend.setup_resident(cr, seed=b"seed-3")
+    z = witness(9)
+    bad = z.copy()
+    i = 1 + 1 + 1 + 3 * 4 + 1  # y of copy 4: row hrows + 3 * 4 (x^2 = y) fails
+    bad[i] = F.vec_from_ints([12345])[0]
+    with pytest.raises(UnsatisfiedConstraint) as e:
+        backend.prove_terms(pk, cr, assignment.encode(bad), _timer())
+    assert e.value.index == 1 + 3 * 4
+    with pytest.raises(assignment.AssignmentError, match="values, the circuit has"):
+        backend.prove_terms(pk, cr, assignment.encode(z[:-1]), _timer())
+    with pytest.raises(CircuitMismatch):
+        backend.prove_terms(pk, other, assignment.encode(witness(8)), _timer())
+    backend.unload(pk.circuit_digest)
+    with pytest.raises(BackendError, match="no longer resident"):
+        backend.prove_terms(pk, cr, assignment.encode(z), _timer())
+
+
+def _timer():
+    from gpu.timing import StageTimer
+    return StageTimer()

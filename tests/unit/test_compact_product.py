@@ -1,0 +1,180 @@
+"""The compact, replicated matrices' kernels (gpu/kernels/compact.cuh, through their host build)
+against the full-CSR host library; the device setup's steps against the host setup; the compact
+assignment path of the CPU backend; seeded keys; what is refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arith import native
+from gpu.native import compact as C
+from synthesis import assignment, field as F
+from tests.compact_circuits import toy, witness
+
+
+def _random_z(n, rng):
+    z = F.vec_from_ints([int(x) for x in rng.integers(0, 2**62, n)])
+    z[rng.random(n) < 0.4] = 0
+    z[rng.random(n) < 0.3] = [1, 0, 0, 0]
+    z[0] = [1, 0, 0, 0]
+    return z
+
+
+@pytest.fixture(scope="module")
+def sdr():
+    from synthesis.circuits import get_circuit
+    return get_circuit("sdr-256k")
+
+
+@pytest.mark.parametrize("which", ["toy", "sdr-256k"])
+def test_products_equal_full_csr(which, sdr):
+    cr = toy(6) if which == "toy" else sdr.compact_r1cs()
+    rng = np.random.default_rng()
+    nv = cr.num_variables
+    z = _random_z(nv, rng)
+    for name in "abc":
+        m = getattr(cr, name)
+        p = C.parts(m, name)
+        C.check_columns(p, nv, name)
+        full = m.to_sparse()
+        assert np.array_equal(C.spmv(p, z), native.spmv(full.indptr, full.indices, full.coeffs, z))
+        L = F.vec_from_ints([int(x) for x in rng.integers(0, 2**62, p["rows"])]) if which != "toy" else \
+            F.vec_from_ints([F.random_element() for _ in range(p["rows"])])
+        want = native.spmv_t(full.indptr, full.indices, full.coeffs, L, nv)
+        for piece in (1, 3, C.PIECE):  # heavy columns cut into pieces, summed again
+            assert np.array_equal(C.spmv_t(p, C.transpose(p, piece), L, nv), want), piece
+        i = int(rng.integers(0, p["rows"]))
+        assert C.row_terms(p, i) == [(int(k), v) for k, v in full.row(i)]
+
+
+def test_a_plain_compact_matrix_is_a_header(sdr):
+    cm = sdr.compact_r1cs().a.header
+    p = C.parts(cm)
+    z = _random_z(int(cm.cols.max()) + 1, np.random.default_rng())
+    full = cm.to_sparse()
+    assert np.array_equal(C.spmv(p, z), native.spmv(full.indptr, full.indices, full.coeffs, z))
+
+
+def test_field_steps_equal_the_host_library():
+    rng = np.random.default_rng()
+    for log_n in (1, 6, 13):
+        n, tau = 1 << log_n, F.random_element()
+        assert np.array_equal(C.lagrange(n, tau), native.lagrange_at(n, tau))
+    x, c = F.random_element(), F.random_element()
+    for k in (1, 63, 64, 65, 1000):
+        assert np.array_equal(C.powers(k, c, x), native.powers(k, c, x))
+    u, v, w = (F.vec_from_ints([F.random_element() for _ in range(77)]) for _ in range(3))
+    a, b, k = (F.random_element() for _ in range(3))
+    want = native.scale(native.add(native.add(native.scale(u, b), native.scale(v, a)), w), k)
+    assert np.array_equal(C.lincomb(u, v, w, b, a, k), want)
+    del rng
+
+
+def test_device_setup_steps_give_the_host_key():
+    """gpu/cuda/setup.py's sequence (trapdoor draw, Lagrange, transposed products with the input
+    rows, the l and h scalars) through the host builds of its kernels == gpu.groth16.setup."""
+    from gpu.cuda.setup import domain_of, trapdoor
+    from gpu.groth16 import curve
+    from gpu.groth16.setup import setup
+
+    cr, seed, r = toy(7), b"steps", F.MODULUS
+    pk, vk = setup(cr.to_r1cs(), seed=seed)
+    npub, nv, m = cr.num_public, cr.num_variables, cr.num_constraints
+    n = domain_of(m, npub)
+    assert n == pk.domain_size
+    tau, alpha, beta, gamma, delta = trapdoor(cr.digest(), n, seed)
+    L = C.lagrange(n, tau)
+    ps = {k: C.parts(getattr(cr, k)) for k in "abc"}
+    u, v, w = (C.spmv_t(ps[k], C.transpose(ps[k]), L, nv) for k in "abc")
+    u[:npub + 1] = native.add(u[:npub + 1], L[m:m + npub + 1])
+    dinv = pow(delta, r - 2, r)
+    k = C.lincomb(u, v, w, beta, alpha, dinv)
+    h = C.powers(n - 1, (pow(tau, n, r) - 1) * dinv % r, tau)
+    g1, g2 = curve.g1(), curve.g2()
+    assert curve.fixed_base(g1, u).raw.tobytes() == pk.a_query.raw.tobytes()
+    assert curve.fixed_base(g2, v).raw.tobytes() == pk.b_g2_query.raw.tobytes()
+    assert curve.fixed_base(g1, k[npub + 1:]).raw.tobytes() == pk.l_query.raw.tobytes()
+    assert curve.fixed_base(g1, h).raw.tobytes() == pk.h_query.raw.tobytes()
+    assert vk.alpha_g1 == g1 * curve.scalar(alpha) and vk.delta_g2 == g2 * curve.scalar(delta)
+
+
+def test_seeded_setup_is_deterministic():
+    from gpu.backends import get_backend
+    be = get_backend("cpu")
+    cr = toy(4)
+    _, vk1 = be.setup_resident(cr, seed=b"one")
+    _, vk2 = be.setup_resident(cr, seed=b"one")
+    _, vk3 = be.setup_resident(cr, seed=b"two")
+    _, vk4 = be.setup_resident(cr)  # fresh randomness
+    assert vk1.to_bytes() == vk2.to_bytes()
+    assert vk1.to_bytes() != vk3.to_bytes() and vk4.to_bytes() not in (vk1.to_bytes(), vk3.to_bytes())
+
+
+def test_compact_assignment_path_equals_the_vector_path():
+    from gpu import prove, verify
+    from gpu.backends import get_backend
+    from gpu.timing import StageTimer
+
+    be = get_backend("cpu")
+    cr, z = toy(5), witness(5)
+    pk, vk = be.setup_resident(cr, seed=b"paths")
+    pub = F.vec_to_ints(z[1:2])
+    terms = [be.prove_terms(pk, cr, form, StageTimer())
+             for form in (z, assignment.from_vec(z), assignment.encode(z))]
+    for t in terms[1:]:
+        assert all(getattr(t, k) == getattr(terms[0], k) for k in ("a", "b_g1", "b_g2", "l", "h"))
+    r, s = F.random_element(), F.random_element()
+    proofs = [prove(pk, cr, form, backend=be, r=r, s=s).to_bytes()
+              for form in (z, assignment.encode(z))] + [prove(pk, cr.to_r1cs(), z, backend=be, r=r, s=s).to_bytes()]
+    assert len(set(proofs)) == 1
+    proof = prove(pk, cr, assignment.encode(z), backend=be)
+    assert verify(vk, pub, proof) and not verify(vk, [pub[0] + 1], proof)
+
+
+def test_rejects():
+    from gpu.backends import get_backend
+    from gpu.groth16.errors import CircuitMismatch
+    from gpu.timing import StageTimer
+
+    be = get_backend("cpu")
+    cr, z = toy(5), witness(5)
+    pk, _ = be.setup_resident(cr, seed=b"rejects")
+    with pytest.raises(assignment.AssignmentError, match="values, the circuit has"):
+        be.prove_terms(pk, cr, assignment.encode(z[:-1]), StageTimer())
+    with pytest.raises(assignment.AssignmentError, match="values, the circuit has"):
+        C.planes(assignment.encode(z[:-1]), len(z))
+    with pytest.raises(CircuitMismatch):
+        be.prove_terms(pk, toy(4), assignment.encode(witness(4)), StageTimer())
+    blob = bytearray(assignment.encode(z))
+    blob[20] |= 1  # z[0] also marked "other"
+    with pytest.raises(assignment.AssignmentError):
+        C.planes(bytes(blob), len(z))
+    with pytest.raises(assignment.AssignmentError, match="is .* bytes, its header says"):
+        C.planes(assignment.encode(z)[:-1], len(z))
+
+
+def test_expand_equals_decode_and_rejects_bad_blobs():
+    rng = np.random.default_rng()
+    for n in (1, 7, 8, 31, 32, 33, 64, 999):
+        z = _random_z(n, rng)
+        blob = assignment.encode(z)
+        assert np.array_equal(C.expand(blob, n), assignment.decode(blob, n=n))
+    z = _random_z(100, rng)
+    z[0] = 0
+    with pytest.raises(assignment.AssignmentError, match=r"assignment\[0\]"):
+        C.planes(assignment.encode(z), 100)
+
+
+def test_column_maps_that_would_race_are_refused():
+    cr = toy(3)
+    p = C.parts(cr.a)
+    bad = dict(p, stride=p["stride"].copy())
+    bad["stride"][3:] = 2  # copies of x, y, t would overlap
+    with pytest.raises(C.CompactFormError, match="tile"):
+        C.check_columns(bad, cr.num_variables)
+    with pytest.raises(C.CompactFormError, match="outside"):
+        C.check_columns(p, cr.num_variables - 1)
+
+
+def test_sdr_digests_agree_across_forms(sdr):
+    assert sdr.r1cs().digest() == sdr.compact_r1cs().digest()
