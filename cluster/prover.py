@@ -161,7 +161,7 @@ class Prover:
                 except (GpuOutOfMemory, DeviceMemoryExhausted):
                     if not self._evict_one(on_evict):
                         raise
-            need = _resident_size(resident)
+            need = _resident_size(resident) or _shape_bytes(circuit)
             with self._lock:
                 self._resident[circuit.name] = (circuit, resident, need)
             return resident
@@ -263,3 +263,11 @@ def _num_variables(circuit) -> int:
     # the compact form's count where the circuit has one (no full R1CS built for it)
     compact = getattr(circuit, "compact_r1cs", None)
     return compact().num_variables if compact else circuit.r1cs().num_variables
+
+
+def _shape_bytes(circuit) -> int:
+    """The ledger's estimate of a key kept on the device (a key made there has no host arrays)."""
+    from .devshare import key_shape
+
+    shape = key_shape(circuit)
+    return shape.resident_bytes() if shape is not None else 0
