@@ -14,6 +14,7 @@ export PYTHONUNBUFFERED=1 OMP_NUM_THREADS=${OMP_NUM_THREADS:-2}
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm --format=csv,noheader 2>&1 | tee "$OUT/log"
 python3 bench/cluster_sdr32g.py --params "${PARAMS:-sdr-32g}" --jobs "${JOBS:-3}" \
     --configs "${CONFIGS:-2,1}" --partition-workers "${PW:-8}" --budget-s "${BUDGET_S:-530}" \
+    --ready-timeout "${READY_S:-240}" --timeout "${JOB_S:-240}" \
     --out "$OUT" 2>&1 | tee -a "$OUT/log"
 rc=$?
 # the device stops here whatever happened: nothing of ours may outlive the call
