@@ -31,8 +31,8 @@ def main() -> int:
     ap.add_argument("--dir", default=None, help="blob store directory (default: a temporary one)")
     args = ap.parse_args()
 
-    from cluster.assignments import check_encoded
-    from cluster.blobs import DirBlobStore
+    from cluster.pipeline.assignments import check_encoded
+    from cluster.pipeline.blobs import DirBlobStore
     from synthesis import assignment
 
     rng = np.random.default_rng(1)

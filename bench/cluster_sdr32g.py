@@ -57,10 +57,10 @@ def sectors(params: str, jobs: int) -> list[dict]:
 
 
 def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> dict:
-    from cluster import timeline
-    from cluster.app import configure, runtime
+    from cluster.pipeline import timeline
+    from cluster.pipeline.app import configure, runtime
     from cluster.client import submit
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
     from cluster.settings import load
     from gpu import verify
     from gpu.groth16 import split_proofs
@@ -87,7 +87,7 @@ def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> di
         configure(s)
         rt = runtime()
         circuit = get_circuit(args.params)
-        from cluster import registry
+        from cluster.pipeline import registry
         provers = registry.workers(rt.redis, role="prove")
         rep["provers"] = [{"id": w.worker_id, "resident": w.resident_keys, "makes": w.makes_keys} for w in provers]
         made = []

@@ -111,7 +111,7 @@ class SrsSettings(Section):
     """Parameter sets whose proving keys a prover makes in its own process (at start when also in
     ``preload``, else on first use) and holds resident instead of reading ``param_cache``: keys too
     large for a file (2^27: 76 GB). The prover publishes the verifying key into ``param_cache``.
-    Needs ``setup_seed`` or ``setup_seed_file`` (a development ceremony: cluster/inprocess.py)."""
+    Needs ``setup_seed`` or ``setup_seed_file`` (a development ceremony: cluster/pipeline/inprocess.py)."""
     setup_seed: SecretStr | None = None
     """Seed of the development ceremony for ``in_process`` keys: every prover with the same seed makes
     the same key. Whoever knows it knows the trapdoor: private deployments and tests only."""
@@ -176,7 +176,7 @@ class DeliverySettings(Section):
     """How often a job's watchdog looks for lost partitions."""
     partition_retries: int = Field(2, ge=0)
     """One partition's retry budget: re-proofs after a transient error, an unverifiable proof or
-    a lost prover, together, before the job fails (bad input fails at once: cluster.retry)."""
+    a lost prover, together, before the job fails (bad input fails at once: cluster.pipeline.retry)."""
     result_ttl_s: int = Field(7 * 86400, gt=0)
     """How long job records, timelines and results stay in Redis."""
 

@@ -38,7 +38,7 @@ def _c1(seed: int) -> dict:
 
 
 def test_two_provers_make_the_key_in_process_and_every_partition_verifies(cluster, workers, keydir):
-    from cluster import registry
+    from cluster.pipeline import registry
     from cluster.client import JobFailed, submit
     from gpu.groth16 import Proof, verify
     from synthesis.circuits import get_circuit

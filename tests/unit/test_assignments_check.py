@@ -1,5 +1,5 @@
 """The prove worker's check of an encoded assignment without expanding it
-(cluster/assignments.py): accepts exactly what synthesis.assignment.decode_compact accepts, on
+(cluster/pipeline/assignments.py): accepts exactly what synthesis.assignment.decode_compact accepts, on
 fresh random assignments of several sizes, and names what is wrong otherwise."""
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _random_z(n, rng):
 
 @pytest.mark.parametrize("n", [1, 7, 8, 9, 1000, 4099])
 def test_accepts_what_decode_accepts(n):
-    from cluster.assignments import check_encoded
+    from cluster.pipeline.assignments import check_encoded
 
     rng = np.random.default_rng(n)
     c = _random_z(n, rng)
@@ -29,7 +29,7 @@ def test_accepts_what_decode_accepts(n):
 
 
 def test_rejects_what_decode_rejects_naming_it():
-    from cluster.assignments import check_encoded
+    from cluster.pipeline.assignments import check_encoded
 
     rng = np.random.default_rng(5)
     n = 1001

@@ -1,4 +1,4 @@
-"""Provers a device (cluster/devshare.py): N provers where N copies of the preloaded keys fit the
+"""Provers a device (cluster/pipeline/devshare.py): N provers where N copies of the preloaded keys fit the
 device's budget, else as many as fit with a deeper prove-ahead, and a note saying why."""
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def _small_shape():
 
 
 def test_two_provers_at_2_27_become_one_owner_with_prove_ahead_2():
-    from cluster.devshare import plan_device
+    from cluster.pipeline.devshare import plan_device
 
     p = plan_device("cuda:0", 2, ["sdr-32g"], H200, shape_of=lambda n: _sdr32g_shape())
     assert (p.provers, p.prove_ahead) == (1, 2)
@@ -34,7 +34,7 @@ def test_two_provers_at_2_27_become_one_owner_with_prove_ahead_2():
 
 
 def test_small_keys_keep_every_prover_asked_and_unknowns_change_nothing():
-    from cluster.devshare import plan_device
+    from cluster.pipeline.devshare import plan_device
 
     assert plan_device("cuda:0", 2, ["porep-lite-1m"], H200, shape_of=lambda n: _small_shape()).provers == 2
     assert plan_device("cuda:0", 2, ["x"], None, shape_of=lambda n: _small_shape()).provers == 2
@@ -45,7 +45,7 @@ def test_small_keys_keep_every_prover_asked_and_unknowns_change_nothing():
 
 @pytest.mark.slow  # builds (or loads) sdr-32g's compact matrices: ~19 s, 1.9 GB the first time
 def test_key_shape_from_counts_matches_the_ledger_at_2_27():
-    from cluster.devshare import key_shape
+    from cluster.pipeline.devshare import key_shape
     from synthesis.circuits import get_circuit
 
     shape = key_shape(get_circuit("sdr-32g"))
@@ -58,8 +58,8 @@ def test_up_plans_one_prover_with_prove_ahead_where_two_copies_do_not_fit(tmp_pa
     """``zkhive up``'s plan (no process started): porep-lite-16m preloaded on a device whose
     budget (worker.device_memory_bytes) holds one copy and a proof, not two."""
     from cluster import settings
-    from cluster.devshare import key_shape
-    from cluster.up_commands import plan
+    from cluster.pipeline.devshare import key_shape
+    from cluster.ops.plan import plan
     from synthesis.circuits import get_circuit
 
     monkeypatch.delenv("ZKHIVE_PROVE_AHEAD", raising=False)

@@ -1,4 +1,4 @@
-"""In-process keys (cluster/inprocess.py): the seeded development setup is deterministic, the
+"""In-process keys (cluster/pipeline/inprocess.py): the seeded development setup is deterministic, the
 verifying key is published atomically and first-writer-wins, and a published vk that is not
 this prover's (another seed) or is unreadable is refused naming the file."""
 from __future__ import annotations
@@ -16,7 +16,7 @@ class Srs:
 
 
 def _keys(tmp_path):
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
     return KeyCache(tmp_path / "keys")
 
 
@@ -52,7 +52,7 @@ def test_a_seeded_key_proves_and_verifies():
 def test_publish_is_first_writer_wins_and_refuses_another_key(tmp_path):
     from gpu.groth16.errors import CircuitMismatch, KeyFormatError
     from gpu.groth16.setup import setup
-    from cluster.inprocess import publish_vk
+    from cluster.pipeline.inprocess import publish_vk
 
     keys = _keys(tmp_path)
     _, vk = setup(SQUARES_B.r1cs(), seed=b"a")
@@ -71,7 +71,7 @@ def test_publish_is_first_writer_wins_and_refuses_another_key(tmp_path):
 
 def test_in_process_without_a_seed_is_refused(tmp_path):
     from cluster.errors import SettingsError
-    from cluster.inprocess import InProcessKeys
+    from cluster.pipeline.inprocess import InProcessKeys
 
     with pytest.raises(SettingsError, match="srs.in_process names test-squares-8x2 but neither srs.setup_seed"):
         InProcessKeys(Srs([SQUARES_A.name]).s, _keys(tmp_path))
@@ -81,8 +81,8 @@ def test_in_process_without_a_seed_is_refused(tmp_path):
 
 
 def test_prover_makes_the_key_once_and_publishes_the_vk(tmp_path):
-    from cluster.inprocess import InProcessKeys
-    from cluster.prover import Prover, parse_device
+    from cluster.pipeline.inprocess import InProcessKeys
+    from cluster.pipeline.prover import Prover, parse_device
     from tests.integration.circuits_for_tests import make_c1
     from gpu.groth16 import Proof, verify
     from synthesis import assignment
@@ -107,8 +107,8 @@ def test_prover_makes_the_key_once_and_publishes_the_vk(tmp_path):
 
 
 def test_routing_prefers_a_prover_that_makes_the_key_to_one_with_room():
-    from cluster.registry import WorkerInfo
-    from cluster.routing import choose_queue
+    from cluster.pipeline.registry import WorkerInfo
+    from cluster.pipeline.routing import choose_queue
 
     def prover(i, makes=(), resident=()):
         return WorkerInfo(worker_id=f"p{i}", role="prove", host="h", pid=i, queues=[f"prove.h.{i}"],
@@ -127,7 +127,7 @@ def test_only_keys_that_can_fit_the_device_are_announced(tmp_path):
     """A prover on a card too small for a set's key does not announce it in makes_keys (the
     submit-time check would accept jobs nobody can prove); a preloaded one fails the start."""
     from gpu.budget import DeviceBudget, DeviceMemoryExhausted
-    from cluster.inprocess import InProcessKeys
+    from cluster.pipeline.inprocess import InProcessKeys
 
     class Small:
         budget = DeviceBudget("small-card", 1 << 30, ledger_dir=tmp_path / "ledger")
