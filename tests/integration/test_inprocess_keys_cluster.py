@@ -109,3 +109,42 @@ def test_refusals(cluster, workers, keydir):
     assert corrupt.wait(60) != 0
     assert f"the published verifying key {bad} of test-squares-5x2 is unreadable" in corrupt.log_text()
     assert good.proc.poll() is None
+
+
+def test_a_prover_killed_mid_prove_is_replaced_and_its_key_made_again(cluster, workers, keydir):
+    """The owner of an in-process key dies (SIGKILL mid-prove): its partition is re-proved by
+    the other prover, a replacement on its device makes the same key again from the seed (the
+    published vk is accepted, not replaced), and every proof verifies under that one vk."""
+    import signal
+
+    from cluster.pipeline import registry
+    from cluster.client import submit
+    from gpu.groth16 import Proof, verify
+    from tests.integration.circuits_for_tests import SQUARES_SLOW, make_c1
+    from test_cluster_faults import events, wait_for
+
+    env = _env(keydir, [SQUARES_SLOW.name])
+    procs = [workers("synthesis", wait=False, ZKHIVE_SRS__PARAM_CACHE=str(keydir)),
+             workers("aggregate", wait=False, ZKHIVE_SRS__PARAM_CACHE=str(keydir)),
+             workers("prove", "cpu:0", wait=False, **env), workers("prove", "cpu:1", wait=False, **env)]
+    infos = [p.wait_ready(cluster.redis, timeout_s=120) for p in procs]
+    by_id = {i.worker_id: p for i, p in zip(infos, procs)}
+    vk_path = cluster.runtime().keys.path(SQUARES_SLOW, "vk")
+    published = vk_path.read_bytes()
+    doc = make_c1(SQUARES_SLOW, 21)
+    job = submit(doc, job_id="inproc-kill")
+    pickup = wait_for(lambda: events(cluster, "inproc-kill", "prove_pickup"), what="a prove pickup")[0]
+    victim = by_id[pickup["worker"]]
+    victim.signal(signal.SIGSTOP)
+    victim.signal(signal.SIGKILL)
+    victim.wait(10)
+    again = workers("prove", pickup["device"], wait=False, **env)
+    res = job.result(timeout=120)
+    vk = cluster.runtime().keys.load_vk(SQUARES_SLOW)
+    c1 = SQUARES_SLOW.parse_c1(doc)
+    for k, raw in enumerate(res.partition_proofs()):
+        assert verify(vk, SQUARES_SLOW.public_inputs(c1, k), Proof.from_bytes(raw)), f"partition {k}"
+    info = again.wait_ready(cluster.redis, timeout_s=120)
+    assert info.resident_keys == [SQUARES_SLOW.name] and info.makes_keys == [SQUARES_SLOW.name]
+    assert vk_path.read_bytes() == published  # made again, the same key: the vk stays as it was
+    assert again.proc.poll() is None and registry.workers(cluster.redis, role="prove")
