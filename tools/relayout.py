@@ -470,18 +470,30 @@ def resolve() -> list[str]:
         if not path.is_file():
             out.append(f"{name}: not a file here (a rename/delete conflict: see the table)")
             continue
-        # the conflict again, with the base: was main's side of each hunk only this move?
+        current = path.read_text()
+        if "<<<<<<< " not in current:
+            out.append(f"{name}: no conflict markers (resolved by hand?): not touched")
+            continue
+        # the conflict again, with the base, to see whether main's side of each hunk was only
+        # this move; the file as it was is kept first, in case some hunks were resolved by hand
+        backup = Path(_git("rev-parse", "--git-path", "relayout-resolve").strip())
+        if not backup.is_absolute():
+            backup = ROOT / backup
+        (backup / name).parent.mkdir(parents=True, exist_ok=True)
+        (backup / name).write_text(current)
         subprocess.run(["git", "-C", str(ROOT), "checkout", "--conflict=diff3", "--", name],
                        capture_output=True)
         text, settled, left = resolve_text(path.read_text())
         path.write_text(text)
         out.append(f"{name}: {settled} hunk(s) settled, {left} left"
-                   + ("" if left else " (git add it after --apply)"))
+                   + ("" if left else " (git add it after --apply)")
+                   + f"; as it was: {(backup / name).relative_to(ROOT) if (backup / name).is_relative_to(ROOT) else backup / name}")
     return out
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m tools.relayout", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     mode = ap.add_mutually_exclusive_group(required=True)
     mode.add_argument("--apply", action="store_true", help="rewrite the files in place")
     mode.add_argument("--check", action="store_true", help="list files that still name old paths")

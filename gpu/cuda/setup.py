@@ -8,8 +8,10 @@ the proving key:
   u = A^T L (+ input rows), v = B^T L, w = C^T L
                                   rep_spmv_t_*: over the compact, replicated matrices (one task a
                                   copy and block column; shared columns sum every copy)
-  a, b_g1, b_g2 queries           fixed_base_mont_*: u, v times G1 / G2 into the Montgomery
-                                  affine buffers the MSM kernels read (gpu/cuda/msm.py DeviceBases)
+  a, b_g1, b_g2 queries           fixed_base_acc_* + fixed_base_affine_*: u, v times G1 / G2
+                                  (32 mixed additions a point, one inversion per 16 points:
+                                  fixed_base_batch.cuh) into the Montgomery affine buffers the
+                                  MSM kernels read (gpu/cuda/msm.py DeviceBases)
   l query                         setup_lincomb: (beta u + alpha v + w) / delta, then G1
   h query                         setup_powers: tau^i Z(tau) / delta into L's buffer, then G1
   gamma_abc (public, small)       on the host from the first num_public + 1 elements of u, v, w
@@ -22,6 +24,7 @@ seed can forge proofs. Without a seed: fresh secure randomness.
 """
 from __future__ import annotations
 
+import os
 import time
 
 import numpy as np
@@ -33,6 +36,9 @@ from gpu.native import compact as host
 BLOCK = 256
 FB_BLOCK = 128
 FB_CHUNK = 1 << 23  # points a fixed-base launch (a few hundred ms each at most)
+FB_BATCH = 16       # points sharing one inversion (gpu/kernels/fixed_base_batch.cuh)
+#: the fixed-base with batched affine conversion (default) or one inversion a point (=0)
+BATCH_AFFINE = os.environ.get("ZKHIVE_SETUP_BATCH_AFFINE", "1") != "0"
 
 
 def _grid(n: int, block: int = BLOCK) -> tuple:
@@ -49,7 +55,7 @@ def temp_bytes(num_vars: int, n: int) -> int:
     """What the setup holds beside the resident key while it runs: L (reused for the h scalars),
     u, v, w, one matrix's partial sums of the transposed product (a piece per copy and column:
     about num_vars elements), the transposed block parts (~12 bytes a block nonzero) and tables."""
-    return 32 * (n + 4 * num_vars) + (512 << 20)
+    return 32 * (n + 4 * num_vars) + (512 << 20) + FB_CHUNK * 384
 
 
 def trapdoor(digest: bytes, n: int, seed: bytes | None):
@@ -97,7 +103,8 @@ def setup_on_device(backend, cr, *, seed: bytes | None = None, timer=None):
     tau, alpha, beta, gamma, delta = trapdoor(digest, n, seed)
     mod = loader.load_module("compact")
     f = {k: loader.get_function(mod, k) for k in (
-        "setup_lagrange", "setup_powers", "setup_lincomb", "fixed_base_mont_g1", "fixed_base_mont_g2")}
+        "setup_lagrange", "setup_powers", "setup_lincomb", "fixed_base_mont_g1", "fixed_base_mont_g2",
+        "fixed_base_acc_g1", "fixed_base_acc_g2", "fixed_base_affine_g1", "fixed_base_affine_g2")}
     temps: list[DeviceBuffer] = []
     bases: dict[str, DeviceBases] = {}
 
@@ -148,6 +155,8 @@ def setup_on_device(backend, cr, *, seed: bytes | None = None, timer=None):
             tabs[gname].upload(t)
         stage("h scalars, tables")
 
+        acc = buf(FB_CHUNK * 384, "fixed-base XYZZ sums") if BATCH_AFFINE else None
+
         def fixed_base(gname, scalars: DeviceBuffer, offset: int, count: int):
             width = 96 if gname == "g1" else 192
             fn = f[f"fixed_base_mont_{gname}"]
@@ -155,10 +164,18 @@ def setup_on_device(backend, cr, *, seed: bytes | None = None, timer=None):
             def fill(out: DeviceBuffer):
                 for lo in range(0, count, FB_CHUNK):
                     k = min(FB_CHUNK, count - lo)
-                    with loader.guard(kernel=f"fixed_base_mont_{gname}", shape=k):
-                        fn(np.int64(k), np.uintp(tabs[gname].ptr),
-                           np.uintp(scalars.ptr + 32 * (offset + lo)), np.uintp(out.ptr + width * lo),
-                           block=(FB_BLOCK, 1, 1), grid=_grid(k, FB_BLOCK))
+                    sp, op = np.uintp(scalars.ptr + 32 * (offset + lo)), np.uintp(out.ptr + width * lo)
+                    with loader.guard(kernel=f"fixed_base_{gname}", shape=k):
+                        if not BATCH_AFFINE:
+                            fn(np.int64(k), np.uintp(tabs[gname].ptr), sp, op,
+                               block=(FB_BLOCK, 1, 1), grid=_grid(k, FB_BLOCK))
+                            continue
+                        f[f"fixed_base_acc_{gname}"](np.int64(k), np.uintp(tabs[gname].ptr), sp,
+                                                     np.uintp(acc.ptr), block=(FB_BLOCK, 1, 1),
+                                                     grid=_grid(k, FB_BLOCK))
+                        f[f"fixed_base_affine_{gname}"](np.int64(k), np.uintp(acc.ptr), op,
+                                                        block=(FB_BLOCK, 1, 1),
+                                                        grid=_grid(-(-k // FB_BATCH), FB_BLOCK))
             return fill
 
         bases["a_query"] = DeviceBases.filled_on_device(nv, "g1", fixed_base("g1", u, 0, nv))

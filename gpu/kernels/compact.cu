@@ -3,7 +3,7 @@
 // the l-query scalars, fixed-base multiples written straight into the resident Montgomery affine
 // bases the MSM kernels read, and the expansion of a compact assignment into z.
 #include "compact.cuh"
-#include "fixed_base.cuh"
+#include "fixed_base_batch.cuh"
 
 #define TID ((i64)blockIdx.x * blockDim.x + threadIdx.x)
 
@@ -91,6 +91,24 @@ extern "C" __global__ void fixed_base_mont_g2(i64 n, const uint32_t* table, cons
                                               affine_t<fq2_t>* out) {
     fixed_base_mont<fq2_t>(n, table, scalars, out);
 }
+
+// The batched variant (fixed_base_batch.cuh): XYZZ sums into scratch, then one thread a range of
+// FB_BATCH points converts them with one shared inversion.
+#define FB_BATCH_KERNELS(G, F)                                                                     \
+    extern "C" __global__ void fixed_base_acc_##G(i64 n, const uint32_t* table,                  \
+                                                  const uint32_t* scalars, xyzz_t<F>* acc) {       \
+        i64 i = TID;                                                                               \
+        if (i >= n) return;                                                                        \
+        acc[i] = fixed_base_acc<F>(table, scalars + 8 * i);                                        \
+    }                                                                                              \
+    extern "C" __global__ void fixed_base_affine_##G(i64 n, const xyzz_t<F>* acc,                 \
+                                                     affine_t<F>* out) {                           \
+        i64 lo = TID * FB_BATCH;                                                                   \
+        if (lo >= n) return;                                                                       \
+        fixed_base_batch_affine<F>(lo, lo + FB_BATCH < n ? lo + FB_BATCH : n, acc, out);           \
+    }
+FB_BATCH_KERNELS(g1, fq_t)
+FB_BATCH_KERNELS(g2, fq2_t)
 
 extern "C" __global__ void expand_assignment(i64 n, const uint32_t* other, const uint32_t* one,
                                              const uint32_t* offs, const uint32_t* fes, uint32_t* z) {

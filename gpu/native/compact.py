@@ -308,3 +308,31 @@ def expand(blob: bytes, num_vars: int) -> np.ndarray:
     f = np.ascontiguousarray(fes, dtype=np.uint64)
     lib().host_expand(num_vars, _p(other), _p(one), _p(offs), _p(f), _p(z))
     return z
+
+
+_fb_lib = None
+
+
+def fixed_base_batched(base, scalars: np.ndarray):
+    """[s * base] through the host build of gpu/kernels/fixed_base_batch.cuh (the device setup's
+    fixed-base with one inversion per FB_BATCH points): a PointArray, as
+    gpu.groth16.fixed_base.host_fixed_base returns it (tests compare the two)."""
+    global _fb_lib
+    from py_arkworks_bls12381 import G1Point
+
+    from gpu.groth16.fixed_base import table
+    from gpu.groth16.points import PointArray
+    with _lock:
+        if _fb_lib is None:
+            L = ctypes.CDLL(str(native.build(_HERE / "fixed_base_batch_host.cpp", stem="fixed_base_batch",
+                                             include_dirs=(_KERNELS,))))
+            for name in ("host_fb_batch_g1", "host_fb_batch_g2"):
+                getattr(L, name).argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3
+            _fb_lib = L
+    kind = type(base)
+    scalars = np.ascontiguousarray(scalars, dtype=np.uint64).reshape(-1, 4)
+    t = table(base)
+    out = PointArray.empty(kind, len(scalars))
+    fn = _fb_lib.host_fb_batch_g1 if kind is G1Point else _fb_lib.host_fb_batch_g2
+    fn(len(scalars), t.ctypes.data, scalars.ctypes.data, out.raw.ctypes.data)
+    return out

@@ -98,6 +98,17 @@ def test_device_setup_steps_give_the_host_key():
     assert vk.alpha_g1 == g1 * curve.scalar(alpha) and vk.delta_g2 == g2 * curve.scalar(delta)
 
 
+def test_batched_fixed_base_equals_the_per_point_one():
+    """gpu/kernels/fixed_base_batch.cuh (one inversion per 16 points) through its host build ==
+    fixed_base.cuh's one inversion a point; zeros (identity sums) inside and at range edges."""
+    from gpu.groth16 import curve
+    from gpu.groth16.fixed_base import host_fixed_base
+    for g, sizes in ((curve.g1(), (1, 15, 16, 17, 40)), (curve.g2(), (1, 17))):
+        for n in sizes:
+            s = F.vec_from_ints([F.random_element() if i % 3 else 0 for i in range(n)])
+            assert C.fixed_base_batched(g, s).raw.tobytes() == host_fixed_base(g, s).raw.tobytes()
+
+
 def test_seeded_setup_is_deterministic():
     from gpu.backends import get_backend
     be = get_backend("cpu")
