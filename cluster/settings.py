@@ -107,6 +107,30 @@ class SrsSettings(Section):
     """Directory of proving and verifying keys, ``<params>.<digest16>.pk|.vk`` (cuzk's param cache)."""
     preload: list[str] = []
     """Parameter sets whose proving keys a prover loads before it reports ready (cuzk's preload)."""
+    in_process: list[str] = []
+    """Parameter sets whose proving keys a prover makes in its own process (at start when also in
+    ``preload``, else on first use) and holds resident instead of reading ``param_cache``: keys too
+    large for a file (2^27: 76 GB). The prover publishes the verifying key into ``param_cache``.
+    Needs ``setup_seed`` or ``setup_seed_file`` (a development ceremony: cluster/pipeline/inprocess.py)."""
+    setup_seed: SecretStr | None = None
+    """Seed of the development ceremony for ``in_process`` keys: every prover with the same seed makes
+    the same key. Whoever knows it knows the trapdoor: private deployments and tests only."""
+    setup_seed_file: Path | None = None
+    """A file whose first line is ``setup_seed`` (read at start)."""
+
+    def seed(self) -> bytes | None:
+        """The ceremony seed's bytes, or None; an unreadable or empty file is a SettingsError."""
+        if self.setup_seed is not None:
+            return self.setup_seed.get_secret_value().encode() or None
+        if self.setup_seed_file is not None:
+            try:
+                line = self.setup_seed_file.read_text().splitlines()[0].strip()
+            except (OSError, IndexError) as e:
+                raise SettingsError(f"srs.setup_seed_file {self.setup_seed_file}: cannot read a seed ({e})")
+            if not line:
+                raise SettingsError(f"srs.setup_seed_file {self.setup_seed_file}: its first line is empty")
+            return line.encode()
+        return None
 
 
 class WorkerSettings(Section):

@@ -84,6 +84,8 @@ def cmd_up(args) -> int:
           f"  metrics  {sup.meta['metrics']}  (Prometheus; dashboard docs/grafana/zkhive.json)\n"
           f"  status   {status}\n"
           f"  stop     {down}")
+    for note in sup.meta.get("device_notes") or ():  # fewer provers than asked, and why
+        print(f"  note     {note}")
     return 0
 
 

@@ -142,6 +142,10 @@ def write_settings(s: Settings, run_dir: Path, *, flower_password_file: str | No
     redis_pw = s.redis.secret()
     doc["redis"].pop("password", None)
     doc["redis"]["password_file"] = _secret_file(run_dir, "redis.pass", redis_pw) if redis_pw else None
+    seed = s.srs.setup_seed
+    doc["srs"].pop("setup_seed", None)
+    if seed is not None:  # the dev ceremony's seed, like a password: a 0600 file, not the toml
+        doc["srs"]["setup_seed_file"] = _secret_file(run_dir, "setup.seed", seed.get_secret_value())
     flower_pw = s.flower.secret()
     doc["flower"].pop("password", None)
     if flower_password_file:

@@ -281,9 +281,16 @@ def plan(args, s) -> tuple[list, dict]:
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
     # N provers a device (the seeds' two workers per GPU): each takes one of the device lock's N
-    # slots, they consume the device's one queue, and the memory ledger admits their proofs
-    workers += [worker_spec(s, run_dir, env, "prove", device=d, index=i, timeout_s=args.ready_timeout)
-                for d in devices for i in range(s.worker.gpu_workers_per_device)]
+    # slots, they consume the device's one queue, and the memory ledger admits their proofs;
+    # fewer, with a deeper prove-ahead, where N copies of the preloaded keys cannot fit
+    from cluster.pipeline.devshare import plans_for
+
+    plans = plans_for(s, devices)
+    for d in devices:
+        ahead = {"ZKHIVE_PROVE_AHEAD": str(plans[d].prove_ahead)} \
+            if plans[d].prove_ahead and "ZKHIVE_PROVE_AHEAD" not in env else {}
+        workers += [worker_spec(s, run_dir, {**env, **ahead}, "prove", device=d, index=i,
+                                timeout_s=args.ready_timeout) for i in range(plans[d].provers)]
     services = [redis_spec(s, run_dir), workers,
                 [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):
@@ -292,6 +299,7 @@ def plan(args, s) -> tuple[list, dict]:
             "metrics": metrics_url(s) + "/metrics",
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
             "started_at": time.time(), "devices": devices,
+            "device_notes": [p.note for p in plans.values() if p.note],
             # what the keeper and `zkhive restart` re-plan the services from
             "up_args": {"synthesis_workers": args.synthesis_workers, "devices": ",".join(devices),
                         "ready_timeout": args.ready_timeout}}

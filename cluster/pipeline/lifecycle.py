@@ -99,8 +99,14 @@ class WorkerLifecycle:
                                             update=self._update).start()
         try:
             if self.device is not None:
-                self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes)
+                from .inprocess import InProcessKeys
+
+                made = InProcessKeys(s.srs, self.rt.keys)
+                self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
+                                     in_process=made)
                 self.rt.prover = self.prover
+                # announced only where the device can ever hold the key (cluster/pipeline/inprocess.py)
+                info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
                 for name in s.srs.preload:
                     t0 = time.time()
                     self.prover.load(get_circuit(name))
@@ -109,7 +115,9 @@ class WorkerLifecycle:
                 # build the preloaded circuits' matrices before the first job, not inside it
                 # (prefork children inherit them)
                 for name in s.srs.preload:
-                    get_circuit(name).r1cs()
+                    c = get_circuit(name)
+                    # the compact form where the family has one (sdr-32g's full R1CS is ~32 GB)
+                    c.compact_r1cs() if hasattr(c, "compact_r1cs") else c.r1cs()
         except BaseException as e:
             self.shutdown()
             if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):

@@ -51,10 +51,13 @@ def parse_device(spec: str) -> Device:
 
 
 class Prover:
-    def __init__(self, device: Device, keys: KeyCache, memory_limit: int | None = None):
+    def __init__(self, device: Device, keys: KeyCache, memory_limit: int | None = None,
+                 in_process=None):
+        """``in_process``: a cluster.pipeline.inprocess.InProcessKeys, the sets whose keys this prover
+        makes itself instead of reading them from the key cache."""
         from gpu.backends import get_backend
 
-        self.device, self.keys = device, keys
+        self.device, self.keys, self.in_process = device, keys, in_process
         # raises gpu BackendError ("the cuda backend is not available here") before any work
         self.backend = get_backend(str(device))  # "cuda:N" opens that device's context here
         self._limit = memory_limit
@@ -64,6 +67,7 @@ class Prover:
         self._lock = threading.Lock()  # the heartbeat thread reads the resident set
         #: one proof on the device at a time: the task's thread and the prove-ahead thread
         self._device_lock = threading.Lock()
+        self._make_lock = threading.Lock()
         self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
 
     # -- memory ---------------------------------------------------------------------------------
@@ -110,6 +114,8 @@ class Prover:
             if hit is not None:
                 self._resident.move_to_end(circuit.name)
                 return hit[1]
+        if self.in_process is not None and self.in_process.makes(circuit):
+            return self._make(circuit, on_evict)
         pk = self.keys.load_pk(circuit)
         r1cs = circuit.r1cs()  # build the matrices now, not inside the first timed prove
         # a key made for other matrices is refused here, at load (preload: before ready), and
@@ -138,6 +144,29 @@ class Prover:
             self._resident[circuit.name] = (circuit, pk, need)
         return pk
 
+    def _make(self, circuit, on_evict=None) -> object:
+        """Make the key in this process ([srs] in_process, cluster/pipeline/inprocess.py), evicting idle
+        keys while the device refuses it; the vk goes to the key cache."""
+        from gpu.budget import DeviceMemoryExhausted
+        from gpu.errors import GpuOutOfMemory
+
+        with self._make_lock:  # the task's thread and the prove-ahead thread: one setup
+            with self._lock:
+                hit = self._resident.get(circuit.name)
+                if hit is not None:
+                    return hit[1]
+            while True:
+                try:
+                    resident, _vk = self.in_process.make(self.backend, circuit)
+                    break
+                except (GpuOutOfMemory, DeviceMemoryExhausted):
+                    if not self._evict_one(on_evict):
+                        raise
+            need = _resident_size(resident) or _shape_bytes(circuit)
+            with self._lock:
+                self._resident[circuit.name] = (circuit, resident, need)
+            return resident
+
     def _evict_one(self, on_evict=None) -> bool:
         """Drop the least recently used idle key; False when there is none."""
         with self._lock:
@@ -155,7 +184,7 @@ class Prover:
         with self._lock:
             return circuit.name in self._resident
 
-    def prove_terms(self, circuit, z: np.ndarray, timer=None,
+    def prove_terms(self, circuit, z, timer=None,
                     on_evict: Callable[[str], None] | None = None):
         """The device part of a proof (the backend's five sums), on any thread: the device
         lock serialises it (the task's thread and the prove-ahead thread), and a GPU backend's
@@ -164,9 +193,20 @@ class Prover:
 
         from gpu.timing import NULL_TIMER
 
+        from synthesis import assignment
+
         pk = self.load(circuit, on_evict)
-        r1cs = circuit.r1cs()
-        z = r1cs.check_assignment_shape(z)
+        r1cs = self._matrices(circuit)
+        if not isinstance(z, np.ndarray) and not self.backend.accepts_compact:
+            # a backend that cannot take the compact form gets the Fr vector, expanded here
+            z = z.to_vec() if isinstance(z, assignment.Compact) else assignment.decode(z)
+        if isinstance(z, np.ndarray):
+            z = r1cs.check_assignment_shape(z) if hasattr(r1cs, "check_assignment_shape") else z
+        else:  # the encoded blob (checked by cluster.pipeline.assignments) or a Compact
+            count = len(z) if isinstance(z, assignment.Compact) else assignment._HEADER.unpack_from(z)[1]
+            if count != _num_variables(circuit):
+                raise assignment.AssignmentError(f"assignment has {count} values, the circuit has "
+                                                 f"{_num_variables(circuit)} variables")
         current = getattr(self.backend, "current", None)
         with self._lock:
             self._busy.add(circuit.name)
@@ -177,6 +217,15 @@ class Prover:
             with self._lock:
                 self._busy.discard(circuit.name)
 
+    def _matrices(self, circuit):
+        """What the backend proves against: the circuit itself for a key made in process from
+        a compact circuit (sdr-32g's full R1CS would be ~32 GB on the host; the backend takes
+        what setup_resident took), else the full R1CS (the key file's digest was checked on it)."""
+        if self.in_process is not None and self.in_process.makes(circuit) \
+                and hasattr(circuit, "compact_r1cs"):
+            return circuit
+        return circuit.r1cs()
+
     def finish(self, circuit, terms, timer=None) -> bytes:
         """The host part: A, B, C from the sums with fresh r, s, as 192 bytes (off the device's
         critical path when the next partition was proved ahead)."""
@@ -184,7 +233,7 @@ class Prover:
 
         return combine(self.load(circuit), terms, timer=timer).to_bytes()
 
-    def prove(self, circuit, z: np.ndarray, timer=None, on_evict: Callable[[str], None] | None = None) -> bytes:
+    def prove(self, circuit, z, timer=None, on_evict: Callable[[str], None] | None = None) -> bytes:
         """A 192-byte Groth16 proof of assignment z for ``circuit``."""
         return self.finish(circuit, self.prove_terms(circuit, z, timer, on_evict), timer)
 
@@ -196,3 +245,30 @@ class Prover:
         with self._lock:
             self._resident.clear()
         self.backend.release()
+
+
+def _resident_size(resident) -> int:
+    """Bytes a key made in process holds: the backend's own count where it keeps one, else the
+    sum of its point arrays (the CPU backend's key lives in host memory)."""
+    n = getattr(resident, "nbytes", None)
+    if isinstance(n, int):
+        return n
+    total = 0
+    for name in ("a_query", "b_g1_query", "b_g2_query", "h_query", "l_query"):
+        q = getattr(resident, name, None)
+        total += int(getattr(q, "nbytes", 0) or 0)
+    return total
+
+
+def _num_variables(circuit) -> int:
+    # the compact form's count where the circuit has one (no full R1CS built for it)
+    compact = getattr(circuit, "compact_r1cs", None)
+    return compact().num_variables if compact else circuit.r1cs().num_variables
+
+
+def _shape_bytes(circuit) -> int:
+    """The ledger's estimate of a key kept on the device (a key made there has no host arrays)."""
+    from .devshare import key_shape
+
+    shape = key_shape(circuit)
+    return shape.resident_bytes() if shape is not None else 0

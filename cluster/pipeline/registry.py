@@ -50,6 +50,8 @@ class WorkerInfo(BaseModel):
     total_memory: int | None = None
     #: parameter sets whose proving keys are loaded and resident
     resident_keys: list[str] = []
+    #: parameter sets whose proving keys this prover makes in its own process ([srs] in_process)
+    makes_keys: list[str] = []
     ready: bool = False
     #: (job, partition) being worked on, or None
     inflight: list[str] = []

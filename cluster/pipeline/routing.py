@@ -5,6 +5,7 @@ synthesis finished, in the synthesis worker, so the choice uses the registry as 
 as it was at submission. Order of preference (``choose_queue``):
 
 1. a device that holds the circuit's proving key resident, least loaded first;
+1b. else one whose prover makes that key in its own process (``[srs] in_process``);
 2. else a device with room (free memory >= the key's size) to load it, least loaded first;
 3. else any prover (it evicts old keys), least loaded first;
 4. no prover registered at all: ``prove.unassigned``, where the watchdog picks it up later.
@@ -49,12 +50,15 @@ def choose_queue(provers: list[WorkerInfo], params: str, key_size: int, depths: 
     def holds(q: str) -> bool:
         return any(params in w.resident_keys for w in by_queue[q])
 
+    def makes(q: str) -> bool:  # makes the key in its own process ([srs] in_process)
+        return any(params in w.makes_keys for w in by_queue[q])
+
     def room(q: str) -> bool:
         return any(w.free_memory is None or w.free_memory >= key_size for w in by_queue[q])
 
     allowed = [q for q in by_queue if not any(w.device in exclude_devices for w in by_queue[q])]
     pool = allowed or list(by_queue)
-    for reason, test in (("resident", holds), ("room", room), ("evict", lambda q: True)):
+    for reason, test in (("resident", holds), ("makes", makes), ("room", room), ("evict", lambda q: True)):
         cands = [q for q in pool if test(q)]
         if cands:
             q = min(cands, key=lambda q: (load(q), q))

@@ -170,7 +170,10 @@ def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
     rt.jobs.start(job_id)
     rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
     try:
-        z = get_circuit(rec.params).synthesize(_parsed_c1(rt, rec), k)
+        circuit = get_circuit(rec.params)
+        # straight to the compact form where the family makes it (sdr: no 4.2 GB Fr vector at 2^27)
+        make = getattr(circuit, "synthesize_compact", None) or circuit.synthesize
+        z = make(_parsed_c1(rt, rec), k)
         ref = rt.blobs.put(assignment.encode(z), kind="assignment")  # bits as bits (synthesis.assignment)
     except Exception as e:
         # a broker blip retries here (same queue); bad input fails the job
@@ -249,9 +252,14 @@ def _num_variables(circuit) -> int:
 
 
 def _fetch_assignment(rt, circuit, ref):
-    """The (n, 4) assignment from its compact blob (synthesis.assignment), its size checked
-    against the circuit's variable count."""
-    return assignment.decode(rt.blobs.get(ref), n=_num_variables(circuit))
+    """The assignment's encoded blob, checked without expanding it (cluster/pipeline/assignments.py: the
+    count against the circuit's variables, both bit planes, every value below r); the Prover
+    hands it to a backend that expands it where it proves (the CUDA one: on the device), or
+    decodes it on the host for one that cannot (the 32-byte vector of a 2^27 partition is 4.2 GB
+    and ~39 s of host decoding on the dev box)."""
+    from .assignments import check_encoded
+
+    return check_encoded(rt.blobs.get(ref), _num_variables(circuit))
 
 
 def _prove_ahead(rt, prover):
@@ -321,6 +329,7 @@ def aggregate_job(rt, job_id: str) -> dict:
 
 def _aggregate(rt, job_id: str) -> dict:
     from gpu.groth16 import Proof, ProofFormatError, verify
+    from gpu.groth16.errors import KeyFormatError
     from synthesis.circuits import get_circuit
 
     from .keys import KeyMissing
@@ -340,6 +349,9 @@ def _aggregate(rt, job_id: str) -> dict:
         vk = rt.keys.load_vk(circuit)
     except KeyMissing as e:  # this aggregate worker's key cache lacks it: nobody can finish the job
         _fail(rt, job_id, f"cannot verify: {e}")
+    except (KeyFormatError, ValueError) as e:  # a corrupt (e.g. published in-process) vk file
+        _fail(rt, job_id, f"cannot verify: the verifying key {rt.keys.path(circuit, 'vk')} is "
+                          f"unreadable: {e}")
     c1 = _parsed_c1(rt, rec)
     publics, bad = [], []
     for k in range(n):

@@ -146,11 +146,13 @@ def _check_keys_exist(rt, circuit) -> None:
 
     if rt.keys.has(circuit):
         return
-    if any(circuit.name in w.resident_keys for w in registry.workers(rt.redis, role="prove")):
-        return
+    provers = registry.workers(rt.redis, role="prove")
+    if any(circuit.name in w.resident_keys or circuit.name in w.makes_keys for w in provers):
+        return  # resident, or made in a prover's own process ([srs] in_process)
     raise JobError(f"field params: no keys for parameter set {circuit.name!r} anywhere in the cluster "
-                   f"(not in the key cache {rt.keys.root}, not resident on any prover): run "
-                   f"`zkhive keys setup --params {circuit.name}`")
+                   f"(not in the key cache {rt.keys.root}, not resident on any prover, no prover "
+                   f"makes it in process): run `zkhive keys setup --params {circuit.name}`, or "
+                   f"name it in a prover's srs.in_process")
 
 
 def dispatch_partition(rt, rec: JobRecord, k: int, *, exclude: list[str] | tuple = (), reason: str = "retry") -> None:
