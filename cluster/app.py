@@ -108,12 +108,15 @@ class Runtime:
         from .blobs import open_store
         from .jobs import JobStore
         from .keys import KeyCache
+        from .lease import Leases
         from .workflow import CeleryDispatch
 
         self.settings = s
         self.redis = redis.Redis.from_url(s.redis.url_with_password(), health_check_interval=30)
         self.blobs = open_store(s, self.redis)
         self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
+        #: liveness of claimed units (cluster.lease), renewed while their tasks run
+        self.leases = Leases(self.redis, s.delivery.lease_ttl_s, s.delivery.result_ttl_s)
         self.keys = KeyCache(s.srs.param_cache)
         #: sends the jobs' messages (the unit tests' stub runtime records them instead)
         self.dispatch = CeleryDispatch(app)
