@@ -44,7 +44,7 @@ def celery_config(s: settings_mod.Settings) -> dict:
         # dies mid-prove (OOM, GPU fault, power) leaves the partition to be redelivered.
         task_acks_late=True,
         # A pool child killed under a task requeues it instead of recording a failure; the number
-        # of redeliveries is bounded by delivery.max_redeliveries (counted in cluster.tasks).
+        # of attempts whose worker died is bounded by delivery.max_redeliveries (cluster.lease).
         task_reject_on_worker_lost=True,
         # Prefetch 1: a prover reserves only the task it runs. With the default (4) one device
         # would sit on four multi-minute proofs while another device idles.

@@ -34,7 +34,7 @@ from .blobs import parse_ref
 from .errors import JobFailed
 from .jobs import FAILED, TERMINAL
 from .lease import durable
-from .workflow import dispatch_partition, submit_job
+from .workflow import OUTSIDE_CHORD, dispatch_partition, submit_job
 
 log = logging.getLogger(__name__)
 #: the time limits are fixed when the tasks are defined; the bodies read rt.settings
@@ -295,8 +295,10 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
                                   proof_sha=doc["proof"][:16],
                                   **({} if won else {"reason": "another run stored first"}), **who),
             f"job {job_id} partition {k}: prove_end event")
-    if won and not d.in_chord and len(rt.jobs.partitions(job_id, rec.num_partitions)) == rec.num_partitions:
-        # a partition re-proved outside the chord completed the set: no chord body will fire
+    if won and (not d.in_chord or rt.jobs.flagged(job_id, OUTSIDE_CHORD)) \
+            and len(rt.jobs.partitions(job_id, rec.num_partitions)) == rec.num_partitions:
+        # the set is complete and the chord will not send the aggregation (this partition was
+        # re-proved alone, or one was, or the body already fired early): send it now
         rt.dispatch.aggregate(rec)
     return {"partition": k, "duplicate": not won, **who}
 
@@ -390,6 +392,7 @@ def _aggregate(rt, job_id: str) -> dict:
         # fired early (a doubled partition) or called before the last one finished: the
         # watchdog calls again once every partition is stored
         rt.jobs.event(job_id, "aggregate_waiting", missing=missing)
+        rt.jobs.flag(job_id, OUTSIDE_CHORD)
         return {"waiting": missing}
     rt.jobs.event(job_id, "aggregate_start", **_worker_fields(rt))
     circuit = get_circuit(rec.params)

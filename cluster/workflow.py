@@ -27,6 +27,8 @@ from .jobs import JobRecord, check_job_id, priority_value
 SYNTHESIZE = "zkhive.synthesize_partition"
 PROVE = "zkhive.prove_partition"
 AGGREGATE = "zkhive.aggregate"
+#: a job flag (JobStore.flag): the chord cannot be relied on to send the aggregation
+OUTSIDE_CHORD = "outside-chord"
 #: where each task's message carries its job id (for cancel's clean-up of queued messages)
 JOB_ARG = {SYNTHESIZE: 0, PROVE: 1, AGGREGATE: 1}
 
@@ -193,6 +195,7 @@ def dispatch_partition(rt, rec: JobRecord, k: int, *, exclude: list[str] | tuple
     joins the others in the first-writer-wins store; the aggregation is then started by the prove
     task that completes the set (or the watchdog)."""
     ref = rt.jobs.assignment(rec.job_id, k)
+    rt.jobs.flag(rec.job_id, OUTSIDE_CHORD)  # the chord may never count k: the last proof aggregates
     rt.jobs.event(rec.job_id, "redispatched", partition=k, reason=reason, exclude=list(exclude),
                   resynthesize=ref is None, **fields)
     rt.dispatch.partition(rec, k, ref, list(exclude))

@@ -220,3 +220,24 @@ def test_a_corrupt_verifying_key_on_the_aggregate_worker_fails_the_job_at_once(s
     assert err.error.startswith("cannot verify: unreadable key: ") and str(vk) in err.error, err.error
     assert stub.jobs.status("badvk") == "failed"
     assert not stub.events("badvk", "verify_failed")       # no partition was blamed or re-proved
+
+
+def test_a_job_whose_submitter_died_before_sending_its_chord_is_dispatched(stub):
+    """The record written, the chord never sent (the client died in between): every partition
+    is unaccounted, so the reconciler sends them; the deadline is not needed."""
+    import time as _time
+
+    from cluster.jobs import JobRecord
+    from cluster.workflow import canonical_c1
+
+    doc = make_c1(SQUARES_A, seed=50)
+    now = _time.time()
+    ref = stub.blobs.put(canonical_c1(doc), kind="c1")
+    rec = JobRecord(job_id="orphan", params=SQUARES_A.name, circuit_digest=SQUARES_A.digest(),
+                    num_partitions=2, priority=6, c1=ref, submitted_at=now, deadline_at=now + 3600)
+    assert stub.jobs.create(rec) and not stub.queue
+    assert inspect(stub, "orphan") == []
+    time.sleep(0.25)
+    assert inspect(stub, "orphan") == ["redispatch 0", "redispatch 1"]
+    stub.drain()
+    verify_job(stub, SQUARES_A, doc, "orphan")
