@@ -302,14 +302,14 @@ class FaultCluster:
         from cluster import timeline
         return retry_redis(lambda: timeline.load(self.redis, job_id))
 
-    def first_event(self, job_ids, kind: str, timeout_s: float = 60.0, since: float = 0.0) -> dict | None:
-        """The first ``kind`` event after ``since`` of any of the jobs, polled every 5 ms."""
+    def first_event(self, job_ids, kind: str, timeout_s: float = 60.0, since: float = 0.0,
+                    nth: int = 0) -> dict | None:
+        """The ``nth`` (0: first) ``kind`` event after ``since`` of the jobs, polled every 5 ms."""
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
-            for j in job_ids:
-                for e in self.events(j):
-                    if e["event"] == kind and e["t"] > since:
-                        return {**e, "job": j}
+            found = [{**e, "job": j} for j in job_ids for e in self.events(j) if e["event"] == kind and e["t"] > since]
+            if len(found) > nth:
+                return sorted(found, key=lambda e: e["t"])[nth]
             time.sleep(0.005)
         return None
 
@@ -413,7 +413,9 @@ def worker_kill(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str,
             trigger = {"handover-prove": "prove_routed", "mid-synthesis": "synthesis_start",
                        "mid-prove": "prove_pickup", "mid-aggregate": "aggregate_start",
                        "synthesis-child": "synthesis_start"}[kind]
-            e = c.first_event([j], trigger, since=since)
+            # the first or the second partition's event (a prover each, most of the time)
+            nth = 0 if kind in ("mid-aggregate", "synthesis-child") else rng.randrange(c.circuit.num_partitions())
+            e = c.first_event([j], trigger, since=since, nth=nth)
             if e is None:
                 log(f"{kind}: no {trigger} event; no fault")
                 continue
@@ -475,7 +477,7 @@ def sigstop(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spa
         j = f"{prefix}-{len(jobs)}"
         jobs.append(j)
         c.submit(j, len(jobs) - 1)
-        e = c.first_event([j], "prove_pickup", since=since)
+        e = c.first_event([j], "prove_pickup", since=since, nth=i % c.circuit.num_partitions())
         w = c.worker_of(e.get("worker")) if e else None
         if w is None:
             continue

@@ -23,8 +23,8 @@ store. A lapse is a crash of the unit; the crashes are bounded where the next at
 lease (``delivery.max_redeliveries``, cluster.lease); a re-route or a lost hand-over spends
 nothing: the work never started.
 
-After a Redis restart the workers need a moment to reconnect and renew: leases and unaccounted
-units are judged only once Redis has been up for a lease TTL plus the grace.
+After a Redis restart the workers need a moment to reconnect and renew (every third of a TTL):
+leases and unaccounted units are judged only once Redis has been up for a lease TTL.
 
 Each re-dispatch's ``redispatched`` event carries ``waited_s``: how long the unit had shown no
 sign of life (since its lease's last renewal, or since it was first found unaccounted).
@@ -71,7 +71,7 @@ def look(rt) -> Seen:
         uptime = float(rt.redis.info("server").get("uptime_in_seconds", 1e9))
     except Exception:  # a server without INFO (the unit tests' fakeredis)
         uptime = 1e9
-    seen.settled = uptime >= s.lease_ttl_s + s.reconcile_grace_s
+    seen.settled = uptime >= s.lease_ttl_s
     seen.live_prove_queues = {w.queues[0] for w in registry.workers(rt.redis)
                               if w.role == "prove" and w.ready and w.queues}
     return seen

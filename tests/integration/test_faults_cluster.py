@@ -84,3 +84,29 @@ def test_a_corrupt_verifying_key_fails_the_job_at_once_naming_the_key(campaign):
     for err in out.failed.values():
         assert err.startswith("cannot verify: unreadable key: ") and "bad-keys/porep-lite-4k." in err, err
     assert out.seconds < 60  # not the job deadline (4 h)
+
+
+def test_a_proof_finished_while_redis_is_down_is_stored_when_it_returns(campaign):
+    """Redis killed right after a prover picked a partition up and kept down longer than the
+    proof takes: the prover's final writes wait for Redis (bounded) and store its proof; the
+    partition is not re-dispatched and its message is not left to the visibility timeout."""
+    import time
+
+    c, _ = campaign
+    c.wait_all_ready()
+    since = time.time()
+    c.submit("redis-final-0", 0)
+    pickup = c.first_event(["redis-final-0"], "prove_pickup", since=since)
+    assert pickup is not None
+    c.restart_redis(5.0)  # a porep-lite-4k proof takes 1-2 s here
+    restarted = time.time()
+    c.wait_jobs(["redis-final-0"], 120)
+    assert c.status("redis-final-0") == "done"
+    k = pickup["partition"]
+    [end] = [e for e in c.events("redis-final-0") if e["event"] == "prove_end" and e["partition"] == k]
+    assert end["worker"] == pickup["worker"] and end["task_id"] == pickup["task_id"]
+    assert end["t"] > restarted - 0.5  # written after Redis came back
+    assert not [e for e in c.events("redis-final-0") if e["event"] == "redispatched" and e.get("partition") == k]
+    prover = c.worker_of(pickup["worker"])
+    text = (c.root / f"{prover.name}.log").read_text(errors="replace")
+    assert f"job redis-final-0 partition {k}: " in text and "Redis unavailable" in text  # it did wait

@@ -241,3 +241,33 @@ def test_a_job_whose_submitter_died_before_sending_its_chord_is_dispatched(stub)
     assert inspect(stub, "orphan") == ["redispatch 0", "redispatch 1"]
     stub.drain()
     verify_job(stub, SQUARES_A, doc, "orphan")
+
+
+def test_final_writes_wait_for_redis_within_a_bound():
+    import redis
+
+    from cluster.lease import durable
+
+    calls = []
+
+    def flaky():
+        calls.append(time.monotonic())
+        if len(calls) < 3:
+            raise redis.BusyLoadingError("Redis is loading the dataset in memory")
+        return "stored"
+
+    assert durable(flaky, "store", budget_s=5, first_delay_s=0.01) == "stored" and len(calls) == 3
+
+    def down():
+        raise redis.ConnectionError("Connection refused")
+
+    t = time.monotonic()
+    with pytest.raises(redis.ConnectionError):
+        durable(down, "store", budget_s=0.3, first_delay_s=0.05)
+    assert time.monotonic() - t < 1.0
+
+    def bug():
+        raise ValueError("not a Redis error")
+
+    with pytest.raises(ValueError):  # only Redis being away is waited for
+        durable(bug, "store", budget_s=5)
