@@ -2,7 +2,7 @@
 
     python bench/cluster.py --params porep-lite-4k --provers 2 --jobs 4 --png /tmp/timeline.png
 
-Starts its own Redis (cluster.redis_server) and ``python -m cluster worker`` processes (one
+Starts its own Redis (cluster.ops.redis_server) and ``python -m cluster worker`` processes (one
 synthesis worker with ``--partition-workers`` processes, one aggregate worker, ``--provers`` CPU
 provers), makes the proving key if missing, then:
 
@@ -47,7 +47,7 @@ def start_worker(env, log_dir, role, device=None):
 
 
 def wait_ready(r, procs, timeout_s=180):
-    from cluster import registry
+    from cluster.pipeline import registry
 
     pids = {p.pid for p in procs}
     end = time.monotonic() + timeout_s
@@ -64,7 +64,7 @@ def wait_ready(r, procs, timeout_s=180):
 
 def breakdown(events: list[dict]) -> dict[str, float]:
     """Mean seconds per partition for each span label, plus the job's latency."""
-    from cluster.timeline import spans
+    from cluster.pipeline.timeline import spans
 
     per: dict[str, list[float]] = {}
     for p, label, a, b in spans(events):
@@ -87,8 +87,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from cluster import settings
-    from cluster.app import configure, runtime
-    from cluster.redis_server import RedisServer
+    from cluster.pipeline.app import configure, runtime
+    from cluster.ops.redis_server import RedisServer
     from synthesis.circuits import get_circuit
 
     circuit = get_circuit(args.params)
@@ -131,7 +131,7 @@ def main() -> int:
         t = time.time()
         wait_ready(srv.client(), procs)
         print(f"workers ready in {time.time() - t:.1f} s ({args.provers} provers)")
-        from cluster import timeline
+        from cluster.pipeline import timeline
         from cluster.client import submit
 
         # 2. one job, idle cluster (after a warm-up job: first-use imports and C1 parsing)

@@ -106,7 +106,7 @@ class Worker:
             pass
 
     def wait_ready(self, timeout_s: float = 120.0) -> None:
-        from cluster import registry
+        from cluster.pipeline import registry
 
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
@@ -175,8 +175,8 @@ class FaultCluster:
     def __init__(self, root: Path, params: str, *, provers: int = 2, restart_delay_s: float = 1.0,
                  env: dict | None = None):
         from cluster import settings
-        from cluster.app import configure
-        from cluster.redis_server import RedisServer
+        from cluster.pipeline.app import configure
+        from cluster.ops.redis_server import RedisServer
 
         self.root, self.params, self.restart_delay_s = Path(root), params, restart_delay_s
         self.root.mkdir(parents=True, exist_ok=True)
@@ -203,7 +203,7 @@ class FaultCluster:
         if str(tests) not in sys.path:
             sys.path.append(str(tests))
         configure(settings.load(env={k: v for k, v in self.env.items() if k.startswith("ZKHIVE_")}))
-        from cluster.app import runtime
+        from cluster.pipeline.app import runtime
         from synthesis.circuits import get_circuit
 
         self.rt = runtime()
@@ -299,7 +299,7 @@ class FaultCluster:
         return retry_redis(lambda: submit(self.doc(i), job_id=job_id))
 
     def events(self, job_id: str) -> list[dict]:
-        from cluster import timeline
+        from cluster.pipeline import timeline
         return retry_redis(lambda: timeline.load(self.redis, job_id))
 
     def first_event(self, job_ids, kind: str, timeout_s: float = 60.0, since: float = 0.0,
@@ -494,7 +494,7 @@ def sigstop(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spa
 
 def duplicates(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spacing_s: float):
     """Copies of waiting messages: each message in the synthesis and prove queues twice more."""
-    from cluster.routing import queued_messages
+    from cluster.pipeline.queues import queued_messages
 
     jobs = []
     for i in range(n_faults):

@@ -40,7 +40,7 @@ def zkhive(*args, check=True, **kw) -> subprocess.CompletedProcess:
 def make_keys(params: str, backend: str) -> None:
     """Child process: setup (on the device for GPU runs), stored in the key cache under the
     cluster's names."""
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
     from cluster.settings import load
     from gpu import setup
     from synthesis.circuits import get_circuit
@@ -85,8 +85,8 @@ def sample_gpu(stop: threading.Event, out: list) -> None:
 
 
 def sample_queues(stop: threading.Event, rt, out: list) -> None:
-    from cluster.registry import workers
-    from cluster.routing import queue_depth
+    from cluster.pipeline.registry import workers
+    from cluster.pipeline.queues import queue_depth
 
     while not stop.is_set():
         try:
@@ -108,7 +108,7 @@ def main() -> int:
     ap.add_argument("--provers-per-device", type=int, default=1,
                     help="[worker] gpu_workers_per_device: provers sharing each device")
     ap.add_argument("--prove-ahead", type=int, default=1,
-                    help="partitions each prover proves ahead (cluster/prefetch.py; 0: off)")
+                    help="partitions each prover proves ahead (cluster/pipeline/prefetch.py; 0: off)")
     ap.add_argument("--keys-only", help=argparse.SUPPRESS)  # child: the setup backend
     args = ap.parse_args()
     if args.keys_only:
@@ -146,14 +146,14 @@ def main() -> int:
     gpu_samples, queue_samples = [], []
     stop = threading.Event()
     try:
-        from cluster import timeline
-        from cluster.app import runtime
+        from cluster.pipeline import timeline
+        from cluster.pipeline.app import runtime
         from cluster.client import submit
         from gpu.groth16 import split_proofs
         from gpu import verify
         from synthesis.circuits import get_circuit
         from synthesis.porep import c1_document, generate
-        from cluster.keys import KeyCache
+        from cluster.pipeline.keys import KeyCache
         from cluster.settings import load
 
         rt = runtime()

@@ -36,7 +36,8 @@ def timed(fn):
 def bench_set(name: str, repeat: int, check: bool, tmp: Path | None) -> dict:
     from synthesis.circuits import get_circuit
     from synthesis.porep import c1_document, generate
-    from synthesis.porep.circuit import build_r1cs, load_r1cs, save_r1cs
+    from synthesis.porep.matrices import build_r1cs
+    from synthesis.porep.r1cs_cache import load_r1cs, save_r1cs
 
     circuit = get_circuit(name)
     prm = circuit.prm

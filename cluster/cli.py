@@ -3,9 +3,16 @@ function, so the command stays one entry point while the code lives with what it
 
 - ``synthesis.cli``: sectors and C1 inputs (``zkhive sector new|c1``), local synthesis;
 - ``gpu.export.cli``: exports for other verifiers (``zkhive export snarkjs``);
-- ``cluster.local``: proving on this machine without a cluster (``zkhive prove|verify``);
-- ``cluster.commands``: the cluster (workers, ``submit``, ``result``, ``status``, ``timeline``,
-  ``up``, ``down``, ``demo``).
+- ``cluster.user.local``: proving on this machine without a cluster (``zkhive prove|verify``);
+- ``cluster.user.commands``: the cluster's users (workers, ``keys``, ``submit``, ``result``,
+  ``status``, ``timeline``, ``cancel``);
+- ``cluster.ops.commands``: the operator's (``up``, ``down``, ``ps``, ``restart``, ``flower``,
+  ``metrics``, ``ready``);
+- ``cluster.user.demo``: ``demo``.
+
+The modules are imported by name when the parser is built: this module imports none of them (they
+import ``CommandError`` and ``cli_name`` from here), so ``cluster.ops`` and ``cluster.user`` sit
+above it with no cycle; ``cluster.pipeline`` never imports it (docs/architecture.md).
 """
 from __future__ import annotations
 
@@ -13,7 +20,8 @@ import argparse
 import importlib
 import sys
 
-COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.local", "cluster.commands")
+COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.user.local", "cluster.user.commands",
+                   "cluster.ops.commands", "cluster.user.demo")
 
 
 class CommandError(Exception):

@@ -15,8 +15,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from cluster.pipeline.jobs import CANCELLED, DONE, FAILED, QUEUED, TERMINAL
+
 from .errors import JobFailed, JobTimeout
-from .jobs import CANCELLED, DONE, FAILED, QUEUED, TERMINAL
 
 
 @dataclass
@@ -35,7 +36,7 @@ class JobResult:
 
 class Job:
     def __init__(self, job_id: str, rt=None, created: bool | None = None):
-        from .app import runtime
+        from cluster.pipeline.app import runtime
 
         self.job_id = job_id
         self.rt = rt or runtime()
@@ -83,9 +84,9 @@ class Job:
 def submit(c1_input: dict, job_id: str | None = None, priority: str | int = "normal",
            deadline_s: float | None = None) -> Job:
     """Submit a C1 input (a dict with ``params``). Idempotent on ``job_id`` (default: derived
-    from the C1 content). Raises cluster.jobs.JobError for a bad id, priority or parameter set."""
-    from .app import runtime
-    from .workflow import submit_job
+    from the C1 content). Raises cluster.pipeline.jobs.JobError for a bad id, priority or parameter set."""
+    from cluster.pipeline.app import runtime
+    from cluster.pipeline.workflow import submit_job
 
     rt = runtime()
     rec, created = submit_job(rt, c1_input, job_id=job_id, priority=priority, deadline_s=deadline_s)
@@ -96,7 +97,7 @@ def cancel(job_id: str) -> bool:
     """Cancel a job: its messages still queued are removed (queue depth counts live work only);
     a task already taken by a worker finds the job cancelled and does nothing (a prove already
     running finishes and is discarded). False when the job had already ended."""
-    from .app import runtime
+    from cluster.pipeline.app import runtime
 
     rt = runtime()
     if rt.jobs.get(job_id) is None:

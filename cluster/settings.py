@@ -158,7 +158,7 @@ class DeliverySettings(Section):
     """A unit neither queued, leased nor done this long (lost in the hand-over) is re-dispatched."""
     partition_retries: int = Field(2, ge=0)
     """One partition's retry budget: re-proofs after a transient error, an unverifiable proof or
-    a lost prover, together, before the job fails (bad input fails at once: cluster.retry)."""
+    a lost prover, together, before the job fails (bad input fails at once: cluster.pipeline.retry)."""
     result_ttl_s: int = Field(7 * 86400, gt=0)
     """How long job records, timelines and results stay in Redis."""
 

@@ -43,7 +43,7 @@ class WorkerProcess:
 
     def wait_ready(self, redis_client, timeout_s: float = 60.0):
         """Wait until this process's registry entry says ready; returns the WorkerInfo."""
-        from cluster import registry
+        from cluster.pipeline import registry
 
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
@@ -79,7 +79,7 @@ class Cluster:
     """The session's Redis plus the settings (as environment) for clients and workers."""
 
     def __init__(self, root: Path):
-        from cluster.redis_server import RedisServer, RedisServerError
+        from cluster.ops.redis_server import RedisServer, RedisServerError
 
         self.root = root
         self.password = secrets.token_hex(12)
@@ -112,7 +112,7 @@ class Cluster:
     def configure_here(self, **overrides) -> None:
         """Point this test process's Celery app and runtime at the test cluster."""
         from cluster import settings
-        from cluster.app import configure
+        from cluster.pipeline.app import configure
 
         if str(TEST_CIRCUITS_DIR) not in sys.path:
             sys.path.insert(0, str(TEST_CIRCUITS_DIR))
@@ -121,7 +121,7 @@ class Cluster:
         configure(settings.load(env=env))
 
     def runtime(self):
-        from cluster.app import runtime
+        from cluster.pipeline.app import runtime
         return runtime()
 
     def setup_keys(self, *circuits) -> None:

@@ -1,7 +1,7 @@
 """The interface every prover backend implements.
 
 A backend computes a proof's sums (``prove_terms``) and key-generation multiples
-(``fixed_base``). Residency has one owner, cluster.prover.Prover: it decides which proving keys
+(``fixed_base``). Residency has one owner, cluster.pipeline.prover.Prover: it decides which proving keys
 stay resident, in what order they are evicted (least recently used first, never one a proof is
 using) and evicts *before* a new key goes up. A backend only does what it is told:
 

@@ -156,7 +156,7 @@ class CudaBackend(Backend):
         self.k_inputs = loader.get_function(mod, "qap_place_inputs")
         self.k_check = loader.get_function(mod, "qap_first_unsatisfied")
         #: the device buffers of each loaded key, by circuit digest: a lookup table, not a
-        #: policy (cluster.prover.Prover decides what is loaded and evicted, gpu/backends/base.py)
+        #: policy (cluster.pipeline.prover.Prover decides what is loaded and evicted, gpu/backends/base.py)
         self._on_device: dict[bytes, tuple[Resident, int]] = {}
         self._split = None    # gpu.cuda.split_msm.SplitMsm, made at the first load
         #: per proof, per query: the witness statistics and the MSM path taken (benchmarks)

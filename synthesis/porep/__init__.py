@@ -1,7 +1,8 @@
 """porep-lite: a StackedDRG-shaped circuit family whose size scales from ~2^12 to ~2^24
 constraints per partition. Importing this package registers every parameter set."""
 from ..circuits import register
-from .circuit import PorepLite, build_r1cs
+from .circuit import PorepLite
+from .matrices import build_r1cs
 from .params import SETS, TINY, PorepParams
 from .sector import Sector, c1_document, generate
 

@@ -1,267 +1,33 @@
-"""The porep-lite circuit: per-challenge StackedDRG checks, the matrices, and synthesis.
+"""The porep-lite circuit (implements ``synthesis.circuits.Circuit``): public inputs, the checks
+of a C1 input's challenges, and synthesis of one partition's witness z.
 
-Per challenged node v (public: v and its parents' indices), as StackedDRG's circuit:
-  1. the data leaf is in TreeD at v (root comm_d);
-  2. each parent's column is in TreeC at the parent's index (root comm_c);
-  3. v's label in every layer is the Poseidon hash of the replica id, (layer, v) and its parents'
-     labels taken from those columns;
-  4. v's column (its labels) is in TreeC at v;
-  5. the replica leaf data + label_L (the encoding) is in TreeR at v (root comm_r_last);
-and once per partition comm_r = H(comm_c, comm_r_last). Public inputs:
-  (replica_id, comm_d, comm_r, then per challenge: v, parent_1..parent_P).
-
-Matrices: one challenge's constraints are recorded once as a template (``gadgets`` shape mode)
-and replicated for every challenge with numpy index offsets (``_assemble``). Variables:
-  z = (1 | replica_id, comm_d, comm_r, (v, parents) x C | comm_c, comm_r_last, header aux,
-       challenge 0 aux, ..., challenge C-1 aux)
-Witness: the same gadget code in values mode computes every challenge's auxiliary values at once,
-one batch row per challenge.
+Public inputs: (replica_id, comm_d, comm_r, then per challenge: v, parent_1..parent_P). The
+constraints are the gadget's (``gadget``), their matrices assembled once per parameter set
+(``matrices``) and cached on disk (``r1cs_cache``). Witness: the same gadget code in values mode
+computes every challenge's auxiliary values at once, one batch row per challenge; the vanilla
+proof is checked natively first, so bad input fails with a C1Error naming its field.
 """
 from __future__ import annotations
 
 import functools
-import os
-import tempfile
 import threading
 import zipfile
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import field
-from ..builder import ConstraintSystem
 from ..circuits import C1Error
-from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
+from ..gadgets import Synth
 from ..gadgets.core import const_vec, small_ints_vec
-from ..r1cs import R1CS, SparseMatrix
+from ..r1cs import R1CS
 from . import c1 as c1mod
 from . import graph
-from .params import TREE_ARITY, PorepParams
+from .gadget import SIB, ChallengeWitness, challenge_gadget, header_gadget
+from .matrices import Template, build_r1cs, template
+from .params import PorepParams
+from .r1cs_cache import cache_path, load_r1cs, save_r1cs
 
-SIB = TREE_ARITY - 1
-
-
-# --- the gadget of one challenge ---------------------------------------------------------------
-
-@dataclass
-class ChallengeWitness:
-    """One partition's vanilla proofs as arrays, batch row b = challenge b."""
-    data_leaf: np.ndarray       # (B, 4)
-    tree_d_path: np.ndarray     # (B, depth_d, 4)
-    column: np.ndarray          # (B, L, 4)   claimed labels of v (checked, not allocated)
-    tree_c_path: np.ndarray     # (B, depth, 7, 4)
-    tree_r_path: np.ndarray     # (B, depth, 7, 4)
-    parent_columns: np.ndarray  # (B, P, L, 4)
-    parent_paths: np.ndarray    # (B, P, depth, 7, 4)
-
-
-def _path(s: Synth, values, depth: int, width: int) -> list[list[Num]]:
-    """Allocate a Merkle path's siblings; ``values()`` gives the (B, depth, width, 4) array."""
-    return [[s.alloc(lambda lv=lv, q=q: values()[:, lv, q]) for q in range(width)]
-            for lv in range(depth)]
-
-
-def challenge_gadget(s: Synth, prm: PorepParams, pub: dict[str, Any],
-                     wit: ChallengeWitness | None) -> dict[str, Any]:
-    """Constraints of one challenge; returns the computed roots and labels (for native checks)."""
-    L, P, d8 = prm.layers, prm.parents, prm.tree_rc_depth
-    w = lambda: wit  # noqa: E731 - read lazily: wit is None in shape mode
-    bits_v = to_bits(s, pub["challenge"], prm.log_nodes, "challenge bits")
-
-    # 1. data leaf in TreeD
-    data = s.alloc(lambda: w().data_leaf)
-    path_d = [[s.alloc(lambda lv=lv: w().tree_d_path[:, lv])] for lv in range(prm.tree_d_depth)]
-    root_d = root_from_path(s, data, bits_v, path_d, 2)
-    s.enforce_equal(root_d, pub["comm_d"], "TreeD root = comm_d")
-
-    # 2. parents' columns in TreeC
-    cols, parent_roots = _parent_openings(s, prm, pub, wit)
-
-    # 3. labels: base parents from this layer, expander parents from the previous one
-    labels = []
-    zero = s.const(0)
-    for layer in range(1, L + 1):
-        base = [cols[j][layer - 1] for j in range(prm.base_degree)]
-        exp = [cols[j][layer - 2] if layer >= 2 else zero for j in range(prm.base_degree, P)]
-        tag = s.add_const(pub["challenge"], graph.layer_tag(layer, 0))
-        labels.append(hash_nums(s, [pub["replica_id"], tag, *base, *exp]))
-
-    # 4. v's column in TreeC
-    path_c = _path(s, lambda: w().tree_c_path, d8, SIB)
-    root_c = root_from_path(s, hash_nums(s, labels), bits_v, path_c, TREE_ARITY)
-    s.enforce_equal(root_c, pub["comm_c"], "TreeC root = comm_c")
-
-    # 5. encoding and TreeR
-    replica = s.add(data, labels[-1])
-    path_r = _path(s, lambda: w().tree_r_path, d8, SIB)
-    root_r = root_from_path(s, replica, bits_v, path_r, TREE_ARITY)
-    s.enforce_equal(root_r, pub["comm_r_last"], "TreeR root = comm_r_last")
-    return {"root_d": root_d, "parent_roots": parent_roots, "labels": labels,
-            "root_c": root_c, "root_r": root_r}
-
-
-def _parent_opening(s: Synth, prm: PorepParams, index: Num, comm_c: Num, col_values, path_values):
-    """Parent column in TreeC at ``index``; returns (labels, computed root)."""
-    bits = to_bits(s, index, prm.log_nodes, "parent bits")
-    col = [s.alloc(lambda lv=lv: col_values()[:, lv]) for lv in range(prm.layers)]
-    path = _path(s, path_values, prm.tree_rc_depth, SIB)
-    root = root_from_path(s, hash_nums(s, col), bits, path, TREE_ARITY)
-    s.enforce_equal(root, comm_c, "parent TreeC root = comm_c")
-    return col, root
-
-
-def _parent_openings(s: Synth, prm: PorepParams, pub: dict[str, Any], wit: ChallengeWitness | None):
-    """The P parent openings of every challenge. Shape: P copies of one opening. Values: all
-    B * P openings as one batch (P times fewer host calls; most of a challenge's hashes are
-    here), then handed out in the shape's allocation order (parent 0's variables, parent 1's...)."""
-    P, L = prm.parents, prm.layers
-    lcs = []
-    if s.shape:
-        shape = Synth(cs=s.cs)
-        for j in range(P):
-            lcs.append(_parent_opening(shape, prm, Num(pub["parents"][j].lc, None),
-                                       Num(pub["comm_c"].lc, None), None, None))
-    vals = None
-    if s.computing:
-        B = s.batch
-        vs = Synth(batch=B * P)
-        index = Num(None, np.stack([p.val for p in pub["parents"]], axis=1).reshape(-1, 4))
-        comm_c = Num(None, np.repeat(pub["comm_c"].val, P, axis=0))
-        col, root = _parent_opening(
-            vs, prm, index, comm_c, lambda: wit.parent_columns.reshape(B * P, L, 4),
-            lambda: wit.parent_paths.reshape(B * P, prm.tree_rc_depth, SIB, 4))
-        per = [v.reshape(B, P, 4) for v in vs.values]
-        for j in range(P):
-            s.values.extend(v[:, j] for v in per)
-        vals = ([c.val.reshape(B, P, 4) for c in col], root.val.reshape(B, P, 4))
-    cols, roots = [], []
-    for j in range(P):
-        cols.append([Num(lcs[j][0][lv].lc if s.shape else None,
-                         vals[0][lv][:, j] if s.computing else None) for lv in range(L)])
-        roots.append(Num(lcs[j][1].lc if s.shape else None, vals[1][:, j] if s.computing else None))
-    return cols, roots
-
-
-def header_gadget(s: Synth, pub: dict[str, Any]) -> Num:
-    """comm_r = H(comm_c, comm_r_last), once per partition."""
-    h = hash_nums(s, [pub["comm_c"], pub["comm_r_last"]])
-    s.enforce_equal(h, pub["comm_r"], "comm_r = H(comm_c, comm_r_last)")
-    return h
-
-
-# --- templates and matrices --------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Template:
-    r1cs: R1CS
-    locals: int  # auxiliary variables of its own (after the shared comm_c, comm_r_last)
-
-
-def _template(prm: PorepParams, *, header: bool) -> Template:
-    cs = ConstraintSystem(with_values=False)
-    s = Synth(cs=cs)
-    pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
-    if not header:
-        pub["challenge"] = s.input(cs.alloc_input(), None)
-        pub["parents"] = [s.input(cs.alloc_input(), None) for _ in range(prm.parents)]
-    pub["comm_c"] = s.input(cs.alloc(), None)
-    pub["comm_r_last"] = s.input(cs.alloc(), None)
-    if header:
-        header_gadget(s, pub)
-    else:
-        challenge_gadget(s, prm, pub, None)
-    r1cs = cs.to_r1cs()
-    return Template(r1cs, r1cs.num_aux - 2)
-
-
-def _assemble(hm: SparseMatrix, hmap: np.ndarray, cm: SparseMatrix, copies: int,
-              base: np.ndarray, stride: np.ndarray) -> SparseMatrix:
-    """Header rows (template variable x -> hmap[x]), then ``copies`` instances of the challenge
-    rows (instance j maps x to base[x] + j stride[x]). Written into preallocated arrays one
-    instance at a time, so the peak memory is the result itself (~8 GB at porep-lite-16m)."""
-    rows, nnz = hm.rows + copies * cm.rows, hm.nnz + copies * cm.nnz
-    indptr = np.empty(rows + 1, dtype=np.int64)
-    indices = np.empty(nnz, dtype=np.int64)
-    coeffs = np.empty((nnz, 4), dtype=np.uint64)
-    indptr[:hm.rows] = hm.indptr[:-1]
-    indices[:hm.nnz] = hmap[hm.indices]
-    coeffs[:hm.nnz] = hm.coeffs.reshape(-1, 4)
-    t_base, t_stride, t_ptr = base[cm.indices], stride[cm.indices], cm.indptr[:-1]
-    for j in range(copies):
-        lo, row = hm.nnz + j * cm.nnz, hm.rows + j * cm.rows
-        out = indices[lo:lo + cm.nnz]
-        np.multiply(t_stride, j, out=out)  # in place: no temporaries the size of a copy
-        out += t_base
-        coeffs[lo:lo + cm.nnz] = cm.coeffs
-        indptr[row:row + cm.rows] = lo + t_ptr
-    indptr[rows] = nnz
-    return SparseMatrix(indptr, indices, coeffs)
-
-
-def build_r1cs(prm: PorepParams) -> R1CS:
-    hdr, ch = _template(prm, header=True), _template(prm, header=False)
-    C, P = prm.challenges, prm.parents
-    aux0 = 1 + prm.num_public  # index of comm_c in z
-    # header: inputs 1..3 keep their index; aux a -> aux0 + a
-    hmap = np.concatenate([np.arange(4), aux0 + np.arange(hdr.r1cs.num_aux)]).astype(np.int64)
-    # challenge template: 0..3 shared, 4..4+P per challenge, then comm_c, comm_r_last, locals
-    nvar = ch.r1cs.num_variables
-    base = np.zeros(nvar, dtype=np.int64)
-    stride = np.zeros(nvar, dtype=np.int64)
-    base[:4] = np.arange(4)
-    base[4:5 + P] = 4 + np.arange(1 + P)
-    stride[4:5 + P] = 1 + P
-    base[5 + P], base[6 + P] = aux0, aux0 + 1
-    base[7 + P:] = aux0 + 2 + hdr.locals + np.arange(ch.locals)
-    stride[7 + P:] = ch.locals
-    mats = [_assemble(hm, hmap, cm, C, base, stride)
-            for hm, cm in ((hdr.r1cs.a, ch.r1cs.a), (hdr.r1cs.b, ch.r1cs.b), (hdr.r1cs.c, ch.r1cs.c))]
-    r1cs = R1CS(prm.num_public, 2 + hdr.locals + C * ch.locals, *mats)
-    r1cs.validate()
-    return r1cs
-
-
-# --- the on-disk cache of matrices -------------------------------------------------------------
-
-def cache_path(digest: str) -> Path:
-    from arith.native import cache_dir
-    return cache_dir("r1cs") / f"{digest}.npz"
-
-
-def save_r1cs(r1cs: R1CS, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    arrays = {"sizes": np.array([r1cs.num_public, r1cs.num_aux], dtype=np.int64)}
-    for name, m in (("a", r1cs.a), ("b", r1cs.b), ("c", r1cs.c)):
-        arrays.update({f"{name}_indptr": m.indptr, f"{name}_indices": m.indices,
-                       f"{name}_coeffs": m.coeffs})
-    fd, tmp = tempfile.mkstemp(suffix=".npz.tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)  # readers never see a partial file
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def load_r1cs(path: Path, prm: PorepParams) -> R1CS:
-    with np.load(path, allow_pickle=False) as z:
-        num_public, num_aux = (int(x) for x in z["sizes"])
-        mats = [SparseMatrix(z[f"{n}_indptr"], z[f"{n}_indices"], z[f"{n}_coeffs"]) for n in "abc"]
-    if num_public != prm.num_public:
-        raise ValueError(f"{path}: cached matrices have {num_public} public inputs, "
-                         f"{prm.name} has {prm.num_public}")
-    for m in mats:
-        if m.indptr.dtype != np.int64 or m.indices.dtype != np.int64 or m.coeffs.dtype != np.uint64:
-            raise ValueError(f"{path}: cached matrices have the wrong dtypes")
-    r1cs = R1CS(num_public, num_aux, *mats)
-    r1cs.validate()
-    return r1cs
-
-
-# --- the Circuit implementation ---------------------------------------------------------------
 
 def _vec(hexes: list[str], shape: tuple[int, ...]) -> np.ndarray:
     return field.vec_from_ints(int(x, 16) for x in hexes).reshape(*shape, 4)
@@ -300,7 +66,7 @@ class PorepLite:
 
     @functools.cached_property
     def _template_pair(self) -> tuple[Template, Template]:
-        return _template(self.prm, header=True), _template(self.prm, header=False)
+        return template(self.prm, header=True), template(self.prm, header=False)
 
     @property
     def _templates(self) -> tuple[int, int]:

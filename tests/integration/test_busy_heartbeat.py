@@ -1,4 +1,4 @@
-"""A solo-pool worker's Celery heartbeat while its task runs (cluster.busy_heartbeat): the event
+"""A solo-pool worker's Celery heartbeat while its task runs (cluster.pipeline.busy_heartbeat): the event
 goes out on its own connection, under the worker's node name, counting the task as active, so
 Flower keeps a busy prover online. Received here by Celery's own event receiver on the real
 Redis."""
@@ -13,8 +13,8 @@ pytestmark = pytest.mark.integration
 
 
 def test_busy_heartbeat_reaches_an_event_receiver(cluster):
-    from cluster.app import app
-    from cluster.busy_heartbeat import BusyHeartbeat
+    from cluster.pipeline.app import app
+    from cluster.pipeline.busy_heartbeat import BusyHeartbeat
 
     cluster.configure_here()
     got, ready = [], threading.Event()
@@ -46,9 +46,9 @@ def test_busy_heartbeat_reaches_an_event_receiver(cluster):
 
 def test_busy_heartbeat_survives_an_unreachable_broker(cluster):
     from cluster import settings
-    from cluster.app import configure, app
-    from cluster.busy_heartbeat import BusyHeartbeat
-    from cluster.redis_server import free_port
+    from cluster.pipeline.app import configure, app
+    from cluster.pipeline.busy_heartbeat import BusyHeartbeat
+    from cluster.ops.redis_server import free_port
 
     env = {k: v for k, v in cluster.env.items() if k.startswith("ZKHIVE_")}
     env["ZKHIVE_REDIS__URL"] = f"redis://127.0.0.1:{free_port()}/0"

@@ -84,7 +84,7 @@ def test_cli_submit_wait_result_status_timeline(here, tmp_path):
 def test_cli_rejects_bad_input_with_one_line(here, tmp_path, capsys, monkeypatch):
     """The same commands in this process (cluster.cli.main), for speed: exit 2, one line, no traceback."""
     from cluster.cli import main
-    from cluster.redis_server import free_port
+    from cluster.ops.redis_server import free_port
 
     for k, v in {**here.env, **REDIS_BLOBS}.items():  # the settings a `zkhive` process would see
         if k.startswith("ZKHIVE_"):
@@ -128,8 +128,8 @@ def test_cli_rejects_bad_input_with_one_line(here, tmp_path, capsys, monkeypatch
 
 
 def test_status_flags_a_worker_running_other_code(here):
-    from cluster import registry
-    from cluster.commands import status_text
+    from cluster.pipeline import registry
+    from cluster.user.commands import status_text
 
     stale = registry.WorkerInfo(worker_id="prove.old.cpu0.0", role="prove", host="old", pid=1,
                                 queues=["prove.old.cpu0"], device="cpu:0", ready=True,
@@ -144,7 +144,7 @@ def test_status_flags_a_worker_running_other_code(here):
 
 def test_submit_task_for_flower_send_task(here):
     """Flower's POST /api/task/send-task/zkhive.submit does app.send_task with the JSON args."""
-    from cluster.app import app
+    from cluster.pipeline.app import app
     from cluster.client import Job
 
     doc = make_c1(SQUARES_A, seed=41)
@@ -160,7 +160,7 @@ def test_submit_task_for_flower_send_task(here):
 
 
 def test_partition_store_is_first_writer_wins(here):
-    from cluster.jobs import DONE, FAILED, RUNNING, JobStore
+    from cluster.pipeline.jobs import DONE, FAILED, RUNNING, JobStore
 
     js = JobStore(here.redis, ttl_s=60)
     won, doc = js.store_partition("fw", 0, b"\x01" * 192, worker="a")
@@ -178,7 +178,7 @@ def test_partition_store_is_first_writer_wins(here):
 
 
 def test_registry_entries_expire_and_device_locks_refuse_a_second_owner(here):
-    from cluster import registry
+    from cluster.pipeline import registry
 
     info = registry.WorkerInfo(worker_id="synthesis.t.1", role="synthesis", host="t", pid=os.getpid(),
                                queues=["synthesis"])
@@ -209,12 +209,12 @@ def test_flower_rest_send_task_submits_a_job(here, tmp_path):
     import urllib.request
 
     from cluster.client import Job
-    from cluster.redis_server import free_port
+    from cluster.ops.redis_server import free_port
     from tests.conftest import ROOT
 
     port = free_port()
     log = open(tmp_path / "flower.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cluster.app", "flower", f"--port={port}",
+    proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cluster.pipeline.app", "flower", f"--port={port}",
                              "--address=127.0.0.1", "--basic-auth=pipeline:s3cret"],
                             cwd=ROOT, env={**here.env, **REDIS_BLOBS}, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"

@@ -31,7 +31,7 @@ def wait_for(predicate, timeout_s: float = 30.0, what: str = "condition", poll_s
 
 
 def events(cluster, job_id, kind=None, partition=None):
-    from cluster import timeline
+    from cluster.pipeline import timeline
 
     return [e for e in timeline.load(cluster.redis, job_id)
             if (kind is None or e["event"] == kind) and (partition is None or e.get("partition") == partition)]
@@ -48,7 +48,7 @@ def check_proof(cluster, circuit, doc, res):
 
 
 def control(cluster, action: str, queue: str, node: str) -> None:
-    from cluster.app import app
+    from cluster.pipeline.app import app
 
     fn = app.control.cancel_consumer if action == "pause" else app.control.add_consumer
     replies = fn(queue, destination=[node], reply=True, timeout=5)
@@ -59,7 +59,7 @@ def test_duplicate_delivery_keeps_the_first_proof_and_the_early_body_waits(clust
     """Item 5: a prove message for partition 0 delivered three times (as a visibility-timeout
     redelivery does, and once under a new task id, which Celery's chord counter counts as another
     header result) before partition 1: the body fires with partition 1 missing and must wait."""
-    from cluster.routing import queue_depth
+    from cluster.pipeline.queues import queue_depth
 
     cluster.setup_keys(SQUARES_A)
     _, _, prover = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
@@ -115,8 +115,8 @@ def test_one_message_queued_five_times_does_not_fail_a_healthy_job(cluster, work
     """Issue 15: delivery.max_redeliveries=3 and one synthesis message queued five times (as
     visibility-timeout restores and re-dispatches would): duplicates find their unit done or
     leased and skip; only attempts whose worker died count against the bound."""
-    from cluster.app import SYNTHESIS_QUEUE
-    from cluster.routing import queue_depth
+    from cluster.pipeline.queues import SYNTHESIS_QUEUE
+    from cluster.pipeline.queues import queue_depth
 
     cluster.setup_keys(SQUARES_A)
     syn, _, _ = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
@@ -201,13 +201,13 @@ def test_prover_without_its_preload_key_refuses_to_start(cluster, workers, tmp_p
     assert f"no proving key for parameter set '{SQUARES_A.name}'" in text
     assert f"zkhive keys setup --params {SQUARES_A.name}" in text
     # it left nothing behind: no registry entry, no device lock
-    from cluster import registry
+    from cluster.pipeline import registry
     assert not [x for x in registry.workers(cluster.redis) if x.pid == w.pid]
     assert not list(cluster.redis.scan_iter(match="zkhive:devlock:*:cpu:3:*"))
 
 
 def test_sigterm_finishes_the_task_in_hand_and_leaves_the_registry(cluster, workers, ready):
-    from cluster import registry
+    from cluster.pipeline import registry
 
     cluster.setup_keys(SQUARES_SLOW)
     _, _, info = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
@@ -234,7 +234,7 @@ def test_sigterm_finishes_the_task_in_hand_and_leaves_the_registry(cluster, work
 
 def test_unverifiable_partition_is_reproved_alone_on_another_device(cluster, workers, ready, tmp_path):
     """cpu:0 holds a key from another setup (a stale key cache): its proofs do not verify."""
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
 
     cluster.setup_keys(SQUARES_A)
     KeyCache(tmp_path / "other-keys").setup(SQUARES_A)
@@ -280,7 +280,7 @@ def test_transient_device_error_is_retried_on_another_device(cluster, workers, r
     control(cluster, "pause", queue, small.nodename)  # both partitions routed to cpu:0, the only one
     doc = make_c1(SQUARES_A, seed=18)
     job = cluster_submit(doc, "transient")
-    from cluster.routing import queue_depth
+    from cluster.pipeline.queues import queue_depth
     wait_for(lambda: queue_depth(cluster.redis, queue) == 2, what="both prove messages on cpu:0")
     workers("prove", "cpu:1")
     control(cluster, "resume", queue, small.nodename)
@@ -298,8 +298,8 @@ def test_transient_device_error_is_retried_on_another_device(cluster, workers, r
 def test_two_keys_that_do_not_fit_together_swap_by_eviction(cluster, workers, ready):
     """One prover whose memory holds one of two keys, not both: each job evicts the other's key
     before loading its own, and both prove and verify."""
-    from cluster import registry
-    from cluster.keys import KeyCache
+    from cluster.pipeline import registry
+    from cluster.pipeline.keys import KeyCache
 
     cluster.setup_keys(SQUARES_A, SQUARES_B)
     keys = KeyCache(cluster.runtime().keys.root)
@@ -319,7 +319,7 @@ def test_two_keys_that_do_not_fit_together_swap_by_eviction(cluster, workers, re
 
 
 def test_critical_job_overtakes_queued_bulk_work(cluster, workers, ready):
-    from cluster.routing import queue_depth
+    from cluster.pipeline.queues import queue_depth
 
     cluster.setup_keys(SQUARES_A)
     _, _, prover = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),
@@ -351,9 +351,9 @@ def test_deadline_fails_a_job_whose_partitions_are_lost_and_reports_them(cluster
 def test_cancel_removes_the_jobs_queued_messages(cluster, workers, ready):
     """Queue depth counts live work only: a cancelled job's waiting messages leave the queue,
     another job's stay and are proved."""
-    from cluster.app import SYNTHESIS_QUEUE
+    from cluster.pipeline.queues import SYNTHESIS_QUEUE
     from cluster.client import JobFailed, cancel
-    from cluster.routing import queue_depth
+    from cluster.pipeline.queues import queue_depth
 
     cluster.setup_keys(SQUARES_A)
     syn, _, _ = ready(workers("synthesis", wait=False), workers("aggregate", wait=False),

@@ -55,7 +55,7 @@ def test_multi_partition_job_completes_and_verifies(cluster, standard):
 
 
 def test_jobs_of_two_circuits_route_to_the_workers_holding_their_keys(cluster, standard):
-    from cluster import registry, timeline
+    from cluster.pipeline import registry, timeline
     from cluster.client import submit
 
     resident = {w.device: w.resident_keys for w in registry.workers(cluster.redis, role="prove")}
@@ -73,9 +73,9 @@ def test_jobs_of_two_circuits_route_to_the_workers_holding_their_keys(cluster, s
 
 
 def test_duplicate_submission_returns_the_same_job(cluster, standard):
-    from cluster import timeline
+    from cluster.pipeline import timeline
     from cluster.client import submit
-    from cluster.workflow import JobConflict
+    from cluster.pipeline.workflow import JobConflict
 
     doc = make_c1(SQUARES_A, seed=4)
     first, again = submit(doc, job_id="dup-1"), submit(doc, job_id="dup-1")
@@ -96,7 +96,7 @@ def test_duplicate_submission_returns_the_same_job(cluster, standard):
 
 def test_bad_c1_fails_naming_the_field_and_workers_keep_serving(cluster, standard):
     from cluster.client import JobFailed, submit
-    from cluster.jobs import JobError
+    from cluster.pipeline.jobs import JobError
 
     # a field that does not parse
     doc = make_c1(SQUARES_A, seed=6)
@@ -121,7 +121,7 @@ def test_bad_c1_fails_naming_the_field_and_workers_keep_serving(cluster, standar
 
 def test_cancel_and_status(cluster, standard):
     from cluster.client import JobFailed, cancel, submit
-    from cluster.commands import status_text
+    from cluster.user.commands import status_text
 
     job = submit(make_c1(SQUARES_A, seed=9), job_id="to-cancel", priority="bulk")
     assert cancel("to-cancel") is True

@@ -58,16 +58,16 @@ class Events:
 
 
 class Flower:
-    """A real Flower (``celery -A cluster.app flower``) and its task API."""
+    """A real Flower (``celery -A cluster.pipeline.app flower``) and its task API."""
 
     def __init__(self, cluster, log_path):
-        from cluster.redis_server import free_port
+        from cluster.ops.redis_server import free_port
         from tests.conftest import ROOT
 
         self.base = f"http://127.0.0.1:{free_port()}"
         self._log = open(log_path, "wb")
         self.log_path = log_path
-        self.proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cluster.app", "flower",
+        self.proc = subprocess.Popen([sys.executable, "-m", "celery", "-A", "cluster.pipeline.app", "flower",
                                       f"--port={self.base.rsplit(':', 1)[1]}", "--address=127.0.0.1",
                                       "--basic-auth=ops:pw"], cwd=ROOT, env=cluster.env,
                                      stdout=self._log, stderr=subprocess.STDOUT)
@@ -102,12 +102,12 @@ class Flower:
 
 
 def timeline_events(cluster, job_id, kind):
-    from cluster import timeline
+    from cluster.pipeline import timeline
     return [e for e in timeline.load(cluster.redis, job_id) if e["event"] == kind]
 
 
 def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, workers, ready, tmp_path):
-    from cluster.app import app
+    from cluster.pipeline.app import app
     from cluster.client import JobFailed, submit
     from cluster.errors import JobFailed as TaskJobFailed
 

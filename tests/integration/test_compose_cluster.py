@@ -52,7 +52,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.supervisor import free_port
+from cluster.ops.supervisor import free_port
 
 pytestmark = [pytest.mark.compose, pytest.mark.slow]
 

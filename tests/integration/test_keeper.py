@@ -1,4 +1,4 @@
-"""The keeper (``cluster.keeper``) on real processes: a crashed process comes back with backoff,
+"""The keeper (``cluster.ops.keeper``) on real processes: a crashed process comes back with backoff,
 a process that keeps failing is left stopped with its log tail, a stopped keeper brings nothing
 back; then ``zkhive up``'s keeper, ``zkhive restart`` and ``zkhive down`` on a real cluster."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ import time
 import psutil
 import pytest
 
-from cluster.keeper import Keeper, KeeperPolicy
-from cluster.supervisor import ServiceSpec, Supervisor, free_port
+from cluster.ops.keeper import Keeper, KeeperPolicy
+from cluster.ops.supervisor import ServiceSpec, Supervisor, free_port
 from test_up_cluster import Setup, zkhive
 from test_up_supervisor import http_server
 

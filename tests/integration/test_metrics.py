@@ -13,7 +13,7 @@ import urllib.request
 import pytest
 
 from circuits_for_tests import SQUARES_A, SQUARES_C, SQUARES_SLOW, make_c1
-from cluster.supervisor import free_port
+from cluster.ops.supervisor import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +46,7 @@ class Exporter:
         self._log = open(log, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "cluster", "metrics"], env=env,
                                      stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-        from cluster.readiness import metrics_check
+        from cluster.ops.readiness import metrics_check
 
         end = time.monotonic() + 30
         while (reason := metrics_check(self.url[:-len("/metrics")])) is not None:
@@ -168,7 +168,7 @@ def test_exporter_reports_redis_down_as_zkhive_up_0(cluster, tmp_path):
     proc = subprocess.Popen([sys.executable, "-m", "cluster", "metrics"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:
-        from cluster.readiness import metrics_check
+        from cluster.ops.readiness import metrics_check
 
         end = time.monotonic() + 30
         while True:

@@ -1,4 +1,4 @@
-"""Prove-ahead (cluster/prefetch.py) on a real Redis with real worker processes.
+"""Prove-ahead (cluster/pipeline/prefetch.py) on a real Redis with real worker processes.
 
 - ``peek_prove_tasks`` reads real Celery messages in the order a worker receives them (every
   priority list, critical first) and pops nothing;
@@ -17,9 +17,9 @@ pytestmark = pytest.mark.integration
 
 
 def test_peek_reads_waiting_prove_tasks_in_delivery_order_and_pops_nothing(cluster):
-    from cluster.app import app
-    from cluster.prefetch import peek_prove_tasks
-    from cluster.routing import queue_depth
+    from cluster.pipeline.app import app
+    from cluster.pipeline.prefetch import peek_prove_tasks
+    from cluster.pipeline.queues import queue_depth
 
     cluster.flush()
     cluster.configure_here()
@@ -41,7 +41,7 @@ def test_peek_reads_waiting_prove_tasks_in_delivery_order_and_pops_nothing(clust
 
 
 def _run_jobs(cluster, workers, ahead: str, n_jobs: int = 3):
-    from cluster import timeline
+    from cluster.pipeline import timeline
     from cluster.client import submit
     from gpu.groth16 import Proof, verify
 

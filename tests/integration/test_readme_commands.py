@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.supervisor import free_port, port_is_free
+from cluster.ops.supervisor import free_port, port_is_free
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from circuits_for_tests import SQUARES_A, SQUARES_B, SQUARES_C, make_c1
-from cluster.supervisor import free_port, port_is_free
+from cluster.ops.supervisor import free_port, port_is_free
 
 pytestmark = pytest.mark.integration
 
@@ -66,7 +66,7 @@ port = {self.metrics_port}
 {extra_toml}""")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
         self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TEST_CIRCUITS)])
-        # where `up` records the running cluster for later commands (cluster.current): the
+        # where `up` records the running cluster for later commands (cluster.ops.current): the
         # test's own, never the user's
         self.env["ZKHIVE_STATE_DIR"] = str(tmp / "state")
 
@@ -93,7 +93,7 @@ port = {self.metrics_port}
         return found
 
     def setup_keys(self, *circuits):
-        from cluster.keys import KeyCache
+        from cluster.pipeline.keys import KeyCache
 
         for c in circuits:
             KeyCache(self.tmp / "keys").setup(c)
@@ -120,7 +120,7 @@ def _flower(url, password=None, data=None):
 
 
 def _verify(setup, circuit, doc, proof: bytes, public_inputs):
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
     from gpu.groth16 import Proof, verify
 
     vk = KeyCache(setup.tmp / "keys").load_vk(circuit)

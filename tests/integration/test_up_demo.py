@@ -8,14 +8,14 @@ import re
 import psutil
 import pytest
 
-from cluster.supervisor import port_is_free
+from cluster.ops.supervisor import port_is_free
 from test_up_cluster import Setup, zkhive
 
 pytestmark = pytest.mark.integration
 
 
 def test_demo_ends_with_a_verified_proof_and_stops_cleanly(tmp_path):
-    from cluster.keys import KeyCache
+    from cluster.pipeline.keys import KeyCache
     from gpu.groth16 import Proof, verify
     from synthesis.circuits import get_circuit
     from synthesis.porep import TINY

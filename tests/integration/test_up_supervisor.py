@@ -12,8 +12,17 @@ import time
 import psutil
 import pytest
 
-from cluster.supervisor import (Busy, ClusterRunning, PortInUse, ProcessRecord, ServiceSpec,
-                                StartFailure, Supervisor, free_port, port_is_free)
+from cluster.ops.supervisor import (
+    Busy,
+    ClusterRunning,
+    PortInUse,
+    ProcessRecord,
+    ServiceSpec,
+    StartFailure,
+    Supervisor,
+    free_port,
+    port_is_free,
+)
 
 PY = sys.executable
 

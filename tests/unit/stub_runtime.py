@@ -2,10 +2,10 @@
 
 The job store, the registry, the routing and the timeline are the real ones, over an in-memory
 Redis (fakeredis, with Lua for the job store's scripts); blobs live in memory; the dispatcher
-(cluster.workflow.CeleryDispatch's stand-in) appends messages to a list instead of sending them,
+(cluster.pipeline.workflow.CeleryDispatch's stand-in) appends messages to a list instead of sending them,
 routing prove messages with the real ``route_partition`` as Celery's router would. ``drain()``
 delivers the messages, oldest first, to the stub worker serving each queue, through the same
-bodies (cluster.tasks.synthesize, prove, aggregate_job) the Celery tasks call; a chain's next
+bodies (cluster.pipeline.tasks.synthesize, prove, aggregate_job) the Celery tasks call; a chain's next
 step and the chord's body follow as Celery would send them (the body only when every header
 chain succeeded). Provers prove for real on the CPU backend.
 """
@@ -19,17 +19,18 @@ from dataclasses import dataclass, field
 import fakeredis
 from celery.exceptions import Retry
 
-from cluster import registry, settings
-from cluster.blobs import BlobError, BlobRef, BlobStore
+from cluster.pipeline import registry
+from cluster import settings
+from cluster.pipeline.blobs import BlobError, BlobRef, BlobStore
 from cluster.errors import JobFailed
-from cluster.jobs import JobStore
-from cluster.keys import KeyCache
-from cluster.lease import Leases
-from cluster.prover import Prover, parse_device
+from cluster.pipeline.jobs import JobStore
+from cluster.pipeline.keys import KeyCache
+from cluster.pipeline.lease import Leases
+from cluster.pipeline.prover import Prover, parse_device
 
 
 class MemoryBlobStore(BlobStore):
-    """Blobs in a dict, checked on read like every store (cluster.blobs.BlobStore.get)."""
+    """Blobs in a dict, checked on read like every store (cluster.pipeline.blobs.BlobStore.get)."""
 
     name = "redis"  # a reference names a store kind; this one stands in for the Redis store
 
@@ -108,7 +109,7 @@ class StubDispatch:
 
 
 class StubRuntime:
-    """cluster.app.Runtime's fields, for one stub worker (shared stores, its own identity)."""
+    """cluster.pipeline.app.Runtime's fields, for one stub worker (shared stores, its own identity)."""
 
     def __init__(self, cluster: "StubCluster", worker=None, prover=None):
         self.settings, self.redis = cluster.settings, cluster.redis
@@ -170,7 +171,7 @@ class StubCluster:
     # -- the broker -------------------------------------------------------------------------------
     def send(self, msg: Message) -> None:
         if msg.name == "prove" and not msg.queue:  # Celery's router, when the message is sent
-            from cluster.routing import route_partition
+            from cluster.pipeline.routing import route_partition
 
             job_id, k = msg.args[-2], msg.args[-1]
             msg.queue = route_partition(self.synthesis, job_id, k, tuple(msg.kwargs.get("exclude") or ())).queue
@@ -200,7 +201,7 @@ class StubCluster:
         return next((m for m in self.queue if self.runtime_for(m.queue) is not None), None)
 
     def deliver(self, msg: Message):
-        from cluster import tasks
+        from cluster.pipeline import tasks
 
         rt = self.runtime_for(msg.queue)
         d = tasks.Delivery(task_id=msg.task_id, retries=msg.retries, in_chord=msg.chord is not None,
@@ -247,7 +248,7 @@ class StubCluster:
 
     # -- what tests read ------------------------------------------------------------------------
     def events(self, job_id: str, kind: str | None = None, partition: int | None = None) -> list[dict]:
-        from cluster import timeline
+        from cluster.pipeline import timeline
 
         return [e for e in timeline.load(self.redis, job_id)
                 if (kind is None or e["event"] == kind) and (partition is None or e.get("partition") == partition)]

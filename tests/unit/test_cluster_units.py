@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from cluster import settings
-from cluster.blobs import BlobError, BlobRef, DirBlobStore
-from cluster.registry import WorkerInfo
-from cluster.routing import choose_queue
+from cluster.pipeline.blobs import BlobError, BlobRef, DirBlobStore
+from cluster.pipeline.registry import WorkerInfo
+from cluster.pipeline.routing import choose_queue
 
 
 # -- settings --------------------------------------------------------------------------------------
@@ -149,7 +149,7 @@ def test_routing_without_a_holder_needs_room_and_skips_not_ready_and_excluded():
 # -- timeline, devices, time limits ----------------------------------------------------------------
 
 def test_timeline_spans_and_text():
-    from cluster.timeline import format_text, spans
+    from cluster.pipeline.timeline import format_text, spans
 
     ev = [{"t": 0.0, "event": "queued", "partition": 0},
           {"t": 1.0, "event": "synthesis_start", "partition": 0},
@@ -167,7 +167,7 @@ def test_timeline_spans_and_text():
 
 
 def test_device_names():
-    from cluster.prover import DeviceSpecError, parse_device
+    from cluster.pipeline.prover import DeviceSpecError, parse_device
 
     assert parse_device("cuda:1").queue("h") == "prove.h.1"
     assert parse_device("cpu").queue("h") == "prove.h.cpu0"
@@ -179,7 +179,7 @@ def test_device_names():
 def test_soft_time_limit_interrupts_and_hard_limit_fires():
     from celery.exceptions import SoftTimeLimitExceeded
 
-    from cluster.lifecycle import TimeLimits
+    from cluster.pipeline.lifecycle import TimeLimits
 
     fired = []
     limits = TimeLimits(on_hard=lambda name, s: fired.append((name, s)))
@@ -203,7 +203,7 @@ def test_up_plans_gpu_workers_per_device_provers_a_device(tmp_path):
     import argparse
 
     from cluster import settings
-    from cluster.up_commands import plan
+    from cluster.ops.plan import plan
 
     def provers(n):
         s = settings.load(env={"ZKHIVE_WORKER__GPU_WORKERS_PER_DEVICE": str(n),

@@ -86,7 +86,7 @@ def _parse_zkhive(argv: list[str]):
 
 def problems(text: str, dockerfile: str | None = None) -> list[str]:
     from cluster import settings as settings_mod
-    from cluster.prover import parse_device
+    from cluster.pipeline.prover import parse_device
 
     text, out = interpolate(text)
     doc = yaml.safe_load(text)

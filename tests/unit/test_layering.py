@@ -1,5 +1,7 @@
 """The layering rule, read from the source by tools/import_graph.py: arith imports nothing of
-ours, synthesis only arith, gpu never cluster; and no cycle between the packages."""
+ours, synthesis only arith, gpu never cluster; no cycle between the packages; inside cluster,
+each part (cluster.pipeline, cluster.ops, cluster.user, the base modules) imports only the parts
+below it, and no two cluster modules import each other, directly or through others."""
 from __future__ import annotations
 
 from tools import import_graph as ig
@@ -15,6 +17,43 @@ def test_packages_keep_the_layering_and_form_no_cycle():
 
 
 def test_a_forbidden_import_is_reported():
-    g = {"synthesis.circuit": {"gpu.backends"}, "gpu.msm": {"cluster.app"}, "arith.native": set()}
-    assert ig.violations(g) == ["gpu.msm imports cluster.app", "synthesis.circuit imports gpu.backends"]
+    g = {"synthesis.circuit": {"gpu.backends"}, "gpu.msm": {"cluster.pipeline.app"}, "arith.native": set()}
+    assert ig.violations(g) == ["gpu.msm imports cluster.pipeline.app", "synthesis.circuit imports gpu.backends"]
     assert ig.cycles({"a": {"b"}, "b": {"a"}, "c": set()}) == [["a", "b"]]
+
+
+def test_cluster_parts_import_only_the_parts_below_them():
+    modules = ig.graph(modules=True)
+    assert ig.cluster_violations(modules) == []
+    parts = ig.cluster_graph(modules)
+    assert set(ig.CLUSTER_SUBPACKAGES) <= parts.keys()
+    # the task layer runs in workers without the operator's tools or the command line
+    assert parts["cluster.pipeline"] <= {"cluster", "cluster.errors", "cluster.settings", "cluster.version"}
+    assert not parts["cluster.ops"] & {"cluster.user", "cluster.client"}
+    assert ig.cycles(parts) == []
+
+
+def test_no_module_cycle_inside_cluster():
+    inside = {n: {d for d in deps if d.startswith("cluster")}
+              for n, deps in ig.graph(modules=True).items() if n.startswith("cluster")}
+    assert ig.cycles(inside) == []
+
+
+def test_every_cluster_module_is_in_a_part_of_the_layers():
+    """A new module at cluster/'s top level must be placed: in a subpackage, or in a layer."""
+    ranked = {p for layer in ig.CLUSTER_LAYERS for p in layer}
+    parts = {ig.cluster_part(n) for n in ig.graph(modules=True) if n.split(".")[0] == "cluster"}
+    assert parts <= ranked
+
+
+def test_an_upward_or_unplaced_import_inside_cluster_is_reported():
+    g = {"cluster.pipeline.tasks": {"cluster.ops.metrics", "cluster.errors"},
+         "cluster.ops.plan": {"cluster.user.demo", "cluster.pipeline.app"},
+         "cluster.user.demo": {"cluster.ops.commands"},
+         "cluster.leases": {"cluster.pipeline.jobs"}}
+    assert ig.cluster_violations(g) == [
+        "cluster.leases imports cluster.pipeline.jobs (cluster.leases is in no layer of CLUSTER_LAYERS)",
+        "cluster.ops.plan imports cluster.user.demo (cluster.user is not below cluster.ops)",
+        "cluster.pipeline.tasks imports cluster.ops.metrics (cluster.ops is not below cluster.pipeline)",
+    ]
+    assert ig.cluster_graph(g)["cluster.ops"] == {"cluster.user", "cluster.pipeline"}

@@ -1,4 +1,4 @@
-"""Leases and reconciliation over the stub runtime (cluster.lease, cluster.reconcile): a lapsed
+"""Leases and reconciliation over the stub runtime (cluster.pipeline.lease, cluster.pipeline.reconcile): a lapsed
 lease re-dispatched, a live one left alone, a message lost in the hand-over found after the
 grace, duplicates that are not crashes, crashes that are bounded, the aggregation's lease, and a
 corrupt verifying key that fails the job at once. The same against real workers:
@@ -15,8 +15,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from circuits_for_tests import SQUARES_A, make_c1  # noqa: E402
-from cluster.keys import KeyCache  # noqa: E402
-from cluster.lease import Leases  # noqa: E402
+from cluster.pipeline.keys import KeyCache  # noqa: E402
+from cluster.pipeline.lease import Leases  # noqa: E402
 
 from .stub_runtime import StubCluster  # noqa: E402
 from .test_task_bodies import key_dir, submit, verify_job  # noqa: E402,F401
@@ -38,7 +38,7 @@ def lapse(stub, job_id, k, stage, **holder):
 
 
 def inspect(stub, job_id):
-    from cluster.watchdog import inspect_job
+    from cluster.pipeline.watchdog import inspect_job
     return inspect_job(stub.aggregator, job_id)
 
 
@@ -227,8 +227,8 @@ def test_a_job_whose_submitter_died_before_sending_its_chord_is_dispatched(stub)
     is unaccounted, so the reconciler sends them; the deadline is not needed."""
     import time as _time
 
-    from cluster.jobs import JobRecord
-    from cluster.workflow import canonical_c1
+    from cluster.pipeline.jobs import JobRecord
+    from cluster.pipeline.workflow import canonical_c1
 
     doc = make_c1(SQUARES_A, seed=50)
     now = _time.time()
@@ -246,7 +246,7 @@ def test_a_job_whose_submitter_died_before_sending_its_chord_is_dispatched(stub)
 def test_final_writes_wait_for_redis_within_a_bound():
     import redis
 
-    from cluster.lease import durable
+    from cluster.pipeline.lease import durable
 
     calls = []
 

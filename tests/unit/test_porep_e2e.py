@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cluster.cli import main
-from cluster.keys import KeyCache
+from cluster.pipeline.keys import KeyCache
 from synthesis.circuits import get_circuit
 from synthesis.porep import TINY, c1_document, generate
 

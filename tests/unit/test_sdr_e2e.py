@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from cluster.cli import main
-from cluster.keys import KeyCache
+from cluster.pipeline.keys import KeyCache
 from synthesis.circuits import get_circuit
 from synthesis.sdr import TINY, c1_document, generate, interactive_seed
 

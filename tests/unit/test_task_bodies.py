@@ -12,7 +12,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integration"))
 
 from circuits_for_tests import SQUARES_A, SQUARES_B, make_c1  # noqa: E402
 from cluster.errors import JobError  # noqa: E402
-from cluster.keys import KeyCache  # noqa: E402
+from cluster.pipeline.keys import KeyCache  # noqa: E402
 from gpu.backends.base import Backend  # noqa: E402
 from gpu.backends.cpu import CpuBackend  # noqa: E402
 from gpu.errors import GpuLaunchError  # noqa: E402
@@ -34,7 +34,7 @@ def stub(key_dir):
 
 
 def submit(stub, doc, job_id):
-    from cluster.workflow import submit_job
+    from cluster.pipeline.workflow import submit_job
 
     rec, created = submit_job(stub.synthesis, doc, job_id=job_id)
     assert created
@@ -84,7 +84,7 @@ def test_a_job_runs_through_the_bodies_and_ends_once(stub):
 
 
 def test_cancel_drops_the_jobs_queued_messages(stub):
-    from cluster.jobs import CANCELLED
+    from cluster.pipeline.jobs import CANCELLED
 
     stub.add_prover("cpu:0")
     submit(stub, make_c1(SQUARES_A, seed=2), "gone")
@@ -177,8 +177,8 @@ def test_unverifiable_partition_is_reproved_on_another_device(stub, tmp_path):
 def test_watchdog_redispatches_a_partition_whose_prover_died(stub):
     import time
 
-    from cluster.lease import Leases
-    from cluster.watchdog import inspect_job
+    from cluster.pipeline.lease import Leases
+    from cluster.pipeline.watchdog import inspect_job
 
     dead = stub.add_prover("cpu:0")
     doc = make_c1(SQUARES_A, seed=11)
@@ -213,7 +213,7 @@ def test_watchdog_redispatches_a_partition_whose_prover_died(stub):
 
 
 def test_watchdog_fails_a_job_past_its_deadline_naming_each_missing_partition(stub):
-    from cluster.watchdog import inspect_job
+    from cluster.pipeline.watchdog import inspect_job
 
     rec = submit(stub, make_c1(SQUARES_A, seed=12), "late")
     stub.drain()  # synthesis only: no prover exists
@@ -263,7 +263,7 @@ class LedgerBackend(Backend):
 
 
 def test_two_keys_that_do_not_fit_together_swap_by_eviction(key_dir):
-    from cluster.prover import Prover, parse_device
+    from cluster.pipeline.prover import Prover, parse_device
 
     a, b = SQUARES_A.r1cs().digest(), SQUARES_B.r1cs().digest()
     device = LedgerBackend(capacity=100, sizes={a: 60, b: 60})
@@ -283,8 +283,8 @@ def test_two_keys_that_do_not_fit_together_swap_by_eviction(key_dir):
 
 
 def test_a_key_larger_than_the_device_is_refused_as_out_of_memory(key_dir):
-    from cluster.prover import Prover, parse_device
-    from cluster.retry import classify
+    from cluster.pipeline.prover import Prover, parse_device
+    from cluster.pipeline.retry import classify
     from gpu.budget import DeviceMemoryExhausted
 
     a = SQUARES_A.r1cs().digest()
@@ -297,7 +297,7 @@ def test_a_key_larger_than_the_device_is_refused_as_out_of_memory(key_dir):
 
 
 def test_a_key_in_use_is_not_evicted(key_dir):
-    from cluster.prover import Prover, parse_device
+    from cluster.pipeline.prover import Prover, parse_device
     from gpu.errors import GpuOutOfMemory
 
     a, b = SQUARES_A.r1cs().digest(), SQUARES_B.r1cs().digest()

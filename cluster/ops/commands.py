@@ -1,0 +1,371 @@
+"""The operator's commands of a cluster on one machine: ``zkhive up``, ``down``, ``ps``,
+``restart``, ``keep`` (the keeper process), ``flower``, ``metrics`` and ``ready``.
+
+``zkhive up`` starts what ``cluster.ops.plan`` lists, each recorded by PID and start time (see
+``cluster.ops.supervisor``), and returns once each one is ready (``cluster.ops.readiness``).
+Everything lives under the run directory (``--run-dir``, default ``var/up``)::
+
+    var/up/cluster.json   the state file: PIDs, start times, ports, logs
+    var/up/logs/*.log     one log per process
+    var/up/redis/         redis.conf (mode 0600, holds the password) and the append-only file
+    var/up/flower.pass    the Flower password ``up`` generated when the settings give none
+
+``zkhive restart NAME|ROLE`` replaces one process (or every process of a role) on purpose.
+``zkhive demo`` (cluster.user.demo) builds on ``start_cluster`` and ``cmd_down``.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from cluster.cli import CommandError, cli_name
+
+from .current import DEFAULT_RUN_DIR, run_dir_for, settings_for
+from .plan import check_options, flat, flower_url, metrics_url, plan, replan
+from .supervisor import Supervisor, SupervisorError
+
+# -- up / down / ps ----------------------------------------------------------------------------
+
+def start_cluster(args, s, out=print) -> Supervisor:
+    sup = Supervisor(Path(args.run_dir).resolve())
+    args.devices = ",".join(check_options(args))  # once: GPU detection takes a second
+    try:
+        with sup.locked():
+            return _start_locked(sup, args, s, out)
+    except SupervisorError as e:  # Busy
+        raise CommandError(str(e)) from None
+
+
+def _start_locked(sup: Supervisor, args, s, out) -> Supervisor:
+    try:
+        # refuse a live cluster and bound ports before writing configs or generating passwords
+        note = sup.check_clear([])
+        services, meta = plan(args, s)
+        sup.check_clear(flat(services))
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    if note:
+        out(note)
+    sup.meta = meta
+
+    def on_ready(spec, rec, took):
+        out(f"  {spec.name:<14} ready in {took:5.1f} s  pid {rec.pid:<7} {spec.address:<28} log {spec.log}")
+    out(f"starting the cluster (state in {sup.state_file})")
+    try:
+        sup.start_all(services, on_ready=on_ready)
+    except SupervisorError as e:
+        raise CommandError(f"{e}\nstopped everything this `up` had started") from None
+    from . import current
+
+    current.point_at(sup.state_dir)
+    return sup
+
+
+def hints(args) -> tuple[str, str]:
+    """The ``status`` and ``down`` commands to print, as this user runs zkhive (``./run``)."""
+    name = cli_name()
+    cfg = f" --config {args.config}" if getattr(args, "config", None) else ""
+    rd = f" --run-dir {args.run_dir}" if getattr(args, "run_dir_explicit", False) \
+        and Path(args.run_dir) != DEFAULT_RUN_DIR else ""
+    return f"{name} status{cfg}", f"{name} down{cfg}{rd}"
+
+
+def cmd_up(args) -> int:
+    s = settings_for(args)
+    t0 = time.monotonic()
+    sup = start_cluster(args, s)
+    status, down = hints(args)
+    print(f"cluster up in {time.monotonic() - t0:.1f} s\n"
+          f"  Flower   {sup.meta['flower']}  (user {sup.meta['flower_user']}, password "
+          f"{sup.meta['flower_password']})\n"
+          f"  metrics  {sup.meta['metrics']}  (Prometheus; dashboard docs/grafana/zkhive.json)\n"
+          f"  status   {status}\n"
+          f"  stop     {down}")
+    return 0
+
+
+def _stop_keeper(sup: Supervisor) -> None:
+    """Stop the keeper before anything else, without the lock (it may hold it while a
+    restarted process starts): from then on nothing is brought back."""
+    from .keeper import KEEPER
+
+    try:
+        sup.load()
+    except SupervisorError:
+        return
+    rec = sup.record(KEEPER)
+    if rec is not None and rec.process() is not None:
+        how = sup.stop_one(rec, grace_s=rec.stop_grace_s)
+        print(f"  {rec.name:<14} pid {rec.pid:<7} {how} (nothing is restarted from here on)")
+
+
+def cmd_down(args) -> int:
+    from . import current
+
+    sup = Supervisor(run_dir_for(args))
+    if not sup.state_file.exists():
+        current.forget(sup.state_dir)
+        print(f"no cluster recorded in {sup.state_file}: nothing to stop")
+        return 0
+    _stop_keeper(sup)
+    try:
+        # a keeper killed mid-restart released the lock with its life; `up` may still hold it
+        with sup.locked(wait_s=5.0):
+            return _down_locked(sup, args)
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+
+
+def _down_locked(sup: Supervisor, args) -> int:
+    try:
+        if not sup.load():
+            print(f"no cluster recorded in {sup.state_file}: nothing to stop")
+            return 0
+        live = sup.alive()
+        print(f"stopping {len(live)} of {len(sup.records)} recorded processes "
+              f"(warm shutdown: tasks in hand finish first)")
+        sup.stop_all(grace_s=getattr(args, "grace", None),
+                     on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    from . import current
+
+    current.forget(sup.state_dir)
+    print("every process is gone and every port released")
+    return 0
+
+
+def cmd_ps(args) -> int:
+    sup = Supervisor(run_dir_for(args))
+    try:
+        if not sup.load():
+            print(f"no cluster recorded in {sup.state_file}")
+            return 1
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    for r in sup.records:
+        state = "running" if r.process() else ("stopped" if r.given_up else "gone")
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r.create_time))
+        print(f"{r.name:<14} pid {r.pid:<7} {state:<8} started {started} UTC  restarts {r.restarts:<3} "
+              f"{r.address:<28} log {r.log}")
+        if r.given_up:
+            print("    left stopped by the keeper: " + r.given_up.replace("\n", "\n    "))
+    if sup.meta.get("flower"):
+        print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
+              f"{sup.meta.get('flower_password')})")
+    if sup.meta.get("metrics"):
+        print(f"metrics {sup.meta['metrics']}")
+    return 0 if all(r.process() for r in sup.records) else 1
+
+
+def cmd_restart(args) -> int:
+    """Replace one recorded process, or every process of a role, one at a time: each is
+    warm-stopped, started again from ``up``'s plan and waited for before the next."""
+    sup = Supervisor(run_dir_for(args))
+    try:
+        if not sup.load():
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+        names = [r.name for r in sup.records
+                 if r.name == args.target or r.name.startswith(args.target + "-")]
+        if not names:
+            raise CommandError(f"nothing named {args.target!r} in {sup.state_file}; recorded: "
+                               + ", ".join(r.name for r in sup.records))
+        specs = replan(sup, args)
+        with sup.locked(wait_s=30.0):
+            sup.load()
+            for name in names:
+                rec, spec = sup.record(name), specs.get(name)
+                if rec is None or spec is None:
+                    raise CommandError(f"{name}: not in the cluster's plan any more")
+                how = sup.stop_one(rec, grace_s=args.grace) if rec.process() else "was not running"
+                rec.given_up, rec.failures = "", 0
+                new = sup.replace(spec)
+                took = sup.wait_ready(spec, new)
+                print(f"  {name:<14} {how}; pid {new.pid} ready in {took:.1f} s "
+                      f"(restarts {new.restarts})")
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    return 0
+
+
+def cmd_keep(args) -> int:
+    """The keeper process (started by ``up``): restarts what dies until ``down``."""
+    from .keeper import Keeper
+
+    run_dir = run_dir_for(args)
+    sup = Supervisor(run_dir)
+    if not sup.load():
+        raise CommandError(f"no cluster recorded in {sup.state_file}: the keeper has nothing to keep")
+    s = settings_for(args)
+    redis_client: list = []
+
+    def on_event(event, **fields):
+        # the cluster's own timeline (`zkhive timeline cluster`); Redis may be what died
+        import redis as redis_py
+
+        from cluster.pipeline import timeline
+        try:
+            if not redis_client:
+                redis_client.append(redis_py.Redis.from_url(s.redis.url_with_password(),
+                                                            socket_timeout=2))
+            timeline.emit(redis_client[0], "cluster", event, **fields)
+        except redis_py.exceptions.RedisError as e:
+            print(f"keeper: could not record {event} in the timeline: {e}", flush=True)
+
+    keeper = Keeper(run_dir, lambda: replan(sup, args), on_event=on_event,
+                    out=lambda m: print(m, flush=True))
+    keeper.step()
+    (run_dir / "keeper.ready").write_text(f"{os.getpid()}\n")
+    keeper.run()
+    return 0
+
+
+# -- flower and ready (also the container commands) ------------------------------------------------
+
+def cmd_flower(args) -> int:
+    from cluster.settings import SettingsError
+
+    s = settings_for(args)
+    try:
+        password = s.flower.secret()
+    except SettingsError as e:
+        raise CommandError(str(e)) from None
+    if not password:
+        raise CommandError("Flower runs only behind basic auth: set flower.password, "
+                           "ZKHIVE_FLOWER__PASSWORD or flower.password_file")
+    # through the environment: a password in argv would show in `ps` to every user
+    os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
+    _metrics_behind_auth()
+    from cluster.pipeline.app import app
+
+    # the worker event stream: the workers send task events (worker_send_task_events,
+    # task_send_sent_event in cluster.pipeline.app); Flower turns them on in workers started without -E
+    app.start(["flower", f"--address={s.flower.address}", f"--port={s.flower.port}",
+               "--enable_events=True"])
+    return 0
+
+
+def cmd_metrics(args) -> int:
+    from .metrics import serve
+
+    return serve(settings_for(args))
+
+
+def _metrics_behind_auth() -> None:
+    """Flower (2.2) serves ``/metrics`` without auth even when basic auth guards every other
+    page, and has no option to change that (mher/flower#1342): its task names and worker names
+    are the cluster's. Wrap the handler in tornado's ``authenticated``, as Flower's own pages are;
+    with basic auth, Flower's ``get_current_user`` answers 401 without the credentials. Only
+    ``/healthcheck`` stays open (the readiness check)."""
+    import tornado.web
+    from flower.views.monitor import Metrics
+
+    if not getattr(Metrics.get, "_zkhive_authenticated", False):
+        Metrics.get = tornado.web.authenticated(Metrics.get)
+        Metrics.get._zkhive_authenticated = True
+
+
+def cmd_ready(args) -> int:
+    """Exit 0 when the named service is ready (the health checks of docker-compose.yml)."""
+    from . import readiness
+
+    s = settings_for(args)
+    if args.service == "redis":
+        u = urlsplit(s.redis.url)
+        reason = readiness.redis_check(u.hostname or "127.0.0.1", u.port or 6379, s.redis.secret())
+    elif args.service == "flower":
+        reason = readiness.flower_check(args.url or flower_url(s))
+    elif args.service == "metrics":
+        reason = readiness.metrics_check(args.url or metrics_url(s))
+    else:
+        import redis as redis_py
+
+        r = redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2)
+        try:
+            reason = readiness.worker_check(r, host=s.worker.host, pid=args.pid,
+                                            preload=list(s.srs.preload))
+        except redis_py.exceptions.RedisError as e:
+            reason = f"cannot read the registry: {e}"
+    if reason:
+        print(f"not ready: {reason}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print("ready")
+    return 0
+
+
+# -- registration --------------------------------------------------------------------------------
+
+def add_config(p) -> None:
+    p.add_argument("--config", metavar="FILE", help="settings TOML (default: $ZKHIVE_CONFIG)")
+
+
+def add_run_dir(p) -> None:
+    p.add_argument("--run-dir", default=None,
+                   help=f"state file, logs and Redis data of `up` (default: the running cluster's, "
+                        f"else {DEFAULT_RUN_DIR})")
+
+
+def add_up_options(p) -> None:
+    p.add_argument("--synthesis-workers", type=int, default=1, metavar="N",
+                   help="synthesis worker processes (default 1)")
+    p.add_argument("--devices", metavar="LIST",
+                   help="prover devices, e.g. cuda:0,cuda:1 or cpu:0 (default: every GPU, else cpu:0)")
+    p.add_argument("--ready-timeout", type=float, default=180.0, metavar="S",
+                   help="seconds each worker may take to become ready (default 180)")
+    p.add_argument("--no-keeper", action="store_true",
+                   help="do not restart crashed processes (when systemd or similar supervises)")
+
+
+def register(sub) -> None:
+    p = sub.add_parser("up", help="start Redis, workers and Flower on this machine; wait until ready")
+    add_config(p)
+    add_run_dir(p)
+    add_up_options(p)
+    p.set_defaults(func=cmd_up)
+
+    p = sub.add_parser("down", help="stop exactly what `zkhive up` started, and verify it is gone")
+    add_config(p)
+    add_run_dir(p)
+    p.add_argument("--grace", type=float, default=None, metavar="S",
+                   help="seconds of warm shutdown before SIGKILL (default: each worker's longest task)")
+    p.set_defaults(func=cmd_down)
+
+    p = sub.add_parser("restart", help="replace one process of `zkhive up` (or every one of a role) on purpose")
+    p.add_argument("target", help="a process name from `zkhive ps` (prove-cuda0, synthesis-1, flower) "
+                                  "or a role (synthesis, prove, aggregate)")
+    p.add_argument("--grace", type=float, default=None, metavar="S",
+                   help="seconds of warm shutdown before SIGKILL (default: its longest task)")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_restart)
+
+    p = sub.add_parser("keep", help="(internal) the keeper process that `up` starts")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_keep)
+
+    p = sub.add_parser("ps", help="the processes `zkhive up` started, with PID, start time and log")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_ps)
+
+    p = sub.add_parser("flower", help="run Flower (basic auth from [flower]) against the cluster")
+    add_config(p)
+    p.set_defaults(func=cmd_flower)
+
+    p = sub.add_parser("metrics", help="run the Prometheus exporter ([metrics] address, port) against the cluster")
+    add_config(p)
+    p.set_defaults(func=cmd_metrics)
+
+    p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
+    p.add_argument("service", choices=["redis", "worker", "flower", "metrics"])
+    p.add_argument("--pid", type=int, default=1,
+                   help="worker: its PID on this host (default 1: the container's main process)")
+    p.add_argument("--url", help="flower, metrics: base URL (default from [flower], [metrics])")
+    p.add_argument("--quiet", "-q", action="store_true")
+    add_config(p)
+    p.set_defaults(func=cmd_ready)

@@ -1,0 +1,67 @@
+"""Readiness checks, shared by ``zkhive up`` (polled while it starts the cluster) and
+``zkhive ready`` (the docker-compose health checks), so "ready" means the same in both places:
+
+- Redis: answers PING (with the password, when there is one);
+- a worker: its registry entry (matched by host and PID) says ``ready``, which a worker sets only
+  after it has loaded its keys and started consuming; a prover must also list every
+  ``[srs] preload`` key as resident;
+- Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth);
+- the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis).
+
+Each check returns None when ready, else a one-line reason (what it is still waiting for).
+"""
+from __future__ import annotations
+
+import urllib.error
+import urllib.request
+
+import redis
+
+
+def redis_check(host: str, port: int, password: str | None, timeout_s: float = 1.0) -> str | None:
+    try:
+        ok = redis.Redis(host=host, port=port, password=password, socket_timeout=timeout_s,
+                         socket_connect_timeout=timeout_s).ping()
+    except redis.exceptions.AuthenticationError as e:
+        return f"Redis on {host}:{port} refused the password: {e}"
+    except redis.exceptions.RedisError as e:
+        return f"Redis on {host}:{port} does not answer PING yet ({e})"
+    return None if ok else f"Redis on {host}:{port} answered PING with an error"
+
+
+def worker_check(r, *, host: str, pid: int, preload: list[str] = ()) -> str | None:
+    from cluster.pipeline import registry
+
+    for w in registry.workers(r):
+        if w.host == host and w.pid == pid:
+            if not w.ready:
+                return f"{w.worker_id} registered but not ready yet (loading keys)"
+            missing = [k for k in preload if w.role == "prove" and k not in w.resident_keys]
+            if missing:
+                return f"{w.worker_id} ready but without resident keys {', '.join(missing)}"
+            return None
+    return f"no registry entry for pid {pid} on host {host} yet"
+
+
+def flower_check(base_url: str, timeout_s: float = 1.0) -> str | None:
+    url = base_url.rstrip("/") + "/healthcheck"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body = resp.read(64)
+            if resp.status == 200 and body.strip() == b"OK":
+                return None
+            return f"GET {url} answered {resp.status} {body[:32]!r}"
+    except (urllib.error.URLError, OSError) as e:
+        return f"GET {url} failed ({getattr(e, 'reason', e)})"
+
+
+def metrics_check(base_url: str, timeout_s: float = 2.0) -> str | None:
+    url = base_url.rstrip("/") + "/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as resp:
+            body = resp.read()
+    except (urllib.error.URLError, OSError) as e:
+        return f"GET {url} failed ({getattr(e, 'reason', e)})"
+    if b"\nzkhive_up 1.0\n" not in b"\n" + body:
+        return f"GET {url} answers, but without zkhive_up 1.0 (it cannot read Redis yet)"
+    return None

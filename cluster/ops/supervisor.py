@@ -1,0 +1,499 @@
+"""Start, watch and stop the processes of a one-machine cluster (``zkhive up`` / ``down``).
+
+The daemons zkhive replaces fail in three familiar ways: a process that "started" but crashed
+silently, an old process still running after a rebuild, and a supervisor that kills the wrong
+thing because it matched a name. This module answers each one:
+
+- every process is recorded in a state file with its PID *and* its start time
+  (``psutil.Process.create_time``); a record only names a live process when both match, so a
+  PID reused by the kernel is never mistaken for ours and never signalled;
+- a process counts as started only when its readiness check passes; if it exits or times out
+  first, :class:`StartFailure` names it and carries the tail of its log;
+- a previous cluster still running, a stale state file, or a port already bound are detected
+  before anything starts, and reported (:class:`ClusterRunning`, :class:`PortInUse`); nothing
+  is joined or killed by name;
+- :meth:`Supervisor.stop_all` stops exactly the recorded processes (and the children they had
+  when the stop began), waits for the warm shutdown, escalates to SIGKILL after the grace
+  period, then verifies that every process is gone and every port released.
+
+Errors, as a tree (caught by the CLI and printed as one message)::
+
+    SupervisorError
+    ├── ClusterRunning     a live process from a previous ``up`` holds the state file
+    ├── PortInUse          a port the cluster needs is bound by someone else
+    ├── Busy               another ``up``/``down`` is working on the same state directory
+    ├── StartFailure       a process exited or never became ready (log tail attached)
+    └── StopFailure        a process or port survived ``stop_all``
+"""
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
+
+import psutil
+
+#: the state file's name inside the state directory (``<data_dir>/run`` for ``zkhive up``)
+STATE_FILE = "cluster.json"
+STATE_VERSION = 1
+#: psutil derives create_time from boot time plus clock ticks; the same process always reads
+#: back the same float, but allow a little slack for a boot-time re-read on another psutil call
+CREATE_TIME_TOLERANCE_S = 0.05
+#: lines of a failed process's log shown to the operator
+LOG_TAIL_LINES = 30
+
+
+class SupervisorError(RuntimeError):
+    """Base of every failure this module reports."""
+
+
+class ClusterRunning(SupervisorError):
+    """A process recorded by a previous ``up`` is still alive (same PID and start time)."""
+
+    def __init__(self, state_file: Path, alive: list["ProcessRecord"]):
+        self.state_file, self.alive = state_file, alive
+        procs = ", ".join(f"{r.name} (pid {r.pid})" for r in alive)
+        super().__init__(
+            f"a previous cluster is still running: {procs}; recorded in {state_file}. "
+            f"Run `zkhive down` first (or `zkhive status` to use it).")
+
+
+class Busy(SupervisorError):
+    """Another supervisor process holds the state directory's lock."""
+
+
+class PortInUse(SupervisorError):
+    def __init__(self, port: int, host: str, service: str, holder: str | None):
+        self.port, self.host, self.service, self.holder = port, host, service, holder
+        who = f" by {holder}" if holder else ""
+        super().__init__(f"port {host}:{port} needed by {service} is already in use{who}; "
+                         f"free it or choose another port in the settings")
+
+
+class StartFailure(SupervisorError):
+    def __init__(self, name: str, reason: str, log: Path | None, tail: str):
+        self.name, self.reason, self.log, self.tail = name, reason, log, tail
+        msg = f"{name} failed to start: {reason}"
+        if log is not None:
+            msg += f"\n--- last lines of {log} ---\n{tail.rstrip()}\n---"
+        super().__init__(msg)
+
+
+class StopFailure(SupervisorError):
+    def __init__(self, survivors: list[str], bound_ports: list[int]):
+        self.survivors, self.bound_ports = survivors, bound_ports
+        parts = []
+        if survivors:
+            parts.append("still alive: " + ", ".join(survivors))
+        if bound_ports:
+            parts.append("ports still bound: " + ", ".join(map(str, bound_ports)))
+        super().__init__("stop incomplete; " + "; ".join(parts))
+
+
+@dataclass
+class ServiceSpec:
+    """One process to start. ``ready(record)`` returns True once the service is usable (it is
+    polled with the started process's record; an exception counts as not ready yet and its text
+    is kept for the timeout message)."""
+
+    name: str
+    argv: list[str]
+    log: Path
+    ready: Callable[["ProcessRecord"], bool]
+    #: what ``ready`` waits for, in words, for the failure message
+    waiting_for: str = "readiness"
+    ports: tuple[int, ...] = ()
+    env: dict[str, str] | None = None
+    ready_timeout_s: float = 60.0
+    #: seconds ``stop_all`` waits after SIGTERM before SIGKILL (the warm shutdown)
+    stop_grace_s: float = 30.0
+    #: where it can be reached, for the operator (printed by ``up`` and ``status``)
+    address: str = ""
+    cwd: str | None = None
+
+
+@dataclass
+class ProcessRecord:
+    """One started process as the state file stores it."""
+
+    name: str
+    pid: int
+    create_time: float
+    argv: list[str]
+    log: str
+    ports: list[int] = field(default_factory=list)
+    stop_grace_s: float = 30.0
+    address: str = ""
+    #: start group: processes of one group are stopped together, groups in reverse order
+    group: int = 0
+    #: times the keeper (``cluster.ops.keeper``) or ``zkhive restart`` started it again
+    restarts: int = 0
+    #: consecutive runs that failed to start or died soon after (the keeper's backoff counter)
+    failures: int = 0
+    #: set when the keeper stopped restarting it: the reason and the log tail
+    given_up: str = ""
+
+    def process(self) -> psutil.Process | None:
+        """The live process this record names, or None when it exited or its PID was reused."""
+        return _same_process(self.pid, self.create_time)
+
+
+def _same_process(pid: int, create_time: float) -> psutil.Process | None:
+    try:
+        proc = psutil.Process(pid)
+        if abs(proc.create_time() - create_time) > CREATE_TIME_TOLERANCE_S:
+            return None  # the kernel reused the PID for somebody else's process
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return proc
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return None
+
+
+def log_tail(path: Path | str, lines: int = LOG_TAIL_LINES) -> str:
+    """The last ``lines`` lines of a log (reads at most the last 64 KiB)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            size = f.tell()
+            f.seek(max(0, size - 65536))
+            data = f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return "(no log written)"
+    return "\n".join(data.splitlines()[-lines:])
+
+
+def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a listening socket could be bound to ``host:port`` now. SO_REUSEADDR makes a
+    port whose last connection sits in TIME_WAIT count as free, as it does for the servers."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            if e.errno in (errno.EADDRINUSE, errno.EACCES):
+                return False
+            raise
+    return True
+
+
+def port_holder(port: int) -> str | None:
+    """``name (pid N)`` of the process listening on ``port``, when the OS lets us see it."""
+    try:
+        for conn in psutil.net_connections(kind="tcp"):
+            if conn.status == psutil.CONN_LISTEN and conn.laddr and conn.laddr.port == port:
+                if conn.pid is None:
+                    return "another process (not visible to this user)"
+                try:
+                    return f"{psutil.Process(conn.pid).name()} (pid {conn.pid})"
+                except psutil.Error:
+                    return f"pid {conn.pid}"
+    except (psutil.AccessDenied, PermissionError):
+        return None
+    return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port the OS considers free right now (for tests and ``--port 0`` style defaults)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class Supervisor:
+    """Starts services in order and records them in ``state_dir/cluster.json``.
+
+    The state file is rewritten after every start, so an ``up`` that dies half-way still leaves
+    a record that ``down`` can act on. ``meta`` holds what ``status`` needs to find the cluster
+    again (Redis URL, Flower address, settings file)."""
+
+    def __init__(self, state_dir: Path | str, *, host: str = "127.0.0.1"):
+        self.state_dir = Path(state_dir)
+        self.state_file = self.state_dir / STATE_FILE
+        self.host = host
+        self.records: list[ProcessRecord] = []
+        self.meta: dict = {}
+
+    # -- the state file -------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def locked(self, wait_s: float = 0.0):
+        """Hold the state directory's lock: two ``up`` (or an ``up`` and a ``down``, or the
+        keeper restarting a worker) on one directory would overwrite each other's records and
+        orphan processes. The kernel drops the lock when its holder dies, so a crashed ``up``
+        never leaves it stale. ``wait_s``: how long to wait for another holder."""
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        path = self.state_dir / ".lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        deadline = time.monotonic() + wait_s
+        try:
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() < deadline:
+                        time.sleep(0.1)
+                        continue
+                    holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+                    raise Busy(f"another zkhive up/down/restart (pid {holder}) is working on "
+                               f"{self.state_dir}; wait for it to finish") from None
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+            yield self
+        finally:
+            os.close(fd)  # releases the lock
+
+    def record(self, name: str) -> ProcessRecord | None:
+        return next((r for r in self.records if r.name == name), None)
+
+    def load(self) -> bool:
+        """Read the state file; False when there is none. A malformed file is an error naming it
+        (it is never silently overwritten: it may describe live processes)."""
+        try:
+            doc = json.loads(self.state_file.read_text())
+        except FileNotFoundError:
+            return False
+        except (json.JSONDecodeError, UnicodeDecodeError) as e:
+            raise SupervisorError(f"state file {self.state_file} is not valid JSON ({e}); "
+                                  f"inspect it, stop its processes by hand, then delete it") from None
+        if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
+            raise SupervisorError(f"state file {self.state_file}: unknown format "
+                                  f"(version {doc.get('version') if isinstance(doc, dict) else '?'})")
+        try:
+            self.records = [ProcessRecord(**r) for r in doc["processes"]]
+        except (KeyError, TypeError) as e:
+            raise SupervisorError(f"state file {self.state_file}: bad process record ({e})") from None
+        self.meta = doc.get("meta", {})
+        return True
+
+    def save(self) -> None:
+        self.state_dir.mkdir(parents=True, exist_ok=True)
+        doc = {"version": STATE_VERSION, "written_at": time.time(), "meta": self.meta,
+               "processes": [asdict(r) for r in self.records]}
+        tmp = self.state_file.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(doc, indent=2))
+        os.replace(tmp, self.state_file)  # atomic: a reader never sees half a file
+
+    def alive(self) -> list[ProcessRecord]:
+        """Records whose process is still running (PID and start time both match)."""
+        return [r for r in self.records if r.process() is not None]
+
+    # -- before starting ------------------------------------------------------------------------
+    def check_clear(self, services: Iterable[ServiceSpec]) -> str | None:
+        """Refuse to start over a live cluster or on a bound port. Returns a note when a stale
+        state file (every recorded process gone) was found and removed, else None."""
+        note = None
+        if self.load():
+            live = self.alive()
+            if live:
+                raise ClusterRunning(self.state_file, live)
+            pids = ", ".join(f"{r.name} pid {r.pid}" for r in self.records) or "no processes"
+            note = (f"stale state file {self.state_file} removed: none of its processes "
+                    f"({pids}) is running any more")
+            self.state_file.unlink()
+            self.records, self.meta = [], {}
+        for spec in services:
+            for port in spec.ports:
+                if not port_is_free(port, self.host):
+                    raise PortInUse(port, self.host, spec.name, port_holder(port))
+        return note
+
+    # -- starting -------------------------------------------------------------------------------
+    def start(self, spec: ServiceSpec, group: int | None = None) -> ProcessRecord:
+        """Start one service and record it (not yet waiting for readiness)."""
+        popen, create_time = self._spawn(spec)
+        rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
+                            list(spec.ports), spec.stop_grace_s, spec.address,
+                            len(self.records) if group is None else group)
+        rec._popen = popen  # type: ignore[attr-defined]  # to reap it and read its exit code
+        self.records.append(rec)
+        self.save()
+        return rec
+
+    def replace(self, spec: ServiceSpec) -> ProcessRecord:
+        """Start ``spec`` again in place of its record (same name, group and counters; the
+        old process must be gone) and save the state file at once, so a ``down`` that comes
+        while it is still starting stops the new process too."""
+        i = next(i for i, r in enumerate(self.records) if r.name == spec.name)
+        old = self.records[i]
+        if old.process() is not None:
+            raise SupervisorError(f"{old.name} (pid {old.pid}) is still running: stop it first")
+        popen, create_time = self._spawn(spec)
+        rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
+                            list(spec.ports), spec.stop_grace_s, spec.address, old.group,
+                            restarts=old.restarts + 1, failures=old.failures)
+        rec._popen = popen  # type: ignore[attr-defined]
+        self.records[i] = rec
+        self.save()
+        return rec
+
+    def stop_one(self, rec: ProcessRecord, grace_s: float | None = None) -> str:
+        """Warm-stop one recorded process (SIGKILL after its grace); returns how it ended."""
+        return self._finish_stop(rec, self._terminate(rec),
+                                 rec.stop_grace_s if grace_s is None else grace_s)
+
+    def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float]:
+        spec.log.parent.mkdir(parents=True, exist_ok=True)
+        env = dict(os.environ if spec.env is None else spec.env)
+        env.setdefault("PYTHONUNBUFFERED", "1")  # the log tail must show the last words
+        with open(spec.log, "ab") as logf:
+            logf.write(f"\n=== {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())} "
+                       f"starting {spec.name}: {' '.join(spec.argv)}\n".encode())
+            logf.flush()
+            try:
+                # A new session: Ctrl-C in the operator's terminal must not reach the cluster,
+                # and the process outlives ``zkhive up`` by design.
+                popen = subprocess.Popen(spec.argv, stdout=logf, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, env=env, cwd=spec.cwd,
+                                         start_new_session=True)
+            except OSError as e:
+                raise StartFailure(spec.name, f"cannot execute {spec.argv[0]!r}: {e}",
+                                   spec.log, log_tail(spec.log)) from None
+        try:
+            create_time = psutil.Process(popen.pid).create_time()
+        except psutil.NoSuchProcess:
+            create_time = 0.0  # already gone; wait_ready reports it with the log
+        return popen, create_time
+
+    def wait_ready(self, spec: ServiceSpec, rec: ProcessRecord, *, poll_s: float = 0.2) -> float:
+        """Poll ``spec.ready`` until it passes; returns seconds since the process started. Raises StartFailure
+        when the process exits first or the timeout passes."""
+        t0 = time.monotonic()
+        last_err = ""
+        popen: subprocess.Popen | None = getattr(rec, "_popen", None)
+        while True:
+            code = popen.poll() if popen is not None else (None if rec.process() else -1)
+            if code is not None:
+                raise StartFailure(spec.name, f"exited with status {code} before it was ready",
+                                   spec.log, log_tail(spec.log))
+            try:
+                if spec.ready(rec):
+                    # from the process's start, not from this wait: a group starts together
+                    return time.time() - rec.create_time if rec.create_time else time.monotonic() - t0
+            except Exception as e:  # not ready yet; keep the reason for the timeout message
+                last_err = f" (last check: {type(e).__name__}: {e})"
+            if time.monotonic() - t0 > spec.ready_timeout_s:
+                raise StartFailure(spec.name, f"not ready after {spec.ready_timeout_s:.0f} s: "
+                                   f"waiting for {spec.waiting_for}{last_err}",
+                                   spec.log, log_tail(spec.log))
+            time.sleep(poll_s)
+
+    def start_all(self, services: list["ServiceSpec | list[ServiceSpec]"],
+                  on_ready: Callable[[ServiceSpec, ProcessRecord, float], None] | None = None
+                  ) -> list[ProcessRecord]:
+        """Start the services in order, each ready before the next (workers need Redis; Flower
+        needs the broker). A nested list is a group started together and then waited for (the
+        workers: their imports and key loads overlap). On any failure, stop everything started so
+        far, then re-raise."""
+        started = []
+        try:
+            for item in services:
+                group = item if isinstance(item, list) else [item]
+                gid = max((r.group for r in self.records), default=-1) + 1
+                recs = [self.start(spec, gid) for spec in group]
+                for spec, rec in zip(group, recs):
+                    took = self.wait_ready(spec, rec)
+                    started.append(rec)
+                    if on_ready:
+                        on_ready(spec, rec, took)
+        except BaseException:
+            try:
+                self.stop_all()
+            except SupervisorError:
+                pass  # the start failure is the message that matters; stop_all already tried
+            raise
+        return started
+
+    # -- stopping -------------------------------------------------------------------------------
+    def stop_all(self, *, grace_s: float | None = None,
+                 on_stopped: Callable[[ProcessRecord, str], None] | None = None) -> None:
+        """Stop the recorded processes group by group in reverse start order (Flower, then the
+        workers together, then Redis last, so workers can ack and deregister). Only processes
+        whose PID *and* start time match are signalled. Removes the state file once everything
+        is verified gone."""
+        for gid in sorted({r.group for r in self.records}, reverse=True):
+            group = [r for r in self.records if r.group == gid]
+            pending = [(r, self._terminate(r)) for r in group]
+            for rec, family in pending:
+                how = self._finish_stop(rec, family, rec.stop_grace_s if grace_s is None else grace_s)
+                if on_stopped:
+                    on_stopped(rec, how)
+        survivors = [f"{r.name} (pid {r.pid})" for r in self.records if r.process() is not None]
+        bound = self._wait_ports_released([p for r in self.records for p in r.ports])
+        if survivors or bound:
+            raise StopFailure(survivors, bound)
+        self.records, self.meta = [], {}
+        self.state_file.unlink(missing_ok=True)
+
+    def _terminate(self, rec: ProcessRecord) -> list[tuple[int, float]] | None:
+        """SIGTERM (warm shutdown: finish the task in hand) to a recorded process that is still
+        ours; returns the (pid, start time) of it and its children as they were, or None."""
+        proc = rec.process()
+        popen: subprocess.Popen | None = getattr(rec, "_popen", None)
+        if proc is None:
+            if popen is not None:
+                popen.poll()  # reap our own child so it does not linger as a zombie
+            return None
+        # Children as they are now (e.g. Celery's prefork pool); each is checked by its own
+        # start time before any later signal, like the leader.
+        try:
+            family = [proc] + proc.children(recursive=True)
+            ids = [(p.pid, p.create_time()) for p in family if _alive(p)]
+            proc.send_signal(signal.SIGTERM)
+        except psutil.NoSuchProcess:
+            return None
+        return ids
+
+    def _finish_stop(self, rec: ProcessRecord, ids: list[tuple[int, float]] | None,
+                     grace_s: float) -> str:
+        if ids is None:
+            return "already gone"
+        popen: subprocess.Popen | None = getattr(rec, "_popen", None)
+        if _wait_gone(ids, grace_s, popen):
+            return "stopped"
+        for pid, ct in ids:  # the grace period is over: the rest is killed, ours only
+            p = _same_process(pid, ct)
+            if p is not None:
+                try:
+                    p.send_signal(signal.SIGKILL)
+                except psutil.NoSuchProcess:
+                    pass
+        _wait_gone(ids, 5.0, popen)
+        return f"killed after {grace_s:.0f} s grace"
+
+    def _wait_ports_released(self, ports: list[int], timeout_s: float = 5.0) -> list[int]:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            bound = [p for p in ports if not port_is_free(p, self.host)]
+            if not bound or time.monotonic() > deadline:
+                return bound
+            time.sleep(0.1)
+
+
+def _alive(p: psutil.Process) -> bool:
+    try:
+        return p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _wait_gone(ids: list[tuple[int, float]], timeout_s: float,
+               popen: subprocess.Popen | None) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        if popen is not None:
+            popen.poll()
+        if all(_same_process(pid, ct) is None for pid, ct in ids):
+            return True
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)

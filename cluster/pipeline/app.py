@@ -1,0 +1,153 @@
+"""The Celery app: Redis broker and result backend, JSON only, the delivery settings for long
+proving tasks, and the queues.
+
+Queues::
+
+    synthesis           CPU workers: C1 input -> one partition's assignment
+    prove.<host>.<n>    one per GPU (prove.<host>.cpu<n> for a CPU prover), routed by residency
+    aggregate           the chord body (verify, assemble), submissions, the job watchdog
+
+``celery -A cluster.pipeline.app worker`` works, but start workers with ``zkhive worker ...``: that takes
+the device lock, loads keys and registers before consuming. Settings come from
+``cluster.settings.load()`` (``$ZKHIVE_CONFIG`` + ``ZKHIVE_*__*``) when this module is imported.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from celery import Celery
+
+from cluster import settings as settings_mod
+
+# the queue names live with the code that reads the broker's lists (no cycle through routing)
+from .queues import AGGREGATE_QUEUE, PRIORITY_STEPS, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE  # noqa: F401
+
+
+def celery_config(s: settings_mod.Settings) -> dict:
+    d = s.delivery
+    url = s.redis.url_with_password()
+    return dict(
+        broker_url=url,
+        result_backend=url,
+        # JSON only: a message is data. pickle would let anyone who can write to Redis run code
+        # in every worker; accept_content makes workers refuse anything else.
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        result_accept_content=["json"],
+        # Late acks: a message leaves the queue only after its task finished, so a prover that
+        # dies mid-prove (OOM, GPU fault, power) leaves the partition to be redelivered.
+        task_acks_late=True,
+        # A pool child killed under a task requeues it instead of recording a failure; the number
+        # of attempts whose worker died is bounded by delivery.max_redeliveries (cluster.pipeline.lease).
+        task_reject_on_worker_lost=True,
+        # Prefetch 1: a prover reserves only the task it runs. With the default (4) one device
+        # would sit on four multi-minute proofs while another device idles.
+        worker_prefetch_multiplier=1,
+        broker_transport_options={
+            # Redis redelivers an unacked message after this long. It must exceed the longest task
+            # (checked in settings), or a healthy long prove is handed to a second device.
+            "visibility_timeout": d.visibility_timeout_s,
+            # priorities as separate lists per level, so a critical job's partitions overtake
+            # bulk work already queued on the same queue
+            "priority_steps": PRIORITY_STEPS,
+            "queue_order_strategy": "priority",
+        },
+        result_backend_transport_options={"visibility_timeout": d.visibility_timeout_s},
+        # a lost connection must not cancel a half-done multi-minute prove that can still ack
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        broker_connection_retry_on_startup=True,
+        task_default_queue=AGGREGATE_QUEUE,
+        task_routes=("cluster.pipeline.routing.route_task",),
+        task_create_missing_queues=True,
+        result_expires=d.result_ttl_s,
+        result_extended=True,
+        task_track_started=True,
+        # events for Flower (issue 5) and `celery events`
+        worker_send_task_events=True,
+        task_send_sent_event=True,
+        worker_hijack_root_logger=False,
+    )
+
+
+def make_app(s: settings_mod.Settings | None = None) -> Celery:
+    s = s or settings_mod.load()
+    app = Celery("zkhive", include=["cluster.pipeline.tasks"])
+    app.conf.update(celery_config(s))
+    app.zkhive_settings = s
+    return app
+
+
+app = make_app()
+
+
+def configure(s: settings_mod.Settings) -> None:
+    """Point this process's app at other settings (a test, a client of a second cluster)."""
+    global _runtime
+    app.conf.update(celery_config(s))
+    app.zkhive_settings = s
+    with _runtime_lock:
+        _runtime = None
+
+
+# -- the per-process runtime ---------------------------------------------------------------------
+
+class Runtime:
+    """What every task needs, created once per process (after fork: connections do not survive it)."""
+
+    def __init__(self, s: settings_mod.Settings):
+        import importlib
+
+        import redis
+
+        from .blobs import open_store
+        from .jobs import JobStore
+        from .keys import KeyCache
+        from .lease import Leases
+        from .workflow import CeleryDispatch
+
+        self.settings = s
+        self.redis = redis.Redis.from_url(s.redis.url_with_password(), health_check_interval=30)
+        self.blobs = open_store(s, self.redis)
+        self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
+        #: liveness of claimed units (cluster.pipeline.lease), renewed while their tasks run
+        self.leases = Leases(self.redis, s.delivery.lease_ttl_s, s.delivery.result_ttl_s)
+        self.keys = KeyCache(s.srs.param_cache)
+        #: sends the jobs' messages (the unit tests' stub runtime records them instead)
+        self.dispatch = CeleryDispatch(app)
+        #: set by cluster.pipeline.lifecycle in a prove worker: the device's Prover
+        self.prover = None
+        #: this worker's registry entry (lifecycle), or None in clients
+        self.worker = None
+        for mod in s.worker.circuit_modules:
+            importlib.import_module(mod)
+
+    def ttl(self) -> int:
+        return self.settings.delivery.result_ttl_s
+
+
+_runtime: Runtime | None = None
+_inherited_worker = None
+_runtime_lock = threading.Lock()
+
+
+def runtime() -> Runtime:
+    global _runtime
+    with _runtime_lock:
+        if _runtime is None:
+            _runtime = Runtime(app.zkhive_settings)
+            _runtime.worker = _inherited_worker
+        return _runtime
+
+
+def _reset_after_fork() -> None:
+    # connections do not survive fork: a prefork child makes its own runtime, but keeps the
+    # parent worker's registry identity for its timeline events
+    global _runtime, _inherited_worker
+    if _runtime is not None:
+        _inherited_worker = _runtime.worker
+    _runtime = None
+
+
+os.register_at_fork(after_in_child=_reset_after_fork)

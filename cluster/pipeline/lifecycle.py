@@ -1,0 +1,265 @@
+"""Worker lifecycle, in one place: lock the device, load keys, register, report ready, time
+limits, and the warm shutdown that frees the device and leaves the registry.
+
+Order of a prove worker's start (``zkhive worker prove --device cuda:0``)::
+
+    acquire the device lock     refused with DeviceBusy naming the holder; stale locks taken over
+    register (ready = false)    heartbeat starts: the entry lives while the process does
+    create the Prover           the backend's device context is made here, after start, never at import
+    load the preload keys       ``[srs] preload``; a missing key stops the worker with its path
+    start consuming             Celery ``worker_ready`` -> the entry says ready = true
+
+SIGTERM is Celery's warm shutdown: the task in hand finishes and is acknowledged, then
+``worker_shutdown`` runs ``WorkerLifecycle.shutdown``: stop the heartbeat, leave the registry,
+free the resident keys (device memory), release the device lock. SIGKILL runs nothing: the entry
+expires after ``worker.registry_ttl_s``, the lock after ``worker.lock_ttl_s``, the lease of the
+unit in hand after ``delivery.lease_ttl_s``, and the watchdog (a thread of every worker,
+cluster.pipeline.watchdog) re-dispatches that unit.
+
+Prove and aggregate workers use Celery's ``solo`` pool: the task runs in the process that owns
+the device and its resident keys (CUDA contexts do not survive fork). The solo pool does not
+enforce time limits, so this module does: the soft limit raises SoftTimeLimitExceeded in the task
+(SIGALRM), the hard limit ends the process, which is what Celery's prefork pool does to a child.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+
+from celery import signals
+from celery.exceptions import SoftTimeLimitExceeded
+
+from cluster.errors import WorkerStartError
+from cluster.version import code_digest, package_version
+
+from . import registry
+from .app import app, runtime
+from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE
+from .prover import Prover, parse_device
+
+log = logging.getLogger(__name__)
+
+#: exit status of a worker ended by a hard time limit (EX_SOFTWARE)
+HARD_LIMIT_EXIT = 70
+
+
+class WorkerLifecycle:
+    def __init__(self, role: str, device: str | None = None):
+        self.role = role
+        self.rt = runtime()
+        s = self.rt.settings
+        self.host = s.worker.host
+        self.lock: registry.DeviceLock | None = None
+        self.prover: Prover | None = None
+        self.watchdog = None
+        self.device = parse_device(device) if role == "prove" else None
+        if role == "prove":
+            self.queues = [self.device.queue(self.host)]
+            self.pool, self.concurrency = "solo", 1
+        elif role == "synthesis":
+            self.queues = [SYNTHESIS_QUEUE]
+            self.pool, self.concurrency = "prefork", s.worker.partition_workers
+        elif role == "aggregate":
+            self.queues = [AGGREGATE_QUEUE]
+            self.pool, self.concurrency = "solo", 1
+        else:
+            raise WorkerStartError(f"unknown worker role {role!r}: synthesis, prove or aggregate")
+        self.heartbeat: registry.Heartbeat | None = None
+        self._limits = TimeLimits()
+
+    # -- start --------------------------------------------------------------------------------------
+    def start(self) -> None:
+        """Everything before consuming: lock, register (not ready), prover, keys."""
+        from synthesis.circuits import get_circuit
+
+        s = self.rt.settings
+        slot = 0
+        if self.device is not None:
+            self.lock = registry.DeviceLock(self.rt.redis, self.host, str(self.device),
+                                            s.worker.gpu_workers_per_device, s.worker.lock_ttl_s,
+                                            owner=f"prove worker pid {os.getpid()}")
+            try:
+                slot = self.lock.acquire()
+            except registry.DeviceBusy as e:
+                raise WorkerStartError(str(e)) from None
+        suffix = f".{self.device.kind}{self.device.index}.{slot}" if self.device else f".{os.getpid()}"
+        worker_id = f"{self.role}.{self.host}{suffix}"
+        info = registry.WorkerInfo(
+            worker_id=worker_id, role=self.role, host=self.host, pid=os.getpid(), queues=self.queues,
+            device=str(self.device) if self.device else None,
+            device_kind=self.device.kind if self.device else None,
+            backend=self.device.kind if self.device else None,
+            version=package_version(), code_digest=code_digest(), nodename=f"{worker_id}@{self.host}")
+        self.rt.worker = info
+        self.heartbeat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
+                                            ttl_s=s.worker.registry_ttl_s, lock=self.lock,
+                                            update=self._update).start()
+        try:
+            if self.device is not None:
+                self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes)
+                self.rt.prover = self.prover
+                for name in s.srs.preload:
+                    t0 = time.time()
+                    self.prover.load(get_circuit(name))
+                    log.info("loaded the proving key of %s in %.2f s", name, time.time() - t0)
+            elif self.role == "synthesis":
+                # build the preloaded circuits' matrices before the first job, not inside it
+                # (prefork children inherit them)
+                for name in s.srs.preload:
+                    get_circuit(name).r1cs()
+        except BaseException as e:
+            self.shutdown()
+            if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):
+                raise WorkerStartError(f"{worker_id}: {e}") from None
+            raise
+        self._connect_signals()
+
+    def _update(self, info: registry.WorkerInfo) -> None:
+        busy = getattr(self, "_busy", None)
+        if busy is not None and getattr(self, "_task_running", False):
+            busy.send()  # the event loop that sends Celery's heartbeat is running the task
+        if self.prover is not None:
+            info.resident_keys = self.prover.resident_names()
+            info.free_memory = self.prover.free_memory()
+            info.total_memory = self.prover.total_memory()
+
+    def _connect_signals(self) -> None:
+        signals.worker_ready.connect(self._on_ready, weak=False)
+        signals.worker_shutdown.connect(lambda **kw: self.shutdown(), weak=False)
+        signals.task_prerun.connect(self._on_task_start, weak=False)
+        signals.task_postrun.connect(self._on_task_end, weak=False)
+
+    def _on_ready(self, sender=None, **kw) -> None:
+        self._consumer = sender  # Celery's consumer: its event dispatcher (see _flush_task_events)
+        if self.pool == "solo":  # Flower must not see a busy prover as offline
+            from .busy_heartbeat import BusyHeartbeat
+            self._busy = BusyHeartbeat(app, getattr(sender, "hostname", None) or self.rt.worker.nodename,
+                                       self.rt.settings.worker.heartbeat_s)
+        self.rt.worker.ready = True
+        self.heartbeat.beat()
+        # every role sweeps (one process per interval, under a lock): lost work is found even
+        # while the aggregate worker is dead or frozen
+        from .watchdog import Watchdog
+        self.watchdog = Watchdog(self.rt).start()
+        log.info("%s ready on %s (version %s, code %s)", self.rt.worker.worker_id, ",".join(self.queues),
+                 package_version(), code_digest())
+
+    # -- per task -----------------------------------------------------------------------------------
+    def _on_task_start(self, task_id=None, task=None, args=(), **kw) -> None:
+        if self.pool == "solo":
+            self._flush_task_events()
+            self._task_running = True
+        if task is not None and task.name == "zkhive.prove_partition" and len(args) >= 3:
+            self.rt.worker.inflight = [f"{args[1]}/{args[2]}"]
+            self.heartbeat.beat()
+        if self.pool == "solo" and task is not None:
+            self._arm_limits(task)
+
+    def _flush_task_events(self) -> None:
+        """Send the task's ``task-received`` and ``task-started`` events now. Celery buffers task
+        events for its event loop to send, and the solo pool runs the task inside that loop: they
+        went out only when the task had ended, so Flower showed a running prove as PENDING and
+        its executing gauge at 0 for the whole proof."""
+        dispatcher = getattr(getattr(self, "_consumer", None), "event_dispatcher", None)
+        if dispatcher is not None:
+            try:
+                dispatcher.flush()
+            except Exception as e:  # the broker away: the events go with the next flush
+                log.warning("could not send task events: %s", e)
+
+    def _on_task_end(self, task=None, **kw) -> None:
+        self._task_running = False
+        self._disarm_limits()
+        if self.rt.worker.inflight:
+            self.rt.worker.inflight = []
+            self.heartbeat.beat()
+
+    def _arm_limits(self, task) -> None:
+        self._limits.arm(task.name, task.soft_time_limit, task.time_limit)
+
+    def _disarm_limits(self) -> None:
+        self._limits.disarm()
+
+    # -- stop ---------------------------------------------------------------------------------------
+    def shutdown(self) -> None:
+        """Leave the registry, free the device, release the lock (idempotent)."""
+        if self.watchdog is not None:
+            self.watchdog.stop()
+            self.watchdog = None
+        if self.heartbeat is not None:
+            self.heartbeat.stop(leave_registry=True)
+            self.heartbeat = None
+        if getattr(self, "_busy", None) is not None:
+            self._busy.close()
+            self._busy = None
+        if self.prover is not None:
+            self.prover.close()
+            self.prover = self.rt.prover = None
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
+        log.info("left the registry and released the device")
+
+    # -- run ----------------------------------------------------------------------------------------
+    def celery_argv(self, loglevel: str = "INFO") -> list[str]:
+        node = self.rt.worker.nodename if self.rt.worker else f"{self.role}@{self.host}"
+        return ["worker", "-Q", ",".join(self.queues), "-n", node, "-P", self.pool,
+                "-c", str(self.concurrency), "-l", loglevel, "--without-gossip", "--without-mingle",
+                "-E"]
+
+    def run(self, loglevel: str = "INFO") -> int:
+        self.start()
+        try:
+            app.worker_main(self.celery_argv(loglevel))
+        except SystemExit as e:
+            return int(e.code or 0)
+        finally:
+            self.shutdown()
+        return 0
+
+
+class TimeLimits:
+    """Soft and hard time limits for a task running in the main thread (the solo pool).
+
+    The soft limit is SIGALRM, whose handler raises SoftTimeLimitExceeded inside the task (the
+    prove task then retries the partition on another device). The hard limit is a timer thread
+    that calls ``on_hard`` (default: end the process): a task stuck in native code never returns
+    to the interpreter to see the soft limit.
+    """
+
+    def __init__(self, on_hard=None):
+        self.on_hard = on_hard or _hard_limit_exit
+        self._timer: threading.Timer | None = None
+
+    def arm(self, name: str, soft: float | None, hard: float | None) -> None:
+        self.disarm()
+        if soft:
+            signal.signal(signal.SIGALRM, _raise_soft_limit)
+            signal.setitimer(signal.ITIMER_REAL, soft)
+        if hard:
+            self._timer = threading.Timer(hard, self.on_hard, args=(name, hard))
+            self._timer.daemon = True
+            self._timer.start()
+
+    def disarm(self) -> None:
+        if threading.current_thread() is threading.main_thread():
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+
+def _raise_soft_limit(signum, frame):
+    raise SoftTimeLimitExceeded("soft time limit exceeded")
+
+
+def _hard_limit_exit(name: str, seconds: float) -> None:
+    # the task did not stop at its soft limit (stuck in native code): end the process like
+    # Celery's prefork pool ends a child; late acks leave the message for another device
+    print(f"zkhive worker: task {name} passed its hard time limit of {seconds} s; exiting",
+          file=sys.stderr, flush=True)
+    os._exit(HARD_LIMIT_EXIT)

@@ -1,0 +1,234 @@
+"""Prove-ahead: a prove worker proves the next partition waiting in its device queue while the
+task in hand does its host-side work, so the device does not idle between tasks.
+
+A prove worker runs Celery's solo pool (one task at a time, the device's context in that
+process) with prefetch 1, so without this the device waits, between two partitions, for the
+task to combine A, B, C on the host, store the proof, ack, receive the next message, fetch and
+hash the next assignment (gigabytes at 2^27) and stage it. Here a thread of the same process:
+
+1. peeks at the next ``depth`` (1-2) messages of the device queue in Redis (every priority
+   list, in the order the worker will receive them; nothing is popped: the broker still hands
+   each message to exactly one task, with late acks as before);
+2. fetches and checks the assignment each one names (blob store: size, sha256), decodes it;
+3. a second thread runs the device part of the proof (``backend.prove_terms``: upload, A z B z
+   C z, H, the five MSMs) with the backend's context current on it, under the prover's device
+   lock, while the first fetches the next assignment (at most ``depth`` fetched ahead);
+4. keeps the five points, keyed by the assignment's sha256 and the circuit.
+
+When the task for that partition arrives it takes the points (waiting while they are in flight)
+and only combines them with fresh r, s: the proof is the same as one made from scratch (the
+points are a deterministic function of key and assignment; the randomness enters in the
+combination). A task with no prepared points proves as before. Work done ahead for a message
+another prover took (two provers sharing a queue) is dropped after ``STALE_S``. Nothing is
+proved ahead for a circuit whose key is not resident (no eviction on speculation), and any error
+while proving ahead only drops that entry: the task then meets the error on its own path.
+
+``ZKHIVE_PROVE_AHEAD`` = number of partitions proved ahead (default 1, 0 turns it off).
+"""
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import queue
+import threading
+import time
+from dataclasses import dataclass, field
+
+log = logging.getLogger(__name__)
+
+PROVE_TASK = "zkhive.prove_partition"
+#: seconds a finished entry whose message left the queue waits for its task
+STALE_S = 120.0
+POLL_S = 0.02
+
+
+def depth_setting() -> int:
+    try:
+        return max(0, min(2, int(os.environ.get("ZKHIVE_PROVE_AHEAD", "1"))))
+    except ValueError:
+        return 1
+
+
+def peek_prove_tasks(r, queue: str, depth: int) -> list[dict]:
+    """The next ``depth`` prove tasks of ``queue`` as (job_id, partition, assignment ref) dicts,
+    in the order the worker will receive them (kombu's Redis transport pushes on the left and
+    pops on the right, one list per priority level, level 0 first). Messages that do not parse
+    as prove tasks are skipped, never touched."""
+    from .queues import PRIORITY_STEPS
+
+    names = [queue] + [f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS if p]
+    pipe = r.pipeline()
+    for name in names:
+        pipe.lrange(name, -depth, -1)
+    out = []
+    for raw_list in pipe.execute():
+        for raw in reversed(raw_list):
+            task = _parse(raw)
+            if task is not None:
+                out.append(task)
+            if len(out) >= depth:
+                return out
+    return out
+
+
+def _parse(raw: bytes) -> dict | None:
+    try:
+        msg = json.loads(raw)
+        if msg.get("headers", {}).get("task") != PROVE_TASK:
+            return None
+        body = msg["body"]
+        if msg.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        args, kwargs, _ = json.loads(body)
+        synthesized, job_id, partition = args[0], args[1], args[2]
+        ref = synthesized["assignment"]
+        return {"job_id": str(job_id), "partition": int(partition), "ref": ref,
+                "sha256": str(ref["sha256"])}
+    except Exception:  # not ours to judge: the task itself validates its message
+        return None
+
+
+@dataclass
+class _Entry:
+    key: tuple
+    task: dict
+    circuit: object = None
+    started: float = field(default_factory=time.time)
+    done: threading.Event = field(default_factory=threading.Event)
+    finished: float = 0.0
+    z: object = None        # the fetched assignment, until the device has proved it
+    terms: object = None
+    timer: object = None
+    error: str | None = None
+
+
+class ProveAhead:
+    """The prove-ahead threads of one prover (see the module docstring): a fetcher that keeps up
+    to ``depth`` upcoming assignments fetched and checked, and a device thread that proves them
+    in delivery order, so the next fetch overlaps the current proof on the device."""
+
+    def __init__(self, prover, *, peek, circuit_of, fetch, depth: int = 1):
+        """``peek(k)`` -> the next k prove tasks (peek_prove_tasks); ``circuit_of(job_id)`` ->
+        the job's circuit or None; ``fetch(circuit, ref)`` -> the assignment array."""
+        self.prover, self.depth = prover, depth
+        self._peek, self._circuit_of, self._fetch = peek, circuit_of, fetch
+        self._entries: dict[tuple, _Entry] = {}
+        self._left: dict[tuple, float] = {}  # when an entry's message was first seen gone
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._todo: "queue.Queue[_Entry | None]" = queue.Queue()
+        self.stats = {"hits": 0, "misses": 0, "ahead": 0, "dropped": 0}
+        self._threads = [threading.Thread(target=self._run_fetch, name="prove-ahead-fetch", daemon=True),
+                         threading.Thread(target=self._run_device, name="prove-ahead-device", daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    # -- the task's side ----------------------------------------------------------------------
+    def take(self, circuit, sha256: str, timeout: float):
+        """(terms, timer) proved ahead for this assignment, waiting while in flight; None when
+        nothing was (or it failed)."""
+        key = (circuit.name, sha256)
+        with self._lock:
+            entry = self._entries.get(key)
+        self._wake.set()  # the message in hand left the queue: look at the next one now
+        if entry is None:
+            self.stats["misses"] += 1
+            return None
+        entry.done.wait(timeout)
+        with self._lock:
+            self._entries.pop(key, None)
+        if not entry.done.is_set() or entry.error is not None:
+            self.stats["misses"] += 1
+            return None
+        self.stats["hits"] += 1
+        return entry.terms, entry.timer
+
+    def close(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        self._todo.put(None)
+        for t in self._threads:
+            t.join(timeout=30)
+
+    # -- the threads --------------------------------------------------------------------------
+    def _run_fetch(self) -> None:
+        while not self._stop.is_set():
+            self._wake.wait(POLL_S * 10)
+            self._wake.clear()
+            try:
+                self._step()
+            except Exception as e:  # never take the worker down: the tasks prove on their own
+                log.warning("prove-ahead: %s: %s", type(e).__name__, e)
+                time.sleep(0.5)
+
+    def _run_device(self) -> None:
+        while not self._stop.is_set():
+            entry = self._todo.get()
+            if entry is None:
+                return
+            try:
+                entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer)
+                self.stats["ahead"] += 1
+            except Exception as e:
+                entry.error = f"{type(e).__name__}: {e}"
+                log.info("prove-ahead of job %s partition %s dropped: %s", entry.task["job_id"],
+                         entry.task["partition"], entry.error)
+            finally:
+                entry.z = None
+                self._finish(entry)
+                self._wake.set()  # room for the next fetch
+
+    def _finish(self, entry: _Entry) -> None:
+        entry.finished = time.time()
+        entry.done.set()
+        if entry.error is not None:
+            with self._lock:
+                self._entries.pop(entry.key, None)
+
+    def _pending(self) -> int:
+        """Entries holding an assignment: fetched and waiting for the device, or on it."""
+        return sum(1 for e in self._entries.values() if not e.done.is_set())
+
+    def _step(self) -> None:
+        from gpu.timing import StageTimer
+
+        # the messages already entered are still waiting (a task pops its own): look past them
+        tasks = self._peek(self.depth + 2)
+        waiting = {t["sha256"] for t in tasks}
+        now = time.time()
+        with self._lock:
+            # done work whose message is no longer waiting and was not taken soon after it left
+            # the queue went to another prover, or to a task that had nothing to prove
+            for key, e in list(self._entries.items()):
+                if key[1] in waiting:
+                    continue
+                left = self._left.setdefault(key, now)
+                if e.done.is_set() and now - max(e.finished, left) > STALE_S / 12:
+                    del self._entries[key]
+                    self.stats["dropped"] += 1
+            self._left = {k: v for k, v in self._left.items() if k in self._entries}
+        for task in tasks:
+            with self._lock:
+                if self._pending() > self.depth:  # one on the device + depth fetched
+                    return
+            circuit = self._circuit_of(task["job_id"])
+            if circuit is None or not self.prover.is_resident(circuit):
+                continue
+            key = (circuit.name, task["sha256"])
+            with self._lock:
+                if key in self._entries:
+                    continue
+                entry = self._entries[key] = _Entry(key, task, circuit)
+            try:
+                entry.timer = StageTimer(job=task["job_id"], partition=task["partition"],
+                                         device=str(self.prover.device))
+                with entry.timer.stage("fetch_ahead"):
+                    entry.z = self._fetch(circuit, task["ref"])
+            except Exception as e:
+                entry.error = f"{type(e).__name__}: {e}"
+                self._finish(entry)
+                continue
+            self._todo.put(entry)

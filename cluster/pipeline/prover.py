@@ -1,0 +1,198 @@
+"""The prover a prove worker owns: one device, its backend, and the proving keys resident on it.
+
+The task code only calls ``Prover.prove(circuit, z)``; which backend does the arithmetic ("cpu"
+or "cuda") follows from the device kind, so the backend changes nothing here.
+
+The Prover is the one owner of residency (gpu/backends/base.py): keys stay resident between tasks
+(the point of routing by residency), and before a new key goes up it evicts idle keys, least
+recently used first, until the new one fits the device's capacity (``worker.device_memory_bytes``,
+else what the backend reports). A key a proof is using is never evicted. A key that cannot fit
+even on an empty device is refused with DeviceMemoryExhausted, a transient error for the task
+layer: another device may hold it.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from cluster.errors import DeviceSpecError
+
+from .keys import KeyCache
+
+log = logging.getLogger(__name__)
+
+_DEVICE = re.compile(r"^(cpu|cuda)(?::(\d{1,3}))?$")
+
+
+@dataclass(frozen=True)
+class Device:
+    kind: str   # "cpu" | "cuda"
+    index: int
+
+    def __str__(self) -> str:
+        return f"{self.kind}:{self.index}"
+
+    def queue(self, host: str) -> str:
+        """``prove.<host>.<n>`` for GPUs, ``prove.<host>.cpu<n>`` for CPU provers."""
+        return f"prove.{host}.{self.index}" if self.kind == "cuda" else f"prove.{host}.cpu{self.index}"
+
+
+def parse_device(spec: str) -> Device:
+    m = _DEVICE.match(spec or "")
+    if not m:
+        raise DeviceSpecError(f"device {spec!r} is not cpu, cpu:N or cuda:N")
+    return Device(m.group(1), int(m.group(2) or 0))
+
+
+class Prover:
+    def __init__(self, device: Device, keys: KeyCache, memory_limit: int | None = None):
+        from gpu.backends import get_backend
+
+        self.device, self.keys = device, keys
+        # raises gpu BackendError ("the cuda backend is not available here") before any work
+        self.backend = get_backend(str(device))  # "cuda:N" opens that device's context here
+        self._limit = memory_limit
+        #: name -> (circuit, pk, booked bytes), least recently used first
+        self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
+        self._busy: set[str] = set()   # keys a proof is using now: never evicted
+        self._lock = threading.Lock()  # the heartbeat thread reads the resident set
+        #: one proof on the device at a time: the task's thread and the prove-ahead thread
+        self._device_lock = threading.Lock()
+        self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
+
+    # -- memory ---------------------------------------------------------------------------------
+    def capacity(self) -> int | None:
+        """Bytes resident keys may fill: the setting, else the backend's; None: no limit."""
+        return self._limit or self.backend.capacity()
+
+    def total_memory(self) -> int | None:
+        if self._limit:
+            return self._limit
+        info = self.backend.memory_info()
+        if info is not None:  # a GPU backend: (free, total) of the device
+            return int(info[1])
+        import psutil
+        return int(psutil.virtual_memory().total)
+
+    def used_memory(self) -> int:
+        with self._lock:
+            return sum(size for _, _, size in self._resident.values())
+
+    def free_memory(self) -> int | None:
+        if self._limit:
+            return max(0, self._limit - self.used_memory())
+        info = self.backend.memory_info()
+        if info is not None:
+            return int(info[0])
+        import psutil
+        return int(psutil.virtual_memory().available)
+
+    def resident_names(self) -> list[str]:
+        with self._lock:
+            return list(self._resident)
+
+    # -- keys -----------------------------------------------------------------------------------
+    def load(self, circuit, on_evict: Callable[[str], None] | None = None) -> object:
+        """The circuit's proving key, made resident (evicting idle keys first) when it is not.
+        ``on_evict(name)`` hears of every key dropped for it (the task's timeline)."""
+        from gpu.budget import DeviceMemoryExhausted
+        from gpu.errors import GpuOutOfMemory
+        from gpu.groth16.prover import check_key_matches
+
+        with self._lock:
+            hit = self._resident.get(circuit.name)
+            if hit is not None:
+                self._resident.move_to_end(circuit.name)
+                return hit[1]
+        pk = self.keys.load_pk(circuit)
+        r1cs = circuit.r1cs()  # build the matrices now, not inside the first timed prove
+        # a key made for other matrices is refused here, at load (preload: before ready), and
+        # the digest is computed now, not inside the first proof (0.5-1 s at 2^20, measured on
+        # the H200 as a gap before partition 0's upload)
+        check_key_matches(pk, r1cs)
+        need = self.backend.resident_bytes(pk, r1cs) or self.keys.size(circuit)
+        limit = self.capacity()
+        if limit is not None and need > limit:
+            raise DeviceMemoryExhausted(
+                f"the proving key of {circuit.name} needs {need} bytes resident, more than device "
+                f"{self.device} can hold ({limit} bytes)", device=str(self.device), shape=need)
+        while limit is not None and self.used_memory() + need > limit:
+            if not self._evict_one(on_evict):
+                break  # only busy keys left: let the backend's ledger decide
+        while True:
+            try:
+                self.backend.load(pk, r1cs)  # a GPU backend: key and matrices on the device now
+                break
+            except GpuOutOfMemory:
+                # the device's ledger (other processes, proofs in flight) has no room yet:
+                # drop one more idle key and try again; with none left the error stands
+                if not self._evict_one(on_evict):
+                    raise
+        with self._lock:
+            self._resident[circuit.name] = (circuit, pk, need)
+        return pk
+
+    def _evict_one(self, on_evict=None) -> bool:
+        """Drop the least recently used idle key; False when there is none."""
+        with self._lock:
+            name = next((n for n in self._resident if n not in self._busy), None)
+            if name is None:
+                return False
+            _, pk, _ = self._resident.pop(name)
+        self.backend.unload(pk.circuit_digest)  # a GPU backend frees the key's device memory now
+        log.info("evicted the proving key of %s from %s", name, self.device)
+        if on_evict is not None:
+            on_evict(name)
+        return True
+
+    def is_resident(self, circuit) -> bool:
+        with self._lock:
+            return circuit.name in self._resident
+
+    def prove_terms(self, circuit, z: np.ndarray, timer=None,
+                    on_evict: Callable[[str], None] | None = None):
+        """The device part of a proof (the backend's five sums), on any thread: the device
+        lock serialises it (the task's thread and the prove-ahead thread), and a GPU backend's
+        context is made current for it. The key is busy (never evicted) meanwhile."""
+        from contextlib import nullcontext
+
+        from gpu.timing import NULL_TIMER
+
+        pk = self.load(circuit, on_evict)
+        r1cs = circuit.r1cs()
+        z = r1cs.check_assignment_shape(z)
+        current = getattr(self.backend, "current", None)
+        with self._lock:
+            self._busy.add(circuit.name)
+        try:
+            with self._device_lock, (current() if current else nullcontext()):
+                return self.backend.prove_terms(pk, r1cs, z, timer or NULL_TIMER)
+        finally:
+            with self._lock:
+                self._busy.discard(circuit.name)
+
+    def finish(self, circuit, terms, timer=None) -> bytes:
+        """The host part: A, B, C from the sums with fresh r, s, as 192 bytes (off the device's
+        critical path when the next partition was proved ahead)."""
+        from gpu.groth16.prover import combine
+
+        return combine(self.load(circuit), terms, timer=timer).to_bytes()
+
+    def prove(self, circuit, z: np.ndarray, timer=None, on_evict: Callable[[str], None] | None = None) -> bytes:
+        """A 192-byte Groth16 proof of assignment z for ``circuit``."""
+        return self.finish(circuit, self.prove_terms(circuit, z, timer, on_evict), timer)
+
+    def close(self) -> None:
+        """Drop every resident key and free the device (the backend's release)."""
+        if self.ahead is not None:
+            self.ahead.close()
+            self.ahead = None
+        with self._lock:
+            self._resident.clear()
+        self.backend.release()

@@ -1,0 +1,441 @@
+"""The tasks: submit, synthesize_partition, prove_partition, aggregate.
+
+Each Celery task is a thin wrapper around a body (``synthesize``, ``prove``, ``aggregate_job``)
+that takes the process's runtime and a ``Delivery`` (what the body needs of the message), so the
+same bodies run in the workers and, without a broker, in the unit tests
+(tests/unit/test_task_bodies.py, over a stub runtime: dramatiq's StubBroker idea).
+
+What Celery and Flower record for a task:
+
+- SUCCESS: the work was done, or skipped because the job no longer wants it (failed, cancelled,
+  done) or the partition is already stored;
+- RETRY: a transient error (cluster.pipeline.retry): the partition goes again, to another device when
+  there is one, within the partition's retry budget;
+- FAILURE: the task failed its job (bad C1, unsatisfied witness, missing key, key/circuit
+  mismatch, budget spent): the job store records the failure, then the task raises ``JobFailed``
+  with the whole message from the task boundary (``from None``: no traceback into the code that
+  found the bad input). ``throws`` makes the worker log it as expected, and keep serving; the
+  chord's body is marked failed instead of running.
+
+Each body first checks that its job still wants the work.
+"""
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Callable, NoReturn
+
+from synthesis import assignment
+
+from cluster.errors import JobFailed
+
+from . import retry as policy
+from .app import app, runtime
+from .blobs import parse_ref
+from .jobs import FAILED, TERMINAL
+from .lease import durable
+from .workflow import OUTSIDE_CHORD, dispatch_partition, submit_job
+
+log = logging.getLogger(__name__)
+#: the time limits are fixed when the tasks are defined; the bodies read rt.settings
+S = app.zkhive_settings.delivery
+
+_c1_cache: "OrderedDict[str, object]" = OrderedDict()
+
+
+@dataclass
+class Delivery:
+    """What a body needs of the message that carried it: Celery's ``task.request`` in a worker,
+    the stub broker's message in the unit tests."""
+
+    task_id: str
+    retries: int = 0
+    #: whether the message is part of the job's chord (the chord's body aggregates) or was sent
+    #: alone (a re-dispatch: the task that completes the set starts the aggregation)
+    in_chord: bool = True
+    #: ``retry(args, kwargs, queue)`` sends the message again and raises (Celery's Retry)
+    retry: Callable[..., NoReturn] = field(default=None, repr=False)
+
+
+def _delivery(task) -> Delivery:
+    def again(args, kwargs, queue, exc=None):
+        raise task.retry(args=args, kwargs=kwargs, queue=queue, countdown=0.2, exc=exc, max_retries=None)
+
+    req = task.request
+    return Delivery(task_id=req.id, retries=req.retries or 0, in_chord=req.chord is not None, retry=again)
+
+
+# -- shared steps ---------------------------------------------------------------------------------
+
+def _parsed_c1(rt, rec):
+    """The job's parsed C1 (parsing a real C1 costs seconds; a worker keeps the last few)."""
+    hit = _c1_cache.get(rec.job_id)
+    if hit is not None:
+        return hit
+    from synthesis.circuits import get_circuit
+
+    doc = rt.blobs.get_json(rec.c1)
+    c1 = get_circuit(rec.params).parse_c1(doc)
+    _c1_cache[rec.job_id] = c1
+    while len(_c1_cache) > 4:
+        _c1_cache.popitem(last=False)
+    return c1
+
+
+def _fail(rt, job_id: str, message: str, partition: int | None = None) -> NoReturn:
+    """Fail the job (once, in the job store) and end this task as FAILURE with the message."""
+    rt.jobs.fail(job_id, message, partition=partition, **_worker_fields(rt))
+    # from None: the message says what was wrong; the error's own traceback (into the circuit,
+    # the prover) would only show where our code noticed it
+    raise JobFailed(job_id, FAILED, message) from None
+
+
+def _skip(rt, job_id: str) -> dict | None:
+    """A reason to skip work for this job, or None."""
+    status = rt.jobs.status(job_id)
+    if status is None:
+        return {"skipped": f"job {job_id} is unknown (expired?)"}
+    if status in TERMINAL:
+        return {"skipped": f"job {job_id} is {status}"}
+    return None
+
+
+def _check_partition(rec, partition) -> int:
+    if not isinstance(partition, int) or isinstance(partition, bool) or not 0 <= partition < rec.num_partitions:
+        raise ValueError(f"partition {partition!r} is out of range 0..{rec.num_partitions - 1} for job {rec.job_id}")
+    return partition
+
+
+def _worker_fields(rt) -> dict:
+    w = rt.worker
+    return {"worker": w.worker_id if w else None, "device": w.device if w else None}
+
+
+def _hold(rt, d: Delivery, job_id: str, k: int | None, stage: str):
+    """The unit's lease (cluster.pipeline.lease) for the body's work, renewed while it runs."""
+    w = rt.worker
+    return rt.leases.hold(job_id, k, stage, task_id=d.task_id, worker=w.worker_id if w else None,
+                          incarnation=w.incarnation if w else None, device=w.device if w else None,
+                          host=w.host if w else None)
+
+
+def _leased_elsewhere(rt, job_id: str, k: int | None, held) -> dict:
+    """A duplicate delivery of a unit a live worker holds: skip (if that worker dies, its lease
+    lapses and the unit is re-dispatched)."""
+    rt.jobs.event(job_id, "duplicate", partition=k, reason=f"leased by {held.lease.holder()}", **_worker_fields(rt))
+    return {"partition": k, "duplicate": True, "skipped": f"leased by {held.lease.worker}"}
+
+
+def _check_crashes(rt, d: Delivery, job_id: str, k: int | None, crashes: int) -> None:
+    """Bound the attempts of one unit whose workers died holding it (a message that kills every
+    worker it reaches): past ``delivery.max_redeliveries`` the job fails naming the unit.
+    Duplicates of a message are not counted: they find the unit done or leased."""
+    if crashes <= 0:
+        return
+    bound = rt.settings.delivery.max_redeliveries
+    what = "the aggregation" if k is None else f"partition {k}"
+    if crashes > bound:
+        _fail(rt, job_id, f"{what}: {crashes} attempts ended with their worker dead (task {d.task_id}, "
+                          f"delivery.max_redeliveries={bound}); its workers keep dying", k)
+    rt.jobs.event(job_id, "redelivered", partition=k, delivery=crashes + 1, **_worker_fields(rt))
+
+
+def _retry_or_fail(rt, d: Delivery, job_id: str, k: int, exc: BaseException, stage: str,
+                   again: Callable[[], NoReturn]) -> NoReturn:
+    """The retry policy, applied once: a permanent error fails the job now with its whole
+    message; a transient one spends the partition's budget and goes ``again``."""
+    verdict = policy.classify(exc)
+    if not verdict.transient:
+        _fail(rt, job_id, verdict.message(k), k)
+    budget = rt.settings.delivery.partition_retries
+    attempts = rt.jobs.spend_retry(job_id, k)
+    rt.jobs.event(job_id, f"{stage}_error", partition=k, error=verdict.message(), attempt=attempts,
+                  **_worker_fields(rt))
+    if not policy.within_budget(attempts, budget):
+        _fail(rt, job_id, f"partition {k}: {stage} failed {attempts} times (delivery.partition_retries="
+                          f"{budget}); last: {verdict.message()}", k)
+    again()
+
+
+# -- submit (for Flower's send-task and other non-Python clients) ---------------------------------
+
+@app.task(name="zkhive.submit", bind=True, acks_late=True)
+def submit(self, c1: dict, job_id: str | None = None, priority: str | int = "normal") -> dict:
+    """Submit a job: ``POST /api/task/send-task/zkhive.submit {"args": [C1], "kwargs": {...}}``.
+    Returns {"job_id", "created", "num_partitions"}; a bad C1 header raises with the field named."""
+    rec, created = submit_job(runtime(), c1, job_id=job_id, priority=priority)
+    return {"job_id": rec.job_id, "created": created, "num_partitions": rec.num_partitions}
+
+
+# -- synthesis --------------------------------------------------------------------------------------
+
+@app.task(name="zkhive.synthesize_partition", bind=True, acks_late=True, throws=(JobFailed,),
+          time_limit=S.synthesis_time_limit_s)
+def synthesize_partition(self, job_id: str, partition: int) -> dict:
+    return synthesize(runtime(), _delivery(self), job_id, partition)
+
+
+def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
+    """Partition k's assignment z from the job's C1 input, into the blob store."""
+    from synthesis.circuits import get_circuit
+
+    if (skip := _skip(rt, job_id)) is not None:
+        return skip
+    rec = rt.jobs.get(job_id)
+    k = _check_partition(rec, partition)
+    if (done := _synthesized(rt, job_id, k)) is not None:
+        return done
+    with _hold(rt, d, job_id, k, "synthesis") as held:
+        if not held.taken:
+            return _leased_elsewhere(rt, job_id, k, held)
+        if (done := _synthesized(rt, job_id, k)) is not None:  # finished just before we took it
+            return done
+        _check_crashes(rt, d, job_id, k, held.crashes)
+        rt.jobs.start(job_id)
+        rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
+        try:
+            z = get_circuit(rec.params).synthesize(_parsed_c1(rt, rec), k)
+            # bits as bits (synthesis.assignment); a Redis store retries while Redis restarts
+            blob = assignment.encode(z)
+            ref = durable(lambda: rt.blobs.put(blob, kind="assignment"), f"job {job_id} partition {k}: store the assignment")
+        except Exception as e:
+            # a broker blip retries here (same queue); bad input fails the job
+            _retry_or_fail(rt, d, job_id, k, e, "synthesis",
+                           lambda: d.retry((job_id, k), {}, None, e))
+        durable(lambda: (rt.jobs.set_assignment(job_id, k, ref),
+                         rt.jobs.event(job_id, "synthesis_end", partition=k, assignment=ref.short(),
+                                       **_worker_fields(rt))),
+                f"job {job_id} partition {k}: record the assignment")
+    return {"partition": k, "assignment": ref.model_dump()}
+
+
+def _synthesized(rt, job_id: str, k: int) -> dict | None:
+    """A delivery of a synthesis already done (a duplicate message, or a redelivery after the
+    write): the chain goes on with the stored assignment (its prove deduplicates), or skips
+    when the partition is proved."""
+    if rt.jobs.partition(job_id, k) is not None:
+        rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **_worker_fields(rt))
+        return {"skipped": f"partition {k} is already proved"}
+    ref = rt.jobs.assignment(job_id, k)
+    if ref is None:
+        return None
+    rt.jobs.event(job_id, "duplicate", partition=k, reason="already synthesized", **_worker_fields(rt))
+    return {"partition": k, "assignment": ref}
+
+
+# -- proving -----------------------------------------------------------------------------------------
+
+@app.task(name="zkhive.prove_partition", bind=True, acks_late=True, max_retries=None, throws=(JobFailed,),
+          soft_time_limit=S.prove_soft_time_limit_s, time_limit=S.prove_time_limit_s)
+def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclude: list | None = None) -> dict:
+    return prove(runtime(), _delivery(self), synthesized, job_id, partition, exclude)
+
+
+def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclude: list | None = None) -> dict:
+    """Prove partition k on this worker's device and store the proof (first writer wins)."""
+    if not isinstance(synthesized, dict) or "assignment" not in synthesized:
+        return synthesized if isinstance(synthesized, dict) else {"skipped": "no assignment"}
+    if (skip := _skip(rt, job_id)) is not None:
+        return skip
+    rec = rt.jobs.get(job_id)
+    k = _check_partition(rec, partition)
+    prover = rt.prover
+    if prover is None:
+        raise RuntimeError(f"prove_partition for job {job_id} reached a worker without a device "
+                           f"({rt.worker.worker_id if rt.worker else 'no registry entry'})")
+    who = _worker_fields(rt)
+    if rt.jobs.partition(job_id, k) is not None:  # a redelivery of work that already finished
+        rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **who)
+        return {"partition": k, "duplicate": True}
+    with _hold(rt, d, job_id, k, "prove") as held:
+        if not held.taken:
+            return _leased_elsewhere(rt, job_id, k, held)
+        if rt.jobs.partition(job_id, k) is not None:  # stored just before we took the lease
+            rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **who)
+            return {"partition": k, "duplicate": True}
+        _check_crashes(rt, d, job_id, k, held.crashes)
+        return _prove_leased(rt, d, rec, synthesized, k, exclude, prover, who)
+
+
+def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) -> dict:
+    from gpu.timing import StageTimer
+    from synthesis.circuits import get_circuit
+
+    job_id = rec.job_id
+    rt.jobs.set_claim(job_id, k, task_id=d.task_id, incarnation=rt.worker.incarnation if rt.worker else None,
+                      **who)
+    rt.jobs.event(job_id, "prove_pickup", partition=k, task_id=d.task_id, retries=d.retries, **who)
+    circuit = get_circuit(rec.params)
+    try:
+        ref = parse_ref(synthesized["assignment"])
+        ahead = _prove_ahead(rt, prover)
+        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
+        evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
+        if got is None:
+            with timeline_stage(rt, "fetch_assignment", job_id, k, who["device"]):
+                z = _fetch_assignment(rt, circuit, ref)
+            timer = StageTimer(job=job_id, partition=k, device=who["device"])
+            terms = None
+        else:  # proved ahead while the previous task finished: only the combination is left
+            terms, timer = got
+        try:
+            proof = (prover.prove(circuit, z, timer, on_evict=evicted) if terms is None
+                     else prover.finish(circuit, terms, timer))
+        finally:
+            # a proof finished while Redis restarts keeps its stage events (and goes on below)
+            durable(lambda: _stage_events(rt, job_id, k, who["device"], timer.records),
+                    f"job {job_id} partition {k}: stage events")
+    except Exception as e:  # the policy decides: fail the job now, or go to another device
+        _retry_or_fail(rt, d, job_id, k, e, "prove",
+                       lambda: _retry_elsewhere(rt, d, synthesized, job_id, k, exclude, e))
+    # the final writes wait for Redis (bounded) rather than drop a finished proof
+    won, doc = durable(lambda: rt.jobs.store_partition(job_id, k, proof, task_id=d.task_id, **who),
+                       f"job {job_id} partition {k}: store the proof")
+    durable(lambda: rt.jobs.event(job_id, "prove_end" if won else "duplicate", partition=k, task_id=d.task_id,
+                                  proof_sha=doc["proof"][:16],
+                                  **({} if won else {"reason": "another run stored first"}), **who),
+            f"job {job_id} partition {k}: prove_end event")
+    if won and (not d.in_chord or rt.jobs.flagged(job_id, OUTSIDE_CHORD)) \
+            and len(rt.jobs.partitions(job_id, rec.num_partitions)) == rec.num_partitions:
+        # the set is complete and the chord will not send the aggregation (this partition was
+        # re-proved alone, or one was, or the body already fired early): send it now
+        rt.dispatch.aggregate(rec)
+    return {"partition": k, "duplicate": not won, **who}
+
+
+def _num_variables(circuit) -> int:
+    # the compact form's count where the circuit has one: sdr-32g's full R1CS is ~32 GB
+    compact = getattr(circuit, "compact_r1cs", None)
+    return compact().num_variables if compact else circuit.r1cs().num_variables
+
+
+def _fetch_assignment(rt, circuit, ref):
+    """The (n, 4) assignment from its compact blob (synthesis.assignment), its size checked
+    against the circuit's variable count."""
+    return assignment.decode(rt.blobs.get(ref), n=_num_variables(circuit))
+
+
+def _prove_ahead(rt, prover):
+    """The worker's prove-ahead thread (cluster/pipeline/prefetch.py), started by its first prove task."""
+    from . import prefetch
+
+    if prover.ahead is None and rt.worker is not None and rt.worker.queues and prefetch.depth_setting():
+        from synthesis.circuits import get_circuit
+
+        queue, depth = rt.worker.queues[0], prefetch.depth_setting()
+
+        def circuit_of(job_id):
+            rec = rt.jobs.get(job_id)
+            return get_circuit(rec.params) if rec is not None else None
+        prover.ahead = prefetch.ProveAhead(
+            prover, peek=lambda k: prefetch.peek_prove_tasks(rt.redis, queue, k),
+            circuit_of=circuit_of, fetch=lambda c, ref: _fetch_assignment(rt, c, parse_ref(ref)),
+            depth=depth)
+    return prover.ahead
+
+
+def timeline_stage(rt, name, job_id, k, device):
+    from . import timeline
+
+    return timeline.stage(rt.redis, name, job=job_id, partition=k, device=device)
+
+
+def _stage_events(rt, job_id, k, device, records) -> None:
+    from . import timeline
+
+    timeline.stage_records_to_events(rt.redis, job_id, k, device, records, rt.ttl())
+
+
+def _retry_elsewhere(rt, d: Delivery, synthesized, job_id, k, exclude, exc) -> NoReturn:
+    from .routing import route_partition
+
+    device = rt.worker.device if rt.worker else None
+    excluded = sorted(set(exclude or ()) | ({device} if device else set()))
+    choice = route_partition(rt, job_id, k, tuple(excluded))
+    d.retry((synthesized, job_id, k), {"exclude": excluded}, choice.queue, exc)
+
+
+# -- aggregation ---------------------------------------------------------------------------------------
+
+@app.task(name="zkhive.aggregate", bind=True, acks_late=True, throws=(JobFailed,))
+def aggregate(self, header_results, job_id: str) -> dict:
+    return aggregate_job(runtime(), job_id, self.request.id)
+
+
+def aggregate_job(rt, job_id: str, task_id: str | None = None) -> dict:
+    """Verify every partition proof and store the job's proof (N x 192 bytes in partition order).
+
+    Runs as the chord body and, as a backstop, from the watchdog. The chord's results are
+    ignored: the chord can fire with one partition counted twice and another missing (see
+    cluster.pipeline.jobs), so the partitions come from the first-writer-wins store, and the set must be
+    exactly 0..N-1.
+    """
+    if (skip := _skip(rt, job_id)) is not None:
+        return skip
+    d = Delivery(task_id=task_id or "aggregate")
+    with _hold(rt, d, job_id, None, "aggregate") as held:
+        if not held.taken:
+            return {"skipped": f"another aggregation of this job is running ({held.lease.holder()})"}
+        _check_crashes(rt, d, job_id, None, held.crashes)
+        return _aggregate(rt, job_id)
+
+
+def _aggregate(rt, job_id: str) -> dict:
+    from gpu.groth16 import Proof, ProofFormatError, verify
+    from synthesis.circuits import get_circuit
+
+    rec = rt.jobs.get(job_id)
+    n = rec.num_partitions
+    parts = rt.jobs.partitions(job_id, n)
+    missing = [k for k in range(n) if k not in parts]
+    if missing:
+        # fired early (a doubled partition) or called before the last one finished: the
+        # watchdog calls again once every partition is stored
+        rt.jobs.event(job_id, "aggregate_waiting", missing=missing)
+        rt.jobs.flag(job_id, OUTSIDE_CHORD)
+        return {"waiting": missing}
+    rt.jobs.event(job_id, "aggregate_start", **_worker_fields(rt))
+    circuit = get_circuit(rec.params)
+    try:
+        vk = rt.keys.load_vk(circuit)
+    except Exception as e:
+        # missing, unreadable or corrupt on this aggregate worker: no proof can be checked, so
+        # the job fails now, naming the key, instead of waiting for its deadline
+        verdict = policy.classify(e)
+        if verdict.transient:
+            raise
+        _fail(rt, job_id, f"cannot verify: {verdict.message()}")
+    c1 = _parsed_c1(rt, rec)
+    publics, bad = [], []
+    for k in range(n):
+        pub = circuit.public_inputs(c1, k)
+        publics.append(pub)
+        try:
+            ok = verify(vk, pub, Proof.from_bytes(bytes.fromhex(parts[k]["proof"])))
+        except (ProofFormatError, ValueError):
+            ok = False
+        if not ok:
+            bad.append(k)
+    for k in bad:
+        # re-prove this partition alone, elsewhere; the partition's retry budget bounds the loop
+        rt.jobs.event(job_id, "verify_failed", partition=k, worker=parts[k].get("worker"),
+                      device=parts[k].get("device"))
+        budget = rt.settings.delivery.partition_retries
+        attempts = rt.jobs.spend_retry(job_id, k)
+        if not policy.within_budget(attempts, budget):
+            _fail(rt, job_id, f"partition {k}: proof does not verify after {attempts} attempts "
+                              f"(delivery.partition_retries={budget})", k)
+        rt.jobs.discard_partition(job_id, k, parts[k])
+        dispatch_partition(rt, rec, k, exclude=[parts[k].get("device")] if parts[k].get("device") else [])
+    if bad:
+        return {"reproving": bad}
+    proof = b"".join(bytes.fromhex(parts[k]["proof"]) for k in range(n))
+    result = {"job_id": job_id, "params": rec.params, "num_partitions": n, "proof": proof.hex(),
+              "public_inputs": [[hex(x) for x in pub] for pub in publics],
+              "provers": [{"partition": k, "worker": parts[k].get("worker"), "device": parts[k].get("device")}
+                          for k in range(n)]}
+    ref = durable(lambda: rt.blobs.put_json(result, kind="result"), f"job {job_id}: store the result")
+    durable(lambda: rt.jobs.finish(job_id, ref, proof_bytes=len(proof), **_worker_fields(rt)),
+            f"job {job_id}: finish")
+    return {"done": True, "result": ref.model_dump()}

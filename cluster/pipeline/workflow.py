@@ -1,0 +1,202 @@
+"""A job as a Celery chord, and submission (idempotent on the job id).
+
+    chord([ chain(synthesize_partition(job, k) -> prove_partition(<assignment ref>, job, k))
+            for k in 0..N-1 ],
+          aggregate(job))
+
+Synthesis runs on the ``synthesis`` queue; each prove task is routed to a device queue when its
+synthesis finishes (cluster.pipeline.routing); the body runs on ``aggregate`` and reads the partition proofs
+from the first-writer-wins store (cluster.pipeline.jobs), not from the chord's results.
+
+The work is sent by task *name* (``CeleryDispatch``): this module never imports cluster.pipeline.tasks,
+which imports it, so there is no import cycle; the unit tests put a stub dispatcher in its place
+(tests/unit/stub_runtime.py) and run the task bodies without a broker.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from typing import Any
+
+from celery import chain, chord
+
+from cluster.errors import JobConflict, JobError
+
+from .jobs import JobRecord, check_job_id, priority_value
+
+SYNTHESIZE = "zkhive.synthesize_partition"
+PROVE = "zkhive.prove_partition"
+AGGREGATE = "zkhive.aggregate"
+#: a job flag (JobStore.flag): the chord cannot be relied on to send the aggregation
+OUTSIDE_CHORD = "outside-chord"
+#: where each task's message carries its job id (for cancel's clean-up of queued messages)
+JOB_ARG = {SYNTHESIZE: 0, PROVE: 1, AGGREGATE: 1}
+
+
+def canonical_c1(doc: Any) -> bytes:
+    if not isinstance(doc, dict):
+        raise JobError(f"a C1 input must be a JSON object, got {type(doc).__name__}")
+    return json.dumps(doc, sort_keys=True, separators=(",", ":")).encode()
+
+
+def default_job_id(params: str, c1: bytes) -> str:
+    """Content-derived id: resubmitting the same C1 input is the same job."""
+    return "c1-" + hashlib.sha256(params.encode() + b"\0" + c1).hexdigest()[:24]
+
+
+class CeleryDispatch:
+    """Sends a job's work through Celery. Every follow-up message (the job's chord, one partition
+    again, the aggregation) goes through here, from the client, the tasks and the watchdog."""
+
+    def __init__(self, app):
+        self.app = app
+
+    def _sig(self, name: str, args: tuple, *, priority: int, immutable: bool = False, **kwargs):
+        return self.app.signature(name, args=args, kwargs=kwargs, immutable=immutable,
+                                  options={"priority": priority})
+
+    def job(self, rec: JobRecord) -> None:
+        p = rec.priority
+        header = [chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
+                        self._sig(PROVE, (rec.job_id, k), priority=p))
+                  for k in range(rec.num_partitions)]
+        chord(header, self._sig(AGGREGATE, (rec.job_id,), priority=p)).apply_async()
+
+    def partition(self, rec: JobRecord, k: int, assignment: dict | None, exclude: list[str]) -> None:
+        """Partition k alone, outside the chord: synthesis and proof, or the proof of a stored
+        assignment."""
+        p = rec.priority
+        if assignment is None:
+            chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
+                  self._sig(PROVE, (rec.job_id, k), priority=p, exclude=exclude)).apply_async()
+        else:
+            self._sig(PROVE, ({"partition": k, "assignment": assignment}, rec.job_id, k), priority=p,
+                      exclude=exclude).apply_async()
+
+    def aggregate(self, rec: JobRecord) -> None:
+        self._sig(AGGREGATE, (None, rec.job_id), priority=rec.priority).apply_async()
+
+    def drop_queued(self, r, job_id: str) -> int:
+        """Remove the job's messages still waiting in any queue (a cancelled job), so queue
+        depth counts only live work; returns how many. A message already taken by a worker is
+        not in a list any more: its task finds the job cancelled and skips."""
+        from .queues import queued_messages
+
+        dropped = 0
+        for lst, raw, msg in queued_messages(r):
+            name = msg.get("headers", {}).get("task")
+            args = _message_args(msg)
+            i = JOB_ARG.get(name)
+            if i is not None and args is not None and len(args) > i and args[i] == job_id:
+                dropped += int(r.lrem(lst, 1, raw))
+        return dropped
+
+
+    def queued_units(self, r) -> dict[tuple[str, str], list[str]]:
+        """Where each unit's messages are: {(job id, unit): [queue name, or "unacked" for a
+        message handed to a consumer and not acknowledged yet]} (cluster.pipeline.reconcile)."""
+        from .queues import queued_messages
+
+        where: dict[tuple[str, str], list[str]] = {}
+        for lst, _raw, msg in queued_messages(r):
+            name = lst.decode() if isinstance(lst, bytes) else lst
+            _add_unit(where, msg, name.split("\x06\x16")[0])
+        for raw in r.hvals("unacked"):  # kombu's Redis transport: tag -> [message, exchange, routing key]
+            try:
+                msg = json.loads(raw)[0]
+            except (ValueError, TypeError, IndexError, KeyError):
+                continue
+            _add_unit(where, msg, "unacked")
+        return where
+
+
+def _add_unit(where: dict, msg: dict, place: str) -> None:
+    if not isinstance(msg, dict):
+        return
+    name = msg.get("headers", {}).get("task")
+    args = _message_args(msg)
+    i = JOB_ARG.get(name)
+    if i is None or args is None or len(args) <= i or not isinstance(args[i], str):
+        return
+    if name == AGGREGATE:
+        unit = "aggregate"
+    elif len(args) > i + 1 and isinstance(args[i + 1], int):
+        unit = str(args[i + 1])
+    else:
+        return
+    where.setdefault((args[i], unit), []).append(place)
+
+
+def _message_args(msg: dict) -> list | None:
+    import base64
+
+    try:
+        body = msg["body"]
+        if msg.get("properties", {}).get("body_encoding") == "base64":
+            body = base64.b64decode(body)
+        return json.loads(body)[0]
+    except (KeyError, ValueError, TypeError, IndexError):
+        return None
+
+
+def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int = "normal",
+               deadline_s: float | None = None) -> tuple[JobRecord, bool]:
+    """Record and dispatch a job; returns (record, created). An existing id returns its record.
+    A parameter set whose keys exist nowhere in the cluster (neither in the key cache nor
+    resident on a live prover) is refused here, not failed later by every partition."""
+    from synthesis.circuits import get_circuit
+
+    c1 = canonical_c1(doc)
+    params = doc.get("params")
+    if not isinstance(params, str):
+        raise JobError("field params: must name the parameter set (a string)")
+    try:
+        circuit = get_circuit(params)
+    except KeyError as e:
+        raise JobError(f"field params: {e.args[0]}") from None
+    prio = priority_value(priority)
+    job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
+    c1_sha = hashlib.sha256(c1).hexdigest()
+
+    existing = rt.jobs.get(job_id)
+    if existing is None:
+        _check_keys_exist(rt, circuit)
+        now = time.time()
+        ref = rt.blobs.put(c1, kind="c1")
+        rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
+                        num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
+                        submitted_at=now,
+                        deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
+        if rt.jobs.create(rec):
+            rt.dispatch.job(rec)
+            return rec, True
+        existing = rt.jobs.get(job_id)  # lost a race with an identical submission
+    if existing.params != params or existing.c1.sha256 != c1_sha:
+        raise JobConflict(f"job {job_id} already exists with another C1 input "
+                          f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
+    return existing, False
+
+
+def _check_keys_exist(rt, circuit) -> None:
+    from . import registry
+
+    if rt.keys.has(circuit):
+        return
+    if any(circuit.name in w.resident_keys for w in registry.workers(rt.redis, role="prove")):
+        return
+    raise JobError(f"field params: no keys for parameter set {circuit.name!r} anywhere in the cluster "
+                   f"(not in the key cache {rt.keys.root}, not resident on any prover): run "
+                   f"`zkhive keys setup --params {circuit.name}`")
+
+
+def dispatch_partition(rt, rec: JobRecord, k: int, *, exclude: list[str] | tuple = (), reason: str = "retry",
+                       **fields) -> None:
+    """Send partition k alone (outside the chord): re-prove a bad or lost partition. The proof
+    joins the others in the first-writer-wins store; the aggregation is then started by the prove
+    task that completes the set (or the watchdog)."""
+    ref = rt.jobs.assignment(rec.job_id, k)
+    rt.jobs.flag(rec.job_id, OUTSIDE_CHORD)  # the chord may never count k: the last proof aggregates
+    rt.jobs.event(rec.job_id, "redispatched", partition=k, reason=reason, exclude=list(exclude),
+                  resynthesize=ref is None, **fields)
+    rt.dispatch.partition(rec, k, ref, list(exclude))

@@ -1,0 +1,321 @@
+"""``zkhive`` subcommands of the cluster: workers, keys, submit, result, status, timeline, cancel.
+
+Every command takes ``--config FILE`` (else ``$ZKHIVE_CONFIG``); Celery and the settings are
+imported only when a command runs, so a bad setting is reported by the command that needs it.
+The operator's ``up``/``down``/``ps``/``restart`` live in ``cluster.ops.commands``, ``demo`` in
+``cluster.user.demo``; ``cluster.cli`` registers each module's commands.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from cluster.cli import CommandError
+from cluster.ops.current import settings_for
+
+
+def _rt(args):
+    """The runtime for this command's settings (reconfiguring the app if it was imported with
+    others), after checking that Redis answers: a one-line error instead of a traceback."""
+    import redis
+
+    s = settings_for(args)
+    from cluster.pipeline.app import app, configure, runtime
+
+    if s != app.zkhive_settings:
+        configure(s)
+    rt = runtime()
+    try:
+        rt.redis.ping()
+    except redis.exceptions.AuthenticationError as e:
+        raise CommandError(f"Redis at {s.redis.url} refused the password ({e}); set redis.password "
+                           "or ZKHIVE_REDIS__PASSWORD") from None
+    except redis.exceptions.RedisError as e:
+        raise CommandError(f"cannot reach Redis at {s.redis.url}: {e}") from None
+    return rt
+
+
+def _add_config(p):
+    p.add_argument("--config", metavar="FILE", help="settings TOML (default: $ZKHIVE_CONFIG)")
+
+
+# -- worker ------------------------------------------------------------------------------------
+
+def cmd_worker(args) -> int:
+    _rt(args)
+    from cluster.pipeline.lifecycle import WorkerLifecycle, WorkerStartError
+    from cluster.pipeline.prover import DeviceSpecError
+
+    if args.role == "prove" and not args.device:
+        raise CommandError("a prove worker needs --device (cpu, cpu:N or cuda:N)")
+    try:
+        life = WorkerLifecycle(args.role, args.device)
+        return life.run(args.loglevel)
+    except (WorkerStartError, DeviceSpecError) as e:
+        raise CommandError(str(e)) from None
+
+
+# -- keys ----------------------------------------------------------------------------------------
+
+def cmd_keys(args) -> int:
+    """The key cache is a directory: ``keys setup`` and ``keys list`` need no Redis."""
+    import importlib
+
+    from synthesis.circuits import get_circuit, known
+
+    from cluster.pipeline.keys import KeyCache
+
+    s = settings_for(args)
+    for mod in s.worker.circuit_modules:  # circuit families registered by plugins
+        importlib.import_module(mod)
+    keys = KeyCache(s.srs.param_cache)
+    if args.action == "list":
+        for name in known():
+            c = get_circuit(name)
+            state = f"{keys.size(c)} B at {keys.path(c, 'pk')}" if keys.has(c) else "no key"
+            print(f"{name:<24} partitions={c.num_partitions():<3} {state}")
+        return 0
+    if not args.params:
+        raise CommandError("keys setup needs --params NAME")
+    try:
+        circuit = get_circuit(args.params)
+    except KeyError as e:
+        raise CommandError(e.args[0]) from None
+    from .progress import spinner
+
+    t0 = time.time()
+    if keys.has(circuit) and not args.force:
+        pk, vk = keys.path(circuit, "pk"), keys.path(circuit, "vk")
+        print(f"{args.params}: already set up: {pk} ({pk.stat().st_size} B), {vk} (--force makes new ones)")
+        return 0
+    with spinner(f"keys setup {args.params}: {circuit.r1cs().num_constraints} constraints, "
+                 f"backend {args.backend}"):
+        pk, vk = keys.setup(circuit, force=args.force, backend=args.backend)
+    print(f"{args.params}: {pk} ({pk.stat().st_size} B), {vk} in {time.time() - t0:.1f} s")
+    return 0
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+def cmd_submit(args) -> int:
+    rt = _rt(args)
+    from cluster.client import Job
+    from cluster.pipeline.jobs import JobError
+    from cluster.pipeline.workflow import submit_job
+
+    try:
+        doc = json.loads(Path(args.file).read_text())
+    except OSError as e:
+        raise CommandError(f"{args.file}: {e.strerror or e}") from None
+    except json.JSONDecodeError as e:
+        raise CommandError(f"{args.file}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
+    try:
+        rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline)
+    except JobError as e:
+        raise CommandError(f"{args.file}: {e}") from None
+    print(f"{rec.job_id} {'submitted' if created else 'already submitted'} "
+          f"({rec.params}, {rec.num_partitions} partitions)")
+    if args.wait:
+        from .progress import follow_job
+
+        _print_result(follow_job(Job(rec.job_id, rt), args.timeout), args.out)
+    return 0
+
+
+def _print_result(res, out: str | None) -> None:
+    if out:
+        Path(out).write_bytes(res.proof)
+        print(f"{res.job_id}: {len(res.proof)} proof bytes ({len(res.partition_proofs())} partitions) -> {out}")
+    else:
+        print(json.dumps({"job_id": res.job_id, "params": res.params, "proof": res.proof.hex(),
+                          "public_inputs": [[hex(x) for x in p] for p in res.public_inputs]}))
+
+
+def cmd_result(args) -> int:
+    rt = _rt(args)
+    from cluster.client import Job, JobFailed, JobTimeout
+
+    try:
+        job = Job(args.job, rt)
+        if not args.wait:
+            st = job.status()
+            if st["status"] not in ("done", "failed", "cancelled"):
+                raise CommandError(f"job {args.job} is {st['status']} ({st['partitions_done']}/"
+                                   f"{st['num_partitions']} partitions proved); use --wait")
+            res = job.result(timeout=args.timeout)
+        else:
+            from .progress import follow_job
+
+            res = follow_job(job, args.timeout)
+    except KeyError as e:
+        raise CommandError(e.args[0]) from None
+    except (JobFailed, JobTimeout) as e:
+        raise CommandError(str(e)) from None
+    _print_result(res, args.out)
+    return 0
+
+
+def cmd_cancel(args) -> int:
+    from cluster.client import cancel
+
+    _rt(args)
+    try:
+        print(f"{args.job}: {'cancelled' if cancel(args.job) else 'already finished'}")
+    except KeyError as e:
+        raise CommandError(e.args[0]) from None
+    return 0
+
+
+# -- status, timeline ----------------------------------------------------------------------------
+
+def _mib(n) -> str:
+    return "-" if n is None else f"{n / (1 << 20):.0f}Mi"
+
+
+def status_text(rt, *, jobs: int = 5) -> str:
+    from cluster.pipeline import registry
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
+    from cluster.version import code_digest
+
+    now = time.time()
+    ws = registry.workers(rt.redis)
+    mine = code_digest()
+    lines = [f"workers ({len(ws)}):",
+             f"  {'worker':<28} {'role':<9} {'device':<7} {'ready':<5} {'free':>8}  {'resident keys':<22} "
+             f"{'version':<20} {'started (UTC)':<19} beat"]
+    for w in ws:
+        ver = f"{w.version}+{w.code_digest}" + ("" if w.code_digest == mine else " *")
+        started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.started_at))
+        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {'yes' if w.ready else 'no':<5} "
+                     f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
+                     f"{now - w.heartbeat_at:.1f}s")
+    if any(w.code_digest != mine for w in ws):
+        lines.append(f"  * runs other code than this checkout (code {mine}): restart it after a deploy")
+    queues = [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
+        + [UNASSIGNED_QUEUE]
+    lines.append("queues:")
+    for q in queues:
+        lines.append(f"  {q:<28} {queue_depth(rt.redis, q)}")
+    active = rt.jobs.active()
+    lines.append(f"jobs: {len(active)} active")
+    for job_id in rt.jobs.recent(jobs):
+        rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
+        if rec is None:
+            continue
+        done = len(rt.jobs.partitions(job_id, rec.num_partitions))
+        lines.append(f"  {job_id:<28} {st.get('status', '?'):<9} {rec.params:<16} {done}/{rec.num_partitions}")
+        if st.get("error"):  # whole: the reason is what an operator needs, never cut
+            lines.append(f"    {st['error']}")
+    return "\n".join(lines)
+
+
+def _queues(rt, ws) -> list[str]:
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
+
+    return [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
+        + [UNASSIGNED_QUEUE]
+
+
+def status_doc(rt, *, jobs: int = 5) -> dict:
+    """``zkhive status --json``: the registry entries, the queue depths, active and recent jobs."""
+    from cluster.pipeline import registry
+    from cluster.pipeline.queues import queue_depth
+
+    ws = registry.workers(rt.redis)
+    recent = []
+    for job_id in rt.jobs.recent(jobs):
+        rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
+        if rec is None:
+            continue
+        recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params,
+                       "partitions_done": len(rt.jobs.partitions(job_id, rec.num_partitions)),
+                       "num_partitions": rec.num_partitions, "priority": rec.priority,
+                       "submitted_at": rec.submitted_at, "error": st.get("error")})
+    return {"workers": [w.model_dump() for w in ws],
+            "queues": {q: queue_depth(rt.redis, q) for q in _queues(rt, ws)},
+            "jobs": {"active": sorted(rt.jobs.active()), "recent": recent}}
+
+
+def cmd_status(args) -> int:
+    rt = _rt(args)
+    from cluster.pipeline import registry
+
+    if args.json:
+        print(json.dumps(status_doc(rt, jobs=args.jobs), indent=2))
+    else:
+        print(status_text(rt, jobs=args.jobs))
+    return 0
+
+
+def cmd_timeline(args) -> int:
+    rt = _rt(args)
+    from cluster.pipeline import timeline
+
+    events = timeline.load(rt.redis, args.job)
+    if not events:
+        raise CommandError(f"no timeline for job {args.job} (unknown job, or expired)")
+    print(timeline.format_text(args.job, events))
+    png = args.png or f"timeline-{args.job}.png"
+    if png != "-":
+        timeline.gantt_png(args.job, events, png)
+        print(f"gantt chart: {png}")
+    return 0
+
+
+# -- registration --------------------------------------------------------------------------------
+
+def register(sub) -> None:
+    p = sub.add_parser("worker", help="run a cluster worker (synthesis, prove on a device, aggregate)")
+    p.add_argument("role", choices=["synthesis", "prove", "aggregate"])
+    p.add_argument("--device", help="prove workers: cpu, cpu:N or cuda:N (one worker per device slot)")
+    p.add_argument("--loglevel", default="INFO")
+    _add_config(p)
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("keys", help="proving keys in the key cache ([srs] param_cache)")
+    p.add_argument("action", choices=["setup", "list"])
+    p.add_argument("--params", help="parameter set name")
+    p.add_argument("--force", action="store_true", help="regenerate an existing key")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"],
+                   help="where setup's multiplications run (auto: the GPU when there is one)")
+    _add_config(p)
+    p.set_defaults(func=cmd_keys)
+
+    p = sub.add_parser("submit", help="submit a C1 input (JSON file) as a job")
+    p.add_argument("file")
+    p.add_argument("--job-id", help="job id (default: derived from the C1 content); resubmitting is a no-op")
+    p.add_argument("--priority", default="normal", help="critical, high, normal, bulk (or 0-9, 0 first)")
+    p.add_argument("--deadline", type=float, default=None,
+                   help="seconds until the watchdog fails the job (default delivery.job_deadline_s)")
+    p.add_argument("--wait", action="store_true", help="wait for the proof")
+    p.add_argument("--timeout", type=float, default=None, help="seconds to wait (with --wait)")
+    p.add_argument("--out", help="write the proof bytes here (default: print JSON)")
+    _add_config(p)
+    p.set_defaults(func=cmd_submit)
+
+    p = sub.add_parser("result", help="a job's proof and public inputs")
+    p.add_argument("job")
+    p.add_argument("--wait", action="store_true")
+    p.add_argument("--timeout", type=float, default=None)
+    p.add_argument("--out", help="write the proof bytes here (default: print JSON)")
+    _add_config(p)
+    p.set_defaults(func=cmd_result)
+
+    p = sub.add_parser("cancel", help="cancel a job")
+    p.add_argument("job")
+    _add_config(p)
+    p.set_defaults(func=cmd_cancel)
+
+    p = sub.add_parser("status", help="workers (role, device, keys, memory, version), queue depths, jobs")
+    p.add_argument("--json", action="store_true",
+                   help="as JSON: {workers: [registry entries], queues: {name: depth}, jobs: {active, recent}}")
+    p.add_argument("--jobs", type=int, default=5, help="recent jobs to list")
+    _add_config(p)
+    p.set_defaults(func=cmd_status)
+
+    p = sub.add_parser("timeline", help="a job's events, and a Gantt chart PNG")
+    p.add_argument("job")
+    p.add_argument("--png", help="PNG path (default timeline-JOB.png; '-' for none)")
+    _add_config(p)
+    p.set_defaults(func=cmd_timeline)

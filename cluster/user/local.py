@@ -1,0 +1,115 @@
+"""Local proving without a cluster: ``zkhive prove`` and ``zkhive verify`` on one machine.
+
+The same steps a job's partitions go through (synthesis, prove, verify), in this process, in
+partition order; keys come from the same key cache (``[srs] param_cache``) the cluster uses.
+
+    zkhive prove c1.json --out proof.bin        # N x 192 bytes, partition order
+    zkhive verify c1.json proof.bin             # exit 0 when every partition verifies
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from cluster.cli import CommandError
+from synthesis.cli import load_c1
+
+
+def _keys(args):
+    from cluster.pipeline.keys import KeyCache
+    from cluster.settings import SettingsError, load
+
+    if args.keys:
+        return KeyCache(args.keys)
+    try:
+        return KeyCache(load(args.config).srs.param_cache)
+    except SettingsError as e:
+        raise CommandError(str(e)) from None
+
+
+def _partitions(c1, circuit) -> int:
+    n = getattr(c1, "num_partitions", None)
+    return n() if callable(n) else (n or circuit.num_partitions())
+
+
+def cmd_prove(args) -> int:
+    from cluster.pipeline.keys import KeyMissing
+    from gpu import prove, verify
+    from gpu.timing import StageTimer
+    from synthesis.circuits import C1Error
+
+    circuit, c1 = load_c1(args.c1)
+    cache = _keys(args)
+    if not cache.has(circuit):
+        if not args.setup:
+            raise CommandError(f"no keys for {circuit.name} in {cache.root}: run `zkhive keys setup "
+                               f"--params {circuit.name}` or pass --setup")
+        t = time.time()
+        cache.setup(circuit)
+        print(f"keys for {circuit.name}: made in {time.time() - t:.1f} s under {cache.root}")
+    try:
+        pk, vk = cache.load_pk(circuit), cache.load_vk(circuit)
+    except KeyMissing as e:
+        raise CommandError(str(e)) from None
+    r1cs = circuit.r1cs()
+    proofs = []
+    for k in range(_partitions(c1, circuit)):
+        timer = StageTimer(partition=k)
+        t0 = time.time()
+        try:
+            with timer.stage("synthesis"):
+                z = circuit.synthesize(c1, k)
+        except C1Error as e:
+            raise CommandError(str(e)) from None
+        proof = prove(pk, r1cs, z, backend=args.backend, timer=timer)
+        ok = verify(vk, circuit.public_inputs(c1, k), proof)
+        if not ok:  # a prover bug, never an input problem: say so loudly
+            raise CommandError(f"partition {k}: the proof does not verify (prover bug: report it)")
+        stages = ", ".join(f"{n} {s:.2f}s" for n, s in timer.totals().items())
+        print(f"partition {k}: proved and verified in {time.time() - t0:.2f} s ({stages})")
+        proofs.append(proof.to_bytes())
+    out = Path(args.out)
+    out.write_bytes(b"".join(proofs))
+    print(f"wrote {out} ({len(proofs)} partitions x 192 bytes)")
+    return 0
+
+
+def cmd_verify(args) -> int:
+    from cluster.pipeline.keys import KeyMissing
+    from gpu import verify
+    from gpu.groth16 import ProofFormatError, split_proofs
+
+    circuit, c1 = load_c1(args.c1)
+    try:
+        vk = _keys(args).load_vk(circuit)
+    except KeyMissing as e:
+        raise CommandError(str(e)) from None
+    try:
+        proofs = split_proofs(Path(args.proof).read_bytes())
+    except (FileNotFoundError, ProofFormatError) as e:
+        raise CommandError(f"{args.proof}: {e}") from None
+    want = _partitions(c1, circuit)
+    if len(proofs) != want:
+        raise CommandError(f"{args.proof}: holds {len(proofs)} partition proofs, the C1 input has {want}")
+    bad = [k for k, p in enumerate(proofs) if not verify(vk, circuit.public_inputs(c1, k), p)]
+    for k in range(want):
+        print(f"partition {k}: {'INVALID' if k in bad else 'valid'}")
+    return 1 if bad else 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("prove", help="prove a C1 input locally (no cluster): N x 192 bytes")
+    p.add_argument("c1", help="C1 input JSON (zkhive sector c1)")
+    p.add_argument("--out", required=True, help="where to write the proof")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--setup", action="store_true", help="make the keys first if the cache has none")
+    p.add_argument("--keys", help="key cache directory (default: [srs] param_cache)")
+    p.add_argument("--config", help="settings TOML (default: $ZKHIVE_CONFIG)")
+    p.set_defaults(func=cmd_prove)
+    v = sub.add_parser("verify", help="verify a multi-partition proof against its C1 input")
+    v.add_argument("c1")
+    v.add_argument("proof")
+    v.add_argument("--keys", help="key cache directory (default: [srs] param_cache)")
+    v.add_argument("--config", help="settings TOML (default: $ZKHIVE_CONFIG)")
+    v.set_defaults(func=cmd_verify)
