@@ -202,6 +202,9 @@ class FaultCluster:
         self.env.pop("ZKHIVE_CONFIG", None)
         if str(tests) not in sys.path:
             sys.path.append(str(tests))
+        from cluster.pipeline.app import app
+
+        self._previous = app.zkhive_settings  # given back at stop (the tests' process goes on)
         configure(settings.load(env={k: v for k, v in self.env.items() if k.startswith("ZKHIVE_")}))
         from cluster.pipeline.app import runtime
         from synthesis.circuits import get_circuit
@@ -285,6 +288,10 @@ class FaultCluster:
             w.signal(signal.SIGTERM)
         for w in self.workers:
             w.stop()
+        # the app points back where it pointed before (its pools and result consumer of this
+        # Redis closed while it is still up)
+        from cluster.pipeline.app import configure
+        configure(self._previous)
         self.server.stop()
 
     # -- jobs -----------------------------------------------------------------------------------

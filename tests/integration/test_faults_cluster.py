@@ -110,3 +110,13 @@ def test_a_proof_finished_while_redis_is_down_is_stored_when_it_returns(campaign
     prover = c.worker_of(pickup["worker"])
     text = (c.root / f"{prover.name}.log").read_text(errors="replace")
     assert f"job redis-final-0 partition {k}: " in text and "Redis unavailable" in text  # it did wait
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(not __import__("os").environ.get("ZKHIVE_LONG_FAULTS"),
+                    reason="the long campaign (~8 min): set ZKHIVE_LONG_FAULTS=1, or run bench/fault_campaign.py")
+def test_the_long_campaign(tmp_path):
+    """The campaign of docs/faults.md (53 jobs, 32 kills): exit status 0 means no job lost, nothing
+    doubled, no proof that does not verify and no wait over 60 s."""
+    assert fc.main(["--seed", "2", "--root", str(tmp_path / "campaign")]) == 0
