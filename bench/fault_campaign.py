@@ -206,6 +206,7 @@ class FaultCluster:
 
         self._previous = app.zkhive_settings  # given back at stop (the tests' process goes on)
         configure(settings.load(env={k: v for k, v in self.env.items() if k.startswith("ZKHIVE_")}))
+        forget_broker(app)  # a process that talked to another cluster before (the tests)
         from cluster.pipeline.app import runtime
         from synthesis.circuits import get_circuit
 
@@ -290,8 +291,9 @@ class FaultCluster:
             w.stop()
         # the app points back where it pointed before (its pools and result consumer of this
         # Redis closed while it is still up)
-        from cluster.pipeline.app import configure
+        from cluster.pipeline.app import app, configure
         configure(self._previous)
+        forget_broker(app)
         self.server.stop()
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -381,6 +383,29 @@ class FaultCluster:
         out.kills = sum(1 for f in self.faults if f.t >= t0 and "SIGKILL" in f.kind)
         out.seconds = time.time() - t0
         return out
+
+
+def forget_broker(app) -> None:
+    """After pointing this process's app back at its previous broker: drop the pools and the
+    result backend made for this cluster's Redis (Celery keeps them across ``conf.update``), and
+    close the backend's pub/sub while this Redis is still up, so results of tasks sent here do
+    not reach for it when they are collected (Celery's Redis backend; private attributes)."""
+    backend = app._backend_cache or getattr(app._local, "backend", None)
+    rc = getattr(backend, "result_consumer", None)
+    if rc is not None and getattr(rc, "_pubsub", None) is not None:
+        try:
+            rc.stop()
+        except Exception:
+            pass
+        rc._pubsub = None
+        getattr(rc, "subscribed_to", set()).clear()
+    app._backend_cache = None
+    app._local.__dict__.pop("backend", None)
+    app._pool = None
+    if "amqp" in app.__dict__:
+        app.amqp._producer_pool = None
+    if "control" in app.__dict__:
+        app.control.mailbox.__dict__.pop("producer_pool", None)
 
 
 def retry_redis(fn, budget_s: float = 60.0):

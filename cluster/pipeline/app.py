@@ -85,37 +85,10 @@ app = make_app()
 def configure(s: settings_mod.Settings) -> None:
     """Point this process's app at other settings (a test, a client of a second cluster)."""
     global _runtime
-    old_url = app.conf.broker_url
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
-    if app.conf.broker_url != old_url:
-        # the connection pools and the result backend were made for the old broker: sending
-        # would still go there (a test process that talked to a second cluster)
-        if app._pool is not None:
-            app._pool.force_close_all()
-        app._pool = None
-        if "amqp" in app.__dict__:
-            app.amqp._producer_pool = None
-        _forget_result_consumer(app._backend_cache or getattr(app._local, "backend", None))
-        app._backend_cache = None
-        app._local.__dict__.pop("backend", None)
     with _runtime_lock:
         _runtime = None
-
-
-def _forget_result_consumer(backend) -> None:
-    """Close the old result backend's pub/sub and forget its subscriptions: results of tasks sent
-    to the old cluster unsubscribe when they are collected, which must not reach for a Redis that
-    may be gone (Celery's Redis result consumer; private attributes, hence the care)."""
-    rc = getattr(backend, "result_consumer", None)
-    if rc is None or getattr(rc, "_pubsub", None) is None:
-        return
-    try:
-        rc.stop()
-    except Exception:
-        pass
-    rc._pubsub = None
-    getattr(rc, "subscribed_to", set()).clear()
 
 
 # -- the per-process runtime ---------------------------------------------------------------------

@@ -195,7 +195,10 @@ def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
         rt.jobs.start(job_id)
         rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
         try:
-            z = get_circuit(rec.params).synthesize(_parsed_c1(rt, rec), k)
+            circuit = get_circuit(rec.params)
+            # straight to the compact form where the family makes it (fleet: sdr at 2^27)
+            make = getattr(circuit, "synthesize_compact", None) or circuit.synthesize
+            z = make(_parsed_c1(rt, rec), k)
             # bits as bits (synthesis.assignment); a Redis store retries while Redis restarts
             blob = assignment.encode(z)
             ref = durable(lambda: rt.blobs.put(blob, kind="assignment"), f"job {job_id} partition {k}: store the assignment")
