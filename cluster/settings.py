@@ -163,7 +163,8 @@ class DeliverySettings(Section):
     visibility_timeout_s: int = Field(7200, gt=0)
     """Redis redelivers an unacknowledged message after this; must exceed the longest task."""
     max_redeliveries: int = Field(3, ge=0)
-    """Deliveries of one task message beyond the first before the partition is failed."""
+    """Attempts of one unit whose worker died holding it (a lapsed lease, a killed pool child),
+    beyond the first, before the job fails naming the partition; duplicates are not counted."""
     prove_soft_time_limit_s: int = Field(1500, gt=0)
     """A prove task gets SoftTimeLimitExceeded after this and is retried on another device."""
     prove_time_limit_s: int = Field(1800, gt=0)
@@ -172,8 +173,13 @@ class DeliverySettings(Section):
     """Hard limit of one partition's synthesis."""
     job_deadline_s: int = Field(4 * 3600, gt=0)
     """A job not done this long after submission is failed by the watchdog, with a report."""
-    watchdog_interval_s: float = Field(10.0, gt=0)
-    """How often a job's watchdog looks for lost partitions."""
+    watchdog_interval_s: float = Field(2.0, gt=0)
+    """How often the watchdog reconciles the active jobs (lapsed leases, lost messages, deadlines)."""
+    lease_ttl_s: float = Field(5.0, gt=0)
+    """A claimed unit's lease lasts this long after its worker's last renewal (every third of it);
+    a unit whose lease lapses (worker killed or frozen) is re-dispatched."""
+    reconcile_grace_s: float = Field(2.0, ge=0)
+    """A unit neither queued, leased nor done this long (lost in the hand-over) is re-dispatched."""
     partition_retries: int = Field(2, ge=0)
     """One partition's retry budget: re-proofs after a transient error, an unverifiable proof or
     a lost prover, together, before the job fails (bad input fails at once: cluster.pipeline.retry)."""

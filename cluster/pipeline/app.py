@@ -40,7 +40,7 @@ def celery_config(s: settings_mod.Settings) -> dict:
         # dies mid-prove (OOM, GPU fault, power) leaves the partition to be redelivered.
         task_acks_late=True,
         # A pool child killed under a task requeues it instead of recording a failure; the number
-        # of redeliveries is bounded by delivery.max_redeliveries (counted in cluster.pipeline.tasks).
+        # of attempts whose worker died is bounded by delivery.max_redeliveries (cluster.pipeline.lease).
         task_reject_on_worker_lost=True,
         # Prefetch 1: a prover reserves only the task it runs. With the default (4) one device
         # would sit on four multi-minute proofs while another device idles.
@@ -104,12 +104,15 @@ class Runtime:
         from .blobs import open_store
         from .jobs import JobStore
         from .keys import KeyCache
+        from .lease import Leases
         from .workflow import CeleryDispatch
 
         self.settings = s
         self.redis = redis.Redis.from_url(s.redis.url_with_password(), health_check_interval=30)
         self.blobs = open_store(s, self.redis)
         self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
+        #: liveness of claimed units (cluster.pipeline.lease), renewed while their tasks run
+        self.leases = Leases(self.redis, s.delivery.lease_ttl_s, s.delivery.result_ttl_s)
         self.keys = KeyCache(s.srs.param_cache)
         #: sends the jobs' messages (the unit tests' stub runtime records them instead)
         self.dispatch = CeleryDispatch(app)

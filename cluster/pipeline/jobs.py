@@ -11,6 +11,11 @@ Keys (all expire after ``delivery.result_ttl_s``)::
     zkhive:job:<id>:attempts:<k>   partition k's retry budget spent (cluster.pipeline.retry: one budget for
                                    a transient error, an unverifiable proof and a lost partition)
     zkhive:job:<id>:events         the timeline (see cluster.pipeline.timeline)
+    zkhive:job:<id>:leases         the lease of each unit in hand, and ``:opened`` the attempts that
+                                   never closed (cluster.pipeline.lease); ``:unaccounted`` (cluster.pipeline.reconcile)
+    zkhive:job:<id>:flag:outside-chord   set when the chord cannot bring the aggregation (a partition
+                                   re-dispatched alone, or the body fired early): the prove that
+                                   completes the set sends it
     zkhive:jobs                    sorted set of job ids by submission time
     zkhive:active                  the jobs not yet finished, failed or cancelled (the watchdog's)
 
@@ -240,6 +245,12 @@ class JobStore:
         pipe.incr(k)
         pipe.expire(k, self.ttl_s)
         return int(pipe.execute()[0])
+
+    def flag(self, job_id: str, what: str) -> None:
+        self.r.set(key(job_id, "flag", what), "1", ex=self.ttl_s)
+
+    def flagged(self, job_id: str, what: str) -> bool:
+        return bool(self.r.exists(key(job_id, "flag", what)))
 
     def lock(self, job_id: str, what: str, ttl_s: int) -> bool:
         return bool(self.r.set(key(job_id, "lock", what), "1", nx=True, ex=ttl_s))

@@ -12,8 +12,9 @@ Order of a prove worker's start (``zkhive worker prove --device cuda:0``)::
 SIGTERM is Celery's warm shutdown: the task in hand finishes and is acknowledged, then
 ``worker_shutdown`` runs ``WorkerLifecycle.shutdown``: stop the heartbeat, leave the registry,
 free the resident keys (device memory), release the device lock. SIGKILL runs nothing: the entry
-expires after ``worker.registry_ttl_s``, the lock after ``worker.lock_ttl_s``, and the watchdog
-re-dispatches the partition the worker held.
+expires after ``worker.registry_ttl_s``, the lock after ``worker.lock_ttl_s``, the lease of the
+unit in hand after ``delivery.lease_ttl_s``, and the watchdog (a thread of every worker,
+cluster.pipeline.watchdog) re-dispatches that unit.
 
 Prove and aggregate workers use Celery's ``solo`` pool: the task runs in the process that owns
 the device and its resident keys (CUDA contexts do not survive fork). The solo pool does not
@@ -148,9 +149,10 @@ class WorkerLifecycle:
                                        self.rt.settings.worker.heartbeat_s)
         self.rt.worker.ready = True
         self.heartbeat.beat()
-        if self.role == "aggregate":
-            from .watchdog import Watchdog
-            self.watchdog = Watchdog(self.rt).start()
+        # every role sweeps (one process per interval, under a lock): lost work is found even
+        # while the aggregate worker is dead or frozen
+        from .watchdog import Watchdog
+        self.watchdog = Watchdog(self.rt).start()
         log.info("%s ready on %s (version %s, code %s)", self.rt.worker.worker_id, ",".join(self.queues),
                  package_version(), code_digest())
 

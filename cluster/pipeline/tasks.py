@@ -34,7 +34,8 @@ from . import retry as policy
 from .app import app, runtime
 from .blobs import parse_ref
 from .jobs import FAILED, TERMINAL
-from .workflow import dispatch_partition, submit_job
+from .lease import durable
+from .workflow import OUTSIDE_CHORD, dispatch_partition, submit_job
 
 log = logging.getLogger(__name__)
 #: the time limits are fixed when the tasks are defined; the bodies read rt.settings
@@ -111,16 +112,33 @@ def _worker_fields(rt) -> dict:
     return {"worker": w.worker_id if w else None, "device": w.device if w else None}
 
 
-def _count_delivery(rt, d: Delivery, job_id: str, k: int) -> None:
-    """Bound the deliveries of one message (workers that keep dying on it): past the bound the
-    job fails naming the partition."""
+def _hold(rt, d: Delivery, job_id: str, k: int | None, stage: str):
+    """The unit's lease (cluster.pipeline.lease) for the body's work, renewed while it runs."""
+    w = rt.worker
+    return rt.leases.hold(job_id, k, stage, task_id=d.task_id, worker=w.worker_id if w else None,
+                          incarnation=w.incarnation if w else None, device=w.device if w else None,
+                          host=w.host if w else None)
+
+
+def _leased_elsewhere(rt, job_id: str, k: int | None, held) -> dict:
+    """A duplicate delivery of a unit a live worker holds: skip (if that worker dies, its lease
+    lapses and the unit is re-dispatched)."""
+    rt.jobs.event(job_id, "duplicate", partition=k, reason=f"leased by {held.lease.holder()}", **_worker_fields(rt))
+    return {"partition": k, "duplicate": True, "skipped": f"leased by {held.lease.worker}"}
+
+
+def _check_crashes(rt, d: Delivery, job_id: str, k: int | None, crashes: int) -> None:
+    """Bound the attempts of one unit whose workers died holding it (a message that kills every
+    worker it reaches): past ``delivery.max_redeliveries`` the job fails naming the unit.
+    Duplicates of a message are not counted: they find the unit done or leased."""
+    if crashes <= 0:
+        return
     bound = rt.settings.delivery.max_redeliveries
-    n = rt.jobs.count_delivery(d.task_id, d.retries)
-    if n > 1 + bound:
-        _fail(rt, job_id, f"partition {k}: task {d.task_id} was delivered {n} times "
-                          f"(delivery.max_redeliveries={bound}); its workers keep dying", k)
-    if n > 1:
-        rt.jobs.event(job_id, "redelivered", partition=k, delivery=n, **_worker_fields(rt))
+    what = "the aggregation" if k is None else f"partition {k}"
+    if crashes > bound:
+        _fail(rt, job_id, f"{what}: {crashes} attempts ended with their worker dead (task {d.task_id}, "
+                          f"delivery.max_redeliveries={bound}); its workers keep dying", k)
+    rt.jobs.event(job_id, "redelivered", partition=k, delivery=crashes + 1, **_worker_fields(rt))
 
 
 def _retry_or_fail(rt, d: Delivery, job_id: str, k: int, exc: BaseException, stage: str,
@@ -166,22 +184,47 @@ def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
         return skip
     rec = rt.jobs.get(job_id)
     k = _check_partition(rec, partition)
-    _count_delivery(rt, d, job_id, k)
-    rt.jobs.start(job_id)
-    rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
-    try:
-        circuit = get_circuit(rec.params)
-        # straight to the compact form where the family makes it (sdr: no 4.2 GB Fr vector at 2^27)
-        make = getattr(circuit, "synthesize_compact", None) or circuit.synthesize
-        z = make(_parsed_c1(rt, rec), k)
-        ref = rt.blobs.put(assignment.encode(z), kind="assignment")  # bits as bits (synthesis.assignment)
-    except Exception as e:
-        # a broker blip retries here (same queue); bad input fails the job
-        _retry_or_fail(rt, d, job_id, k, e, "synthesis",
-                       lambda: d.retry((job_id, k), {}, None, e))
-    rt.jobs.set_assignment(job_id, k, ref)
-    rt.jobs.event(job_id, "synthesis_end", partition=k, assignment=ref.short(), **_worker_fields(rt))
+    if (done := _synthesized(rt, job_id, k)) is not None:
+        return done
+    with _hold(rt, d, job_id, k, "synthesis") as held:
+        if not held.taken:
+            return _leased_elsewhere(rt, job_id, k, held)
+        if (done := _synthesized(rt, job_id, k)) is not None:  # finished just before we took it
+            return done
+        _check_crashes(rt, d, job_id, k, held.crashes)
+        rt.jobs.start(job_id)
+        rt.jobs.event(job_id, "synthesis_start", partition=k, task_id=d.task_id, **_worker_fields(rt))
+        try:
+            circuit = get_circuit(rec.params)
+            # straight to the compact form where the family makes it (fleet: sdr at 2^27)
+            make = getattr(circuit, "synthesize_compact", None) or circuit.synthesize
+            z = make(_parsed_c1(rt, rec), k)
+            # bits as bits (synthesis.assignment); a Redis store retries while Redis restarts
+            blob = assignment.encode(z)
+            ref = durable(lambda: rt.blobs.put(blob, kind="assignment"), f"job {job_id} partition {k}: store the assignment")
+        except Exception as e:
+            # a broker blip retries here (same queue); bad input fails the job
+            _retry_or_fail(rt, d, job_id, k, e, "synthesis",
+                           lambda: d.retry((job_id, k), {}, None, e))
+        durable(lambda: (rt.jobs.set_assignment(job_id, k, ref),
+                         rt.jobs.event(job_id, "synthesis_end", partition=k, assignment=ref.short(),
+                                       **_worker_fields(rt))),
+                f"job {job_id} partition {k}: record the assignment")
     return {"partition": k, "assignment": ref.model_dump()}
+
+
+def _synthesized(rt, job_id: str, k: int) -> dict | None:
+    """A delivery of a synthesis already done (a duplicate message, or a redelivery after the
+    write): the chain goes on with the stored assignment (its prove deduplicates), or skips
+    when the partition is proved."""
+    if rt.jobs.partition(job_id, k) is not None:
+        rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **_worker_fields(rt))
+        return {"skipped": f"partition {k} is already proved"}
+    ref = rt.jobs.assignment(job_id, k)
+    if ref is None:
+        return None
+    rt.jobs.event(job_id, "duplicate", partition=k, reason="already synthesized", **_worker_fields(rt))
+    return {"partition": k, "assignment": ref}
 
 
 # -- proving -----------------------------------------------------------------------------------------
@@ -194,9 +237,6 @@ def prove_partition(self, synthesized: dict, job_id: str, partition: int, exclud
 
 def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclude: list | None = None) -> dict:
     """Prove partition k on this worker's device and store the proof (first writer wins)."""
-    from gpu.timing import StageTimer
-    from synthesis.circuits import get_circuit
-
     if not isinstance(synthesized, dict) or "assignment" not in synthesized:
         return synthesized if isinstance(synthesized, dict) else {"skipped": "no assignment"}
     if (skip := _skip(rt, job_id)) is not None:
@@ -211,7 +251,21 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
     if rt.jobs.partition(job_id, k) is not None:  # a redelivery of work that already finished
         rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **who)
         return {"partition": k, "duplicate": True}
-    _count_delivery(rt, d, job_id, k)
+    with _hold(rt, d, job_id, k, "prove") as held:
+        if not held.taken:
+            return _leased_elsewhere(rt, job_id, k, held)
+        if rt.jobs.partition(job_id, k) is not None:  # stored just before we took the lease
+            rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **who)
+            return {"partition": k, "duplicate": True}
+        _check_crashes(rt, d, job_id, k, held.crashes)
+        return _prove_leased(rt, d, rec, synthesized, k, exclude, prover, who)
+
+
+def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) -> dict:
+    from gpu.timing import StageTimer
+    from synthesis.circuits import get_circuit
+
+    job_id = rec.job_id
     rt.jobs.set_claim(job_id, k, task_id=d.task_id, incarnation=rt.worker.incarnation if rt.worker else None,
                       **who)
     rt.jobs.event(job_id, "prove_pickup", partition=k, task_id=d.task_id, retries=d.retries, **who)
@@ -232,15 +286,23 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
             proof = (prover.prove(circuit, z, timer, on_evict=evicted) if terms is None
                      else prover.finish(circuit, terms, timer))
         finally:
-            _stage_events(rt, job_id, k, who["device"], timer.records)
+            # a proof finished while Redis restarts keeps its stage events (and goes on below)
+            durable(lambda: _stage_events(rt, job_id, k, who["device"], timer.records),
+                    f"job {job_id} partition {k}: stage events")
     except Exception as e:  # the policy decides: fail the job now, or go to another device
         _retry_or_fail(rt, d, job_id, k, e, "prove",
                        lambda: _retry_elsewhere(rt, d, synthesized, job_id, k, exclude, e))
-    won, doc = rt.jobs.store_partition(job_id, k, proof, task_id=d.task_id, **who)
-    rt.jobs.event(job_id, "prove_end" if won else "duplicate", partition=k, task_id=d.task_id,
-                  proof_sha=doc["proof"][:16], **({} if won else {"reason": "another run stored first"}), **who)
-    if won and not d.in_chord and len(rt.jobs.partitions(job_id, rec.num_partitions)) == rec.num_partitions:
-        # a partition re-proved outside the chord completed the set: no chord body will fire
+    # the final writes wait for Redis (bounded) rather than drop a finished proof
+    won, doc = durable(lambda: rt.jobs.store_partition(job_id, k, proof, task_id=d.task_id, **who),
+                       f"job {job_id} partition {k}: store the proof")
+    durable(lambda: rt.jobs.event(job_id, "prove_end" if won else "duplicate", partition=k, task_id=d.task_id,
+                                  proof_sha=doc["proof"][:16],
+                                  **({} if won else {"reason": "another run stored first"}), **who),
+            f"job {job_id} partition {k}: prove_end event")
+    if won and (not d.in_chord or rt.jobs.flagged(job_id, OUTSIDE_CHORD)) \
+            and len(rt.jobs.partitions(job_id, rec.num_partitions)) == rec.num_partitions:
+        # the set is complete and the chord will not send the aggregation (this partition was
+        # re-proved alone, or one was, or the body already fired early): send it now
         rt.dispatch.aggregate(rec)
     return {"partition": k, "duplicate": not won, **who}
 
@@ -306,10 +368,10 @@ def _retry_elsewhere(rt, d: Delivery, synthesized, job_id, k, exclude, exc) -> N
 
 @app.task(name="zkhive.aggregate", bind=True, acks_late=True, throws=(JobFailed,))
 def aggregate(self, header_results, job_id: str) -> dict:
-    return aggregate_job(runtime(), job_id)
+    return aggregate_job(runtime(), job_id, self.request.id)
 
 
-def aggregate_job(rt, job_id: str) -> dict:
+def aggregate_job(rt, job_id: str, task_id: str | None = None) -> dict:
     """Verify every partition proof and store the job's proof (N x 192 bytes in partition order).
 
     Runs as the chord body and, as a backstop, from the watchdog. The chord's results are
@@ -319,20 +381,17 @@ def aggregate_job(rt, job_id: str) -> dict:
     """
     if (skip := _skip(rt, job_id)) is not None:
         return skip
-    if not rt.jobs.lock(job_id, "aggregate", ttl_s=120):
-        return {"skipped": "another aggregation of this job is running"}
-    try:
+    d = Delivery(task_id=task_id or "aggregate")
+    with _hold(rt, d, job_id, None, "aggregate") as held:
+        if not held.taken:
+            return {"skipped": f"another aggregation of this job is running ({held.lease.holder()})"}
+        _check_crashes(rt, d, job_id, None, held.crashes)
         return _aggregate(rt, job_id)
-    finally:
-        rt.jobs.unlock(job_id, "aggregate")
 
 
 def _aggregate(rt, job_id: str) -> dict:
     from gpu.groth16 import Proof, ProofFormatError, verify
-    from gpu.groth16.errors import KeyFormatError
     from synthesis.circuits import get_circuit
-
-    from .keys import KeyMissing
 
     rec = rt.jobs.get(job_id)
     n = rec.num_partitions
@@ -342,16 +401,19 @@ def _aggregate(rt, job_id: str) -> dict:
         # fired early (a doubled partition) or called before the last one finished: the
         # watchdog calls again once every partition is stored
         rt.jobs.event(job_id, "aggregate_waiting", missing=missing)
+        rt.jobs.flag(job_id, OUTSIDE_CHORD)
         return {"waiting": missing}
     rt.jobs.event(job_id, "aggregate_start", **_worker_fields(rt))
     circuit = get_circuit(rec.params)
     try:
         vk = rt.keys.load_vk(circuit)
-    except KeyMissing as e:  # this aggregate worker's key cache lacks it: nobody can finish the job
-        _fail(rt, job_id, f"cannot verify: {e}")
-    except (KeyFormatError, ValueError) as e:  # a corrupt (e.g. published in-process) vk file
-        _fail(rt, job_id, f"cannot verify: the verifying key {rt.keys.path(circuit, 'vk')} is "
-                          f"unreadable: {e}")
+    except Exception as e:
+        # missing, unreadable or corrupt on this aggregate worker: no proof can be checked, so
+        # the job fails now, naming the key, instead of waiting for its deadline
+        verdict = policy.classify(e)
+        if verdict.transient:
+            raise
+        _fail(rt, job_id, f"cannot verify: {verdict.message()}")
     c1 = _parsed_c1(rt, rec)
     publics, bad = [], []
     for k in range(n):
@@ -381,6 +443,7 @@ def _aggregate(rt, job_id: str) -> dict:
               "public_inputs": [[hex(x) for x in pub] for pub in publics],
               "provers": [{"partition": k, "worker": parts[k].get("worker"), "device": parts[k].get("device")}
                           for k in range(n)]}
-    ref = rt.blobs.put_json(result, kind="result")
-    rt.jobs.finish(job_id, ref, proof_bytes=len(proof), **_worker_fields(rt))
+    ref = durable(lambda: rt.blobs.put_json(result, kind="result"), f"job {job_id}: store the result")
+    durable(lambda: rt.jobs.finish(job_id, ref, proof_bytes=len(proof), **_worker_fields(rt)),
+            f"job {job_id}: finish")
     return {"done": True, "result": ref.model_dump()}

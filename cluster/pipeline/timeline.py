@@ -3,7 +3,9 @@
 Events (``event`` field): ``queued``, ``synthesis_start``/``synthesis_end``, ``prove_routed``
 (queue chosen), ``prove_pickup`` (a prover took the message), ``stage`` (one prover stage with
 start and end, from gpu.timing.StageTimer), ``prove_end``, ``duplicate`` (a second proof of a
-partition, discarded), ``redispatched``, ``verify_failed``, ``aggregated``, ``failed``,
+partition, discarded), ``lease_lapsed`` (a unit's worker stopped renewing its lease),
+``unaccounted`` (a unit neither queued, leased nor done: lost in the hand-over), ``redispatched``
+(with ``waited_s``), ``redelivered``, ``verify_failed``, ``aggregated``, ``failed``,
 ``cancelled``. ``zkhive timeline JOB`` prints them and draws a Gantt chart.
 """
 from __future__ import annotations

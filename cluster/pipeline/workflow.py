@@ -28,6 +28,8 @@ from .jobs import JobRecord, check_job_id, priority_value
 SYNTHESIZE = "zkhive.synthesize_partition"
 PROVE = "zkhive.prove_partition"
 AGGREGATE = "zkhive.aggregate"
+#: a job flag (JobStore.flag): the chord cannot be relied on to send the aggregation
+OUTSIDE_CHORD = "outside-chord"
 #: where each task's message carries its job id (for cancel's clean-up of queued messages)
 JOB_ARG = {SYNTHESIZE: 0, PROVE: 1, AGGREGATE: 1}
 
@@ -89,6 +91,41 @@ class CeleryDispatch:
             if i is not None and args is not None and len(args) > i and args[i] == job_id:
                 dropped += int(r.lrem(lst, 1, raw))
         return dropped
+
+
+    def queued_units(self, r) -> dict[tuple[str, str], list[str]]:
+        """Where each unit's messages are: {(job id, unit): [queue name, or "unacked" for a
+        message handed to a consumer and not acknowledged yet]} (cluster.pipeline.reconcile)."""
+        from .queues import queued_messages
+
+        where: dict[tuple[str, str], list[str]] = {}
+        for lst, _raw, msg in queued_messages(r):
+            name = lst.decode() if isinstance(lst, bytes) else lst
+            _add_unit(where, msg, name.split("\x06\x16")[0])
+        for raw in r.hvals("unacked"):  # kombu's Redis transport: tag -> [message, exchange, routing key]
+            try:
+                msg = json.loads(raw)[0]
+            except (ValueError, TypeError, IndexError, KeyError):
+                continue
+            _add_unit(where, msg, "unacked")
+        return where
+
+
+def _add_unit(where: dict, msg: dict, place: str) -> None:
+    if not isinstance(msg, dict):
+        return
+    name = msg.get("headers", {}).get("task")
+    args = _message_args(msg)
+    i = JOB_ARG.get(name)
+    if i is None or args is None or len(args) <= i or not isinstance(args[i], str):
+        return
+    if name == AGGREGATE:
+        unit = "aggregate"
+    elif len(args) > i + 1 and isinstance(args[i + 1], int):
+        unit = str(args[i + 1])
+    else:
+        return
+    where.setdefault((args[i], unit), []).append(place)
 
 
 def _message_args(msg: dict) -> list | None:
@@ -155,11 +192,13 @@ def _check_keys_exist(rt, circuit) -> None:
                    f"name it in a prover's srs.in_process")
 
 
-def dispatch_partition(rt, rec: JobRecord, k: int, *, exclude: list[str] | tuple = (), reason: str = "retry") -> None:
+def dispatch_partition(rt, rec: JobRecord, k: int, *, exclude: list[str] | tuple = (), reason: str = "retry",
+                       **fields) -> None:
     """Send partition k alone (outside the chord): re-prove a bad or lost partition. The proof
     joins the others in the first-writer-wins store; the aggregation is then started by the prove
     task that completes the set (or the watchdog)."""
     ref = rt.jobs.assignment(rec.job_id, k)
+    rt.jobs.flag(rec.job_id, OUTSIDE_CHORD)  # the chord may never count k: the last proof aggregates
     rt.jobs.event(rec.job_id, "redispatched", partition=k, reason=reason, exclude=list(exclude),
-                  resynthesize=ref is None)
+                  resynthesize=ref is None, **fields)
     rt.dispatch.partition(rec, k, ref, list(exclude))

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import re
+
 import pytest
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -72,7 +74,7 @@ def test_two_provers_make_the_key_in_process_and_every_partition_verifies(cluste
     # the published vk corrupted under a running cluster: the aggregation refuses, naming the file
     path = rt.keys.path(circuit, "vk")
     path.write_bytes(path.read_bytes()[:40] + b"\xff" * 16 + path.read_bytes()[56:])
-    with pytest.raises(JobFailed, match=rf"cannot verify: the verifying key {path} is unreadable"):
+    with pytest.raises(JobFailed, match=rf"cannot verify: unreadable key: {re.escape(str(path))}"):
         submit(_c1(3), job_id="inproc-corrupt").result(timeout=180)
     assert all(p.proc.poll() is None for p in procs)
 

@@ -25,6 +25,7 @@ from cluster.pipeline.blobs import BlobError, BlobRef, BlobStore
 from cluster.errors import JobFailed
 from cluster.pipeline.jobs import JobStore
 from cluster.pipeline.keys import KeyCache
+from cluster.pipeline.lease import Leases
 from cluster.pipeline.prover import Prover, parse_device
 
 
@@ -93,6 +94,14 @@ class StubDispatch:
     def aggregate(self, rec) -> None:
         self.cluster.send(Message("aggregate", (None, rec.job_id), {}, "aggregate"))
 
+    def queued_units(self, r) -> dict[tuple[str, str], list[str]]:
+        """Where each unit's messages wait (CeleryDispatch.queued_units), from the stub's list."""
+        where: dict[tuple[str, str], list[str]] = {}
+        for m in self.cluster.queue:
+            unit = "aggregate" if m.name == "aggregate" else str(m.partition())
+            where.setdefault((m.job_id(), unit), []).append(m.queue)
+        return where
+
     def drop_queued(self, r, job_id: str) -> int:
         before = len(self.cluster.queue)
         self.cluster.queue = [m for m in self.cluster.queue if m.job_id() != job_id]
@@ -105,6 +114,7 @@ class StubRuntime:
     def __init__(self, cluster: "StubCluster", worker=None, prover=None):
         self.settings, self.redis = cluster.settings, cluster.redis
         self.jobs, self.blobs, self.keys = cluster.jobs, cluster.blobs, cluster.keys
+        self.leases = cluster.leases
         self.dispatch = cluster.dispatch
         self.worker, self.prover = worker, prover
 
@@ -119,6 +129,7 @@ class StubCluster:
         self.settings = settings.load(env={f"ZKHIVE_DELIVERY__{k.upper()}": str(v) for k, v in delivery.items()})
         self.redis = fakeredis.FakeRedis()
         self.jobs = JobStore(self.redis, self.settings.delivery.result_ttl_s)
+        self.leases = Leases(self.redis, self.settings.delivery.lease_ttl_s, self.settings.delivery.result_ttl_s)
         self.blobs = MemoryBlobStore()
         self.keys = KeyCache(key_dir)
         self.dispatch = StubDispatch(self)

@@ -175,30 +175,41 @@ def test_unverifiable_partition_is_reproved_on_another_device(stub, tmp_path):
 
 
 def test_watchdog_redispatches_a_partition_whose_prover_died(stub):
+    import time
+
+    from cluster.pipeline.lease import Leases
     from cluster.pipeline.watchdog import inspect_job
 
     dead = stub.add_prover("cpu:0")
     doc = make_c1(SQUARES_A, seed=11)
     submit(stub, doc, "lost")
-    # the prover takes partition 0 and dies mid-prove: its claim stays, its registry entry goes
+    # the prover takes partition 0 and dies mid-prove: its lease is never renewed, its registry
+    # entry goes
     assert stub.step(2) == 2  # the two syntheses
     msg = next(m for m in stub.queue if m.name == "prove" and m.partition() == 0)
     stub.queue.remove(msg)
-    stub.jobs.set_claim("lost", 0, task_id=msg.task_id, incarnation=dead.worker.incarnation,
-                        worker=dead.worker.worker_id, device="cpu:0")
+    short = Leases(stub.redis, 0.05, 3600)
+    assert short.acquire("lost", 0, "prove", task_id=msg.task_id, worker=dead.worker.worker_id,
+                         device="cpu:0", host="stub").taken
     stub.kill(dead)
     stub.add_prover("cpu:1")
-    # partition 0: claimed by a prover that left; partition 1: waiting on a queue nobody serves
-    assert inspect_job(stub.aggregator, "lost") == ["redispatch 0", "redispatch 1"]
-    assert stub.jobs.claim("lost", 0) is None
+    time.sleep(0.1)
+    # partition 0: its lease lapsed; partition 1: waiting on a queue nobody serves
+    assert inspect_job(stub.aggregator, "lost") == ["redispatch 0", "reroute 1"]
+    assert stub.leases.get("lost", 0) is None  # broken before the re-dispatch
+    [lapse] = stub.events("lost", "lease_lapsed")
+    assert lapse["partition"] == 0 and lapse["worker"] == "prove.stub.cpu0.0" and lapse["stage"] == "prove"
     ev0, ev1 = stub.events("lost", "redispatched")
-    assert ev0["exclude"] == ["cpu:0"] and "prove.stub.cpu0.0 left the registry mid-prove" in ev0["reason"]
+    assert ev0["exclude"] == ["cpu:0"] and "lease of prove.stub.cpu0.0 (prove" in ev0["reason"]
+    assert 0 < ev0["waited_s"] < 5
     assert ev1["reason"] == "queue prove.stub.cpu0 has no live prover"
     stub.drain()
     res = verify_job(stub, SQUARES_A, doc, "lost")
     assert {p["device"] for p in res.provers} == {"cpu:1"}
-    # each re-dispatch spent one unit of its partition's one budget
-    assert [int(stub.redis.get(f"zkhive:job:lost:attempts:{k}")) for k in (0, 1)] == [1, 1]
+    # a lost worker or a re-route is not the partition's error: its retry budget is untouched;
+    # the lapse counts as one crash of partition 0 (delivery.max_redeliveries), seen by the re-proof
+    assert [stub.redis.get(f"zkhive:job:lost:attempts:{k}") for k in (0, 1)] == [None, None]
+    assert [e["delivery"] for e in stub.events("lost", "redelivered", 0)] == [2]
 
 
 def test_watchdog_fails_a_job_past_its_deadline_naming_each_missing_partition(stub):
