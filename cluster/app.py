@@ -65,8 +65,13 @@ def celery_config(s: settings_mod.Settings) -> dict:
         task_default_queue=AGGREGATE_QUEUE,
         task_routes=("cluster.routing.route_task",),
         task_create_missing_queues=True,
-        result_expires=d.result_ttl_s,
-        result_extended=True,
+        # Task results are small and short-lived: the job's state is in the job store
+        # (cluster.jobs, delivery.result_ttl_s). Not result_extended: it would copy every task's
+        # arguments, a submit's whole C1 input, into its result for as long as the result lives.
+        result_expires=d.task_result_ttl_s,
+        result_extended=False,
+        # the chord's join counters must outlive the job, or its body never fires
+        result_chord_expires=d.job_deadline_s + 3600,
         task_track_started=True,
         # events for Flower (issue 5) and `celery events`
         worker_send_task_events=True,

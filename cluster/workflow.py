@@ -109,7 +109,11 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     resident on a live prover) is refused here, not failed later by every partition."""
     from synthesis.circuits import get_circuit
 
+    from . import bounds
+
+    bounds.check_c1(rt.settings, doc)  # [limits], before anything is stored or echoed
     c1 = canonical_c1(doc)
+    bounds.check_canonical_size(rt.settings, c1)
     params = doc.get("params")
     if not isinstance(params, str):
         raise JobError("field params: must name the parameter set (a string)")
@@ -125,14 +129,23 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     if existing is None:
         _check_keys_exist(rt, circuit)
         now = time.time()
-        ref = rt.blobs.put(c1, kind="c1")
-        rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
-                        num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
-                        submitted_at=now,
-                        deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
-        if rt.jobs.create(rec):
-            rt.dispatch.job(rec)
-            return rec, True
+        created = False
+        try:
+            ref = rt.blobs.put(c1, kind="c1")
+            rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
+                            num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
+                            submitted_at=now,
+                            deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
+            if rt.jobs.create(rec):
+                created = True
+                rt.dispatch.job(rec)
+                return rec, True
+        except Exception as e:
+            if created:  # no half-written job: it would wait for its deadline
+                bounds.undo_submit(rt, job_id)
+            if bounds.is_oom(e):
+                raise JobError(bounds.broker_full(rt.redis, f"job {job_id} not submitted")) from None
+            raise
         existing = rt.jobs.get(job_id)  # lost a race with an identical submission
     if existing.params != params or existing.c1.sha256 != c1_sha:
         raise JobConflict(f"job {job_id} already exists with another C1 input "

@@ -12,6 +12,12 @@ from pathlib import Path
 MAX_C1_BYTES = 1 << 30
 
 
+def _local_limits():
+    # a local command reads the user's own file: the cluster's bounds except the document size
+    from synthesis.limits import Limits
+    return Limits(document_bytes=MAX_C1_BYTES)
+
+
 class CommandError(Exception):
     """A user-facing failure of a synthesis command; the ``zkhive`` command prints it as one
     line (cluster.cli.main), exit status 2."""
@@ -96,20 +102,16 @@ def cmd_sector_c1(args) -> int:
 def load_c1(path: str):
     """(circuit, parsed C1) from a file; a one-line error for every kind of bad input. The one
     C1 loader of the commands (``zkhive synth``, ``prove``, ``verify``)."""
+    from synthesis import limits
     from synthesis.circuits import C1Error
-    p = Path(path)
-    try:
-        size = p.stat().st_size
+    try:  # size, UTF-8, nesting and numbers bounded before the schema (synthesis.limits)
+        doc = limits.read(path, _local_limits(), setting="the local C1 file limit")
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None
-    if size > MAX_C1_BYTES:
-        raise CommandError(f"{path}: {size} bytes, larger than the {MAX_C1_BYTES}-byte limit")
-    try:
-        doc = json.loads(p.read_bytes())
-    except json.JSONDecodeError as e:
-        raise CommandError(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    except UnicodeDecodeError as e:
-        raise CommandError(f"{path}: not JSON (byte {e.start} is not UTF-8)") from None
+    except OSError as e:
+        raise CommandError(f"{path}: {e.strerror or e}") from None
+    except limits.InputError as e:
+        raise CommandError(f"{path}: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
         raise CommandError(f"{path}: field params: missing (the parameter set, e.g. porep-lite-2k)")
     try:
