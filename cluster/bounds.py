@@ -32,7 +32,7 @@ def check_c1(settings, doc) -> None:
     """JobError (one line, the field and its size) unless ``doc`` is a JSON object within
     ``[limits]``; nothing of it is echoed beyond a few dozen characters."""
     if not isinstance(doc, dict):
-        raise JobError(f"a C1 input must be a JSON object, got {type(doc).__name__}")
+        raise JobError(f"a C1 document is a JSON object, not {type(doc).__name__}")
     try:
         check(doc, limits_of(settings))
     except InputError as e:
@@ -117,7 +117,8 @@ def bound_flower_requests(settings) -> None:
         try:
             options = loads(body, body_limits) if body else {}
         except InputError as e:
-            raise HTTPError(400, reason=_reason(f"request body: {e}")) from None
+            line = _reason(f"request body: {e}")
+            raise HTTPError(400, "%s", line, reason=line) from None  # the body is the line
         if not isinstance(options, dict):
             raise HTTPError(400, reason="invalid options")
         args = options.pop("args", [])
@@ -149,7 +150,8 @@ def _broker_full_in_flower(settings) -> None:
                 raise
             if not client:
                 client.append(redis.Redis.from_url(settings.redis.url_with_password(), socket_timeout=2))
-            raise HTTPError(507, _reason(broker_full(client[0], f"{operation} {target} refused"))) from None
+            line = _reason(broker_full(client[0], f"{operation} {target} refused"))
+            raise HTTPError(507, "%s", line, reason=line) from None
 
     BlockingOperationRunner.run = bounded_run
 

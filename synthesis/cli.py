@@ -102,26 +102,38 @@ def cmd_sector_c1(args) -> int:
 def load_c1(path: str):
     """(circuit, parsed C1) from a file; a one-line error for every kind of bad input. The one
     C1 loader of the commands (``zkhive synth``, ``prove``, ``verify``)."""
-    from synthesis import limits
-    from synthesis.circuits import C1Error
-    try:  # size, UTF-8, nesting and numbers bounded before the schema (synthesis.limits)
-        doc = limits.read(path, _local_limits(), setting="the local C1 file limit")
+    try:  # the size before reading
+        size = Path(path).stat().st_size
+        if size > MAX_C1_BYTES:
+            raise CommandError(f"{path}: {size} bytes, over the limit of {MAX_C1_BYTES} (the local C1 file limit)")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None
     except OSError as e:
         raise CommandError(f"{path}: {e.strerror or e}") from None
+    return c1_from_bytes(raw, path)
+
+
+def c1_from_bytes(raw: bytes, where: str = "C1"):
+    """(circuit, parsed C1) from a document's bytes: UTF-8, nesting, numbers and sizes bounded
+    first (synthesis.limits), then the parameter set's schema; CommandError (one line, ``where``:
+    and the field) for anything else."""
+    from synthesis import limits
+    from synthesis.circuits import C1Error
+    try:
+        doc = limits.loads(raw, _local_limits(), setting="the local C1 file limit")
     except limits.InputError as e:
-        raise CommandError(f"{path}: {e}") from None
+        raise CommandError(f"{where}: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
-        raise CommandError(f"{path}: field params: missing (the parameter set, e.g. porep-lite-2k)")
+        raise CommandError(f"{where}: field params: missing (the parameter set, e.g. porep-lite-2k)")
     try:
         circuit = _circuit(doc["params"])
     except CommandError as e:
-        raise CommandError(f"{path}: field params: {e}") from None
+        raise CommandError(f"{where}: field params: {e}") from None
     try:
         return circuit, circuit.parse_c1(doc)
     except C1Error as e:
-        raise CommandError(f"{path}: {e}") from None
+        raise CommandError(f"{where}: {e}") from None
 
 
 def cmd_synth(args) -> int:

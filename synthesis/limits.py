@@ -69,15 +69,22 @@ def clip(value: Any, n: int = 40) -> str:
 
 
 def json_path(parts) -> str:
-    """``("partitions", 3, "node")`` -> ``partitions[3].node``; each key clipped."""
-    out = ""
+    """``("partitions", 3, "node")`` -> ``partitions[3].node``; each key clipped, and a path of
+    more than 160 characters shortened in its middle."""
+    pieces = []
     for part in parts:
         if isinstance(part, int):
-            out += f"[{part}]"
+            pieces.append(f"[{part}]")
         else:
             name = part if len(part) <= 40 else f"{part[:24]}...({len(part)} chars)"
-            out += f".{name}" if out else name
-    return out
+            pieces.append(f".{name}")
+    if sum(map(len, pieces)) > 160:
+        pieces = pieces[:3] + [f"...({len(pieces) - 6} levels)..."] + pieces[-3:]
+    return "".join(pieces).removeprefix(".")
+
+
+def _where(path: tuple) -> str:
+    return json_path(path) or "(document)"
 
 
 def _digits(x: int) -> int:
@@ -170,9 +177,9 @@ def _too_deep_in_text(text: str, limits: Limits) -> InputError:
             if stack and stack[-1][0] == "[" and stack[-1][1] is None:
                 stack[-1][1] = 0
             if len(stack) >= limits.depth:
-                path = json_path([p for _, p in stack if p is not None])
+                path = tuple(p for _, p in stack if p is not None)
                 return InputError(f"nested deeper than {limits.depth} levels (limits.depth) at byte "
-                                  f"{m.start()}", field=path or "(document)", offset=m.start())
+                                  f"{m.start()}", field=_where(path), offset=m.start())
             stack.append([tok, None])
         elif tok in "]}":
             if stack:
@@ -198,21 +205,21 @@ def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_b
         if isinstance(value, (dict, list)):
             if depth > limits.depth:
                 raise InputError(f"nested deeper than {limits.depth} levels (limits.depth)",
-                                 field=json_path(path) or "(document)")
+                                 field=_where(path))
             if isinstance(value, dict):
                 if len(value) > limits.object_keys:
                     raise InputError(f"an object of {len(value)} keys, over the limit of "
-                                     f"{limits.object_keys} (limits.object_keys)", field=json_path(path) or None)
+                                     f"{limits.object_keys} (limits.object_keys)", field=_where(path))
                 for key, item in value.items():
                     if not isinstance(key, str):
-                        raise InputError(f"key {clip(key)} is not a string", field=json_path(path) or None)
+                        raise InputError(f"key {clip(key)} is not a string", field=_where(path))
                     _string(key, path, limits.key_bytes, "key", "limits.key_bytes")
                     size += len(key) + 4
                     stack.append((item, path + (key,), depth + 1))
             else:
                 if len(value) > limits.array_items:
                     raise InputError(f"an array of {len(value)} items, over the limit of "
-                                     f"{limits.array_items} (limits.array_items)", field=json_path(path) or None)
+                                     f"{limits.array_items} (limits.array_items)", field=_where(path))
                 for i in range(len(value) - 1, -1, -1):
                     stack.append((value[i], path + (i,), depth + 1))
             size += 2
@@ -223,16 +230,16 @@ def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_b
         elif isinstance(value, int):
             if value.bit_length() > limits.int_digits * 3.33 or len(str(value)) > limits.int_digits:
                 raise InputError(f"an integer of {_digits(value)} digits, over the limit of "
-                                 f"{limits.int_digits} (limits.int_digits)", field=json_path(path) or None)
+                                 f"{limits.int_digits} (limits.int_digits)", field=_where(path))
             size += 12
         elif isinstance(value, float):
             if not math.isfinite(value):
-                raise InputError(f"the number {value} is not finite", field=json_path(path) or None)
+                raise InputError(f"the number {value} is not finite", field=_where(path))
             size += 24
         elif isinstance(value, _Literal):
-            raise InputError(value.why, field=json_path(path) or None)
+            raise InputError(value.why, field=_where(path))
         else:
-            raise InputError(f"a {type(value).__name__} is not a JSON value", field=json_path(path) or None)
+            raise InputError(f"a {type(value).__name__} is not a JSON value", field=_where(path))
         if size > limits.document_bytes:
             raise InputError(f"over {limits.document_bytes} bytes ({setting}) by field {json_path(path)}")
 
@@ -246,9 +253,8 @@ def _string(s: str, path: tuple, bound: int, what: str, setting: str) -> int:
             n = len(s.encode("utf-8"))
         except UnicodeEncodeError as e:
             raise InputError(f"{what} has a lone surrogate at character {e.start}",
-                             field=json_path(path) or None) from None
+                             field=_where(path)) from None
     if n > bound:
-        shown = json_path(path) if what == "string" else json_path(path + (s,))
         raise InputError(f"a {what} of {n} bytes, over the limit of {bound} ({setting})",
-                         field=shown or None)
+                         field=_where(path if what == "string" else path + (s,)))
     return n
