@@ -94,8 +94,11 @@ app = make_app()
 def configure(s: settings_mod.Settings) -> None:
     """Point this process's app at other settings (a test, a client of a second cluster)."""
     global _runtime
+    from .bounds import reset_publisher
+
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
+    reset_publisher(app)  # the pools would keep publishing to the broker of the old settings
     with _runtime_lock:
         _runtime = None
 

@@ -58,6 +58,18 @@ def is_oom(exc: BaseException) -> bool:
     return False
 
 
+def oom_refusals(r) -> int | None:
+    """How many commands Redis has refused at its maxmemory so far (INFO errorstats, Redis 6.2+);
+    None when it cannot say. A publish refused mid-chord may surface as another error (kombu
+    collects the connection and retries on a closed channel: AttributeError), so a submission
+    compares this count before and after instead of trusting the exception."""
+    try:
+        stat = r.info("errorstats").get("errorstat_OOM", {})
+        return int(stat.get("count", 0)) if isinstance(stat, dict) else 0
+    except Exception:  # noqa: BLE001 - unreachable or too old: fall back to the exception
+        return None
+
+
 def _mib(n: int) -> str:
     return f"{n / (1 << 20):.1f} MiB"
 
@@ -74,6 +86,49 @@ def broker_full(r, what: str) -> str:
             f"(delivery.result_ttl_s), remove old ones, or raise redis.maxmemory_bytes")
 
 
+def failed_submit(rt, job_id: str, submitted_at: float, dispatched: bool, exc: BaseException,
+                  refusals: int | None) -> JobError | None:
+    """After a submission failed between storing its C1 and sending its last message: remove
+    what it wrote (``undo_submit``), reset the publisher when a send failed, and return the
+    broker-full JobError when Redis refused a write at its maxmemory meanwhile (``refusals``:
+    ``oom_refusals`` before the submission's writes); None: re-raise ``exc``."""
+    now = oom_refusals(rt.redis) if refusals is not None else None
+    full = is_oom(exc) or (now is not None and now > refusals)
+    message = broker_full(rt.redis, f"job {job_id} not submitted") if full else None
+    if dispatched or recorded_by(rt, job_id, submitted_at):
+        undo_submit(rt, job_id)
+    if dispatched:
+        reset_publisher(getattr(rt.dispatch, "app", None))
+    return JobError(message) if full else None
+
+
+def reset_publisher(app) -> None:
+    """Drop the app's connection and producer pools after a publish Redis refused: kombu (5.7)
+    collects the connection on the error and may leave a producer with a closed channel in its
+    pool; the next publish from this process then fails with ``AttributeError: 'NoneType' object
+    has no attribute 'client'`` (found by tests/integration/test_bounds.py). Fresh pools connect
+    again on the next send."""
+    from kombu import pools
+
+    if app is None:
+        return
+    app._pool = None
+    amqp = app.__dict__.get("amqp")
+    if amqp is not None:
+        amqp._producer_pool = None
+    pools.reset()  # kombu's registry would hand the same (broken) producer pool back
+
+
+def recorded_by(rt, job_id: str, submitted_at: float) -> bool:
+    """Whether the job's record is the one this submission (stamped ``submitted_at``) wrote: a
+    write that failed after the record's SET NX (the state, the events) leaves it behind."""
+    try:
+        rec = rt.jobs.get(job_id)
+    except Exception:  # noqa: BLE001 - unreadable: nothing to undo that we could undo
+        return False
+    return rec is not None and rec.submitted_at == submitted_at
+
+
 def undo_submit(rt, job_id: str) -> None:
     """Remove what a failed submission wrote (record, state, index, active set, events, queued
     messages), so no half-written job waits for its deadline. Best effort: each step alone."""
@@ -88,6 +143,7 @@ def undo_submit(rt, job_id: str) -> None:
             step()
         except Exception as e:  # noqa: BLE001 - a failed undo step must not hide the submit's error
             log.warning("undo of job %s: %s", job_id, str(e).splitlines()[0] if str(e) else type(e).__name__)
+    log.info("job %s: submission failed after it was recorded; removed what it had written", job_id)
 
 
 # -- Flower ------------------------------------------------------------------------------------

@@ -129,7 +129,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     if existing is None:
         _check_keys_exist(rt, circuit)
         now = time.time()
-        created = False
+        created, refusals = False, bounds.oom_refusals(rt.redis)
         try:
             ref = rt.blobs.put(c1, kind="c1")
             rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
@@ -140,12 +140,11 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
                 created = True
                 rt.dispatch.job(rec)
                 return rec, True
-        except Exception as e:
-            if created:  # no half-written job: it would wait for its deadline
-                bounds.undo_submit(rt, job_id)
-            if bounds.is_oom(e):
-                raise JobError(bounds.broker_full(rt.redis, f"job {job_id} not submitted")) from None
-            raise
+        except Exception as e:  # no half-written job (it would wait for its deadline)
+            full = bounds.failed_submit(rt, job_id, now, created, e, refusals)
+            if full is None:
+                raise
+            raise full from None
         existing = rt.jobs.get(job_id)  # lost a race with an identical submission
     if existing.params != params or existing.c1.sha256 != c1_sha:
         raise JobConflict(f"job {job_id} already exists with another C1 input "
