@@ -62,7 +62,8 @@ def cmd_sector_new(args) -> int:
 
 def _sector_family(directory: str) -> str:
     try:
-        meta = json.loads((Path(directory) / "sector.json").read_text())
+        from synthesis import limits
+        meta = limits.read(Path(directory) / "sector.json")
         return meta.get("family", "porep-lite") if isinstance(meta, dict) else "porep-lite"
     except (OSError, ValueError):
         return "porep-lite"  # Sector.load reports what is wrong
