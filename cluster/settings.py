@@ -63,6 +63,10 @@ class RedisSettings(Section):
     """Redis password (AUTH). Prefer ``ZKHIVE_REDIS__PASSWORD`` or ``password_file`` to a file in git."""
     password_file: Path | None = None
     """A file whose first line is the Redis password (read at start)."""
+    maxmemory_bytes: int = Field(2 << 30, ge=0)
+    """``maxmemory`` of the Redis ``zkhive up`` starts (docker-compose.yml: ``ZKHIVE_REDIS_MAXMEMORY``),
+    with ``noeviction``: at the bound writes fail (a submit says "broker memory full") and no
+    queue or job is ever evicted. 0: no bound. A Redis run elsewhere: set its own maxmemory."""
 
     @field_validator("url")
     @classmethod
@@ -184,7 +188,39 @@ class DeliverySettings(Section):
     """One partition's retry budget: re-proofs after a transient error, an unverifiable proof or
     a lost prover, together, before the job fails (bad input fails at once: cluster.pipeline.retry)."""
     result_ttl_s: int = Field(7 * 86400, gt=0)
-    """How long job records, timelines and results stay in Redis."""
+    """How long job state stays in Redis: job records, partition proofs, timelines, the result's
+    reference (and ``redis`` blobs, ``blobs.ttl_s``)."""
+    task_result_ttl_s: int = Field(3600, gt=0)
+    """How long Celery keeps a task's own result (Flower's ``/api/task/result``: the submit task's
+    job id, a failure's one-line reason); each is a few hundred bytes, never the C1 input. The
+    chord's join state lives until the job's deadline instead (``job_deadline_s`` + 1 h)."""
+
+
+class LimitSettings(Section):
+    """Bounds on a submitted C1 document, checked before anything is stored (synthesis.limits;
+    defaults 2-4x what sdr-32g's 16.4 MB document needs). Errors name the field and its size."""
+
+    c1_max_bytes: int = Field(64 << 20, gt=0)
+    """Largest C1 document (JSON text; a file, a client's dict, a Flower request's argument)."""
+    depth: int = Field(16, ge=2, le=200)
+    """Deepest nesting of arrays and objects (a C1 document has 9 levels)."""
+    string_bytes: int = Field(256, gt=0)
+    """Longest string value (a field element is 66 characters)."""
+    key_bytes: int = Field(64, gt=0)
+    """Longest object key."""
+    array_items: int = Field(4096, gt=0)
+    """Most items of one array (porep-lite-16m: 981 challenges a partition)."""
+    object_keys: int = Field(64, gt=0)
+    """Most keys of one object."""
+    int_digits: int = Field(40, ge=1, le=4000)
+    """Most decimal digits of one integer (below Python's 4,300-digit conversion limit)."""
+
+    def limits(self):
+        from synthesis.limits import Limits
+
+        return Limits(document_bytes=self.c1_max_bytes, depth=self.depth, string_bytes=self.string_bytes,
+                      key_bytes=self.key_bytes, array_items=self.array_items,
+                      object_keys=self.object_keys, int_digits=self.int_digits)
 
 
 class FlowerSettings(Section):
@@ -237,6 +273,7 @@ class Settings(Section):
     delivery: DeliverySettings = DeliverySettings()
     flower: FlowerSettings = FlowerSettings()
     metrics: MetricsSettings = MetricsSettings()
+    limits: LimitSettings = LimitSettings()
     source: str | None = Field(None, exclude=True)
     """The settings file these were read from, if any (informational)."""
 

@@ -67,7 +67,9 @@ def get_circuit(name: str) -> Circuit:
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise KeyError(f"unknown parameter set {name!r}; known: {', '.join(sorted(_REGISTRY))}") from None
+        from .limits import clip
+
+        raise KeyError(f"unknown parameter set {clip(name)}; known: {', '.join(sorted(_REGISTRY))}") from None
 
 
 def known() -> list[str]:

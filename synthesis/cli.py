@@ -12,6 +12,12 @@ from pathlib import Path
 MAX_C1_BYTES = 1 << 30
 
 
+def _local_limits():
+    # a local command reads the user's own file: the cluster's bounds except the document size
+    from synthesis.limits import Limits
+    return Limits(document_bytes=MAX_C1_BYTES)
+
+
 class CommandError(Exception):
     """A user-facing failure of a synthesis command; the ``zkhive`` command prints it as one
     line (cluster.cli.main), exit status 2."""
@@ -56,7 +62,8 @@ def cmd_sector_new(args) -> int:
 
 def _sector_family(directory: str) -> str:
     try:
-        meta = json.loads((Path(directory) / "sector.json").read_text())
+        from synthesis import limits
+        meta = limits.read(Path(directory) / "sector.json")
         return meta.get("family", "porep-lite") if isinstance(meta, dict) else "porep-lite"
     except (OSError, ValueError):
         return "porep-lite"  # Sector.load reports what is wrong
@@ -96,30 +103,38 @@ def cmd_sector_c1(args) -> int:
 def load_c1(path: str):
     """(circuit, parsed C1) from a file; a one-line error for every kind of bad input. The one
     C1 loader of the commands (``zkhive synth``, ``prove``, ``verify``)."""
-    from synthesis.circuits import C1Error
-    p = Path(path)
-    try:
-        size = p.stat().st_size
+    try:  # the size before reading
+        size = Path(path).stat().st_size
+        if size > MAX_C1_BYTES:
+            raise CommandError(f"{path}: {size} bytes, over the limit of {MAX_C1_BYTES} (the local C1 file limit)")
+        raw = Path(path).read_bytes()
     except FileNotFoundError:
         raise CommandError(f"{path}: no such file") from None
-    if size > MAX_C1_BYTES:
-        raise CommandError(f"{path}: {size} bytes, larger than the {MAX_C1_BYTES}-byte limit")
+    except OSError as e:
+        raise CommandError(f"{path}: {e.strerror or e}") from None
+    return c1_from_bytes(raw, path)
+
+
+def c1_from_bytes(raw: bytes, where: str = "C1"):
+    """(circuit, parsed C1) from a document's bytes: UTF-8, nesting, numbers and sizes bounded
+    first (synthesis.limits), then the parameter set's schema; CommandError (one line, ``where``:
+    and the field) for anything else."""
+    from synthesis import limits
+    from synthesis.circuits import C1Error
     try:
-        doc = json.loads(p.read_bytes())
-    except json.JSONDecodeError as e:
-        raise CommandError(f"{path}: not JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    except UnicodeDecodeError as e:
-        raise CommandError(f"{path}: not JSON (byte {e.start} is not UTF-8)") from None
+        doc = limits.loads(raw, _local_limits(), setting="the local C1 file limit")
+    except limits.InputError as e:
+        raise CommandError(f"{where}: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
-        raise CommandError(f"{path}: field params: missing (the parameter set, e.g. porep-lite-2k)")
+        raise CommandError(f"{where}: field params: missing (the parameter set, e.g. porep-lite-2k)")
     try:
         circuit = _circuit(doc["params"])
     except CommandError as e:
-        raise CommandError(f"{path}: field params: {e}") from None
+        raise CommandError(f"{where}: field params: {e}") from None
     try:
         return circuit, circuit.parse_c1(doc)
     except C1Error as e:
-        raise CommandError(f"{path}: {e}") from None
+        raise CommandError(f"{where}: {e}") from None
 
 
 def cmd_synth(args) -> int:

@@ -241,6 +241,9 @@ def cmd_flower(args) -> int:
     # through the environment: a password in argv would show in `ps` to every user
     os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
     _metrics_behind_auth()
+    from cluster.pipeline.bounds import bound_flower_requests
+
+    bound_flower_requests(s)  # request bodies decoded within [limits]; broker-full is one line
     from cluster.pipeline.app import app
 
     # the worker event stream: the workers send task events (worker_send_task_events,

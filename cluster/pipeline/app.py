@@ -61,8 +61,13 @@ def celery_config(s: settings_mod.Settings) -> dict:
         task_default_queue=AGGREGATE_QUEUE,
         task_routes=("cluster.pipeline.routing.route_task",),
         task_create_missing_queues=True,
-        result_expires=d.result_ttl_s,
-        result_extended=True,
+        # Task results are small and short-lived: the job's state is in the job store
+        # (cluster.pipeline.jobs, delivery.result_ttl_s). Not result_extended: it would copy every task's
+        # arguments, a submit's whole C1 input, into its result for as long as the result lives.
+        result_expires=d.task_result_ttl_s,
+        result_extended=False,
+        # the chord's join counters must outlive the job, or its body never fires
+        result_chord_expires=d.job_deadline_s + 3600,
         task_track_started=True,
         # events for Flower (issue 5) and `celery events`
         worker_send_task_events=True,
@@ -85,8 +90,11 @@ app = make_app()
 def configure(s: settings_mod.Settings) -> None:
     """Point this process's app at other settings (a test, a client of a second cluster)."""
     global _runtime
+    from .bounds import reset_publisher
+
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
+    reset_publisher(app)  # the pools would keep publishing to the broker of the old settings
     with _runtime_lock:
         _runtime = None
 

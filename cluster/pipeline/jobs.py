@@ -41,6 +41,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from cluster.errors import JobError
+from synthesis.limits import clip
 
 from . import timeline
 from .blobs import BlobRef
@@ -72,7 +73,7 @@ class JobRecord(BaseModel):
 
 def check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not JOB_ID.match(job_id):
-        raise JobError(f"job id {job_id!r} is invalid: 1-128 characters of letters, digits, '.', '_', ':', '-', "
+        raise JobError(f"job id {clip(job_id)} is invalid: 1-128 characters of letters, digits, '.', '_', ':', '-', "
                        "starting with a letter or digit")
     return job_id
 
@@ -80,10 +81,10 @@ def check_job_id(job_id: str) -> str:
 def priority_value(priority: str | int) -> int:
     if isinstance(priority, str):
         if priority not in PRIORITIES:
-            raise JobError(f"priority {priority!r} is unknown: use one of {', '.join(PRIORITIES)} or 0-9")
+            raise JobError(f"priority {clip(priority)} is unknown: use one of {', '.join(PRIORITIES)} or 0-9")
         return PRIORITIES[priority]
     if not isinstance(priority, int) or not 0 <= priority <= 9:
-        raise JobError(f"priority {priority!r} must be 0 (first) to 9 (last)")
+        raise JobError(f"priority {clip(priority)} must be 0 (first) to 9 (last)")
     return priority
 
 

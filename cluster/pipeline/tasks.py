@@ -28,7 +28,7 @@ from typing import Callable, NoReturn
 
 from synthesis import assignment
 
-from cluster.errors import JobFailed
+from cluster.errors import JobError, JobFailed
 
 from . import retry as policy
 from .app import app, runtime
@@ -160,10 +160,12 @@ def _retry_or_fail(rt, d: Delivery, job_id: str, k: int, exc: BaseException, sta
 
 # -- submit (for Flower's send-task and other non-Python clients) ---------------------------------
 
-@app.task(name="zkhive.submit", bind=True, acks_late=True)
+@app.task(name="zkhive.submit", bind=True, acks_late=True, throws=(JobError,))
 def submit(self, c1: dict, job_id: str | None = None, priority: str | int = "normal") -> dict:
     """Submit a job: ``POST /api/task/send-task/zkhive.submit {"args": [C1], "kwargs": {...}}``.
-    Returns {"job_id", "created", "num_partitions"}; a bad C1 header raises with the field named."""
+    Returns {"job_id", "created", "num_partitions"} (the task's whole result: the C1 is kept
+    only in the blob store, never in the result backend); a C1 outside ``[limits]`` or a bad
+    header is FAILURE with one line naming the field (JobError, logged as expected)."""
     rec, created = submit_job(runtime(), c1, job_id=job_id, priority=priority)
     return {"job_id": rec.job_id, "created": created, "num_partitions": rec.num_partitions}
 

@@ -147,7 +147,11 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     resident on a live prover) is refused here, not failed later by every partition."""
     from synthesis.circuits import get_circuit
 
+    from . import bounds
+
+    bounds.check_c1(rt.settings, doc)  # [limits], before anything is stored or echoed
     c1 = canonical_c1(doc)
+    bounds.check_canonical_size(rt.settings, c1)
     params = doc.get("params")
     if not isinstance(params, str):
         raise JobError("field params: must name the parameter set (a string)")
@@ -163,14 +167,22 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     if existing is None:
         _check_keys_exist(rt, circuit)
         now = time.time()
-        ref = rt.blobs.put(c1, kind="c1")
-        rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
-                        num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
-                        submitted_at=now,
-                        deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
-        if rt.jobs.create(rec):
-            rt.dispatch.job(rec)
-            return rec, True
+        created, refusals = False, bounds.oom_refusals(rt.redis)
+        try:
+            ref = rt.blobs.put(c1, kind="c1")
+            rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
+                            num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
+                            submitted_at=now,
+                            deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
+            if rt.jobs.create(rec):
+                created = True
+                rt.dispatch.job(rec)
+                return rec, True
+        except Exception as e:  # no half-written job (it would wait for its deadline)
+            full = bounds.failed_submit(rt, job_id, now, created, e, refusals)
+            if full is None:
+                raise
+            raise full from None
         existing = rt.jobs.get(job_id)  # lost a race with an identical submission
     if existing.params != params or existing.c1.sha256 != c1_sha:
         raise JobConflict(f"job {job_id} already exists with another C1 input "

@@ -104,12 +104,14 @@ def cmd_submit(args) -> int:
     from cluster.pipeline.jobs import JobError
     from cluster.pipeline.workflow import submit_job
 
-    try:
-        doc = json.loads(Path(args.file).read_text())
+    from synthesis import limits
+
+    try:  # bounded before it is parsed: size, UTF-8, nesting, numbers ([limits])
+        doc = limits.read(args.file, rt.settings.limits.limits())
     except OSError as e:
         raise CommandError(f"{args.file}: {e.strerror or e}") from None
-    except json.JSONDecodeError as e:
-        raise CommandError(f"{args.file}: not JSON (line {e.lineno} column {e.colno}: {e.msg})") from None
+    except limits.InputError as e:
+        raise CommandError(f"{args.file}: {e}") from None
     try:
         rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline)
     except JobError as e:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import field, poseidon
+from .. import field, limits, poseidon
 from . import graph, trees
 from .params import SETS, TREE_ARITY, PorepParams
 
@@ -86,7 +86,7 @@ class Sector:
     def load(cls, directory: str | Path) -> "Sector":
         d = Path(directory)
         try:
-            meta = json.loads((d / "sector.json").read_text())
+            meta = limits.read(d / "sector.json")  # bounded: one line for any bad file
             prm = SETS[meta["params"]]
             seed = bytes.fromhex(meta["seed"][2:])
             replica_id = int(meta["replica_id"], 16)

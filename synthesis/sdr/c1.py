@@ -89,10 +89,10 @@ def json_schema() -> dict[str, Any]:
 
 
 def json_path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
-    return out
+    """``partitions[1].challenges[3]``; a key that is not ours (an extra field) is clipped."""
+    from ..limits import json_path as path
+
+    return path(p if isinstance(p, int) else str(p) for p in loc)
 
 
 def _partition_of(loc: tuple) -> int | None:

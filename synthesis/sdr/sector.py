@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import field, poseidon
+from .. import field, limits, poseidon
 from ..gadgets.sha256 import sha254
 from . import graph
 from .params import SETS, TREE_ARITY, SdrParams
@@ -136,7 +136,7 @@ class Sector:
         """Reads data and labels and rebuilds the trees (cheap: the sector is small)."""
         d = Path(directory)
         try:
-            meta = json.loads((d / "sector.json").read_text())
+            meta = limits.read(d / "sector.json")  # bounded: one line for any bad file
             prm = SETS[meta["params"]]
             seed = bytes.fromhex(meta["seed"][2:])
             replica_id = int(meta["replica_id"], 16)

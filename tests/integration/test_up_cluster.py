@@ -189,6 +189,17 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         out = zkhive(*s.args("result", "up-flower", "--wait", "--timeout", "120"), env=s.env, check=0)
         r = json.loads(out.stdout)
         _verify(s, SQUARES_B, doc_b, bytes.fromhex(r["proof"]), [[int(x, 16) for x in p] for p in r["public_inputs"]])
+        # a body outside [limits] is refused by Flower itself, in one line; nothing is sent
+        code, body = _flower(base + "/api/task/send-task/zkhive.submit", s.flower_password,
+                             {"args": [{"params": "x" * 100_000}], "kwargs": {"job_id": "up-big"}})
+        assert (code, body) == (400, b"request body: field args[0].params: a string of 100000 bytes, "
+                                     b"over the limit of 256 (limits.string_bytes)")
+        # the Redis `up` started is bounded (redis.maxmemory_bytes) and never evicts
+        import redis as redis_py
+        r = redis_py.Redis(port=s.redis_port, password=s.password)
+        assert r.config_get("maxmemory") == {"maxmemory": str(2 << 30)}
+        assert r.config_get("maxmemory-policy") == {"maxmemory-policy": "noeviction"}
+        assert not r.exists("zkhive:job:up-big")
         # the worker event stream reaches Flower: it saw every partition's prove task finish
         code, body = _flower(base + "/api/tasks?taskname=zkhive.prove_partition", s.flower_password)
         states = [t["state"] for t in json.loads(body).values()]

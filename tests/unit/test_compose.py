@@ -214,7 +214,8 @@ def problems(text: str, dockerfile: str | None = None) -> list[str]:
         if redis.get("ports"):
             out.append("service redis: publishes ports on the host")
         line = " ".join(map(str, redis.get("command", [])))
-        for flag in ("--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction", "requirepass"):
+        for flag in ("--appendonly yes", "--appendfsync everysec", "--maxmemory-policy noeviction", "--maxmemory ",
+                     "requirepass"):
             if flag not in line:
                 out.append(f"service redis: command lacks {flag}")
     return out
@@ -307,6 +308,7 @@ def _mutate(old: str, new: str) -> str:
      "service flower: ZKHIVE_FLOWER__PASSWORD_FILE=/etc/flower.pass is not one of its secrets"),
     ("    # no `ports:`: Redis", '    ports: ["6379:6379"]\n    # no `ports:`: Redis', "service redis: publishes ports on the host"),
     ("--maxmemory-policy noeviction", "--maxmemory-policy allkeys-lru", "service redis: command lacks --maxmemory-policy noeviction"),
+    ("--maxmemory ${ZKHIVE_REDIS_MAXMEMORY:-2gb} ", "", "service redis: command lacks --maxmemory "),
     ("build: {context: ., target: gpu}", "build: {context: ., target: cuda}", "build target 'cuda' is not a Dockerfile stage"),
 ])
 def test_validator_rejects_broken_compose(old, new, message):

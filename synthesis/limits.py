@@ -1,0 +1,260 @@
+"""Bounds on a JSON document from outside (a C1 input): its size, nesting, strings and numbers.
+
+Every way a C1 document comes in goes through here before it is parsed further or stored: a file
+(``zkhive submit|prove|verify|synth``: ``loads``), a dict (``cluster.client.submit``, the
+``zkhive.submit`` task's argument as Flower sent it: ``check``), Flower's request body (``loads``).
+A violation is one ``InputError`` line naming the field as a JSON path
+(``partitions[3].challenges[0].node``) and its size, never a traceback and never more than a
+few dozen characters of the value (``clip``).
+
+Defaults are derived from the largest real C1 document, sdr-32g's (10 partitions x 18
+challenges, 16.4 MB as ``zkhive sector c1`` writes it, nesting depth 9, longest string 66
+characters, longest array 30 items, at most 10 keys an object, integers below 2^30): each bound
+is 2-4x what that document needs. porep-lite-4m/16m's synthetic documents (35/140 MB) are
+larger than the document bound: raise ``limits.c1_max_bytes`` to submit those to a cluster.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+#: Python refuses int(str) beyond this many digits (sys.get_int_max_str_digits); our bound is far
+#: below it, so the ValueError of int() is never reached.
+_PY_INT_DIGITS = 4300
+
+
+class InputError(ValueError):
+    """A document outside the bounds, or not JSON: one line, ``field`` the JSON path ('' for the
+    document itself), ``offset`` the byte offset when the problem is in the raw bytes."""
+
+    def __init__(self, message: str, *, field: str | None = None, offset: int | None = None):
+        self.field, self.offset = field, offset
+        where = f"field {field}: " if field else ""
+        super().__init__(where + message)
+
+
+@dataclass(frozen=True)
+class Limits:
+    #: the whole document as JSON text (sdr-32g's: 16.4 MB)
+    document_bytes: int = 64 << 20
+    #: containers inside containers (sdr-32g: 9, root object to a TreeC sibling list)
+    depth: int = 16
+    #: one string value, UTF-8 bytes (a field element is 66 characters)
+    string_bytes: int = 256
+    #: one object key (the longest C1 key is 11 characters)
+    key_bytes: int = 64
+    #: items of one array (sdr-32g: 30 levels of a TreeD path; porep-lite-16m: 981 challenges)
+    array_items: int = 4096
+    #: keys of one object (a C1 document's top level: 10)
+    object_keys: int = 64
+    #: decimal digits of one integer (a node index has at most 10)
+    int_digits: int = 40
+
+
+DEFAULT = Limits()
+
+
+def clip(value: Any, n: int = 40) -> str:
+    """``repr(value)`` cut to about ``n`` characters, with the full length said: an error may
+    name a value, never echo a 50 MB one."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return f"<an integer of about {_digits(value)} digits>"
+    if isinstance(value, (str, bytes)) and len(value) > n:
+        return f"{value[:n]!r}... ({len(value)} {'characters' if isinstance(value, str) else 'bytes'})"
+    text = repr(value) if not isinstance(value, (list, dict, tuple)) else \
+        f"<{type(value).__name__} of {len(value)} items>"
+    return text if len(text) <= n + 10 else text[:n] + "..."
+
+
+def json_path(parts) -> str:
+    """``("partitions", 3, "node")`` -> ``partitions[3].node``; each key clipped, and a path of
+    more than 160 characters shortened in its middle."""
+    pieces = []
+    for part in parts:
+        if isinstance(part, int):
+            pieces.append(f"[{part}]")
+        else:
+            name = part if len(part) <= 40 else f"{part[:24]}...({len(part)} chars)"
+            pieces.append(f".{name}")
+    if sum(map(len, pieces)) > 160:
+        pieces = pieces[:3] + [f"...({len(pieces) - 6} levels)..."] + pieces[-3:]
+    return "".join(pieces).removeprefix(".")
+
+
+def _where(path: tuple) -> str:
+    return json_path(path) or "(document)"
+
+
+def _digits(x: int) -> int:
+    return max(1, math.ceil(abs(x).bit_length() * math.log10(2)))
+
+
+class _Literal:
+    """A number the decoder did not convert (too many digits, not finite): ``check`` reports it
+    with its path."""
+
+    def __init__(self, text: str, why: str):
+        self.text, self.why = text, why
+
+    def __repr__(self) -> str:
+        return clip(self.text)
+
+
+def _parse_int(limits: Limits):
+    def parse(text: str):
+        digits = len(text) - (text[0] == "-")
+        if digits > limits.int_digits:
+            return _Literal(text, f"an integer of {digits} digits, over the limit of {limits.int_digits} "
+                                  "(limits.int_digits)")
+        return int(text)
+    return parse
+
+
+def _parse_float(limits: Limits):
+    def parse(text: str):
+        if len(text) > limits.int_digits + 16:
+            return _Literal(text, f"a number of {len(text)} characters, over the limit of "
+                                  f"{limits.int_digits + 16} (limits.int_digits + 16)")
+        x = float(text)
+        return x if math.isfinite(x) else _Literal(text, f"the number {clip(text)} is not finite")
+    return parse
+
+
+def _parse_constant(text: str):
+    return _Literal(text, f"{text} is not a JSON number")
+
+
+def loads(data: bytes | str, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_bytes") -> Any:
+    """Decode a JSON document within ``limits``; InputError (one line) for anything else: over the
+    size, not UTF-8 (the byte offset), not JSON (line and column), nested too deep (the depth and
+    path), an integer with too many digits, a string too long (each with the field's path).
+    ``setting`` names the size bound in the message (the cluster's settings key)."""
+    if len(data) > limits.document_bytes:
+        raise InputError(f"{len(data)} bytes, over the limit of {limits.document_bytes} ({setting})")
+    if isinstance(data, (bytes, bytearray)):
+        try:
+            text = bytes(data).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InputError(f"not UTF-8: byte {e.start} (0x{data[e.start]:02x}) "
+                             f"is not valid UTF-8 ({e.reason})", offset=e.start) from None
+    else:
+        text = data
+    try:
+        doc = json.loads(text, parse_int=_parse_int(limits), parse_float=_parse_float(limits),
+                         parse_constant=_parse_constant)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not JSON (line {e.lineno}, column {e.colno}: {e.msg})", offset=e.pos) from None
+    except RecursionError:
+        # deeper than Python's decoder recurses (~1000): find where it passed our bound
+        raise _too_deep_in_text(text, limits) from None
+    check(doc, limits, setting=setting)
+    return doc
+
+
+def read(path, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_bytes") -> Any:
+    """``loads`` of a file, its size checked before it is read. OSError is the caller's."""
+    from pathlib import Path
+
+    p = Path(path)
+    size = p.stat().st_size
+    if size > limits.document_bytes:
+        raise InputError(f"{size} bytes, over the limit of {limits.document_bytes} ({setting})")
+    return loads(p.read_bytes(), limits, setting=setting)
+
+
+def _too_deep_in_text(text: str, limits: Limits) -> InputError:
+    """The error for a text nested deeper than ``limits.depth``, with the path of the first
+    container beyond it (scans only up to there)."""
+    import re
+
+    token = re.compile(r'"(?:[^"\\]|\\.)*"\s*:?|[\[\]{},]')
+    stack: list[list] = []  # [kind, index or key]
+    for m in token.finditer(text):
+        tok = m.group()
+        if tok in "[{":
+            if stack and stack[-1][0] == "[" and stack[-1][1] is None:
+                stack[-1][1] = 0
+            if len(stack) >= limits.depth:
+                path = tuple(p for _, p in stack if p is not None)
+                return InputError(f"nested deeper than {limits.depth} levels (limits.depth) at byte "
+                                  f"{m.start()}", field=_where(path), offset=m.start())
+            stack.append([tok, None])
+        elif tok in "]}":
+            if stack:
+                stack.pop()
+        elif tok == ",":
+            if stack and stack[-1][0] == "[":
+                stack[-1][1] = (stack[-1][1] or 0) + 1
+        elif tok.endswith(":") and stack and stack[-1][0] == "{":
+            stack[-1][1] = json.loads(tok[:-1].rstrip()) if len(tok) < 200 else tok[1:40]
+        elif stack and stack[-1][0] == "[" and stack[-1][1] is None:
+            stack[-1][1] = 0
+    return InputError(f"nested deeper than the decoder allows (more than {limits.depth} levels, limits.depth)")
+
+
+def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_bytes") -> None:
+    """Check a decoded document (from ``json.loads``, a client's dict, a task's argument) against
+    ``limits`` without recursion; InputError names the first field outside them. Also refuses
+    what is not JSON data (a Python object, a non-string key, a lone surrogate)."""
+    size = 0
+    stack: list[tuple[Any, tuple, int]] = [(doc, (), 1)]
+    while stack:
+        value, path, depth = stack.pop()
+        if isinstance(value, (dict, list)):
+            if depth > limits.depth:
+                raise InputError(f"nested deeper than {limits.depth} levels (limits.depth)",
+                                 field=_where(path))
+            if isinstance(value, dict):
+                if len(value) > limits.object_keys:
+                    raise InputError(f"an object of {len(value)} keys, over the limit of "
+                                     f"{limits.object_keys} (limits.object_keys)", field=_where(path))
+                for key, item in value.items():
+                    if not isinstance(key, str):
+                        raise InputError(f"key {clip(key)} is not a string", field=_where(path))
+                    _string(key, path, limits.key_bytes, "key", "limits.key_bytes")
+                    size += len(key) + 4
+                    stack.append((item, path + (key,), depth + 1))
+            else:
+                if len(value) > limits.array_items:
+                    raise InputError(f"an array of {len(value)} items, over the limit of "
+                                     f"{limits.array_items} (limits.array_items)", field=_where(path))
+                for i in range(len(value) - 1, -1, -1):
+                    stack.append((value[i], path + (i,), depth + 1))
+            size += 2
+        elif isinstance(value, str):
+            size += _string(value, path, limits.string_bytes, "string", "limits.string_bytes") + 3
+        elif isinstance(value, bool) or value is None:
+            size += 5
+        elif isinstance(value, int):
+            if value.bit_length() > limits.int_digits * 3.33 or len(str(value)) > limits.int_digits:
+                raise InputError(f"an integer of {_digits(value)} digits, over the limit of "
+                                 f"{limits.int_digits} (limits.int_digits)", field=_where(path))
+            size += 12
+        elif isinstance(value, float):
+            if not math.isfinite(value):
+                raise InputError(f"the number {value} is not finite", field=_where(path))
+            size += 24
+        elif isinstance(value, _Literal):
+            raise InputError(value.why, field=_where(path))
+        else:
+            raise InputError(f"a {type(value).__name__} is not a JSON value", field=_where(path))
+        if size > limits.document_bytes:
+            raise InputError(f"over {limits.document_bytes} bytes ({setting}) by field {json_path(path)}")
+
+
+def _string(s: str, path: tuple, bound: int, what: str, setting: str) -> int:
+    """The UTF-8 size of ``s``; InputError when over ``bound`` or not encodable (a lone surrogate)."""
+    if s.isascii():
+        n = len(s)
+    else:
+        try:
+            n = len(s.encode("utf-8"))
+        except UnicodeEncodeError as e:
+            raise InputError(f"{what} has a lone surrogate at character {e.start}",
+                             field=_where(path)) from None
+    if n > bound:
+        raise InputError(f"a {what} of {n} bytes, over the limit of {bound} ({setting})",
+                         field=_where(path if what == "string" else path + (s,)))
+    return n
