@@ -64,7 +64,9 @@ def encode(z: np.ndarray | Compact) -> bytes:
                      np.ascontiguousarray(c.fes, dtype="<u8").tobytes()])
 
 
-def decode_compact(blob: bytes, *, n: int | None = None) -> Compact:
+def read_header(blob: bytes, n: int | None = None) -> tuple[int, int, int]:
+    """(count, m, plane bytes) of a blob from ``encode``, its header and length checked (and the
+    count against ``n`` when given); AssignmentError naming what is wrong."""
     if len(blob) < _HEADER.size:
         raise AssignmentError(f"assignment blob of {len(blob)} bytes is shorter than its header")
     magic, count, m = _HEADER.unpack_from(blob)
@@ -76,6 +78,11 @@ def decode_compact(blob: bytes, *, n: int | None = None) -> Compact:
     want = _HEADER.size + 2 * plane + 32 * m
     if len(blob) != want:
         raise AssignmentError(f"assignment blob is {len(blob)} bytes, its header says {want}")
+    return count, m, plane
+
+
+def decode_compact(blob: bytes, *, n: int | None = None) -> Compact:
+    count, m, plane = read_header(blob, n)
     buf = np.frombuffer(blob, dtype=np.uint8, offset=_HEADER.size, count=2 * plane)
     other = np.unpackbits(buf[:plane], count=count, bitorder="little").astype(bool)
     one = np.unpackbits(buf[plane:], count=count, bitorder="little").astype(bool)

@@ -52,3 +52,13 @@ def witness(copies: int = 5, seed: int = 1, *, ones: bool = True) -> np.ndarray:
         t = (y + 3 * p) * (1 + x) % P
         z += [x, y, t]
     return field.vec_from_ints(z)
+
+
+def random_z(n, rng):
+    """A fresh random Fr vector of length n with z0 = 1 and the witness's mix of zeros, ones and
+    other values (not a satisfying assignment: for comparing products, never on zeros only)."""
+    z = field.vec_from_ints([int(x) for x in rng.integers(0, 2**62, n)])
+    z[rng.random(n) < 0.4] = 0
+    z[rng.random(n) < 0.3] = [1, 0, 0, 0]
+    z[0] = [1, 0, 0, 0]
+    return z

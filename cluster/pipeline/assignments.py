@@ -18,23 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 from synthesis import field
-from synthesis.assignment import MAGIC, AssignmentError, _HEADER
+from synthesis.assignment import _HEADER, AssignmentError, read_header
 
 
 def check_encoded(blob: bytes, n: int) -> bytes:
     """``blob`` if it is a well-formed encoding of ``n`` values (AssignmentError naming what is
     wrong otherwise), without expanding it."""
-    if len(blob) < _HEADER.size:
-        raise AssignmentError(f"assignment blob of {len(blob)} bytes is shorter than its header")
-    magic, count, m = _HEADER.unpack_from(blob)
-    if magic != MAGIC:
-        raise AssignmentError(f"assignment blob starts with {magic!r}, not {MAGIC!r}")
-    if count != n:
-        raise AssignmentError(f"assignment has {count} values, the circuit has {n} variables")
-    plane = (count + 7) // 8
-    want = _HEADER.size + 2 * plane + 32 * m
-    if len(blob) != want:
-        raise AssignmentError(f"assignment blob is {len(blob)} bytes, its header says {want}")
+    count, m, plane = read_header(blob, n)
     planes = np.frombuffer(blob, dtype=np.uint8, offset=_HEADER.size, count=2 * plane)
     other, one = planes[:plane], planes[plane:]
     if count % 8:  # bits past the last value must be clear (they would be values n, n+1, ...)

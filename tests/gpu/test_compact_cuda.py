@@ -18,7 +18,7 @@ import pytest
 from gpu import prove, verify
 from synthesis import assignment, field as F
 from synthesis.r1cs import UnsatisfiedConstraint
-from tests.compact_circuits import toy, witness
+from tests.compact_circuits import random_z, toy, witness
 
 pytestmark = pytest.mark.gpu
 
@@ -29,14 +29,6 @@ def backend(cuda_ctx):
     return get_backend("cuda:0")
 
 
-def _random_z(n, rng):
-    z = F.vec_from_ints([int(x) for x in rng.integers(0, 2**62, n)])
-    z[rng.random(n) < 0.4] = 0
-    z[rng.random(n) < 0.3] = [1, 0, 0, 0]
-    z[0] = [1, 0, 0, 0]
-    return z
-
-
 def test_device_product_equals_full_csr(backend):
     from arith import native
     from gpu.cuda.compact import DeviceCompactR1CS
@@ -45,7 +37,7 @@ def test_device_product_equals_full_csr(backend):
 
     cr = get_circuit("sdr-256k").compact_r1cs()
     rng = np.random.default_rng()
-    z = _random_z(cr.num_variables, rng)
+    z = random_z(cr.num_variables, rng)
     mats = DeviceCompactR1CS(cr)
     try:
         with DeviceBuffer(z.nbytes) as zb, DeviceBuffer(32 * cr.num_constraints) as out:
@@ -67,7 +59,7 @@ def test_blob_expands_on_the_device(backend):
 
     rng = np.random.default_rng()
     for n in (1, 31, 32, 33, 1000, 70_001):
-        z = _random_z(n, rng)
+        z = random_z(n, rng)
         blob = assignment.encode(z)
         with DeviceBuffer(32 * n) as zb:
             zb.upload(np.full((n, 4), 0xCD, np.uint64))

@@ -9,15 +9,7 @@ import pytest
 from arith import native
 from gpu.native import compact as C
 from synthesis import assignment, field as F
-from tests.compact_circuits import toy, witness
-
-
-def _random_z(n, rng):
-    z = F.vec_from_ints([int(x) for x in rng.integers(0, 2**62, n)])
-    z[rng.random(n) < 0.4] = 0
-    z[rng.random(n) < 0.3] = [1, 0, 0, 0]
-    z[0] = [1, 0, 0, 0]
-    return z
+from tests.compact_circuits import random_z, toy, witness
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +23,7 @@ def test_products_equal_full_csr(which, sdr):
     cr = toy(6) if which == "toy" else sdr.compact_r1cs()
     rng = np.random.default_rng()
     nv = cr.num_variables
-    z = _random_z(nv, rng)
+    z = random_z(nv, rng)
     for name in "abc":
         m = getattr(cr, name)
         p = C.parts(m, name)
@@ -50,7 +42,7 @@ def test_products_equal_full_csr(which, sdr):
 def test_a_plain_compact_matrix_is_a_header(sdr):
     cm = sdr.compact_r1cs().a.header
     p = C.parts(cm)
-    z = _random_z(int(cm.cols.max()) + 1, np.random.default_rng())
+    z = random_z(int(cm.cols.max()) + 1, np.random.default_rng())
     full = cm.to_sparse()
     assert np.array_equal(C.spmv(p, z), native.spmv(full.indptr, full.indices, full.coeffs, z))
 
@@ -167,10 +159,10 @@ def test_rejects():
 def test_expand_equals_decode_and_rejects_bad_blobs():
     rng = np.random.default_rng()
     for n in (1, 7, 8, 31, 32, 33, 64, 999):
-        z = _random_z(n, rng)
+        z = random_z(n, rng)
         blob = assignment.encode(z)
         assert np.array_equal(C.expand(blob, n), assignment.decode(blob, n=n))
-    z = _random_z(100, rng)
+    z = random_z(100, rng)
     z[0] = 0
     with pytest.raises(assignment.AssignmentError, match=r"assignment\[0\]"):
         C.planes(assignment.encode(z), 100)
