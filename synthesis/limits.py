@@ -35,6 +35,10 @@ class InputError(ValueError):
         super().__init__(where + message)
 
 
+class _TooDeep(InputError):
+    """``check``'s depth error: ``loads``, which has the text, adds the byte offset."""
+
+
 @dataclass(frozen=True)
 class Limits:
     #: the whole document as JSON text (sdr-32g's: 16.4 MB)
@@ -149,7 +153,12 @@ def loads(data: bytes | str, limits: Limits = DEFAULT, *, setting: str = "limits
     except RecursionError:
         # deeper than Python's decoder recurses (~1000): find where it passed our bound
         raise _too_deep_in_text(text, limits) from None
-    check(doc, limits, setting=setting)
+    try:
+        check(doc, limits, setting=setting)
+    except _TooDeep:
+        # the same error, with its byte offset, whether or not the decoder recursed that deep
+        # (that depends on the process's recursion limit)
+        raise _too_deep_in_text(text, limits) from None
     return doc
 
 
@@ -204,8 +213,8 @@ def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_b
         value, path, depth = stack.pop()
         if isinstance(value, (dict, list)):
             if depth > limits.depth:
-                raise InputError(f"nested deeper than {limits.depth} levels (limits.depth)",
-                                 field=_where(path))
+                raise _TooDeep(f"nested deeper than {limits.depth} levels (limits.depth)",
+                               field=_where(path))
             if isinstance(value, dict):
                 if len(value) > limits.object_keys:
                     raise InputError(f"an object of {len(value)} keys, over the limit of "

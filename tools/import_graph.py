@@ -117,10 +117,16 @@ def cycles(g: dict[str, set[str]]) -> list[list[str]]:
                     break
             if len(comp) > 1:
                 out.append(sorted(comp))
-    sys.setrecursionlimit(10000)
-    for v in sorted(g):
-        if v not in index:
-            visit(v)
+    # the recursive walk needs more than the default 1000 frames on a long chain; restored after,
+    # as the limit is the whole process's (a test run goes on with it)
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(before, 10000))
+    try:
+        for v in sorted(g):
+            if v not in index:
+                visit(v)
+    finally:
+        sys.setrecursionlimit(before)
     return out
 
 
