@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import re
 from dataclasses import dataclass, replace
 
 from synthesis import limits as lim
@@ -84,7 +85,7 @@ def decode(raw: bytes, limits: lim.Limits, *, miner_id: int | None = None,
     except (binascii.Error, ValueError) as e:
         raise C2InputError(f"{where}: Commit2 input: field Phase1Out is not standard base64 ({e})") from None
     # serde writes SealCommitPhase1Output's fields in order: registered_proof first
-    if phase1[:64].lstrip().startswith(b'{"registered_proof"'):
+    if re.match(rb'\s*\{\s*"registered_proof"', phase1[:256]):
         doc = _filecoin_doc(phase1, num, size, miner_id, where)
     else:
         doc = _c1_doc(phase1, limits, f"{where}: Commit2 input: field Phase1Out")
@@ -103,16 +104,31 @@ def _c1_doc(raw: bytes, limits: lim.Limits, where: str) -> dict:
 
 
 def _filecoin_doc(phase1: bytes, num: int, size: int, miner_id: int | None, where: str) -> dict:
-    """Filecoin's SealCommitPhase1Output, through the Filecoin circuit family."""
+    """Filecoin's SealCommitPhase1Output, through the Filecoin family (synthesis/filecoin): its
+    own converter when it has one (``c1.phase1_to_c1``), else its parser and shape check, the
+    parameter set named by ``registered_proof`` and the serde document with ``params`` added
+    (serde ignores unknown fields)."""
     try:
-        from synthesis.filecoin.c1 import phase1_to_c1
+        from synthesis.filecoin import c1 as fc1
     except ImportError:
         raise C2InputError(
             f"{where}: Commit2 input: field Phase1Out is Filecoin's SealCommitPhase1Output and this "
             f"build has no Filecoin circuit family (synthesis/filecoin) to prove it") from None
+    hook = getattr(fc1, "phase1_to_c1", None)
     try:
-        doc = phase1_to_c1(phase1, sector_number=num, sector_size=size, miner_id=miner_id)
-    except ValueError as e:
+        if hook is not None:
+            doc = hook(phase1, sector_number=num, sector_size=size, miner_id=miner_id)
+        else:
+            raw = lim.loads(phase1, fc1.C1_LIMITS, setting="the Filecoin C1 bound")
+            prm = fc1.params_of(raw)
+            fc1.parse(prm, raw)  # the shape for this parameter set: partitions, challenges, fields
+            if prm.sector_size != size:
+                raise C2InputError(f"{where}: Commit2 input: field SectorSize is {size}, the C1 output "
+                                   f"is a {prm.sector_size}-byte {prm.registered_proof}")
+            doc = {"params": prm.name, **raw}
+    except (lim.InputError, ValueError) as e:
+        if isinstance(e, C2InputError):
+            raise
         raise C2InputError(f"{where}: Commit2 input: field Phase1Out: {str(e).splitlines()[0]}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
         raise C2InputError(f"{where}: the Filecoin family made no C1 document (a bug: report it)")

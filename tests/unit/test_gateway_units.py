@@ -153,12 +153,33 @@ def test_a_commit2_input_and_a_bare_c1_document_are_accepted():
     (b'{"SectorNum": 7, "Phase1Out": "e30=", "SectorSize": 2048', "Commit2 input: not JSON"),
     (b'{"nothing": 1}', "not a C1 document"),
     (c2input.wrap(b'{"registered_proof": "StackedDrg2KiBV1_1", "vanilla_proofs": {}}', 7, 2048),
-     "Filecoin's SealCommitPhase1Output"),
+     "field Phase1Out: field vanilla_proofs: "),
+    (c2input.wrap(b'{"registered_proof": "StackedDrg7KiBV1", "vanilla_proofs": {}}', 7, 2048),
+     "field Phase1Out: field registered_proof: registered proof 'StackedDrg7KiBV1' is not one of"),
 ])
 def test_a_bad_input_is_refused_in_one_line_naming_the_field(raw, message):
     with pytest.raises(c2input.C2InputError) as e:
         c2input.decode(raw, LIMITS)
     assert message in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_filecoin_commit2_input_names_its_parameter_set():
+    """A 2 KiB sector sealed by the Filecoin family, its C1 output in a Commit2 input as
+    lotus-bench writes it: the cluster's document is the serde one with ``params`` added."""
+    import os
+
+    from synthesis.filecoin import c1 as fc1
+    from synthesis.filecoin import sector as fs
+    from synthesis.filecoin.params import SETS
+
+    prm = SETS["filecoin-2k"]
+    sealed = fs.seal(prm, os.urandom(1016), fs.prover_id_from_miner(1000), 7, bytes(32))
+    phase1 = fc1.dumps(fc1.c1_document(sealed, bytes([1] * 32)))
+    got = c2input.decode(fc1.commit2_input(phase1, 7, 2048), LIMITS)
+    assert (got.doc["params"], got.sector_number, got.sector_size) == ("filecoin-2k", 7, 2048)
+    assert {k: v for k, v in got.doc.items() if k != "params"} == json.loads(phase1)
+    with pytest.raises(c2input.C2InputError, match="field SectorSize is 34359738368, the C1 output is a 2048-byte"):
+        c2input.decode(fc1.commit2_input(phase1, 7, 34359738368), LIMITS)
 
 
 def test_a_commit2_input_over_the_size_bound_is_refused_before_decoding():
