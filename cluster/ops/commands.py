@@ -161,6 +161,8 @@ def cmd_ps(args) -> int:
               f"{sup.meta.get('flower_password')})")
     if sup.meta.get("metrics"):
         print(f"metrics {sup.meta['metrics']}")
+    if sup.meta.get("gateway"):
+        print(f"gateway {sup.meta['gateway']} (cuzk.v1.ProvingEngine)")
     return 0 if all(r.process() for r in sup.records) else 1
 
 
