@@ -359,3 +359,41 @@ def test_c2_without_a_cluster_proves_in_this_process(gw, porep, tmp_path):
     # --cluster refuses instead of proving here
     res = zkhive("c2", str(path), "--cluster", env=env, check=2)
     assert "--cluster: no cluster with a ready prover" in res.stderr
+
+
+def test_tls_only_and_one_gateway_a_port(gw, tmp_path):
+    """[gateway] tls_cert/tls_key: a TLS client is served, a plaintext one is not; half a TLS
+    setting and a port another gateway holds are refused in one line."""
+    import subprocess
+    import sys
+
+    from cluster.ops.readiness import listening_check
+    from cluster.ops.supervisor import free_port
+    from test_up_cluster import ROOT
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    port = free_port()
+    env = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert), "ZKHIVE_GATEWAY__TLS_KEY": str(key)}
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--port", str(port))],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _until(lambda: listening_check(proc.pid, port) is None, 60), proc.poll()
+        tls = grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(cert.read_bytes()))
+        st = pb_grpc.ProvingEngineStub(tls).GetStatus(pb.GetStatusRequest(), metadata=AUTH, timeout=30)
+        assert [q.proof_kind for q in st.queues] == ["porep-c2"]
+        plain = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        code, _ = _code(lambda: plain.GetStatus(pb.GetStatusRequest(), metadata=AUTH, timeout=10))
+        assert code == grpc.StatusCode.UNAVAILABLE
+        tls.close()
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert f"serving cuzk.v1.ProvingEngine on 127.0.0.1:{port} (TLS, bearer token" in out, out
+    half = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert)}
+    res = zkhive(*gw.s.args("gateway", "--port", str(free_port())), env=half, check=2)
+    assert "gateway.tls_cert and gateway.tls_key: set both" in res.stderr and len(res.stderr.splitlines()) == 1
+    res = zkhive(*gw.s.args("gateway"), env=gw.s.env, check=2)  # the port `up`'s gateway holds
+    assert f"cannot listen on 127.0.0.1:{gw.s.gateway_port}" in res.stderr and len(res.stderr.splitlines()) == 1
