@@ -50,6 +50,19 @@ def _bind_address(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
 
+def _check_port(address: str, port: int, where: str) -> None:
+    """Bind the port once ourselves: a taken port is our one line, before grpc logs its own."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in address else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as grpc does: TIME_WAIT is no owner
+        try:
+            sock.bind((address, port))
+        except OSError as e:
+            raise GatewayError(f"cannot listen on {where} ([gateway] address, port): {e.strerror or e}") from None
+
+
 def build(s, rt) -> tuple[grpc.Server, int]:
     """A started-to-be server for settings ``s`` over runtime ``rt``, and the port it bound."""
     g = s.gateway
@@ -65,6 +78,7 @@ def build(s, rt) -> tuple[grpc.Server, int]:
                          interceptors=[TokenCheck(token)] if token else [], options=opts)
     pb_grpc.add_ProvingEngineServicer_to_server(ProvingEngine(rt, control_timeout_s=g.control_timeout_s), server)
     where = _bind_address(g.address, g.port)
+    _check_port(g.address, g.port, where)
     try:
         if g.tls_cert is not None:
             try:
