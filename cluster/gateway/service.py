@@ -24,6 +24,7 @@ line naming the field; an unknown job NOT_FOUND.
 from __future__ import annotations
 
 import logging
+import re
 import time
 
 import grpc
@@ -46,6 +47,8 @@ POREP = "porep-c2"
 #: timeline stages that are not device compute (cluster.pipeline.tasks)
 NOT_COMPUTE = ("fetch_assignment", "load_key")
 POLL_S = 0.2
+#: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
+KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
 
 
 class Abort(Exception):
@@ -281,13 +284,16 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             uptime_seconds=int(time.time() - self.started))
 
     def _cached_keys(self) -> dict[str, int]:
-        """Parameter sets with a proving key in the key cache: {name: bytes}."""
+        """Parameter sets with a proving key in the key cache, ``<params>.<digest16>.pk`` (or
+        bellperson's ``.params`` under the same name): {name: bytes}."""
         out: dict[str, int] = {}
         root = self.rt.keys.root
-        for p in root.glob("*.pk") if root.is_dir() else ():
-            name = p.name.rsplit(".", 2)[0]
+        for p in root.iterdir() if root.is_dir() else ():
+            m = KEY_FILE.fullmatch(p.name)
+            if m is None:
+                continue
             try:
-                out[name] = p.stat().st_size
+                out[m.group(1)] = max(out.get(m.group(1), 0), p.stat().st_size)
             except OSError:
                 continue
         return out

@@ -194,6 +194,8 @@ def test_the_token_is_required(gw):
 
 
 def test_status_and_metrics_describe_the_cluster(gw):
+    done = gw.call("Prove", pb.ProveRequest(submit=submit("sq-status", json.dumps(make_c1(SQUARES_A, seed=21)).encode())))
+    assert done.result.status == pb.AwaitProofResponse.COMPLETED
     st = gw.call("GetStatus", pb.GetStatusRequest())
     [gpu] = st.gpus
     assert gpu.name.startswith("cpu:0 prove.") and gpu.ordinal == 0
@@ -203,7 +205,7 @@ def test_status_and_metrics_describe_the_cluster(gw):
     assert all(s.size_bytes > 0 for s in st.loaded_srs)
     [q] = st.queues
     assert q.proof_kind == "porep-c2"
-    assert st.total_proofs_completed >= 1  # the jobs of the tests before
+    assert st.total_proofs_completed >= 1
     text = gw.call("GetMetrics", pb.GetMetricsRequest()).prometheus_text
     assert "\nzkhive_up 1.0\n" in "\n" + text
     assert re.search(r'zkhive_jobs_total\{[^}]*outcome="done"[^}]*\} [1-9]', text), text[:2000]
