@@ -348,7 +348,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 def _env_value(raw: str, annotation) -> Any:
     # lists and numbers come as JSON; plain strings stay strings
     text = str(annotation)
-    if raw[:1] in "[{" or "list" in text:
+    # ("" in "[{" is True: an empty value is a string, not a list)
+    if (raw and raw[0] in "[{") or "list" in text:
         try:
             return json.loads(raw)
         except json.JSONDecodeError:
