@@ -205,11 +205,13 @@ def params_of(doc: Any) -> FilecoinParams:
                           f"{', '.join(p.registered_proof for p in SETS.values())}", field="registered_proof")
 
 
-def parse(prm: FilecoinParams, doc: Any) -> C1Document:
-    """Validate a decoded C1 document's shape for ``prm``; raise FilecoinC1Error."""
+def parse(prm: FilecoinParams, doc: Any, *, bounded: bool = False) -> C1Document:
+    """Validate a decoded C1 document's shape for ``prm``; raise FilecoinC1Error. ``bounded``:
+    it came from ``limits.loads`` (already checked against C1_LIMITS)."""
     if not isinstance(doc, dict):
         raise FilecoinC1Error(f"a C1 document is a JSON object, not {type(doc).__name__}")
-    limits.check(doc, C1_LIMITS)
+    if not bounded:
+        limits.check(doc, C1_LIMITS)
     try:
         c1 = C1Document.model_validate(doc)
     except ValidationError as e:
@@ -348,7 +350,7 @@ def load(raw: bytes) -> tuple[FilecoinParams, C1Document, dict]:
     if "sector_size" in facts and facts["sector_size"] != prm.sector_size:
         raise FilecoinC1Error(f"is {facts['sector_size']}, the C1 is a {prm.sector_size}-byte "
                               f"{prm.registered_proof}", field="SectorSize")
-    return prm, parse(prm, doc), facts
+    return prm, parse(prm, doc, bounded=True), facts
 
 
 # --- verifying -----------------------------------------------------------------------------------

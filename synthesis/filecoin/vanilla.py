@@ -219,6 +219,39 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
             i, j = bad
             fail(f"parent {j} is node {int(got[i, j])}, the graph gives {int(want[i, j])}", i,
                  f"replica_column_proofs.{name}[{j}].column.index")
+    _check_vec_canonical(pv, fail)
+    # labels: each labeling proof's parents are the parents' columns, and hash to the label
+    for layer in range(1, L + 1):
+        drg = pv.drg_columns[:, :, layer - 1]
+        exp = pv.exp_columns[:, :, layer - 2] if layer > 1 else np.zeros((B, 0, 4), np.uint64)
+        want = np.concatenate([drg, exp], axis=1)[:, label_parent_order(layer)]
+        got = pv.labeling_parents[:, layer - 1]
+        bad = _first_bad((got != want).any(axis=2))
+        if bad:
+            i, s = bad
+            src = "DRG" if label_parent_order(layer)[s] < 6 else "expander"
+            fail(f"parent label {s} is not the opened {src} parent column's label", i,
+                 f"labeling_proofs[{layer - 1}].parents[{s}]", layer)
+        meta = pv.labeling_meta[:, layer - 1]
+        bad = _first_bad((meta[:, 0] != layer) | (meta[:, 1] != nodes))
+        if bad:
+            fail(f"labeling proof is for layer {int(meta[bad[0], 0])} node {int(meta[bad[0], 1])}", bad[0],
+                 f"labeling_proofs[{layer - 1}]", layer)
+        labels = _labels(pv.replica_id, layer, nodes, got)
+        bad = _first_bad((labels != pv.column[:, layer - 1]).any(axis=1))
+        if bad:
+            fail("label does not match its preimage (replica id, layer, node, parents)", bad[0],
+                 f"replica_column_proofs.c_x.column.rows[{layer - 1}]", layer)
+    # encoding: the key is the last layer's label, TreeR's leaf = key + data in Fr
+    bad = _first_bad((pv.encoding_parents != pv.labeling_parents[:, L - 1]).any(axis=(1, 2))
+                     | (pv.encoding_meta[:, 0] != L) | (pv.encoding_meta[:, 1] != nodes))
+    if bad:
+        fail("encoding proof is not the last layer's labeling proof", bad[0], "encoding_proof", L)
+    from arith import native
+    enc = native.add(pv.column[:, L - 1].copy(), pv.data_leaf)
+    bad = _first_bad((enc != pv.replica_leaf).any(axis=1))
+    if bad:
+        fail("TreeR leaf is not the last label + the data in Fr", bad[0], "comm_r_last_proof", L)
     # TreeD: positions, root, path
     arities = prm.tree_r_arities
     bad = _first_bad(pv.given_positions["d"] != positions(nodes, (2,) * prm.tree_d_depth))
@@ -229,7 +262,6 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
     if bad:
         fail("TreeD root is not comm_d", bad[0], "comm_d_proofs.data.Single.root")
     d_sibs = [pv.tree_d_path[:, h:h + 1] for h in range(prm.tree_d_depth)]
-    _check_vec_canonical(pv, fail)
     got = _roots(pv.data_leaf, d_sibs, pv.given_positions["d"], sha=True)
     bad = _first_bad((got != pv.given_roots["d"]).any(axis=1))
     if bad:
@@ -269,38 +301,6 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
     if bad:
         fail("TreeC path does not hash from the column to comm_c", bad[0],
              f"replica_column_proofs.{_cp_name(bad[1])}.inclusion_proof")
-    # labels: each labeling proof's parents are the parents' columns, and hash to the label
-    for layer in range(1, L + 1):
-        drg = pv.drg_columns[:, :, layer - 1]
-        exp = pv.exp_columns[:, :, layer - 2] if layer > 1 else np.zeros((B, 0, 4), np.uint64)
-        want = np.concatenate([drg, exp], axis=1)[:, label_parent_order(layer)]
-        got = pv.labeling_parents[:, layer - 1]
-        bad = _first_bad((got != want).any(axis=2))
-        if bad:
-            i, s = bad
-            src = "DRG" if label_parent_order(layer)[s] < 6 else "expander"
-            fail(f"parent label {s} is not the opened {src} parent column's label", i,
-                 f"labeling_proofs[{layer - 1}].parents[{s}]", layer)
-        meta = pv.labeling_meta[:, layer - 1]
-        bad = _first_bad((meta[:, 0] != layer) | (meta[:, 1] != nodes))
-        if bad:
-            fail(f"labeling proof is for layer {int(meta[bad[0], 0])} node {int(meta[bad[0], 1])}", bad[0],
-                 f"labeling_proofs[{layer - 1}]", layer)
-        labels = _labels(pv.replica_id, layer, nodes, got)
-        bad = _first_bad((labels != pv.column[:, layer - 1]).any(axis=1))
-        if bad:
-            fail("label does not match its preimage (replica id, layer, node, parents)", bad[0],
-                 f"replica_column_proofs.c_x.column.rows[{layer - 1}]", layer)
-    # encoding: the key is the last layer's label, TreeR's leaf = key + data in Fr
-    bad = _first_bad((pv.encoding_parents != pv.labeling_parents[:, L - 1]).any(axis=(1, 2))
-                     | (pv.encoding_meta[:, 0] != L) | (pv.encoding_meta[:, 1] != nodes))
-    if bad:
-        fail("encoding proof is not the last layer's labeling proof", bad[0], "encoding_proof", L)
-    from arith import native
-    enc = native.add(pv.column[:, L - 1].copy(), pv.data_leaf)
-    bad = _first_bad((enc != pv.replica_leaf).any(axis=1))
-    if bad:
-        fail("TreeR leaf is not the last label + the data in Fr", bad[0], "comm_r_last_proof", L)
 
 
 def _check_vec_canonical(pv: PartitionVanilla, fail) -> None:
