@@ -9,25 +9,19 @@ sector, populated for one interactive seed (``--challenge-seed``, default derive
 """
 from __future__ import annotations
 
-import hashlib
 import time
 from pathlib import Path
 
 
-def _bytes32(text: str, what: str) -> bytes:
+def _bytes32(text: str) -> bytes:
     """0x + 64 hex digits as is, other text hashed; trimmed to 254 bits as Lotus's randomness."""
     from synthesis.cli import parse_seed
-    b = bytearray(parse_seed(text))
-    b[31] &= 0x3F
-    return bytes(b)
-
-
-def default_challenge_seed(seed_text: str) -> bytes:
-    return _bytes32("filecoin interactive seed\0" + seed_text, "challenge seed")
+    from .sector import trim
+    return trim(parse_seed(text))
 
 
 def sector_new(args) -> int:
-    from synthesis.cli import CommandError
+    from synthesis.cli import CommandError, parse_seed
     from . import params as P
     from . import sector as S
 
@@ -38,24 +32,26 @@ def sector_new(args) -> int:
     out = Path(args.out)
     if (out / "sector.json").exists() and not args.force:
         raise CommandError(f"{out} already holds a sector (pass --force to replace it)")
-    ticket = _bytes32(args.ticket or "ticket\0" + args.seed, "ticket")
-    prover = S.prover_id_from_miner(args.miner)
+    seed = parse_seed(args.seed)
     t = time.time()
     try:
-        if prm.benchmark:
-            if args.data:
-                raise CommandError(f"{prm.name} is a benchmark sector here: it seals no data (drop --data)")
-            seed = _bytes32(args.challenge_seed, "") if args.challenge_seed else default_challenge_seed(args.seed)
-            sector = S.seal_benchmark(prm, prover, args.sector_id, ticket, seed)
+        if args.data and prm.benchmark:
+            raise CommandError(f"{prm.name} is a benchmark sector here: it seals no data (drop --data)")
+        opts = dict(miner=args.miner, sector_id=args.sector_id,
+                    ticket=_bytes32(args.ticket) if args.ticket else None,
+                    challenge_seed=_bytes32(args.challenge_seed) if args.challenge_seed else None)
+        if args.data:
+            try:
+                size = Path(args.data).stat().st_size
+                if size > prm.sector_size:
+                    raise CommandError(f"{args.data}: {size} bytes do not fit a {prm.sector_size}-byte sector")
+                data = Path(args.data).read_bytes()
+            except OSError as e:
+                raise CommandError(f"{args.data}: {e.strerror or e}") from None
+            sector = S.seal(prm, data, S.prover_id_from_miner(args.miner), args.sector_id,
+                            opts["ticket"] or S.randomness("filecoin ticket", seed))
         else:
-            if args.data:
-                try:
-                    data = Path(args.data).read_bytes()[:prm.sector_size]
-                except OSError as e:
-                    raise CommandError(f"{args.data}: {e.strerror or e}") from None
-            else:
-                data = _stream(args.seed, prm.sector_size // 128 * 127)
-            sector = S.seal(prm, data, prover, args.sector_id, ticket)
+            sector = S.generate(prm, seed, **opts)
     except S.SectorError as e:
         raise CommandError(str(e)) from None
     sector.save(out)
@@ -64,12 +60,6 @@ def sector_new(args) -> int:
     print(f"sector {prm.name} ({prm.registered_proof}, {prm.nodes} nodes, {prm.layers} layers) in {out}: "
           f"{kind}; comm_d 0x{sector.comm_d.hex()}, comm_r 0x{sector.comm_r.hex()} ({time.time() - t:.1f} s)")
     return 0
-
-
-def _stream(seed: str, n: int) -> bytes:
-    """n pseudo-random bytes from a text seed (SHA-256 in counter mode)."""
-    key = hashlib.sha256(b"filecoin sector data\0" + seed.encode()).digest()
-    return b"".join(hashlib.sha256(key + i.to_bytes(8, "little")).digest() for i in range(-(-n // 32)))[:n]
 
 
 def sector_c1(args) -> int:
@@ -87,12 +77,7 @@ def sector_c1(args) -> int:
         sector = S.Sector.load(args.sector)
     except S.SectorError as e:
         raise CommandError(str(e)) from None
-    if args.challenge_seed:
-        seed = _bytes32(args.challenge_seed, "challenge seed")
-    elif sector.benchmark:
-        seed = sector.seed
-    else:
-        seed = default_challenge_seed(sector.replica_id.hex())
+    seed = _bytes32(args.challenge_seed) if args.challenge_seed else S.interactive_seed(sector)
     try:
         raw = C.dumps(C.c1_document(sector, seed))
     except ValueError as e:
