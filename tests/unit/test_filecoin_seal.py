@@ -211,26 +211,46 @@ def test_the_untampered_document_verifies(doc):
     assert len(C.verify(prm, C.parse(prm, copy.deepcopy(doc)))) == 1
 
 
-def test_32g_benchmark_sector_c1(tmp_path):
-    prm = P.get("filecoin-32g")
+def test_benchmark_sector_c1(tmp_path):
+    # 512 MiB: 2^24 nodes, full-depth trees (TreeD 24 levels, TreeR 8 x 8-ary), only the columns
+    # the seed's challenges open are populated (bench/filecoin_seal.py runs filecoin-32g)
+    prm = P.get("filecoin-512m")
     sector = S.seal_benchmark(prm, S.prover_id_from_miner(1000), 3, TICKET, SEED)
+    assert len(sector.nodes) <= 2 * 15 and (sector.data == 0).all()
     sector.save(tmp_path / "s")
     back = S.Sector.load(tmp_path / "s")
-    assert back.comm_r == sector.comm_r and back.benchmark
+    assert back.comm_r == sector.comm_r and back.benchmark and back.seed == SEED
     assert json.loads((tmp_path / "s" / "sector.json").read_text())["note"].startswith("benchmark sector")
     doc = C.c1_document(back, SEED)
-    assert doc[C.BENCHMARK_KEY].startswith("filecoin-32g: benchmark sector")
-    part = doc["vanilla_proofs"]["StackedDrg32GiBV1"]
-    assert len(part) == 10 and len(part[0]) == 18
-    sub = part[0][0]["comm_r_last_proof"]["data"]["Sub"]
-    assert len(sub["base_proof"]["path"]) == 9 and len(sub["sub_proof"]["path"]) == 1
+    assert doc[C.BENCHMARK_KEY].startswith("filecoin-512m: benchmark sector")
     prm2, c1, _ = C.load(C.dumps(doc))
-    pvs = C.verify(prm2, c1, partitions=[0, 9])
-    assert [pv.benchmark for pv in pvs] == [True, True] and pvs[1].column.shape == (18, 11, 4)
-    assert len(pvs[0].tree_c_path) == 10 and pvs[0].tree_d_path.shape == (18, 30, 4)
+    [pv] = C.verify(prm2, c1)
+    assert pv.benchmark and pv.tree_d_path.shape == (2, 24, 4) and len(pv.tree_r_path) == 8
     with pytest.raises(ValueError, match="populated for one seed"):
         C.c1_document(back, bytes(32))
     bad = copy.deepcopy(doc)
     del bad[C.BENCHMARK_KEY]
-    with pytest.raises(C.FilecoinC1Error, match=f"field {C.BENCHMARK_KEY}: filecoin-32g documents are benchmark"):
+    with pytest.raises(C.FilecoinC1Error, match=f"field {C.BENCHMARK_KEY}: filecoin-512m documents are benchmark"):
         C.parse(prm, bad)
+
+
+@pytest.mark.parametrize("sub,top,kind", [(8, 0, "Sub"), (8, 2, "Top")])
+def test_sub_and_top_tree_proofs(sub, top, kind):
+    # the 32 GiB (LCTree<U8, U8, U0>) and 64 GiB (<U8, U8, U2>) TreeC/TreeR shapes, on 64 / 128 nodes
+    prm = P.FilecoinParams(f"t-{kind}", "StackedDrg32GiBV1_1", "StackedDrg32GiBV1", 64 * 32 * max(top, 1),
+                           layers=2, minimum_challenges=2, partitions=1, sub_arity=sub, top_arity=top)
+    sector = S.seal(prm, b"\x07" * 1000, S.prover_id_from_miner(5), 1, TICKET)
+    doc = C.c1_document(sector, SEED)
+    mp = doc["vanilla_proofs"]["StackedDrg32GiBV1"][0][0]["comm_r_last_proof"]["data"]
+    assert list(mp) == [kind]
+    keys = ["base_proof", "sub_proof"] + (["top_proof"] if top else []) + ["root", "leaf"]
+    assert list(mp[kind]) == keys and len(mp[kind]["sub_proof"]["path"]) == 1
+    assert [len(e["hashes"]) for e in mp[kind]["sub_proof"]["path"]] == [7]
+    if top:
+        assert [len(e["hashes"]) for e in mp[kind]["top_proof"]["path"]] == [1]
+    [pv] = C.verify(prm, C.parse(prm, doc))
+    assert [s.shape[1] for s in pv.tree_r_path] == [a - 1 for a in prm.tree_r_arities]
+    bad = copy.deepcopy(doc)
+    bad["vanilla_proofs"]["StackedDrg32GiBV1"][0][1]["comm_r_last_proof"]["data"][kind]["sub_proof"]["path"][0]["hashes"][2][0] ^= 1
+    with pytest.raises(C.FilecoinC1Error, match=r"challenge 1 \(node \d+\): TreeR path does not hash"):
+        C.verify(prm, C.parse(prm, bad))
