@@ -113,7 +113,17 @@ def create_label(replica: bytes, layer: int, node: int, parent_labels: list[byte
                                + b"".join(parent_labels[i] for i in order)).digest())
 
 
-def label_all(graph: Graph, replica: bytes, layers: int) -> np.ndarray:
+def label_all(graph: Graph, replica: bytes, layers: int, parents: np.ndarray | None = None) -> np.ndarray:
+    """Every label of a real sector: (layers, nodes, 4) uint64, in C++ (seal_host.cpp's fc_labels);
+    ``label_all_py`` is the definition it is tested against."""
+    from .graph import native
+    cache = np.ascontiguousarray(graph.cache() if parents is None else parents, dtype=np.uint32)
+    out = np.empty((layers, graph.size, 32), dtype=np.uint8)
+    native().fc_labels(graph.size, layers, bytes(replica), cache.ctypes.data, out.ctypes.data)
+    return out.view("<u8").reshape(layers, graph.size, 4).astype(np.uint64)
+
+
+def label_all_py(graph: Graph, replica: bytes, layers: int) -> np.ndarray:
     """Every label of a real sector: (layers, nodes, 4) uint64. Sequential in each layer (a
     node's DRG parents precede it), one hashlib call a node."""
     n = graph.size

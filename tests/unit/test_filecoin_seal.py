@@ -62,6 +62,14 @@ def test_sealing_rules(sector):
     assert p.nodes == len(sector.nodes) == 64
 
 
+def test_native_labels_equal_the_python_definition(sector):
+    g = sector.graph
+    py = S.label_all_py(g, sector.replica_id, 2)
+    assert (S.label_all(g, sector.replica_id, 2) == py).all()
+    assert (py.transpose(1, 0, 2) == sector.columns).all()
+    assert not (S.label_all(g, bytes(32), 2) == py).all()
+
+
 def test_zero_comm_d_matches_filecoins_cc_commitments():
     # go-commp-utils zerocomm.PieceComms[log2(size) - 7]: the comm_d of an all-zero sector
     from synthesis.filecoin.trees import Tree
