@@ -50,13 +50,16 @@ def main() -> None:
         g = G.Graph.for_params(prm)
         t = time.perf_counter()
         g.drg(nodes)
-        times["DRG parents"] = time.perf_counter() - t
+        times["DRG parents (numpy ChaCha8)"] = time.perf_counter() - t
         t = time.perf_counter()
-        g.exp(nodes)
-        times["expander parents"] = time.perf_counter() - t
+        G.exp_parents_range(0, prm.nodes, prm.nodes, prm.porep_id, prm.api_version)
+        times["expander parents (C++)"] = time.perf_counter() - t
         t = time.perf_counter()
-        labels = S.label_all(g, rid, prm.layers)
-        times["labels (incl. parents again)"] = time.perf_counter() - t
+        cache = g.cache()
+        times["parents cache (both)"] = time.perf_counter() - t
+        t = time.perf_counter()
+        labels = S.label_all(g, rid, prm.layers, cache)
+        times["labels (C++)"] = time.perf_counter() - t
         t = time.perf_counter()
         cols = np.ascontiguousarray(labels.transpose(1, 0, 2))
         column_hashes(cols)
