@@ -92,3 +92,30 @@ def sector_c1(args) -> int:
           f"challenges of {sector.prm.name} ({sector.prm.registered_proof}), seed 0x{seed.hex()}, "
           f"{len(raw)} bytes")
     return 0
+
+
+def job_document(path, bounds) -> dict | None:
+    """A Filecoin C1 or Commit2 input file as a job's C1 input (``{"params": set, **C1}``), or
+    None when the file is neither (the caller reads it as any other C1). ``bounds``: the
+    synthesis.limits.Limits the C1 must keep (the Commit2 file may be 4/3 of it: base64)."""
+    from synthesis import limits
+    from . import c1 as C
+
+    p = Path(path)
+    with p.open("rb") as f:
+        head = f.read(256)
+    commit2 = head.lstrip()[:1] == b"{" and b'"Phase1Out"' in head
+    if not commit2 and b'"registered_proof"' not in head:
+        return None
+    size = p.stat().st_size
+    cap = bounds.document_bytes * 4 // 3 + 256 if commit2 else bounds.document_bytes
+    if size > cap:
+        raise limits.InputError(f"{size} bytes, over the limit of {cap} (limits.c1_max_bytes"
+                                f"{', as base64' if commit2 else ''})")
+    raw = p.read_bytes()
+    if commit2:
+        raw = C.read_commit2(raw)[1]
+    doc = limits.loads(raw, bounds)
+    if not isinstance(doc, dict):
+        return None
+    return {"params": C.params_of(doc).name, **doc}

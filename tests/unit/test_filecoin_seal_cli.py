@@ -53,3 +53,31 @@ def test_benchmark_sector_says_so(tmp_path, capsys):
                  "--out", str(tmp_path / "c")]) == 2
     err = capsys.readouterr().err
     assert "populated for one seed" in err and "benchmark sector here: it seals no data" in err
+
+
+def test_job_document_reads_filecoins_files(tmp_path):
+    from synthesis import limits
+    from synthesis.circuits import C1Error
+    from synthesis.filecoin.commands import job_document
+
+    sector = S.generate(S.SETS["filecoin-2k"], b"job")
+    raw = C.dumps(C.c1_document(sector, S.interactive_seed(sector)))
+    (tmp_path / "c1.json").write_bytes(raw)
+    (tmp_path / "c2.json").write_bytes(C.commit2_input(raw, 1, 2048))
+    for name in ("c1.json", "c2.json"):
+        doc = job_document(tmp_path / name, limits.DEFAULT)
+        assert doc["params"] == "filecoin-2k" and doc["comm_r"] == list(sector.comm_r)
+    (tmp_path / "other.json").write_text('{"params": "porep-lite-2k"}')
+    assert job_document(tmp_path / "other.json", limits.DEFAULT) is None
+    (tmp_path / "bad.json").write_bytes(b'{"SectorNum":1,"Phase1Out":"%%%","SectorSize":2048}')
+    try:
+        job_document(tmp_path / "bad.json", limits.DEFAULT)
+        raise AssertionError("bad base64 accepted")
+    except C1Error as e:
+        assert "field Phase1Out: is not valid base64" in str(e)
+    small = limits.Limits(document_bytes=50_000)
+    try:
+        job_document(tmp_path / "c2.json", small)
+        raise AssertionError("oversized Commit2 accepted")
+    except limits.InputError as e:
+        assert "over the limit of 66922" in str(e) and "as base64" in str(e)
