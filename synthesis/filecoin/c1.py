@@ -325,7 +325,8 @@ def c1_document(sector, seed: bytes) -> dict:
            "comm_r": list(sector.comm_r), "comm_d": list(sector.comm_d),
            "replica_id": list(sector.replica_id), "seed": list(seed), "ticket": list(sector.ticket)}
     if sector.benchmark:
-        doc[BENCHMARK_KEY] = f"{prm.name}: " + __import__("synthesis.filecoin.sector", fromlist=["x"]).BENCHMARK_NOTE
+        from .sector import BENCHMARK_NOTE
+        doc[BENCHMARK_KEY] = f"{prm.name}: {BENCHMARK_NOTE}"
     return doc
 
 
@@ -362,8 +363,7 @@ def load(raw: bytes) -> tuple[FilecoinParams, C1Document, dict]:
     """A C1 JSON document or a Commit2 input file -> (params, parsed C1, facts), shape-checked
     (``verify`` checks the proofs). facts: SectorNum / SectorSize when it was a Commit2 file."""
     facts: dict = {}
-    head = raw[:200].lstrip()
-    if head.startswith(b"{") and b'"SectorNum"' in raw[:64] or b'"Phase1Out"' in raw[:64]:
+    if raw[:256].lstrip()[:1] == b"{" and b'"Phase1Out"' in raw[:256]:
         facts["sector_num"], raw, facts["sector_size"] = read_commit2(raw)
     doc = limits.loads(raw, C1_LIMITS, setting="the filecoin C1 bound")
     prm = params_of(doc)
@@ -379,8 +379,9 @@ def verify(prm: FilecoinParams, c1: C1Document, *, partitions=None) -> list:
     """Check every vanilla proof (or those of ``partitions``); return their PartitionVanilla."""
     from .vanilla import check_partition, from_c1
     rid = bytes(c1.replica_id)
-    if field.from_bytes(bytes(c1.replica_id), what="replica_id") >> 254:
-        raise FilecoinC1Error("replica_id is not trimmed to 254 bits", field="replica_id")
+    for name in ("replica_id", "comm_d"):   # SHA-256 outputs trimmed to 254 bits
+        if int.from_bytes(bytes(getattr(c1, name)), "little") >> 254:
+            raise FilecoinC1Error("is not below 2^254 (a trimmed domain)", field=name)
     comm_c = comm_r_last = None
     out = []
     graph = Graph.for_params(prm)

@@ -48,7 +48,7 @@ class PartitionVanilla:
     tree_r_path: list               # per level: (B, arity_l - 1, 4)
     benchmark: bool                 # from a benchmark sector's document
     # as the document gives them (checked by check_partition; the circuit does not read them)
-    given_positions: dict           # "d" | "r" | "c": (B, levels) ; "drg" | "exp": (B, P, levels)
+    given_positions: dict           # "d" | "r": (B, levels); "c": (B, 15, levels) (c_x, 6 DRG, 8 EXP)
     given_roots: dict               # "d" | "r": (B, 4); "c": (B, 15, 4) (c_x, 6 DRG, 8 EXP)
     given_leaves_c: np.ndarray      # (B, 15, 4) the TreeC leaves the column proofs claim
     labeling_parents: np.ndarray    # (B, layers, 37, 4)
@@ -137,13 +137,16 @@ def from_c1(prm: FilecoinParams, c1: C1Document, k: int) -> PartitionVanilla:
     c_sibs = [s.reshape(B, 15, *s.shape[1:]) for s in c_sibs]
     lab = _dom([[lp.parents for lp in p.labeling_proofs] for p in proofs])      # (B, L, 37, 4)
     enc = _dom([p.encoding_proof.parents for p in proofs])
+    header = {}
+    for name in ("replica_id", "comm_d", "comm_r"):
+        try:
+            header[name] = field.from_bytes(bytes(getattr(c1, name)), what=name)
+        except field.FieldError:
+            raise FilecoinC1Error("is not below the BLS12-381 scalar field modulus", field=name) from None
     return PartitionVanilla(
-        partition=k,
-        replica_id=field.from_bytes(bytes(c1.replica_id), what="replica_id"),
-        comm_d=field.from_bytes(bytes(c1.comm_d), what="comm_d"),
-        comm_r=field.from_bytes(bytes(c1.comm_r), what="comm_r"),
-        comm_c=field.vec_to_ints(c_root[0])[0],
-        comm_r_last=field.vec_to_ints(r_root[0])[0],
+        partition=k, **header,
+        comm_c=field.vec_to_ints(c_root[0])[0] % field.MODULUS,
+        comm_r_last=field.vec_to_ints(r_root[0])[0] % field.MODULUS,
         challenges=index[:, 0].copy(),
         data_leaf=d_leaf,
         tree_d_path=np.stack([s[:, 0] for s in d_sibs], axis=1) if d_sibs else np.zeros((B, 0, 4), np.uint64),
@@ -304,19 +307,28 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
 
 
 def _check_vec_canonical(pv: PartitionVanilla, fail) -> None:
-    for name, arr in (("comm_d_proofs.data.Single.leaf", pv.data_leaf), ("comm_r_last_proof", pv.replica_leaf),
-                      ("replica_column_proofs.c_x.column.rows", pv.column.reshape(len(pv.column), -1, 4))):
-        a = arr.reshape(len(arr), -1, 4)
+    """Every value the document gives must be a canonical Fr (rust-fil-proofs converts each with
+    Fr::from_repr_vartime(..).expect(..)); names the first that is not."""
+    B = len(pv.challenges)
+    arrays = [("comm_d_proofs.data.Single.leaf", pv.data_leaf), ("comm_d_proofs.data.Single.root", pv.given_roots["d"]),
+              ("comm_d_proofs.data.Single.path", pv.tree_d_path),
+              ("comm_r_last_proof (leaf)", pv.replica_leaf), ("comm_r_last_proof (root)", pv.given_roots["r"]),
+              ("comm_r_last_proof (path)", np.concatenate([s.reshape(B, -1, 4) for s in pv.tree_r_path], axis=1)),
+              ("replica_column_proofs.c_x.column.rows", pv.column),
+              ("replica_column_proofs.drg_parents (column rows)", pv.drg_columns),
+              ("replica_column_proofs.exp_parents (column rows)", pv.exp_columns),
+              ("replica_column_proofs (inclusion roots)", pv.given_roots["c"]),
+              ("replica_column_proofs (inclusion leaves)", pv.given_leaves_c),
+              ("replica_column_proofs (inclusion paths)",
+               np.concatenate([np.concatenate([s.reshape(B, -1, 4), d.reshape(B, -1, 4), e.reshape(B, -1, 4)], axis=1)
+                               for s, d, e in zip(pv.tree_c_path, pv.drg_paths, pv.exp_paths)], axis=1)),
+              ("labeling_proofs (parents)", pv.labeling_parents), ("encoding_proof.parents", pv.encoding_parents)]
+    for name, arr in arrays:
+        a = np.ascontiguousarray(arr).reshape(B, -1, 4)
         ok = field.vec_is_canonical(a.reshape(-1, 4)).reshape(a.shape[:2])
         bad = _first_bad(~ok)
         if bad:
-            fail("value is not below the BLS12-381 scalar field modulus", bad[0], name)
-    for name, arr in (("drg_parents", pv.drg_columns), ("exp_parents", pv.exp_columns)):
-        ok = field.vec_is_canonical(arr.reshape(-1, 4)).reshape(arr.shape[:3])
-        bad = _first_bad(~ok)
-        if bad:
-            fail("label is not below the BLS12-381 scalar field modulus", bad[0],
-                 f"replica_column_proofs.{name}[{bad[1]}].column.rows[{bad[2]}]", bad[2] + 1)
+            fail(f"value {bad[1]} is not below the BLS12-381 scalar field modulus", bad[0], name)
 
 
 def _labels(replica_id: int, layer: int, nodes: np.ndarray, parents: np.ndarray) -> np.ndarray:

@@ -188,7 +188,12 @@ TAMPER = {
     "replica leaf": (lambda d: _bump(_proof(d)["comm_r_last_proof"]["data"]["Single"]["leaf"], 0),
                      r"challenge 1 \(node \d+\), layer 2: TreeR leaf is not the last label \+ the data"),
     "non-canonical label": (lambda d: _proof(d)["replica_column_proofs"]["c_x"]["column"]["rows"][0].__setitem__(31, 255),
-                            r"c_x\.column\.rows: challenge 1 \(node \d+\): value is not below the BLS12-381"),
+                            r"c_x\.column\.rows: challenge 1 \(node \d+\): value 0 is not below the BLS12-381"),
+    "non-canonical sibling": (lambda d: _proof(d, 0)["comm_r_last_proof"]["data"]["Single"]["path"]["path"][1]["hashes"][2]
+                              .__setitem__(31, 0xFF),
+                              r"comm_r_last_proof \(path\): challenge 0 \(node \d+\): value 9 is not below the BLS12-381"),
+    "comm_r not in Fr": (lambda d: d["comm_r"].__setitem__(31, 0xFF), r"^field comm_r: is not below the BLS12-381"),
+    "comm_d untrimmed": (lambda d: d["comm_d"].__setitem__(31, 0x7F), r"^field comm_d: is not below 2\^254"),
     "shape: 5 drg parents": (lambda d: _proof(d)["replica_column_proofs"]["drg_parents"].pop(),
                              r"^partition 0; field .*\[0\]\[1\]\.replica_column_proofs: challenge 1: 5 DRG and 8 expander"),
     "schema: byte 256": (lambda d: _proof(d)["labeling_proofs"][0]["parents"][2].__setitem__(5, 256),
