@@ -66,22 +66,23 @@ def _rotl(x: np.ndarray, n: int) -> np.ndarray:
     return (x << np.uint32(n)) | (x >> np.uint32(32 - n))
 
 
-def chacha8_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
-    """The first ``blocks`` 64-byte ChaCha8 blocks for each 32-byte key: (K, 16 * blocks) uint32.
-
-    rand_chacha: state = constants | key (8 LE words) | 64-bit block counter (words 12, 13) |
-    stream 0 (words 14, 15); 8 rounds = 4 double rounds; output = rounds(state) + state, and
-    ``next_u64`` reads two consecutive words, low word first.
-    """
+def chacha_blocks(keys: np.ndarray, blocks, rounds: int, *, nonce: bytes | None = None) -> np.ndarray:
+    """ChaCha keystream words for each 32-byte key: (K, 16 * len(blocks)) uint32, for the block
+    numbers in ``blocks``. ``nonce`` None: rand_chacha's layout (64-bit block counter in words
+    12-13, stream 0); a 12-byte ``nonce``: RFC 8439's (32-bit counter in word 12, nonce 13-15)."""
     keys = np.ascontiguousarray(keys, dtype=np.uint8).reshape(-1, 32)
     k = keys.view("<u4").astype(np.uint32)
-    out = np.empty((len(k), 16 * blocks), dtype=np.uint32)
-    for b in range(blocks):
+    blocks = list(blocks)
+    out = np.empty((len(k), 16 * len(blocks)), dtype=np.uint32)
+    for n, b in enumerate(blocks):
         init = np.empty((16, len(k)), dtype=np.uint32)
         init[0:4] = _SIGMA[:, None]
         init[4:12] = k.T
-        init[12] = b
-        init[13:16] = 0
+        if nonce is None:
+            init[12], init[13], init[14:16] = b & 0xFFFFFFFF, b >> 32, 0
+        else:
+            init[12] = b
+            init[13:16] = np.frombuffer(nonce, dtype="<u4")[:, None]
         x = [init[i].copy() for i in range(16)]
 
         def qr(a, bb, c, d):
@@ -90,12 +91,22 @@ def chacha8_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
             x[a] += x[bb]; x[d] = _rotl(x[d] ^ x[a], 8)
             x[c] += x[d]; x[bb] = _rotl(x[bb] ^ x[c], 7)
 
-        for _ in range(4):
+        for _ in range(rounds // 2):
             qr(0, 4, 8, 12); qr(1, 5, 9, 13); qr(2, 6, 10, 14); qr(3, 7, 11, 15)
             qr(0, 5, 10, 15); qr(1, 6, 11, 12); qr(2, 7, 8, 13); qr(3, 4, 9, 14)
         for i in range(16):
-            out[:, 16 * b + i] = x[i] + init[i]
+            out[:, 16 * n + i] = x[i] + init[i]
     return out
+
+
+def chacha8_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
+    """The first ``blocks`` 64-byte ChaCha8 blocks for each 32-byte key: (K, 16 * blocks) uint32.
+
+    rand_chacha: state = constants | key (8 LE words) | 64-bit block counter (words 12, 13) |
+    stream 0 (words 14, 15); 8 rounds = 4 double rounds; output = rounds(state) + state, and
+    ``next_u64`` reads two consecutive words, low word first.
+    """
+    return chacha_blocks(keys, range(blocks), 8)
 
 
 # --- the bucket DRG ---------------------------------------------------------------------------

@@ -95,6 +95,19 @@ def test_challenges_rule_and_partition_equivalence():
         CH.partition_challenges(rid[:31], seed, 0, 2, 64)
 
 
+def test_synthetic_challenges_match_rusts_hardcoded_values():
+    # challenges.rs test_synth_challenges_against_hardcoded: 2^10 nodes, replica_id 55, comm_r 101,
+    # rand [1; 32]: the same bigint_to_challenge rule over ChaCha20 / BLAKE2b streams
+    synth = CH.SynthChallenges(1 << 10, field.to_bytes(55), field.to_bytes(101), 21)
+    assert synth.all() == [178, 297, 869, 211, 875, 477, 94, 781, 124, 332, 856, 801, 176, 692, 429,
+                           691, 290, 204, 986, 210, 973]
+    assert [synth.challenge(i) for i in (20, 3, 0)] == [973, 211, 178]
+    assert synth.porep_partition(10, bytes([1]) * 32, 0) == [176, 781, 801, 986, 290, 211, 692, 856, 986, 332]
+    # partitions continue the selection stream (challenges.rs test_synth_challenges_32gib)
+    assert synth.porep_partition(5, bytes([1]) * 32, 1) == synth.porep_partition(10, bytes([1]) * 32, 0)[5:]
+    assert CH.SynthChallenges(1 << 10, field.to_bytes(56), field.to_bytes(101), 21).all()[:3] != [178, 297, 869]
+
+
 def test_c1_is_serde_json_shaped(doc, sector):
     raw = C.dumps(doc)
     assert b" " not in raw and raw.startswith(b'{"registered_proof":"StackedDrg2KiBV1_1","vanilla_proofs":'
