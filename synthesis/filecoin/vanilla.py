@@ -63,36 +63,40 @@ def _dom(rows) -> np.ndarray:
     return np.ascontiguousarray(a).view("<u8").astype(np.uint64)
 
 
-def _merkle_levels(mp: MerkleProof):
+def _merkle_levels(mp: MerkleProof, kind: str, base: int):
+    """(root, leaf, levels) of a MerkleProof that must be ``kind`` with ``base`` base levels."""
     d = mp.data
-    kinds = [x for x in (d.Single, d.Sub, d.Top) if x is not None]
-    if len(kinds) != 1:
-        raise ValueError("a MerkleProof's data is exactly one of Single, Sub, Top")
-    p = kinds[0]
-    if d.Single is not None:
-        levels = list(p.path.path)
-    elif d.Sub is not None:
-        levels = list(p.base_proof.path) + list(p.sub_proof.path)
-    else:
-        levels = list(p.base_proof.path) + list(p.sub_proof.path) + list(p.top_proof.path)
-    return p.root, p.leaf, levels
+    kinds = [k for k in ("Single", "Sub", "Top") if getattr(d, k) is not None]
+    if kinds != [kind]:
+        raise ValueError(f"a MerkleProof's data is {' and '.join(kinds) or 'empty'}, this tree's is {kind}")
+    p = getattr(d, kind)
+    if kind == "Single":
+        return p.root, p.leaf, list(p.path.path)
+    parts = [p.base_proof.path, p.sub_proof.path] + ([p.top_proof.path] if kind == "Top" else [])
+    if len(parts[0]) != base or any(len(x) != 1 for x in parts[1:]):
+        raise ValueError(f"{kind} proof has {'/'.join(str(len(x)) for x in parts)} base/sub/top levels, "
+                         f"{base}/1{'/1' if kind == 'Top' else ''} expected")
+    return p.root, p.leaf, [lv for x in parts for lv in x]
 
 
-def _tree_arrays(proofs, arities, where, k, b0=0):
-    """(roots (n, 4), leaves (n, 4), per-level siblings [(n, a-1, 4)], positions (n, levels))."""
+def _tree_arrays(proofs, arities, where, k, prm: FilecoinParams | None = None):
+    """(roots (n, 4), leaves (n, 4), per-level siblings [(n, a-1, 4)], positions (n, levels));
+    ``prm`` None for TreeD (Single), else TreeC/TreeR's Single/Sub/Top shape."""
+    kind = "Single" if prm is None or not prm.sub_arity else "Top" if prm.top_arity else "Sub"
+    base = prm.base_tree_depth if prm is not None else len(arities)
     roots, leaves, sibs, pos = [], [], [[] for _ in arities], []
-    for n, (mp, at) in enumerate(zip(proofs, where)):
+    for mp, (i, at) in zip(proofs, where):
         try:
-            root, leaf, levels = _merkle_levels(mp)
+            root, leaf, levels = _merkle_levels(mp, kind, base)
         except ValueError as e:
-            raise FilecoinC1Error(str(e), partition=k, field=at) from None
+            raise FilecoinC1Error(str(e), partition=k, challenge=i, field=at) from None
         if len(levels) != len(arities):
-            raise FilecoinC1Error(f"path has {len(levels)} levels, {len(arities)} expected", partition=k,
+            raise FilecoinC1Error(f"path has {len(levels)} levels, {len(arities)} expected", partition=k, challenge=i,
                                   field=at)
         for h, (lv, a) in enumerate(zip(levels, arities)):
             if len(lv.hashes) != a - 1 or lv.index >= a:
                 raise FilecoinC1Error(f"level {h} has {len(lv.hashes)} siblings at position {lv.index}, "
-                                      f"{a - 1} siblings below {a} expected", partition=k, field=at)
+                                      f"{a - 1} siblings below {a} expected", partition=k, challenge=i, field=at)
             sibs[h].append(lv.hashes)
         roots.append(root), leaves.append(leaf), pos.append([lv.index for lv in levels])
     return _dom(roots), _dom(leaves), [_dom(s) for s in sibs], np.asarray(pos, dtype=np.int64)
@@ -124,14 +128,14 @@ def from_c1(prm: FilecoinParams, c1: C1Document, k: int) -> PartitionVanilla:
                 raise FilecoinC1Error(f"{len(lp.parents)} parent labels, {TOTAL_PARENTS} expected", partition=k,
                                       challenge=i, layer=min(lp_i + 1, L), field=f"{at}.{name}.parents")
     d_root, d_leaf, d_sibs, d_pos = _tree_arrays([p.comm_d_proofs for p in proofs], (2,) * prm.tree_d_depth,
-                                                 [f"{base}[{i}].comm_d_proofs" for i in range(B)], k)
+                                                 [(i, f"{base}[{i}].comm_d_proofs") for i in range(B)], k)
     r_root, r_leaf, r_sibs, r_pos = _tree_arrays([p.comm_r_last_proof for p in proofs], arities,
-                                                 [f"{base}[{i}].comm_r_last_proof" for i in range(B)], k)
+                                                 [(i, f"{base}[{i}].comm_r_last_proof") for i in range(B)], k, prm)
     cps = [[p.replica_column_proofs.c_x, *p.replica_column_proofs.drg_parents, *p.replica_column_proofs.exp_parents]
            for p in proofs]
     flat = [cp for row in cps for cp in row]
-    where = [f"{base}[{i}].replica_column_proofs.{_cp_name(j)}.inclusion_proof" for i in range(B) for j in range(15)]
-    c_root, c_leaf, c_sibs, c_pos = _tree_arrays([cp.inclusion_proof for cp in flat], arities, where, k)
+    where = [(i, f"{base}[{i}].replica_column_proofs.{_cp_name(j)}.inclusion_proof") for i in range(B) for j in range(15)]
+    c_root, c_leaf, c_sibs, c_pos = _tree_arrays([cp.inclusion_proof for cp in flat], arities, where, k, prm)
     index = np.asarray([[cp.column.index for cp in row] for row in cps], dtype=np.uint64)
     columns = _dom([[cp.column.rows for cp in row] for row in cps])            # (B, 15, L, 4)
     c_sibs = [s.reshape(B, 15, *s.shape[1:]) for s in c_sibs]

@@ -213,6 +213,12 @@ TAMPER = {
                          r"^partition 0; field vanilla_proofs\.StackedDrg2KiBV1\[0\]\[1\]\.labeling_proofs\[0\]\.parents\[2\]\[5\]: "
                          r"challenge 1: Input should be less than or equal to 255"),
     "schema: extra field": (lambda d: _proof(d).__setitem__("extra", 1), r"field .*\[0\]\[1\]\.extra: challenge 1: Extra inputs"),
+    "Sub proof for a Single tree": (lambda d: _proof(d)["comm_r_last_proof"]["data"].__setitem__("Sub", {
+                                        "base_proof": {"path": []}, "sub_proof": {"path": []},
+                                        "root": [0] * 32, "leaf": [0] * 32}),
+                                    r"comm_r_last_proof: challenge 1: a MerkleProof's data is Single and Sub, this tree's is Single"),
+    "TreeD path one level short": (lambda d: _proof(d, 0)["comm_d_proofs"]["data"]["Single"]["path"]["path"].pop(),
+                                   r"comm_d_proofs: challenge 0: path has 5 levels, 6 expected"),
     "registered proof": (lambda d: d.__setitem__("registered_proof", "StackedDrg8MiBV1_1"),
                          r"field registered_proof: is 'StackedDrg8MiBV1_1', this parameter set \(filecoin-2k\)"),
     "one challenge too many": (lambda d: d["vanilla_proofs"][SHAPE][0].append(copy.deepcopy(_proof(d))),
