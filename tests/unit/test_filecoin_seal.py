@@ -286,3 +286,31 @@ def test_sub_and_top_tree_proofs(sub, top, kind):
     bad["vanilla_proofs"]["StackedDrg32GiBV1"][0][1]["comm_r_last_proof"]["data"][kind]["sub_proof"]["path"][0]["hashes"][2][0] ^= 1
     with pytest.raises(C.FilecoinC1Error, match=r"challenge 1 \(node \d+\): TreeR path does not hash"):
         C.verify(prm, C.parse(prm, bad))
+
+
+# Curio lib/proof/tree_r_last_comm_test.go: the 8 tree-r-last roots (sc-02-data-tree-r-last-0..7)
+# of a real 32 GiB sector and its p_aux (comm_c | comm_r_last), as `hexdump` prints them
+CURIO_ROOTS = """4a92 c600 5816 2932 d995 49fc 8a3f 72ec 5b36 a530 9701 95e5 df37 6c24 9fa3 1bfd
+95d7 6f8d 68f2 0977 9215 9bea de51 a35c adb0 af57 fe34 10fd 9122 dba4 ec1a 3a54
+fbfa 6411 076c 1cd0 63bf ccfa 6b26 dd46 b01a d30c 05e3 ef60 cf18 fd50 f340 732d
+b8dc b4d1 3ebd 2a67 8cd9 e529 05cd 2edc a709 f06e 8308 87a4 63e1 4efe 9f71 63e6
+46d8 37e9 fe87 146c 6ff2 ee49 0f61 4d43 1c02 d1c0 a5ad 6962 085e 4daf f65a 5733
+ae5a e9f4 7d77 313b 4dd7 20ad dd75 84d5 8c57 7993 efe7 1538 c92c fa19 d127 29c6
+6740 6828 7f4d 5ec8 0f05 db31 7599 552b 2f2a 609d 0987 eaf0 d6a2 6ac6 96fc 6be4
+b09c 331c 137f bbb4 a4f4 02ae bd96 27d9 b5db 7924 87e8 d35b 7413 e5c9 7367 2c5f"""
+CURIO_PAUX = """4199 9de5 a224 58a0 5577 c58a 1afa 25ab d16b 3e2a ef88 ee51 f579 8d8b ad80 4eb9
+6bf5 7f7f 8d31 ac88 724d d9e5 fd4e e77d dff1 1b50 b098 851a fa64 b44c 3b98 4b9e"""
+
+
+def _hexdump_words(text: str) -> bytes:
+    return b"".join(int(w, 16).to_bytes(2, "little") for w in text.split())
+
+
+def test_32g_tree_r_sub_level_matches_a_real_sectors_p_aux():
+    # TreeR's sub level (LCTree<U8, U8, U0>): comm_r_last = Poseidon (arity 8) of the 8 base roots
+    from synthesis.filecoin.trees import hash_node
+    roots = S.vec(_hexdump_words(CURIO_ROOTS))
+    paux = _hexdump_words(CURIO_PAUX)
+    assert roots.shape == (8, 4) and len(paux) == 64
+    assert S.raw(hash_node(roots, sha=False)) == paux[32:]
+    assert S.raw(hash_node(roots[::-1].copy(), sha=False)) != paux[32:]
