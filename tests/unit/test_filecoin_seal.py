@@ -314,3 +314,59 @@ def test_32g_tree_r_sub_level_matches_a_real_sectors_p_aux():
     assert roots.shape == (8, 4) and len(paux) == 64
     assert S.raw(hash_node(roots, sha=False)) == paux[32:]
     assert S.raw(hash_node(roots[::-1].copy(), sha=False)) != paux[32:]
+
+
+def _read_curio_post_vproof(raw: bytes):
+    """Curio's bincode of FallbackPoStSectorProof (lib/proof/post_vproof_bin_decode.go):
+    sector_id u64 | comm_r | sectors: [inclusion_proofs: [MerkleProof] | comm_c | comm_r_last]."""
+    import struct
+    off = 0
+
+    def take(fmt):
+        nonlocal off
+        v = struct.unpack_from(fmt, raw, off)[0]
+        off += struct.calcsize(fmt)
+        return v
+
+    def dom():
+        nonlocal off
+        off += 32
+        return raw[off - 32:off]
+
+    def path():
+        return [([dom() for _ in range(take("<Q"))], take("<Q")) for _ in range(take("<Q"))]
+
+    sector_id, comm_r, proofs, heads = take("<Q"), dom(), [], []
+    for _ in range(take("<Q")):
+        for _ in range(take("<Q")):
+            assert take("<I") == 1                          # ProofData::Sub
+            proofs.append((path(), path(), dom(), dom()))   # base, sub, root, leaf
+        heads.append((dom(), dom()))                        # comm_c, comm_r_last
+    assert off == len(raw)
+    return sector_id, comm_r, proofs, heads
+
+
+def test_32g_tree_r_paths_and_comm_r_of_a_real_sector():
+    # Curio lib/proof/testgolden/post.vproof (e0294b0f): a real 32 GiB sector's window PoSt vanilla
+    # proof, 10 TreeR inclusion proofs (LCTree<U8, U8, U0>: 9 base levels + 1 sub level), and its
+    # sealed CID from postpub.json (fil-commitment-sealed, poseidon-bls12_381-a2-fc1)
+    from pathlib import Path
+    raw = (Path(__file__).parent / "data" / "curio_post_32g.vproof").read_bytes()
+    sector_id, comm_r, proofs, [(comm_c, comm_r_last)] = _read_curio_post_vproof(raw)
+    cid = "bagboea4b5abcbx3jccdohrttzfneleehcpkmle4oltwuh4q3rcf5tpdodaoj6mtl"[1:].upper()
+    cid_bytes = base64.b32decode(cid + "=" * (-len(cid) % 8))
+    assert cid_bytes[-32:] == comm_r and sector_id == 1 and len(proofs) == 10
+    # comm_r = Poseidon2(comm_c, comm_r_last)
+    assert field.to_bytes(poseidon.hash_ints([field.from_bytes(comm_c), field.from_bytes(comm_r_last)])) == comm_r
+    # every path hashes from its leaf to comm_r_last, the positions spelling the leaf's node index
+    prm = P.get("filecoin-32g")
+    leaves = S.vec(b"".join(p[3] for p in proofs))
+    sibs = [S.vec(b"".join(b"".join(p[0][h][0]) for p in proofs)).reshape(10, 7, 4) for h in range(9)]
+    sibs.append(S.vec(b"".join(b"".join(p[1][0][0]) for p in proofs)).reshape(10, 7, 4))
+    pos = np.array([[e[1] for e in p[0]] + [p[1][0][1]] for p in proofs])
+    nodes = np.array([sum(int(x) * 8 ** i for i, x in enumerate(row)) for row in pos], dtype=np.uint64)
+    assert (V.positions(nodes, prm.tree_r_arities) == pos).all() and (nodes < prm.nodes).all()
+    roots = V._roots(leaves, sibs, pos, sha=False)
+    assert all(S.raw(r) == comm_r_last for r in roots) and all(p[2] == comm_r_last for p in proofs)
+    pos[3, 4] = (pos[3, 4] + 1) % 8
+    assert S.raw(V._roots(leaves, sibs, pos, sha=False)[3]) != comm_r_last
