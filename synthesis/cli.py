@@ -43,6 +43,9 @@ def _family(circuit) -> str:
 
 
 def cmd_sector_new(args) -> int:
+    if args.params.startswith("filecoin-"):  # real data, miner, ticket: options of its own
+        from synthesis.filecoin.commands import sector_new
+        return sector_new(args)
     from synthesis import family
     circuit = _circuit(args.params)
     generate = family.sealing(_family(circuit)).generate
@@ -61,6 +64,12 @@ def cmd_sector_new(args) -> int:
 def cmd_sector_c1(args) -> int:
     from synthesis import family
     from synthesis.family.sector import SectorError, family_of
+    if (args.family == "filecoin") if args.schema else \
+            bool(args.sector) and family_of(args.sector, family.DEFAULT) == "filecoin":
+        from synthesis.filecoin.commands import sector_c1  # serde's bytes, --commit2
+        return sector_c1(args)
+    if args.commit2:
+        raise CommandError("--commit2 is for filecoin sectors (Filecoin's Commit2 input file)")
     if args.schema:
         print(json.dumps(family.schema(args.family).json_schema(), indent=2))
         return 0
@@ -104,9 +113,19 @@ def c1_from_bytes(raw: bytes, where: str = "C1"):
     from synthesis import limits
     from synthesis.circuits import C1Error
     try:
+        if raw.lstrip()[:1] == b"{" and b'"Phase1Out"' in raw[:256]:
+            # Filecoin's Commit2 input file (lotus-bench, Curio): the C1 is base64 inside it
+            from synthesis.filecoin.c1 import read_commit2
+            raw = read_commit2(raw)[1]
         doc = limits.loads(raw, _local_limits(), setting="the local C1 file limit")
-    except limits.InputError as e:
+    except (limits.InputError, C1Error) as e:
         raise CommandError(f"{where}: {e}") from None
+    if isinstance(doc, dict) and "params" not in doc and "registered_proof" in doc:
+        from synthesis.filecoin.c1 import params_of  # a SealCommitPhase1Output names its proof
+        try:
+            doc = {"params": params_of(doc).name, **doc}
+        except C1Error as e:
+            raise CommandError(f"{where}: {e}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("params"), str):
         raise CommandError(f"{where}: field params: missing (the parameter set, e.g. porep-lite-2k)")
     try:
@@ -178,18 +197,26 @@ def cmd_circuits(args) -> int:
 
 
 def register(subparsers) -> None:
-    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite, sdr)")
+    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite, sdr, filecoin)")
     sub = sec.add_subparsers(dest="sector_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser("new", help="seal a synthetic sector from a seed")
     p.add_argument("--params", required=True, help="parameter set, e.g. porep-lite-4k or sdr-256k")
     p.add_argument("--seed", required=True, help="0x + 64 hex digits, or any text (hashed)")
     p.add_argument("--out", required=True, help="sector directory")
     p.add_argument("--force", action="store_true", help="replace a sector already there")
+    f = p.add_argument_group("filecoin sets")
+    f.add_argument("--data", help="filecoin-2k/-8m: the piece bytes to seal (default: bytes from --seed)")
+    f.add_argument("--miner", type=int, default=1000, help="miner actor id (prover_id = its ID address payload)")
+    f.add_argument("--sector-id", type=int, default=1, help="sector number")
+    f.add_argument("--ticket", help="sealing ticket (default: derived from --seed)")
+    f.add_argument("--challenge-seed", help="benchmark sectors: the interactive seed they are populated for")
     p.set_defaults(func=cmd_sector_new)
     p = sub.add_parser("c1", help="the C1 input of a proof job (vanilla proofs) as JSON")
     p.add_argument("sector", nargs="?", help="sector directory (zkhive sector new)")
     p.add_argument("--out", help="C1 JSON file to write")
     p.add_argument("--challenge-seed", help="interactive seed (default: derived from the sector's)")
+    p.add_argument("--commit2", action="store_true",
+                   help="filecoin: write the Commit2 input file ({SectorNum, Phase1Out, SectorSize})")
     p.add_argument("--schema", action="store_true", help="print the C1 JSON schema and exit")
     from synthesis.family import DEFAULT, FAMILIES
     p.add_argument("--family", choices=sorted(FAMILIES), default=DEFAULT,

@@ -106,11 +106,17 @@ def cmd_submit(args) -> int:
 
     from synthesis import limits
 
+    from synthesis.circuits import C1Error
+    from synthesis.filecoin.commands import job_document
+
     try:  # bounded before it is parsed: size, UTF-8, nesting, numbers ([limits])
-        doc = limits.read(args.file, rt.settings.limits.limits())
+        # Filecoin's C1 / Commit2 input file (lotus-bench, Curio) names its set by registered_proof
+        doc = job_document(args.file, rt.settings.limits.limits())
+        if doc is None:
+            doc = limits.read(args.file, rt.settings.limits.limits())
     except OSError as e:
         raise CommandError(f"{args.file}: {e.strerror or e}") from None
-    except limits.InputError as e:
+    except (limits.InputError, C1Error) as e:
         raise CommandError(f"{args.file}: {e}") from None
     try:
         rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline)

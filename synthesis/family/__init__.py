@@ -40,6 +40,8 @@ FAMILIES: dict[str, Family] = {
     "porep-lite": Family("porep-lite", "synthesis.porep", "synthesis.porep.sector",
                          "synthesis.porep.c1"),
     "sdr": Family("sdr", "synthesis.sdr", "synthesis.sdr.sector", "synthesis.sdr.c1"),
+    "filecoin": Family("filecoin", "synthesis.filecoin", "synthesis.filecoin.sector",
+                       "synthesis.filecoin.c1"),
 }
 
 #: The family of a sector directory written before sector.json named its family.

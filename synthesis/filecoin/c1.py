@@ -205,11 +205,13 @@ def params_of(doc: Any) -> FilecoinParams:
                           f"{', '.join(p.registered_proof for p in SETS.values())}", field="registered_proof")
 
 
-def parse(prm: FilecoinParams, doc: Any) -> C1Document:
-    """Validate a decoded C1 document's shape for ``prm``; raise FilecoinC1Error."""
+def parse(prm: FilecoinParams, doc: Any, *, bounded: bool = False) -> C1Document:
+    """Validate a decoded C1 document's shape for ``prm``; raise FilecoinC1Error. ``bounded``:
+    it came from ``limits.loads`` (already checked against C1_LIMITS)."""
     if not isinstance(doc, dict):
         raise FilecoinC1Error(f"a C1 document is a JSON object, not {type(doc).__name__}")
-    limits.check(doc, C1_LIMITS)
+    if not bounded:
+        limits.check(doc, C1_LIMITS)
     try:
         c1 = C1Document.model_validate(doc)
     except ValidationError as e:
@@ -242,52 +244,72 @@ def _d(v: np.ndarray) -> list[int]:
     return list(np.ascontiguousarray(v, dtype="<u8").tobytes())
 
 
-def _inclusion(levels: list[tuple[np.ndarray, int]]) -> dict:
-    return {"path": [{"hashes": [_d(s) for s in sibs], "index": int(pos)} for sibs, pos in levels]}
+def _lists(v: np.ndarray):
+    """Fr vectors (..., 4) -> nested lists of 32-int domains, in one numpy call."""
+    a = np.ascontiguousarray(v, dtype="<u8")
+    return a.view(np.uint8).reshape(*a.shape[:-1], 32).tolist()
+
+
+def _inclusion(levels: list[tuple[list, int]]) -> dict:
+    return {"path": [{"hashes": sibs, "index": int(pos)} for sibs, pos in levels]}
+
+
+def _merkle_json(root: list, leaf: list, levels: list[tuple[list, int]], prm: FilecoinParams | None) -> dict:
+    """MerkleProof JSON from per-level (siblings as domain lists, position); ``prm`` None for
+    TreeD (binary, Single)."""
+    if prm is None or not prm.sub_arity:
+        return {"data": {"Single": {"root": root, "leaf": leaf, "path": _inclusion(levels)}}}
+    base = prm.base_tree_depth
+    if not prm.top_arity:
+        return {"data": {"Sub": {"base_proof": _inclusion(levels[:base]), "sub_proof": _inclusion(levels[base:]),
+                                 "root": root, "leaf": leaf}}}
+    return {"data": {"Top": {"base_proof": _inclusion(levels[:base]), "sub_proof": _inclusion(levels[base:base + 1]),
+                             "top_proof": _inclusion(levels[base + 1:]), "root": root, "leaf": leaf}}}
+
+
+def merkle_proofs(tree, nodes, leaves: np.ndarray, prm: FilecoinParams | None) -> list[dict]:
+    """MerkleProof JSON for each leaf index in ``nodes`` (batched: one sibling lookup a level)."""
+    nodes = np.asarray(nodes, dtype=np.uint64).reshape(-1)
+    sibs = [_lists(s) for s in tree.paths(nodes)]             # per level: n x (a-1) domains
+    pos, root, leaves = [], _d(tree.root_vec), _lists(leaves)
+    i = nodes.copy()
+    for a in tree.arities:
+        pos.append((i % np.uint64(a)).tolist())
+        i = i // np.uint64(a)
+    # no list shared between two places of the document (a caller may edit one)
+    return [_merkle_json(list(root), leaves[j], [(sibs[h][j], pos[h][j]) for h in range(len(sibs))], prm)
+            for j in range(len(nodes))]
 
 
 def merkle_proof(tree, i: int, leaf: np.ndarray, prm: FilecoinParams | None) -> dict:
-    """MerkleProof JSON for leaf i; ``prm`` None for TreeD (binary, Single)."""
-    path = tree.path(i)
-    root, leaf = _d(tree.root_vec), _d(leaf)
-    if prm is None or not prm.sub_arity:
-        return {"data": {"Single": {"root": root, "leaf": leaf, "path": _inclusion(path)}}}
-    base = prm.base_tree_depth
-    if not prm.top_arity:
-        return {"data": {"Sub": {"base_proof": _inclusion(path[:base]), "sub_proof": _inclusion(path[base:]),
-                                 "root": root, "leaf": leaf}}}
-    return {"data": {"Top": {"base_proof": _inclusion(path[:base]), "sub_proof": _inclusion(path[base:base + 1]),
-                             "top_proof": _inclusion(path[base + 1:]), "root": root, "leaf": leaf}}}
+    """MerkleProof JSON for leaf i."""
+    return merkle_proofs(tree, [i], np.asarray(leaf).reshape(1, 4), prm)[0]
 
 
 def vanilla_proof(sector, c: int) -> dict:
     """One challenge's stacked::Proof (prove_layers_generate) as serde writes it."""
     prm = sector.prm
     parents = sector.graph.parents([c])[0].tolist()
-    rows = sector.position([c] + parents)
-    col = sector.columns[rows]                        # (15, layers, 4)
-    leaves_c = sector.tree_c.nodes(0, np.asarray([c] + parents, dtype=np.uint64))
-
-    def column_proof(j: int, v: int) -> dict:
-        return {"column": {"index": v, "rows": [_d(x) for x in col[j]], "_h": None},
-                "inclusion_proof": merkle_proof(sector.tree_c, v, leaves_c[j], prm)}
-
+    opened = [c] + parents
+    col = sector.columns[sector.position(opened)]                  # (15, layers, 4)
+    col_l = _lists(col)
+    inclusion = merkle_proofs(sector.tree_c, opened, sector.tree_c.nodes(0, np.asarray(opened, np.uint64)), prm)
+    cps = [{"column": {"index": v, "rows": col_l[j], "_h": None}, "inclusion_proof": inclusion[j]}
+           for j, v in enumerate(opened)]
     labeling = []
     for layer in range(1, prm.layers + 1):
-        plabels = [col[1 + q, layer - 1] if q < 6 else col[1 + q, layer - 2] for q in range(14)]
-        labeling.append({"parents": [_d(plabels[q]) for q in label_parent_order(layer)],
+        plabels = [col_l[1 + q][layer - 1] if q < 6 else col_l[1 + q][layer - 2] for q in range(14)]
+        labeling.append({"parents": [list(plabels[q]) for q in label_parent_order(layer)],
                          "layer_index": layer, "node": c})
     k = sector.position([c])[0]
     return {
-        "comm_d_proofs": merkle_proof(sector.tree_d, c, sector.data[k], None),
-        "comm_r_last_proof": merkle_proof(sector.tree_r, c, sector.tree_r.nodes(0, np.asarray([c], np.uint64))[0], prm),
-        "replica_column_proofs": {
-            "c_x": column_proof(0, c),
-            "drg_parents": [column_proof(1 + j, v) for j, v in enumerate(parents[:6])],
-            "exp_parents": [column_proof(7 + j, v) for j, v in enumerate(parents[6:])],
-        },
+        "comm_d_proofs": merkle_proofs(sector.tree_d, [c], sector.data[k:k + 1], None)[0],
+        "comm_r_last_proof": merkle_proofs(sector.tree_r, [c], sector.tree_r.nodes(0, np.asarray([c], np.uint64)),
+                                           prm)[0],
+        "replica_column_proofs": {"c_x": cps[0], "drg_parents": cps[1:7], "exp_parents": cps[7:]},
         "labeling_proofs": labeling,
-        "encoding_proof": dict(labeling[-1]),
+        "encoding_proof": {"parents": [list(p) for p in labeling[-1]["parents"]], "layer_index": prm.layers,
+                           "node": c},
     }
 
 
@@ -303,7 +325,8 @@ def c1_document(sector, seed: bytes) -> dict:
            "comm_r": list(sector.comm_r), "comm_d": list(sector.comm_d),
            "replica_id": list(sector.replica_id), "seed": list(seed), "ticket": list(sector.ticket)}
     if sector.benchmark:
-        doc[BENCHMARK_KEY] = f"{prm.name}: " + __import__("synthesis.filecoin.sector", fromlist=["x"]).BENCHMARK_NOTE
+        from .sector import BENCHMARK_NOTE
+        doc[BENCHMARK_KEY] = f"{prm.name}: {BENCHMARK_NOTE}"
     return doc
 
 
@@ -340,15 +363,14 @@ def load(raw: bytes) -> tuple[FilecoinParams, C1Document, dict]:
     """A C1 JSON document or a Commit2 input file -> (params, parsed C1, facts), shape-checked
     (``verify`` checks the proofs). facts: SectorNum / SectorSize when it was a Commit2 file."""
     facts: dict = {}
-    head = raw[:200].lstrip()
-    if head.startswith(b"{") and b'"SectorNum"' in raw[:64] or b'"Phase1Out"' in raw[:64]:
+    if raw[:256].lstrip()[:1] == b"{" and b'"Phase1Out"' in raw[:256]:
         facts["sector_num"], raw, facts["sector_size"] = read_commit2(raw)
     doc = limits.loads(raw, C1_LIMITS, setting="the filecoin C1 bound")
     prm = params_of(doc)
     if "sector_size" in facts and facts["sector_size"] != prm.sector_size:
         raise FilecoinC1Error(f"is {facts['sector_size']}, the C1 is a {prm.sector_size}-byte "
                               f"{prm.registered_proof}", field="SectorSize")
-    return prm, parse(prm, doc), facts
+    return prm, parse(prm, doc, bounded=True), facts
 
 
 # --- verifying -----------------------------------------------------------------------------------
@@ -357,8 +379,9 @@ def verify(prm: FilecoinParams, c1: C1Document, *, partitions=None) -> list:
     """Check every vanilla proof (or those of ``partitions``); return their PartitionVanilla."""
     from .vanilla import check_partition, from_c1
     rid = bytes(c1.replica_id)
-    if field.from_bytes(bytes(c1.replica_id), what="replica_id") >> 254:
-        raise FilecoinC1Error("replica_id is not trimmed to 254 bits", field="replica_id")
+    for name in ("replica_id", "comm_d"):   # SHA-256 outputs trimmed to 254 bits
+        if int.from_bytes(bytes(getattr(c1, name)), "little") >> 254:
+            raise FilecoinC1Error("is not below 2^254 (a trimmed domain)", field=name)
     comm_c = comm_r_last = None
     out = []
     graph = Graph.for_params(prm)

@@ -24,7 +24,10 @@ parents from the previous one) repeated to 37: p0..p13, p0..p13, p0..p8.
 """
 from __future__ import annotations
 
+import ctypes
 import hashlib
+import threading
+from pathlib import Path
 
 import numpy as np
 
@@ -63,22 +66,23 @@ def _rotl(x: np.ndarray, n: int) -> np.ndarray:
     return (x << np.uint32(n)) | (x >> np.uint32(32 - n))
 
 
-def chacha8_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
-    """The first ``blocks`` 64-byte ChaCha8 blocks for each 32-byte key: (K, 16 * blocks) uint32.
-
-    rand_chacha: state = constants | key (8 LE words) | 64-bit block counter (words 12, 13) |
-    stream 0 (words 14, 15); 8 rounds = 4 double rounds; output = rounds(state) + state, and
-    ``next_u64`` reads two consecutive words, low word first.
-    """
+def chacha_blocks(keys: np.ndarray, blocks, rounds: int, *, nonce: bytes | None = None) -> np.ndarray:
+    """ChaCha keystream words for each 32-byte key: (K, 16 * len(blocks)) uint32, for the block
+    numbers in ``blocks``. ``nonce`` None: rand_chacha's layout (64-bit block counter in words
+    12-13, stream 0); a 12-byte ``nonce``: RFC 8439's (32-bit counter in word 12, nonce 13-15)."""
     keys = np.ascontiguousarray(keys, dtype=np.uint8).reshape(-1, 32)
     k = keys.view("<u4").astype(np.uint32)
-    out = np.empty((len(k), 16 * blocks), dtype=np.uint32)
-    for b in range(blocks):
+    blocks = list(blocks)
+    out = np.empty((len(k), 16 * len(blocks)), dtype=np.uint32)
+    for n, b in enumerate(blocks):
         init = np.empty((16, len(k)), dtype=np.uint32)
         init[0:4] = _SIGMA[:, None]
         init[4:12] = k.T
-        init[12] = b
-        init[13:16] = 0
+        if nonce is None:
+            init[12], init[13], init[14:16] = b & 0xFFFFFFFF, b >> 32, 0
+        else:
+            init[12] = b
+            init[13:16] = np.frombuffer(nonce, dtype="<u4")[:, None]
         x = [init[i].copy() for i in range(16)]
 
         def qr(a, bb, c, d):
@@ -87,12 +91,22 @@ def chacha8_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
             x[a] += x[bb]; x[d] = _rotl(x[d] ^ x[a], 8)
             x[c] += x[d]; x[bb] = _rotl(x[bb] ^ x[c], 7)
 
-        for _ in range(4):
+        for _ in range(rounds // 2):
             qr(0, 4, 8, 12); qr(1, 5, 9, 13); qr(2, 6, 10, 14); qr(3, 7, 11, 15)
             qr(0, 5, 10, 15); qr(1, 6, 11, 12); qr(2, 7, 8, 13); qr(3, 4, 9, 14)
         for i in range(16):
-            out[:, 16 * b + i] = x[i] + init[i]
+            out[:, 16 * n + i] = x[i] + init[i]
     return out
+
+
+def chacha8_blocks(keys: np.ndarray, blocks: int) -> np.ndarray:
+    """The first ``blocks`` 64-byte ChaCha8 blocks for each 32-byte key: (K, 16 * blocks) uint32.
+
+    rand_chacha: state = constants | key (8 LE words) | 64-bit block counter (words 12, 13) |
+    stream 0 (words 14, 15); 8 rounds = 4 double rounds; output = rounds(state) + state, and
+    ``next_u64`` reads two consecutive words, low word first.
+    """
+    return chacha_blocks(keys, range(blocks), 8)
 
 
 # --- the bucket DRG ---------------------------------------------------------------------------
@@ -162,8 +176,36 @@ def feistel_permute(num_elements: int, index: int, keys, pre) -> int:
     return u
 
 
+_native = None
+_native_lock = threading.Lock()
+
+
+def native() -> ctypes.CDLL:
+    """seal_host.cpp (the expander and the labeling loop), compiled on first use."""
+    global _native
+    with _native_lock:
+        if _native is None:
+            from arith import native as host
+            lib = ctypes.CDLL(str(host.build(Path(__file__).with_name("seal_host.cpp"), stem="filecoin_seal")))
+            lib.fc_exp_parents.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
+                                           ctypes.c_int, ctypes.c_void_p]
+            lib.fc_labels.argtypes = [ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
+                                      ctypes.c_void_p]
+            _native = lib
+    return _native
+
+
+def exp_parents_range(first: int, count: int, size: int, porep_id: bytes, api_version: str = "1.1.0") -> np.ndarray:
+    """expanded_parents of nodes first..first+count in C++ (seal_host.cpp): (count, 8) uint32."""
+    keys = np.array(feistel_keys(porep_id), dtype=np.uint64)
+    out = np.empty((count, EXP_PARENTS), dtype=np.uint32)
+    native().fc_exp_parents(size, keys.ctypes.data, first, count, int(api_version == "1.0.0"), out.ctypes.data)
+    return out
+
+
 def exp_parents(nodes, size: int, porep_id: bytes, api_version: str = "1.1.0") -> np.ndarray:
-    """StackedGraph::expanded_parents for each node: (len, 8) uint32."""
+    """StackedGraph::expanded_parents for each node: (len, 8) uint32 (the Python definition;
+    ``Graph.cache`` takes the C++ loop for a whole sector)."""
     nodes = np.asarray(nodes, dtype=np.uint64).reshape(-1)
     keys = feistel_keys(porep_id)
     n = size * EXP_PARENTS
@@ -201,8 +243,11 @@ class Graph:
         return np.concatenate([self.drg(nodes), self.exp(nodes)], axis=1)
 
     def cache(self) -> np.ndarray:
-        """The whole parents cache: (size, 14) uint32 (cache.rs's file is its LE bytes)."""
-        return self.parents(np.arange(self.size, dtype=np.uint64))
+        """The whole parents cache: (size, 14) uint32 (cache.rs's file is its LE bytes); the
+        expander from seal_host.cpp (22 s in Python at 8 MiB)."""
+        drg = self.drg(np.arange(self.size, dtype=np.uint64))
+        return np.concatenate([drg, exp_parents_range(0, self.size, self.size, self.porep_id, self.api_version)],
+                              axis=1)
 
     def identifier(self) -> str:
         """StackedGraph's ParameterSetMetadata::identifier (PoseidonHasher trees)."""

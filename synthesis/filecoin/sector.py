@@ -24,16 +24,15 @@ witness has Filecoin's shape. It is not a replica of anything: everything that s
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .. import field, limits, poseidon
+from .. import field, poseidon
+from ..family import sector as store
+from ..family.sector import SectorError, hexfe
 from . import challenges as chal
 from .graph import Graph, label_parent_order
 from .params import SETS, FilecoinParams
@@ -42,10 +41,6 @@ from .trees import Tree, column_hashes
 SECTOR_VERSION = 1
 BENCHMARK_NOTE = ("benchmark sector: a committed-capacity sector whose trees hold only the columns "
                   "this seed's challenges open; not a replica")
-
-
-class SectorError(ValueError):
-    """A sector directory is missing, from another parameter set, or inconsistent."""
 
 
 def trim(h: bytes) -> bytes:
@@ -118,7 +113,17 @@ def create_label(replica: bytes, layer: int, node: int, parent_labels: list[byte
                                + b"".join(parent_labels[i] for i in order)).digest())
 
 
-def label_all(graph: Graph, replica: bytes, layers: int) -> np.ndarray:
+def label_all(graph: Graph, replica: bytes, layers: int, parents: np.ndarray | None = None) -> np.ndarray:
+    """Every label of a real sector: (layers, nodes, 4) uint64, in C++ (seal_host.cpp's fc_labels);
+    ``label_all_py`` is the definition it is tested against."""
+    from .graph import native
+    cache = np.ascontiguousarray(graph.cache() if parents is None else parents, dtype=np.uint32)
+    out = np.empty((layers, graph.size, 32), dtype=np.uint8)
+    native().fc_labels(graph.size, layers, bytes(replica), cache.ctypes.data, out.ctypes.data)
+    return out.view("<u8").reshape(layers, graph.size, 4).astype(np.uint64)
+
+
+def label_all_py(graph: Graph, replica: bytes, layers: int) -> np.ndarray:
     """Every label of a real sector: (layers, nodes, 4) uint64. Sequential in each layer (a
     node's DRG parents precede it), one hashlib call a node."""
     n = graph.size
@@ -206,51 +211,42 @@ class Sector:
         p = self.prm
         return chal.all_challenges(self.replica_id, seed, p.partitions, p.challenges, p.nodes)
 
-    # --- persistence -------------------------------------------------------------------------
-    def save(self, directory) -> None:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
+    # --- persistence (synthesis.family.sector's directory store) ------------------------------
+    def save(self, directory) -> Path:
         meta = {
-            "family": "filecoin", "version": SECTOR_VERSION, "params": self.prm.name,
+            "version": SECTOR_VERSION, "family": "filecoin", "params": self.prm.name,
             "registered_proof": self.prm.registered_proof, "benchmark": self.benchmark,
             "note": BENCHMARK_NOTE if self.benchmark else "sealed as rust-fil-proofs seals",
+            # seed: a real sector's data seed, a benchmark sector's interactive seed
+            "seed": "0x" + (self.seed or bytes(32)).hex(),
+            "replica_id": hexfe(int.from_bytes(self.replica_id, "little")),
             "prover_id": self.prover_id.hex(), "sector_id": self.sector_id, "ticket": self.ticket.hex(),
-            "replica_id": self.replica_id.hex(), "comm_d": self.comm_d.hex(), "comm_r": self.comm_r.hex(),
-            "seed": self.seed.hex() if self.seed else None, "populated_nodes": len(self.nodes),
+            "comm_d": "0x" + self.comm_d.hex(), "comm_r": hexfe(int.from_bytes(self.comm_r, "little")),
+            "populated_nodes": len(self.nodes),
         }
-        with tempfile.NamedTemporaryFile("wb", dir=d, delete=False, suffix=".npz") as f:
-            np.savez(f, nodes=self.nodes, data=self.data, columns=self.columns)
-        os.replace(f.name, d / "sector.npz")
-        (d / "sector.json").write_text(json.dumps(meta, indent=1) + "\n")
+        return store.save(directory, {"nodes": self.nodes, "data": self.data, "columns": self.columns}, meta)
 
     @classmethod
     def load(cls, directory) -> "Sector":
-        d = Path(directory)
+        meta, prm, seed, rid = store.read_meta(directory, SETS)
+        z = store.read_arrays(directory, ["nodes", "data", "columns"])
+        n = len(z["nodes"])
+        if z["data"].shape != (n, 4) or z["columns"].shape != (n, prm.layers, 4) or not 0 < n <= prm.nodes:
+            raise SectorError(f"{Path(directory) / 'sector.npz'}: arrays do not match {prm.name}")
         try:
-            meta = limits.read(d / "sector.json")
-        except FileNotFoundError:
-            raise SectorError(f"{d}: no sector.json (make one with zkhive sector new)") from None
-        if not isinstance(meta, dict) or meta.get("family") != "filecoin" or meta.get("version") != SECTOR_VERSION:
-            raise SectorError(f"{d}/sector.json: not a filecoin sector of version {SECTOR_VERSION}")
-        if meta.get("params") not in SETS:
-            raise SectorError(f"{d}/sector.json: params: unknown set {limits.clip(meta.get('params'))}")
-        prm = SETS[meta["params"]]
-        try:
-            with np.load(d / "sector.npz", allow_pickle=False) as z:
-                nodes, data, columns = z["nodes"], z["data"], z["columns"]
-            sector = cls(prm, bytes.fromhex(meta["prover_id"]), int(meta["sector_id"]),
-                         bytes.fromhex(meta["ticket"]), bytes.fromhex(meta["replica_id"]),
-                         nodes.astype(np.uint64), data.astype(np.uint64), columns.astype(np.uint64),
-                         bool(meta["benchmark"]), bytes.fromhex(meta["seed"]) if meta.get("seed") else None)
-        except (OSError, KeyError, ValueError, TypeError) as e:
-            raise SectorError(f"{d}: unreadable sector: {e}") from None
-        if sector.comm_r.hex() != meta["comm_r"] or sector.comm_d.hex() != meta["comm_d"]:
-            raise SectorError(f"{d}: sector.npz does not give sector.json's comm_d/comm_r")
+            sector = cls(prm, bytes.fromhex(meta["prover_id"]), int(meta["sector_id"]), bytes.fromhex(meta["ticket"]),
+                         rid.to_bytes(32, "little"), z["nodes"].astype(np.uint64), z["data"].astype(np.uint64),
+                         z["columns"].astype(np.uint64), bool(meta["benchmark"]), seed)
+        except (KeyError, ValueError, TypeError) as e:
+            raise SectorError(f"{Path(directory) / 'sector.json'}: malformed ({e!r})") from None
+        store.check_commitment(directory, meta, int.from_bytes(sector.comm_r, "little"))
         return sector
 
 
-def seal(prm: FilecoinParams, data: bytes, prover_id: bytes, sector_id: int, ticket: bytes) -> Sector:
-    """Seal ``data`` (unpadded piece bytes) as rust-fil-proofs does: every node, every layer."""
+def seal(prm: FilecoinParams, data: bytes, prover_id: bytes, sector_id: int, ticket: bytes,
+         seed: bytes | None = None) -> Sector:
+    """Seal ``data`` (unpadded piece bytes) as rust-fil-proofs does: every node, every layer.
+    ``seed``: what the data was drawn from, if it was (kept in sector.json)."""
     if prm.benchmark:
         raise SectorError(f"{prm.name} is sealed as a benchmark sector here (seal_benchmark)")
     padded = fr32_pad(data, prm.sector_size)
@@ -260,7 +256,7 @@ def seal(prm: FilecoinParams, data: bytes, prover_id: bytes, sector_id: int, tic
     rid = replica_id(prover_id, sector_id, ticket, comm_d, prm.porep_id)
     labels = label_all(Graph.for_params(prm), rid, prm.layers)
     return Sector(prm, prover_id, sector_id, ticket, rid, nodes, data_vec,
-                  np.ascontiguousarray(labels.transpose(1, 0, 2)), benchmark=False)
+                  np.ascontiguousarray(labels.transpose(1, 0, 2)), benchmark=False, seed=seed)
 
 
 def seal_benchmark(prm: FilecoinParams, prover_id: bytes, sector_id: int, ticket: bytes, seed: bytes) -> Sector:
@@ -288,3 +284,40 @@ def seal_benchmark(prm: FilecoinParams, prover_id: bytes, sector_id: int, ticket
         columns[i] = vec(b"".join(labels[layer, v] for layer in range(1, prm.layers + 1)))
     return Sector(prm, prover_id, sector_id, ticket, rid, nodes, np.zeros((len(nodes), 4), np.uint64),
                   columns, benchmark=True, seed=seed)
+
+
+# --- the family interface (synthesis.family: generate, interactive_seed, c1_document) -------------
+
+def randomness(tag: str, seed: bytes) -> bytes:
+    """32 bytes from a seed, trimmed to 254 bits as Lotus's chain randomness is."""
+    return trim(hashlib.sha256(tag.encode() + b"\0" + seed).digest())
+
+
+def data_from_seed(seed: bytes, n: int) -> bytes:
+    """n pseudo-random piece bytes (SHA-256 in counter mode)."""
+    key = hashlib.sha256(b"filecoin sector data\0" + seed).digest()
+    return b"".join(hashlib.sha256(key + i.to_bytes(8, "little")).digest() for i in range(-(-n // 32)))[:n]
+
+
+def generate(prm: FilecoinParams, seed: bytes, *, miner: int = 1000, sector_id: int = 1,
+             ticket: bytes | None = None, challenge_seed: bytes | None = None) -> Sector:
+    """A sector from a seed: real data sealed (2 KiB, 8 MiB), or a benchmark sector populated for
+    ``challenge_seed`` (default: derived from ``seed``)."""
+    ticket = ticket or randomness("filecoin ticket", seed)
+    prover = prover_id_from_miner(miner)
+    if prm.benchmark:
+        return seal_benchmark(prm, prover, sector_id, ticket,
+                              challenge_seed or randomness("filecoin interactive seed", seed))
+    return seal(prm, data_from_seed(seed, prm.sector_size // 128 * 127), prover, sector_id, ticket, seed=seed)
+
+
+def interactive_seed(sector: Sector) -> bytes:
+    """A benchmark sector's own seed; for a real sector one derived from its seed (or replica id)."""
+    if sector.benchmark:
+        return sector.seed
+    return randomness("filecoin interactive seed", sector.seed or sector.replica_id)
+
+
+def c1_document(sector: Sector, seed: bytes) -> dict:
+    from .c1 import c1_document as doc
+    return doc(sector, seed)

@@ -48,7 +48,7 @@ class PartitionVanilla:
     tree_r_path: list               # per level: (B, arity_l - 1, 4)
     benchmark: bool                 # from a benchmark sector's document
     # as the document gives them (checked by check_partition; the circuit does not read them)
-    given_positions: dict           # "d" | "r" | "c": (B, levels) ; "drg" | "exp": (B, P, levels)
+    given_positions: dict           # "d" | "r": (B, levels); "c": (B, 15, levels) (c_x, 6 DRG, 8 EXP)
     given_roots: dict               # "d" | "r": (B, 4); "c": (B, 15, 4) (c_x, 6 DRG, 8 EXP)
     given_leaves_c: np.ndarray      # (B, 15, 4) the TreeC leaves the column proofs claim
     labeling_parents: np.ndarray    # (B, layers, 37, 4)
@@ -63,36 +63,40 @@ def _dom(rows) -> np.ndarray:
     return np.ascontiguousarray(a).view("<u8").astype(np.uint64)
 
 
-def _merkle_levels(mp: MerkleProof):
+def _merkle_levels(mp: MerkleProof, kind: str, base: int):
+    """(root, leaf, levels) of a MerkleProof that must be ``kind`` with ``base`` base levels."""
     d = mp.data
-    kinds = [x for x in (d.Single, d.Sub, d.Top) if x is not None]
-    if len(kinds) != 1:
-        raise ValueError("a MerkleProof's data is exactly one of Single, Sub, Top")
-    p = kinds[0]
-    if d.Single is not None:
-        levels = list(p.path.path)
-    elif d.Sub is not None:
-        levels = list(p.base_proof.path) + list(p.sub_proof.path)
-    else:
-        levels = list(p.base_proof.path) + list(p.sub_proof.path) + list(p.top_proof.path)
-    return p.root, p.leaf, levels
+    kinds = [k for k in ("Single", "Sub", "Top") if getattr(d, k) is not None]
+    if kinds != [kind]:
+        raise ValueError(f"a MerkleProof's data is {' and '.join(kinds) or 'empty'}, this tree's is {kind}")
+    p = getattr(d, kind)
+    if kind == "Single":
+        return p.root, p.leaf, list(p.path.path)
+    parts = [p.base_proof.path, p.sub_proof.path] + ([p.top_proof.path] if kind == "Top" else [])
+    if len(parts[0]) != base or any(len(x) != 1 for x in parts[1:]):
+        raise ValueError(f"{kind} proof has {'/'.join(str(len(x)) for x in parts)} base/sub/top levels, "
+                         f"{base}/1{'/1' if kind == 'Top' else ''} expected")
+    return p.root, p.leaf, [lv for x in parts for lv in x]
 
 
-def _tree_arrays(proofs, arities, where, k, b0=0):
-    """(roots (n, 4), leaves (n, 4), per-level siblings [(n, a-1, 4)], positions (n, levels))."""
+def _tree_arrays(proofs, arities, where, k, prm: FilecoinParams | None = None):
+    """(roots (n, 4), leaves (n, 4), per-level siblings [(n, a-1, 4)], positions (n, levels));
+    ``prm`` None for TreeD (Single), else TreeC/TreeR's Single/Sub/Top shape."""
+    kind = "Single" if prm is None or not prm.sub_arity else "Top" if prm.top_arity else "Sub"
+    base = prm.base_tree_depth if prm is not None else len(arities)
     roots, leaves, sibs, pos = [], [], [[] for _ in arities], []
-    for n, (mp, at) in enumerate(zip(proofs, where)):
+    for mp, (i, at) in zip(proofs, where):
         try:
-            root, leaf, levels = _merkle_levels(mp)
+            root, leaf, levels = _merkle_levels(mp, kind, base)
         except ValueError as e:
-            raise FilecoinC1Error(str(e), partition=k, field=at) from None
+            raise FilecoinC1Error(str(e), partition=k, challenge=i, field=at) from None
         if len(levels) != len(arities):
-            raise FilecoinC1Error(f"path has {len(levels)} levels, {len(arities)} expected", partition=k,
+            raise FilecoinC1Error(f"path has {len(levels)} levels, {len(arities)} expected", partition=k, challenge=i,
                                   field=at)
         for h, (lv, a) in enumerate(zip(levels, arities)):
             if len(lv.hashes) != a - 1 or lv.index >= a:
                 raise FilecoinC1Error(f"level {h} has {len(lv.hashes)} siblings at position {lv.index}, "
-                                      f"{a - 1} siblings below {a} expected", partition=k, field=at)
+                                      f"{a - 1} siblings below {a} expected", partition=k, challenge=i, field=at)
             sibs[h].append(lv.hashes)
         roots.append(root), leaves.append(leaf), pos.append([lv.index for lv in levels])
     return _dom(roots), _dom(leaves), [_dom(s) for s in sibs], np.asarray(pos, dtype=np.int64)
@@ -124,26 +128,29 @@ def from_c1(prm: FilecoinParams, c1: C1Document, k: int) -> PartitionVanilla:
                 raise FilecoinC1Error(f"{len(lp.parents)} parent labels, {TOTAL_PARENTS} expected", partition=k,
                                       challenge=i, layer=min(lp_i + 1, L), field=f"{at}.{name}.parents")
     d_root, d_leaf, d_sibs, d_pos = _tree_arrays([p.comm_d_proofs for p in proofs], (2,) * prm.tree_d_depth,
-                                                 [f"{base}[{i}].comm_d_proofs" for i in range(B)], k)
+                                                 [(i, f"{base}[{i}].comm_d_proofs") for i in range(B)], k)
     r_root, r_leaf, r_sibs, r_pos = _tree_arrays([p.comm_r_last_proof for p in proofs], arities,
-                                                 [f"{base}[{i}].comm_r_last_proof" for i in range(B)], k)
+                                                 [(i, f"{base}[{i}].comm_r_last_proof") for i in range(B)], k, prm)
     cps = [[p.replica_column_proofs.c_x, *p.replica_column_proofs.drg_parents, *p.replica_column_proofs.exp_parents]
            for p in proofs]
     flat = [cp for row in cps for cp in row]
-    where = [f"{base}[{i}].replica_column_proofs.{_cp_name(j)}.inclusion_proof" for i in range(B) for j in range(15)]
-    c_root, c_leaf, c_sibs, c_pos = _tree_arrays([cp.inclusion_proof for cp in flat], arities, where, k)
+    where = [(i, f"{base}[{i}].replica_column_proofs.{_cp_name(j)}.inclusion_proof") for i in range(B) for j in range(15)]
+    c_root, c_leaf, c_sibs, c_pos = _tree_arrays([cp.inclusion_proof for cp in flat], arities, where, k, prm)
     index = np.asarray([[cp.column.index for cp in row] for row in cps], dtype=np.uint64)
     columns = _dom([[cp.column.rows for cp in row] for row in cps])            # (B, 15, L, 4)
     c_sibs = [s.reshape(B, 15, *s.shape[1:]) for s in c_sibs]
     lab = _dom([[lp.parents for lp in p.labeling_proofs] for p in proofs])      # (B, L, 37, 4)
     enc = _dom([p.encoding_proof.parents for p in proofs])
+    header = {}
+    for name in ("replica_id", "comm_d", "comm_r"):
+        try:
+            header[name] = field.from_bytes(bytes(getattr(c1, name)), what=name)
+        except field.FieldError:
+            raise FilecoinC1Error("is not below the BLS12-381 scalar field modulus", field=name) from None
     return PartitionVanilla(
-        partition=k,
-        replica_id=field.from_bytes(bytes(c1.replica_id), what="replica_id"),
-        comm_d=field.from_bytes(bytes(c1.comm_d), what="comm_d"),
-        comm_r=field.from_bytes(bytes(c1.comm_r), what="comm_r"),
-        comm_c=field.vec_to_ints(c_root[0])[0],
-        comm_r_last=field.vec_to_ints(r_root[0])[0],
+        partition=k, **header,
+        comm_c=field.vec_to_ints(c_root[0])[0] % field.MODULUS,
+        comm_r_last=field.vec_to_ints(r_root[0])[0] % field.MODULUS,
         challenges=index[:, 0].copy(),
         data_leaf=d_leaf,
         tree_d_path=np.stack([s[:, 0] for s in d_sibs], axis=1) if d_sibs else np.zeros((B, 0, 4), np.uint64),
@@ -219,6 +226,39 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
             i, j = bad
             fail(f"parent {j} is node {int(got[i, j])}, the graph gives {int(want[i, j])}", i,
                  f"replica_column_proofs.{name}[{j}].column.index")
+    _check_vec_canonical(pv, fail)
+    # labels: each labeling proof's parents are the parents' columns, and hash to the label
+    for layer in range(1, L + 1):
+        drg = pv.drg_columns[:, :, layer - 1]
+        exp = pv.exp_columns[:, :, layer - 2] if layer > 1 else np.zeros((B, 0, 4), np.uint64)
+        want = np.concatenate([drg, exp], axis=1)[:, label_parent_order(layer)]
+        got = pv.labeling_parents[:, layer - 1]
+        bad = _first_bad((got != want).any(axis=2))
+        if bad:
+            i, s = bad
+            src = "DRG" if label_parent_order(layer)[s] < 6 else "expander"
+            fail(f"parent label {s} is not the opened {src} parent column's label", i,
+                 f"labeling_proofs[{layer - 1}].parents[{s}]", layer)
+        meta = pv.labeling_meta[:, layer - 1]
+        bad = _first_bad((meta[:, 0] != layer) | (meta[:, 1] != nodes))
+        if bad:
+            fail(f"labeling proof is for layer {int(meta[bad[0], 0])} node {int(meta[bad[0], 1])}", bad[0],
+                 f"labeling_proofs[{layer - 1}]", layer)
+        labels = _labels(pv.replica_id, layer, nodes, got)
+        bad = _first_bad((labels != pv.column[:, layer - 1]).any(axis=1))
+        if bad:
+            fail("label does not match its preimage (replica id, layer, node, parents)", bad[0],
+                 f"replica_column_proofs.c_x.column.rows[{layer - 1}]", layer)
+    # encoding: the key is the last layer's label, TreeR's leaf = key + data in Fr
+    bad = _first_bad((pv.encoding_parents != pv.labeling_parents[:, L - 1]).any(axis=(1, 2))
+                     | (pv.encoding_meta[:, 0] != L) | (pv.encoding_meta[:, 1] != nodes))
+    if bad:
+        fail("encoding proof is not the last layer's labeling proof", bad[0], "encoding_proof", L)
+    from arith import native
+    enc = native.add(pv.column[:, L - 1].copy(), pv.data_leaf)
+    bad = _first_bad((enc != pv.replica_leaf).any(axis=1))
+    if bad:
+        fail("TreeR leaf is not the last label + the data in Fr", bad[0], "comm_r_last_proof", L)
     # TreeD: positions, root, path
     arities = prm.tree_r_arities
     bad = _first_bad(pv.given_positions["d"] != positions(nodes, (2,) * prm.tree_d_depth))
@@ -229,7 +269,6 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
     if bad:
         fail("TreeD root is not comm_d", bad[0], "comm_d_proofs.data.Single.root")
     d_sibs = [pv.tree_d_path[:, h:h + 1] for h in range(prm.tree_d_depth)]
-    _check_vec_canonical(pv, fail)
     got = _roots(pv.data_leaf, d_sibs, pv.given_positions["d"], sha=True)
     bad = _first_bad((got != pv.given_roots["d"]).any(axis=1))
     if bad:
@@ -269,54 +308,31 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
     if bad:
         fail("TreeC path does not hash from the column to comm_c", bad[0],
              f"replica_column_proofs.{_cp_name(bad[1])}.inclusion_proof")
-    # labels: each labeling proof's parents are the parents' columns, and hash to the label
-    for layer in range(1, L + 1):
-        drg = pv.drg_columns[:, :, layer - 1]
-        exp = pv.exp_columns[:, :, layer - 2] if layer > 1 else np.zeros((B, 0, 4), np.uint64)
-        want = np.concatenate([drg, exp], axis=1)[:, label_parent_order(layer)]
-        got = pv.labeling_parents[:, layer - 1]
-        bad = _first_bad((got != want).any(axis=2))
-        if bad:
-            i, s = bad
-            src = "DRG" if label_parent_order(layer)[s] < 6 else "expander"
-            fail(f"parent label {s} is not the opened {src} parent column's label", i,
-                 f"labeling_proofs[{layer - 1}].parents[{s}]", layer)
-        meta = pv.labeling_meta[:, layer - 1]
-        bad = _first_bad((meta[:, 0] != layer) | (meta[:, 1] != nodes))
-        if bad:
-            fail(f"labeling proof is for layer {int(meta[bad[0], 0])} node {int(meta[bad[0], 1])}", bad[0],
-                 f"labeling_proofs[{layer - 1}]", layer)
-        labels = _labels(pv.replica_id, layer, nodes, got)
-        bad = _first_bad((labels != pv.column[:, layer - 1]).any(axis=1))
-        if bad:
-            fail("label does not match its preimage (replica id, layer, node, parents)", bad[0],
-                 f"replica_column_proofs.c_x.column.rows[{layer - 1}]", layer)
-    # encoding: the key is the last layer's label, TreeR's leaf = key + data in Fr
-    bad = _first_bad((pv.encoding_parents != pv.labeling_parents[:, L - 1]).any(axis=(1, 2))
-                     | (pv.encoding_meta[:, 0] != L) | (pv.encoding_meta[:, 1] != nodes))
-    if bad:
-        fail("encoding proof is not the last layer's labeling proof", bad[0], "encoding_proof", L)
-    from arith import native
-    enc = native.add(pv.column[:, L - 1].copy(), pv.data_leaf)
-    bad = _first_bad((enc != pv.replica_leaf).any(axis=1))
-    if bad:
-        fail("TreeR leaf is not the last label + the data in Fr", bad[0], "comm_r_last_proof", L)
 
 
 def _check_vec_canonical(pv: PartitionVanilla, fail) -> None:
-    for name, arr in (("comm_d_proofs.data.Single.leaf", pv.data_leaf), ("comm_r_last_proof", pv.replica_leaf),
-                      ("replica_column_proofs.c_x.column.rows", pv.column.reshape(len(pv.column), -1, 4))):
-        a = arr.reshape(len(arr), -1, 4)
+    """Every value the document gives must be a canonical Fr (rust-fil-proofs converts each with
+    Fr::from_repr_vartime(..).expect(..)); names the first that is not."""
+    B = len(pv.challenges)
+    arrays = [("comm_d_proofs.data.Single.leaf", pv.data_leaf), ("comm_d_proofs.data.Single.root", pv.given_roots["d"]),
+              ("comm_d_proofs.data.Single.path", pv.tree_d_path),
+              ("comm_r_last_proof (leaf)", pv.replica_leaf), ("comm_r_last_proof (root)", pv.given_roots["r"]),
+              ("comm_r_last_proof (path)", np.concatenate([s.reshape(B, -1, 4) for s in pv.tree_r_path], axis=1)),
+              ("replica_column_proofs.c_x.column.rows", pv.column),
+              ("replica_column_proofs.drg_parents (column rows)", pv.drg_columns),
+              ("replica_column_proofs.exp_parents (column rows)", pv.exp_columns),
+              ("replica_column_proofs (inclusion roots)", pv.given_roots["c"]),
+              ("replica_column_proofs (inclusion leaves)", pv.given_leaves_c),
+              ("replica_column_proofs (inclusion paths)",
+               np.concatenate([np.concatenate([s.reshape(B, -1, 4), d.reshape(B, -1, 4), e.reshape(B, -1, 4)], axis=1)
+                               for s, d, e in zip(pv.tree_c_path, pv.drg_paths, pv.exp_paths)], axis=1)),
+              ("labeling_proofs (parents)", pv.labeling_parents), ("encoding_proof.parents", pv.encoding_parents)]
+    for name, arr in arrays:
+        a = np.ascontiguousarray(arr).reshape(B, -1, 4)
         ok = field.vec_is_canonical(a.reshape(-1, 4)).reshape(a.shape[:2])
         bad = _first_bad(~ok)
         if bad:
-            fail("value is not below the BLS12-381 scalar field modulus", bad[0], name)
-    for name, arr in (("drg_parents", pv.drg_columns), ("exp_parents", pv.exp_columns)):
-        ok = field.vec_is_canonical(arr.reshape(-1, 4)).reshape(arr.shape[:3])
-        bad = _first_bad(~ok)
-        if bad:
-            fail("label is not below the BLS12-381 scalar field modulus", bad[0],
-                 f"replica_column_proofs.{name}[{bad[1]}].column.rows[{bad[2]}]", bad[2] + 1)
+            fail(f"value {bad[1]} is not below the BLS12-381 scalar field modulus", bad[0], name)
 
 
 def _labels(replica_id: int, layer: int, nodes: np.ndarray, parents: np.ndarray) -> np.ndarray:

@@ -17,12 +17,29 @@ RUST_2K = {
 }
 
 
+# sector_size 8388608: porep id [6, 0...] (StackedDrg8MiBV1_1)
+RUST_8M = ("v28-sdr-parent-5eed212119fd91aa6220a27f31a8966444a9381842bceb3a1ea61525bd47a5b5",
+           "03cd13565ded97c240a5f52e54295ad127bd0461b57904cb3a4d79b097bbecab")
+
+
 @pytest.mark.parametrize("proof_id,api", sorted(RUST_2K))
 def test_2k_parents_cache_matches_rust(proof_id, api):
     g = G.Graph(64, bytes([proof_id]) + bytes(31), api)
     cache_id, digest = RUST_2K[proof_id, api]
     assert g.cache_id() == cache_id
-    assert g.cache_digest(g.cache()) == digest
+    cache = g.cache()                       # DRG in numpy, expander in C++ (seal_host.cpp)
+    assert g.cache_digest(cache) == digest
+    # the Python definition of the expander gives the same parents
+    assert (cache[:, 6:] == g.exp(np.arange(64))).all()
+
+
+def test_8m_parents_cache_matches_rust():
+    # 262,144 nodes x 14 parents: every DRG draw and every Feistel permutation of the 8 MiB graph
+    g = G.Graph.for_params(P.get("filecoin-8m"))
+    assert g.cache_id() == RUST_8M[0]
+    cache = g.cache()
+    assert g.cache_digest(cache) == RUST_8M[1]
+    assert (cache[200_000:200_004, 6:] == g.exp(np.arange(200_000, 200_004))).all()
 
 
 def test_a_changed_parent_changes_the_digest():
