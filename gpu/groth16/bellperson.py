@@ -22,10 +22,11 @@ computes those sets from our R1CS; reading a file expands each query to one poin
 Checks, each error naming the section and the byte offset: the lengths against the file size
 and against the circuit (IC = inputs, h = domain - 1, l = auxiliary variables, a and b = the
 densities), the flags (no point at infinity: bellperson refuses them too), coordinates below p,
-every point on the curve (host here, or on the device as it is uploaded: gpu/cuda/msm.py
-``load_bases``), with ``points="full"`` every point in the prime-order subgroup (arkworks'
-checked decoding, ~160 us a point a core: minutes for a small key, hours for a 2^27 one, where
-Filecoin itself maps its files unchecked and trusts the digest), the verifying key's
+every point on the curve (on the host: gpu/native/points_host.cpp; on the device as it is
+uploaded: gpu/cuda/msm.py ``load_bases``), with ``points="full"`` every point in the
+prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~160 us a point; device:
+gpu/kernels/subgroup.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
+digest), the verifying key's
 beta_g1/beta_g2 and delta_g1/delta_g2 pairs against each other (two pairings), and on request
 the file's digest as paramfetch computes it: BLAKE2b-512 of the whole file, the first 32 hex
 digits (filecoin-proofs src/param.rs ``get_digest_for_file_within_cache``).
@@ -212,33 +213,6 @@ def to_uncompressed(raw: np.ndarray, kind: int) -> np.ndarray:
     return out
 
 
-_P = FQ_MODULUS
-
-
-def _ints(raw: np.ndarray) -> list[list[int]]:
-    n = len(raw)
-    coords = raw.reshape(n, -1, 48)
-    return [[int.from_bytes(coords[i, c].tobytes(), "little") for c in range(coords.shape[1])]
-            for i in range(n)]
-
-
-def off_curve(raw: np.ndarray, kind: int) -> int:
-    """Index of the first point of ``raw`` (our layout, no identities) not on the curve, or -1:
-    y^2 = x^3 + 4 over Fq (G1) or x^3 + 4(1 + u) over Fq2 = Fq[u]/(u^2 + 1) (G2)."""
-    for i, c in enumerate(_ints(raw)):
-        if kind == 1:
-            x, y = c
-            if (y * y - x * x * x - 4) % _P:
-                return i
-        else:
-            x0, x1, y0, y1 = c
-            a0, a1 = (x0 * x0 - x1 * x1) % _P, 2 * x0 * x1 % _P          # x^2
-            t0, t1 = a0 * x0 - a1 * x1, a0 * x1 + a1 * x0                 # x^3
-            if (y0 * y0 - y1 * y1 - t0 - 4) % _P or (2 * y0 * y1 - t1 - 4) % _P:
-                return i
-    return -1
-
-
 def not_in_subgroup(raw: np.ndarray, kind: int) -> int:
     """Index of the first point not on the curve or not in the prime-order subgroup, or -1
     (arkworks' checked decoding)."""
@@ -253,16 +227,58 @@ def not_in_subgroup(raw: np.ndarray, kind: int) -> int:
     return -1
 
 
-def _check_points(lay: Layout, sec: Section, raw: np.ndarray, first: int, points: str) -> None:
-    if points == "none":
-        return
-    bad = off_curve(raw, sec.kind)
+_lib = None
+_REASONS = {1: "a coordinate is not below the field modulus", 2: "not on the {g} curve",
+            3: "not in the prime-order subgroup"}
+
+
+def _host():
+    """The host build of gpu/kernels/subgroup.cuh (gpu/native/points_host.cpp, OpenMP)."""
+    global _lib
+    if _lib is None:
+        import ctypes
+        from arith.native import build
+        here = Path(__file__).resolve().parent.parent
+        so = build(here / "native" / "points_host.cpp", stem="points",
+                   flags=["-O3", "-std=c++17", "-fopenmp", "-shared", "-fPIC", "-Wno-unknown-pragmas"],
+                   include_dirs=(here / "kernels",))
+        lib = ctypes.CDLL(str(so))
+        for g in ("g1", "g2"):
+            f = getattr(lib, f"host_check_{g}")
+            f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+            f.restype = ctypes.c_int64
+        _lib = lib
+    return _lib
+
+
+def first_bad(raw: np.ndarray, kind: int, points: str, *, native_subgroup: bool = False) -> tuple[int, str]:
+    """(index, reason) of the first point of ``raw`` (our layout) that fails ``points``
+    ("curve": on the curve; "full": and in the subgroup), or (-1, ""). On the host the curve
+    check is the host build of the device's (OpenMP, ~12 us a point on this shared 2-core
+    machine), the subgroup check arkworks' (``is_in_subgroup`` by endomorphism: ~160 us a
+    point); ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a
+    point: for its tests only)."""
+    import ctypes
+    if points == "none" or not len(raw):
+        return -1, ""
+    raw = np.ascontiguousarray(raw)
+    why = ctypes.c_int(0)
+    mode = 2 if points == "full" and native_subgroup else 1
+    bad = int(getattr(_host(), f"host_check_g{kind}")(len(raw), raw.ctypes.data, mode,
+                                                       ctypes.byref(why)))
     if bad >= 0:
-        _fail(lay, sec, first + bad, f"not on the {'G1' if sec.kind == 1 else 'G2'} curve")
-    if points == "full":
-        bad = not_in_subgroup(raw, sec.kind)
+        return bad, _REASONS[why.value].format(g="G1" if kind == 1 else "G2")
+    if points == "full" and not native_subgroup:
+        bad = not_in_subgroup(raw, kind)
         if bad >= 0:
-            _fail(lay, sec, first + bad, "not in the prime-order subgroup")
+            return bad, _REASONS[3]
+    return -1, ""
+
+
+def _check_points(lay: Layout, sec: Section, raw: np.ndarray, first: int, points: str) -> None:
+    bad, why = first_bad(raw, sec.kind, points)
+    if bad >= 0:
+        _fail(lay, sec, first + bad, why)
 
 
 def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", out=None,
@@ -316,9 +332,9 @@ class Shape:
     def index(self, name: str) -> np.ndarray | None:
         """Variable index of each point of query ``name`` (None: the section is dense)."""
         if name == "a":
-            return np.flatnonzero(self.a_density)
+            return np.flatnonzero(self.a_density).astype(np.int32)   # 2^27 variables: 0.5 GB
         if name in ("b_g1", "b_g2"):
-            return np.flatnonzero(self.b_density)
+            return np.flatnonzero(self.b_density).astype(np.int32)
         return None
 
 
@@ -468,6 +484,8 @@ class FileQuery(PointArray):
         w = sec.width
         cuda = loader.driver()
         load = loader.get_function(loader.load_module("msm"), f"{g}_load_bases")
+        check = (loader.get_function(loader.load_module("subgroup"), f"{g}_check_points")
+                 if self.points == "full" else None)
         idx = self.index
         stage = np.zeros((min(chunk, max(self.n, 1)), w), dtype=np.uint8)
         with open(self.lay.path, "rb") as f, DeviceBuffer(stage.nbytes, what=f"{self.section} chunk") as raw, \
@@ -483,6 +501,18 @@ class FileQuery(PointArray):
                     pts = read_section(f, self.lay, self.section, points="none", lo=int(j0), hi=int(j1))
                     stage[idx[j0:j1] - v0] = pts
                 raw.upload(stage[:k])
+                if self.points == "full":  # gpu/kernels/subgroup.cu: [r] P == O, every point
+                    cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
+                    with loader.guard(kernel=f"{g}_check_points", shape=k):
+                        check(np.int64(k), np.uintp(raw.ptr), np.int32(2), np.uintp(bad.ptr),
+                              block=(128, 1, 1), grid=(-(-k // 128), 1))
+                    word = np.zeros(1, dtype=np.uint64)
+                    cuda.memcpy_dtoh(word, bad.ptr)
+                    if int(word[0]) != 0xFFFFFFFFFFFFFFFF:
+                        v = v0 + (int(word[0]) >> 2)
+                        j = v if idx is None else int(np.searchsorted(idx, v))
+                        _fail(self.lay, sec, j, _REASONS[int(word[0]) & 3].format(g=g.upper())
+                              + " (found on the device)")
                 cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                 with loader.guard(kernel=f"{g}_load_bases", shape=k):
                     load(np.int64(k), np.uintp(raw.ptr), np.uintp(buffer.ptr + w * v0),

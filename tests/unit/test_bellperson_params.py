@@ -292,3 +292,20 @@ def test_writer_refuses_what_bellperson_cannot_hold(tmp_path):
                                              r"no constraint uses"):
         bp.write_params(pk, r1cs, tmp_path / "x.params")
     assert not (tmp_path / "x.params").exists()
+
+
+def test_the_device_point_checks_host_build():
+    """gpu/kernels/subgroup.cuh (the device's checks with points="full") on the host: the [r] P
+    test agrees with arkworks' on subgroup points and on one off the subgroup."""
+    vec = F.vec_from_ints([random.randrange(1, R) for _ in range(3)]).reshape(-1, 4)
+    g1 = curve.fixed_base(curve.g1(), vec).raw.copy()
+    g2 = curve.fixed_base(curve.g2(), vec).raw.copy()
+    assert bp.first_bad(g1, 1, "full", native_subgroup=True) == (-1, "")
+    assert bp.first_bad(g2, 2, "full", native_subgroup=True) == (-1, "")
+    bad = np.frombuffer(_point_off_subgroup(), np.uint8).reshape(1, 96)
+    g1[1] = bp.from_uncompressed(bad, 1)[0]
+    assert bp.first_bad(g1, 1, "curve") == (-1, "")
+    assert bp.first_bad(g1, 1, "full", native_subgroup=True) == (1, "not in the prime-order subgroup")
+    assert bp.first_bad(g1, 1, "full") == (1, "not in the prime-order subgroup")
+    g2[2, 100] ^= 4
+    assert bp.first_bad(g2, 2, "curve") == (2, "not on the G2 curve")
