@@ -716,6 +716,11 @@ FILECOIN_POREP = {2048: (2, 2, (8, 0, 0)), 8 << 20: (2, 2, (8, 0, 0)), 512 << 20
                   32 << 30: (11, 18, (8, 8, 0)), 64 << 30: (11, 18, (8, 8, 2))}
 
 
+#: our ``filecoin`` family's sets (synthesis/filecoin) by sector size
+FILECOIN_SETS = {"filecoin-2k": 2048, "filecoin-8m": 8 << 20, "filecoin-512m": 512 << 20,
+                 "filecoin-32g": 32 << 30, "filecoin-64g": 64 << 30}
+
+
 def filecoin_stem(sector_size: int) -> str:
     layers, challenges, arities = FILECOIN_POREP[sector_size]
     return porep_file_stem(sector_size=sector_size, layers=layers, challenges=challenges,
