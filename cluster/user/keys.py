@@ -3,8 +3,10 @@ None of these commands needs Redis.
 
     zkhive keys setup  --params NAME [--force] [--backend B]   a development key, written in bellperson's format
     zkhive keys list                                           every set, its key file and size
-    zkhive keys check  --params NAME [FILE] [--points P] [--manifest parameters.json]
-    zkhive keys import --params NAME [FILE.params [FILE.vk]] [--points P] [--manifest M]
+    zkhive keys check  [FILE] --params NAME [--points P] [--manifest parameters.json]
+    zkhive keys import [FILE.params [FILE.vk]] --params NAME [--points P] [--manifest M]
+
+(the files right after the action: argparse takes positionals only before the options)
     zkhive keys export --params NAME --out DIR                 the cached key as .params/.vk (migrates a .pk)
 """
 from __future__ import annotations
