@@ -25,7 +25,7 @@ densities), the flags (no point at infinity: bellperson refuses them too), coord
 every point on the curve (on the host: gpu/native/points_host.cpp; on the device as it is
 uploaded: gpu/cuda/msm.py ``load_bases``), with ``points="full"`` every point in the
 prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~160 us a point; device:
-gpu/kernels/subgroup.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
+gpu/kernels/params.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
 digest), the verifying key's
 beta_g1/beta_g2 and delta_g1/delta_g2 pairs against each other (two pairings), and on request
 the file's digest as paramfetch computes it: BLAKE2b-512 of the whole file, the first 32 hex
@@ -484,7 +484,7 @@ class FileQuery(PointArray):
         w = sec.width
         cuda = loader.driver()
         load = loader.get_function(loader.load_module("msm"), f"{g}_load_bases")
-        check = (loader.get_function(loader.load_module("subgroup"), f"{g}_check_points")
+        check = (loader.get_function(loader.load_module("params"), f"{g}_check_points")
                  if self.points == "full" else None)
         idx = self.index
         stage = np.zeros((min(chunk, max(self.n, 1)), w), dtype=np.uint8)
@@ -501,7 +501,7 @@ class FileQuery(PointArray):
                     pts = read_section(f, self.lay, self.section, points="none", lo=int(j0), hi=int(j1))
                     stage[idx[j0:j1] - v0] = pts
                 raw.upload(stage[:k])
-                if self.points == "full":  # gpu/kernels/subgroup.cu: [r] P == O, every point
+                if self.points == "full":  # gpu/kernels/params.cu: [r] P == O, every point
                     cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                     with loader.guard(kernel=f"{g}_check_points", shape=k):
                         check(np.int64(k), np.uintp(raw.ptr), np.int32(2), np.uintp(bad.ptr),
@@ -567,32 +567,21 @@ def _points_of(v, kind: int) -> PointArray:
     return PointArray.from_points(POINT[kind], [v])
 
 
-def _write_points(f, name: str, arr: PointArray, kind: int, *, keep: np.ndarray | None = None,
-                  length: bool = True) -> int:
-    """Write ``arr`` (the rows ``keep`` of it) uncompressed; refuse an identity, as bellperson's
-    reader would. Returns the count written."""
-    raw = arr.raw if keep is None else None
-    idx = keep
-    n = len(arr) if keep is None else len(keep)
+def _write_points(f, name: str, arr: PointArray, kind: int, *, length: bool = True) -> None:
+    """The verifying key's points uncompressed (``length``: after a u32 count); refuses an
+    identity, as bellperson's reader would."""
     if length:
-        f.write(struct.pack(">I", n))
-    for i in range(0, n, CHUNK):
-        part = raw[i:i + CHUNK] if idx is None else arr.raw[idx[i:i + CHUNK]]
-        ident = ~part.any(axis=1)
-        if ident.any():
-            j = i + int(np.flatnonzero(ident)[0])
-            var = j if idx is None else int(idx[j])
-            why = (" (an auxiliary variable no constraint uses: bellperson refuses such circuits)"
-                   if name == "l" else "")
-            raise KeyFormatError(f"section {name}: point {j} (variable {var}) is the identity, "
-                                 f"which a bellperson file cannot hold{why}")
-        f.write(to_uncompressed(part, kind).tobytes())
-    return n
+        f.write(struct.pack(">I", len(arr)))
+    ident = np.flatnonzero(~arr.raw.any(axis=1))
+    if len(ident):
+        raise KeyFormatError(f"section {name}: point {int(ident[0])} is the identity, which a "
+                             "bellperson file cannot hold")
+    f.write(to_uncompressed(arr.raw, kind).tobytes())
 
 
 def _write_vk_stream(f, pk) -> None:
     vk = pk.vk
-    beta_g1 = getattr(pk, "beta_g1", None) if not isinstance(pk, VerifyingKey) else getattr(pk, "beta_g1", None)
+    beta_g1 = getattr(pk, "beta_g1", None)
     delta_g1 = getattr(pk, "delta_g1", None)
     if beta_g1 is None or delta_g1 is None:
         raise KeyFormatError("a bellperson verifying key holds beta_g1 and delta_g1: write it from "
@@ -630,9 +619,20 @@ def write_vk(key, path) -> Path:
 
 
 def write_params(pk: ProvingKey, circuit, path) -> Path:
-    """``pk`` (made for ``circuit``) as bellperson writes it: the a and b queries filtered by
-    the circuit's densities (a point the density keeps must not be the identity, a point it
-    drops must be: either would mean the key is not the circuit's)."""
+    """``pk`` (made for ``circuit``, its queries in host memory) as bellperson writes it."""
+    return write_params_from(pk, circuit, path, lambda name, lo, hi: getattr(pk, name).raw[lo:hi])
+
+
+ROWS = 1 << 20  # variables a write step (G2: 192 MiB)
+
+
+def write_params_from(pk, circuit, path, rows) -> Path:
+    """Write ``pk``'s key for ``circuit`` as a .params file, the queries read through
+    ``rows(query, lo, hi)`` (our layout, one row a variable: host arrays, or a key resident on
+    a device, ``device_rows``), ROWS at a time. The a and b queries are filtered by the
+    circuit's densities: a point the density keeps must not be the identity and one it drops
+    must be (either would mean the key is not the circuit's); no section may hold the identity,
+    as bellperson's reader refuses it (an auxiliary variable no constraint uses makes one in l)."""
     from gpu.backends.forms import circuit_digest
     if circuit_digest(circuit) != pk.circuit_digest:
         raise KeyFormatError("the proving key was made for another circuit (digests differ)")
@@ -643,18 +643,52 @@ def write_params(pk: ProvingKey, circuit, path) -> Path:
     def body(f):
         _write_vk_stream(f, pk)
         for name, kind in QUERIES:
-            arr = getattr(pk, OURS[name])
-            keep = shape.index(name)
-            if keep is not None:
-                drop = np.ones(len(arr), dtype=bool)
-                drop[keep] = False
-                if arr.raw[drop].any():
-                    v = int(np.flatnonzero(drop & arr.raw.any(axis=1))[0])
-                    raise KeyFormatError(f"section {name}: variable {v} is not in the circuit's "
-                                         f"{'A' if name == 'a' else 'B'} density but its point is "
-                                         f"not the identity: the key is not this circuit's")
-            _write_points(f, name, arr, kind, keep=keep)
+            total = {"h": shape.domain - 1, "l": shape.num_aux}.get(name, shape.num_vars)
+            dens = {"a": shape.a_density, "b_g1": shape.b_density, "b_g2": shape.b_density}.get(name)
+            f.write(struct.pack(">I", total if dens is None else int(dens.sum())))
+            written = 0
+            for lo in range(0, total, ROWS):
+                hi = min(total, lo + ROWS)
+                raw = np.asarray(rows(OURS[name], lo, hi))
+                var = np.arange(lo, hi)
+                if dens is not None:
+                    keep = dens[lo:hi]
+                    extra = np.flatnonzero(~keep & raw.any(axis=1))
+                    if len(extra):
+                        raise KeyFormatError(
+                            f"section {name}: variable {lo + int(extra[0])} is not in the circuit's "
+                            f"{'A' if name == 'a' else 'B'} density but its point is not the "
+                            "identity: the key is not this circuit's")
+                    raw, var = raw[keep], var[keep]
+                ident = np.flatnonzero(~raw.any(axis=1))
+                if len(ident):
+                    j = int(ident[0])
+                    why = (" (an auxiliary variable no constraint uses: bellperson refuses such "
+                           "circuits)" if name == "l" else "")
+                    raise KeyFormatError(f"section {name}: point {written + j} (variable {int(var[j])}) "
+                                         f"is the identity, which a bellperson file cannot hold{why}")
+                f.write(to_uncompressed(raw, kind).tobytes())
+                written += len(raw)
     return _atomic(path, body)
+
+
+def device_rows(bases, lo: int, hi: int) -> np.ndarray:
+    """Rows lo..hi of a resident base set (gpu.cuda.msm.DeviceBases: Montgomery affine) in our
+    layout, through gpu/kernels/params.cu ``store_bases``: for writing a key made on the device."""
+    from gpu.cuda import loader
+    from gpu.cuda.memory import DeviceBuffer
+
+    g = bases.group.name
+    w = 96 if g == "g1" else 192
+    k = hi - lo
+    out = np.empty((k, w), dtype=np.uint8)
+    fn = loader.get_function(loader.load_module("params"), f"{g}_store_bases")
+    with DeviceBuffer(max(k * w, 8), what="stored bases") as buf:
+        with loader.guard(kernel=f"{g}_store_bases", shape=k):
+            fn(np.int64(k), np.uintp(bases._bases.ptr + w * lo), np.uintp(buf.ptr),
+               block=(128, 1, 1), grid=(max(1, -(-k // 128)), 1))
+        buf.download(out)
+    return out
 
 
 # --- digests and names ----------------------------------------------------------------------

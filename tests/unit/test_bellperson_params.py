@@ -309,3 +309,25 @@ def test_the_device_point_checks_host_build():
     assert bp.first_bad(g1, 1, "full") == (1, "not in the prime-order subgroup")
     g2[2, 100] ^= 4
     assert bp.first_bad(g2, 2, "curve") == (2, "not on the G2 curve")
+
+
+def test_compact_circuits_densities_and_a_key_through_the_file(tmp_path):
+    """The densities read from the compact (replicated) matrices equal the full R1CS's, and a
+    key for a compact circuit goes through a file and proves on the CPU backend."""
+    from synthesis import assignment
+    from tests.compact_circuits import toy, witness
+    cr = toy(9)
+    a, b = bp.shape_of(cr), bp.shape_of(cr.to_r1cs())
+    assert a.want() == b.want()
+    assert np.array_equal(a.a_density, b.a_density) and np.array_equal(a.b_density, b.b_density)
+    assert 0 < a.want()["b_g1"] < a.want()["a"] < a.num_vars or a.want()["a"] == a.num_vars
+    pk, vk = setup(cr.to_r1cs(), seed=b"compact")
+    bp.write_params(pk, cr, tmp_path / "t.params")
+    bp.write_vk(pk, tmp_path / "t.vk")
+    back = bp.read_params(tmp_path / "t.params", cr)
+    z = witness(9)
+    r, s = random.randrange(1, R), random.randrange(1, R)
+    p1 = prove(pk, cr.to_r1cs(), z, r=r, s=s)
+    p2 = prove(back, cr, assignment.encode(z), r=r, s=s)
+    assert p1.to_bytes() == p2.to_bytes()
+    assert verify(bp.read_vk(tmp_path / "t.vk", circuit=cr), F.vec_to_ints(z[1:2]), p2)
