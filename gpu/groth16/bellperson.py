@@ -446,12 +446,13 @@ class FileQuery(PointArray):
     buffer a chunk at a time (the CUDA backend: gpu/backends/cuda.py Resident), so the key is
     never held in host memory at all."""
 
-    __slots__ = ("_raw", "lay", "section", "index", "n", "points")
+    __slots__ = ("_raw", "lay", "section", "index", "n", "points", "chunk")
 
     def __init__(self, lay: Layout, section: str, n: int, index: np.ndarray | None, points: str):
         self.kind = POINT[lay.sections[section].kind]
         self._objects, self._raw = None, None
         self.lay, self.section, self.index, self.n, self.points = lay, section, index, n, points
+        self.chunk = 1 << 20  # variables a device upload step (G2: 192 MiB of host staging)
 
     @property
     def raw(self) -> np.ndarray:
@@ -472,10 +473,10 @@ class FileQuery(PointArray):
     def __getitem__(self, i):
         return PointArray(self.kind, self.raw)[i]
 
-    def fill_device(self, buffer, *, chunk: int = 1 << 20) -> None:
+    def fill_device(self, buffer) -> None:
         """Stream the query into ``buffer`` (n points, Montgomery affine as the MSM kernels
         read them) through ``load_bases``, which checks every point on the curve; one chunk of
-        ``chunk`` variables in host memory at a time."""
+        ``self.chunk`` variables in host memory at a time."""
         from gpu.cuda import loader
         from gpu.cuda.memory import DeviceBuffer
 
@@ -486,7 +487,7 @@ class FileQuery(PointArray):
         load = loader.get_function(loader.load_module("msm"), f"{g}_load_bases")
         check = (loader.get_function(loader.load_module("params"), f"{g}_check_points")
                  if self.points == "full" else None)
-        idx = self.index
+        idx, chunk = self.index, self.chunk
         stage = np.zeros((min(chunk, max(self.n, 1)), w), dtype=np.uint8)
         with open(self.lay.path, "rb") as f, DeviceBuffer(stage.nbytes, what=f"{self.section} chunk") as raw, \
                 DeviceBuffer(8, what="bad base index") as bad:
