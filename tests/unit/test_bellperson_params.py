@@ -331,3 +331,23 @@ def test_compact_circuits_densities_and_a_key_through_the_file(tmp_path):
     p2 = prove(back, cr, assignment.encode(z), r=r, s=s)
     assert p1.to_bytes() == p2.to_bytes()
     assert verify(bp.read_vk(tmp_path / "t.vk", circuit=cr), F.vec_to_ints(z[1:2]), p2)
+
+
+def test_snarkjs_export_takes_a_bellperson_vk(files, tmp_path):
+    """``zkhive export snarkjs --key X.vk`` reads bellperson's .vk (what keys setup writes now)
+    and writes the same verification_key.json as from our own verifying key file."""
+    import argparse
+    from gpu.export import cli as export_cli
+    d, r1cs, pk, vk = files
+    cs = circuit(random.randrange(R), only_c=True)
+    (tmp_path / "p.bin").write_bytes(prove(pk, r1cs, cs.assignment()).to_bytes())
+    vk.save(tmp_path / "ours.key")
+    inputs = ",".join(hex(x) for x in cs.public_inputs())
+    for key, out in ((d / "k.vk", "theirs"), (tmp_path / "ours.key", "ours")):
+        parser = argparse.ArgumentParser()
+        export_cli.register(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(["export", "snarkjs", "--key", str(key), "--proof", str(tmp_path / "p.bin"),
+                                  "--inputs", inputs, "--out", str(tmp_path / out)])
+        assert args.func(args) == 0
+    assert ((tmp_path / "theirs" / "verification_key.json").read_text()
+            == (tmp_path / "ours" / "verification_key.json").read_text())
