@@ -381,12 +381,20 @@ def shape_of(circuit) -> Shape:
     return shape
 
 
-def _shape(m) -> Shape:
+def _sizes(circuit) -> tuple[int, int, int]:
+    """(public inputs, auxiliary variables, domain) without the densities (cheap)."""
+    from gpu.backends.forms import full_r1cs
+    from gpu.native.compact import compact_of
+    m = compact_of(circuit)
+    m = m if m is not None else full_r1cs(circuit)
     npub, naux = int(m.num_public), int(m.num_aux)
+    need = int(m.a.rows) + npub + 1
+    return npub, naux, 1 << max(1, (need - 1).bit_length())
+
+
+def _shape(m) -> Shape:
+    npub, naux, domain = _sizes(m)
     nv = 1 + npub + naux
-    rows = int(m.a.rows)
-    need = rows + npub + 1
-    domain = 1 << max(1, (need - 1).bit_length())
     a = _columns(m.a, nv)
     a[:npub + 1] = True   # the input rows x_i * 0 = 0: every input is in A
     return Shape(npub, naux, domain, a, _columns(m.b, nv))
@@ -440,9 +448,13 @@ def read_vk(path, *, circuit=None, digest: bytes | None = None, points: str = "f
         raise ValueError(f"points must be one of {POINT_CHECKS}")
     path = Path(path)
     lay = scan(path, params=path.suffix == ".params")
-    shape = shape_of(circuit) if circuit is not None else None
-    if shape is not None:
-        check_shape(Layout(lay.path, lay.size, {"ic": lay.sections["ic"]}), shape)
+    sizes = _sizes(circuit) if circuit is not None else None
+    if sizes is not None:
+        ic = lay.sections["ic"]
+        if ic.count != sizes[0] + 1:
+            raise KeyFormatError(f"{path}: section ic: the length field at byte offset {ic.start - 4} "
+                                 f"says {ic.count} points, the circuit needs {sizes[0] + 1} "
+                                 f"({sizes[0]} public inputs + ONE)")
     with open(path, "rb") as f:
         s = _read_vk_parts(f, lay, points)
     if circuit is not None and digest is None:
@@ -450,8 +462,7 @@ def read_vk(path, *, circuit=None, digest: bytes | None = None, points: str = "f
         digest = circuit_digest(circuit)
     vk = VerifyingKey(s["alpha_g1"], s["beta_g2"], s["gamma_g2"], s["delta_g2"], s["ic"],
                       circuit_digest=digest or b"\0" * 32,
-                      num_aux=shape.num_aux if shape else 0,
-                      domain_size=shape.domain if shape else 0)
+                      num_aux=sizes[1] if sizes else 0, domain_size=sizes[2] if sizes else 0)
     vk.beta_g1, vk.delta_g1 = s["beta_g1"], s["delta_g1"]
     return vk
 
