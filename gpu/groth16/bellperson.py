@@ -169,17 +169,19 @@ def _below_p(limbs: np.ndarray) -> np.ndarray:
     return lt
 
 
-def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0) -> np.ndarray:
+def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0,
+                      range_check: bool = True) -> np.ndarray:
     """(n, 96 | 192) ZCash uncompressed bytes -> (n, 96 | 192) our xy little-endian layout
-    (gpu/groth16/points.py). ``where``: (layout, section) for errors; refuses flags and
-    coordinates >= p (not the curve equation: ``on_curve``)."""
+    (gpu/groth16/points.py). ``where``: (layout, section) for errors; refuses flags and, with
+    ``range_check``, coordinates >= p (not the curve equation: ``first_bad``; the device's
+    ``load_bases`` checks the range itself)."""
     n = len(buf)
     flags = buf[:, 0] & 0xE0
     bad = np.flatnonzero(flags)
     if len(bad):
         i = int(bad[0])
         f = int(flags[i])
-        what = ("the point at infinity (bellperson refuses it in every section)" if f & 0x40 else
+        what = ("the point at infinity (bellperson's reader refuses it in IC and the queries)" if f & 0x40 else
                 "the compressed flag is set in an uncompressed point" if f & 0x80 else
                 "the sort flag is set in an uncompressed point")
         if where is None:
@@ -189,6 +191,8 @@ def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0)
     if kind == 2:
         coords = coords[:, [1, 0, 3, 2]]                   # c1, c0 -> c0, c1
     out = np.ascontiguousarray(coords).reshape(n, WIDTH[kind])
+    if not range_check:
+        return out
     limbs = out.view("<u4").reshape(n, -1, 12)
     ok = np.ones(n, dtype=bool)
     for c in range(limbs.shape[1]):
@@ -282,7 +286,8 @@ def _check_points(lay: Layout, sec: Section, raw: np.ndarray, first: int, points
 
 
 def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", out=None,
-                 index: np.ndarray | None = None, lo: int = 0, hi: int | None = None) -> np.ndarray:
+                 index: np.ndarray | None = None, lo: int = 0, hi: int | None = None,
+                 range_check: bool = True) -> np.ndarray:
     """Points lo..hi of a section in our layout, checked (``points``: "none", "curve", "full").
     ``out`` with ``index``: scatter point j to ``out[index[j]]`` (a query expanded to one row a
     variable) instead of returning a new array; the points are read CHUNK at a time, so the
@@ -300,7 +305,7 @@ def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", 
         view = memoryview(buf[:k].reshape(-1))
         if f.readinto(view) != k * sec.width:
             _fail(lay, sec, i, "truncated")
-        raw = from_uncompressed(buf[:k], sec.kind, where=(lay, sec), first=i)
+        raw = from_uncompressed(buf[:k], sec.kind, where=(lay, sec), first=i, range_check=range_check)
         _check_points(lay, sec, raw, i, points)
         if index is None:
             out[i - base:i - base + k] = raw
@@ -523,11 +528,13 @@ class FileQuery(PointArray):
                 v1 = min(self.n, v0 + chunk)
                 k = v1 - v0
                 if idx is None:
-                    stage[:k] = read_section(f, self.lay, self.section, points="none", lo=v0, hi=v1)
+                    stage[:k] = read_section(f, self.lay, self.section, points="none", lo=v0, hi=v1,
+                                             range_check=False)
                 else:
                     j0, j1 = np.searchsorted(idx, [v0, v1])
                     stage[:k] = 0
-                    pts = read_section(f, self.lay, self.section, points="none", lo=int(j0), hi=int(j1))
+                    pts = read_section(f, self.lay, self.section, points="none", lo=int(j0),
+                                       hi=int(j1), range_check=False)
                     stage[idx[j0:j1] - v0] = pts
                 raw.upload(stage[:k])
                 if self.points == "full":  # gpu/kernels/params.cu: [r] P == O, every point
@@ -551,7 +558,8 @@ class FileQuery(PointArray):
                 if int(first[0]) != 0xFFFFFFFFFFFFFFFF:
                     v = v0 + int(first[0])
                     j = v if idx is None else int(np.searchsorted(idx, v))
-                    _fail(self.lay, sec, j, f"not on the {g.upper()} curve (found on the device)")
+                    _fail(self.lay, sec, j, f"a coordinate not below p, or not on the {g.upper()} curve "
+                                            "(found on the device)")
 
 
 def read_params(path, circuit, *, points: str = "curve", vk_points: str | None = None,
