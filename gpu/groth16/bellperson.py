@@ -479,13 +479,15 @@ class FileQuery(PointArray):
     buffer a chunk at a time (the CUDA backend: gpu/backends/cuda.py Resident), so the key is
     never held in host memory at all."""
 
-    __slots__ = ("_raw", "lay", "section", "index", "n", "points", "chunk")
+    __slots__ = ("_raw", "lay", "section", "index", "n", "points", "chunk", "host_convert")
 
     def __init__(self, lay: Layout, section: str, n: int, index: np.ndarray | None, points: str):
         self.kind = POINT[lay.sections[section].kind]
         self._objects, self._raw = None, None
         self.lay, self.section, self.index, self.n, self.points = lay, section, index, n, points
         self.chunk = 1 << 20  # variables a device upload step (G2: 192 MiB of host staging)
+        #: convert and scatter on the host (numpy) instead of the device (ZKHIVE_PARAMS_HOST_CONVERT=1)
+        self.host_convert = os.environ.get("ZKHIVE_PARAMS_HOST_CONVERT", "0") == "1"
 
     @property
     def raw(self) -> np.ndarray:
@@ -507,9 +509,13 @@ class FileQuery(PointArray):
         return PointArray(self.kind, self.raw)[i]
 
     def fill_device(self, buffer) -> None:
-        """Stream the query into ``buffer`` (n points, Montgomery affine as the MSM kernels
-        read them) through ``load_bases``, which checks every point on the curve; one chunk of
-        ``self.chunk`` variables in host memory at a time."""
+        """Stream the query into ``buffer`` (n points, Montgomery affine as the MSM kernels read
+        them), ``self.chunk`` variables at a time: the chunk's points read from the file as they
+        are, uploaded, turned into our layout and scattered by the density on the device
+        (params.cu ``load_file_points``; with ``host_convert`` on the host instead: numpy,
+        ~0.1 GB/s here against the disk's GB/s), then ``load_bases`` (Montgomery form, every
+        point checked below p and on the curve) into the chunk's rows of ``buffer``; with
+        points="full" params.cu ``check_points`` ([r] P = O) first. Host memory: one chunk."""
         from gpu.cuda import loader
         from gpu.cuda.memory import DeviceBuffer
 
@@ -518,45 +524,75 @@ class FileQuery(PointArray):
         w = sec.width
         cuda = loader.driver()
         load = loader.get_function(loader.load_module("msm"), f"{g}_load_bases")
-        check = (loader.get_function(loader.load_module("params"), f"{g}_check_points")
-                 if self.points == "full" else None)
+        mod = loader.load_module("params")
+        check = loader.get_function(mod, f"{g}_check_points") if self.points == "full" else None
+        convert = loader.get_function(mod, f"{g}_load_file_points")
         idx, chunk = self.index, self.chunk
-        stage = np.zeros((min(chunk, max(self.n, 1)), w), dtype=np.uint8)
-        with open(self.lay.path, "rb") as f, DeviceBuffer(stage.nbytes, what=f"{self.section} chunk") as raw, \
-                DeviceBuffer(8, what="bad base index") as bad:
+        rows = min(chunk, max(self.n, 1))
+        host = np.empty((rows, w), dtype=np.uint8)
+        word = np.zeros(1, dtype=np.uint64)
+        NONE = 0xFFFFFFFFFFFFFFFF
+
+        def flag(dev) -> int:
+            cuda.memcpy_dtoh(word, dev.ptr)
+            return int(word[0])
+
+        with open(self.lay.path, "rb") as f, \
+                DeviceBuffer(host.nbytes, what=f"{self.section} file chunk") as filebuf, \
+                DeviceBuffer(host.nbytes, what=f"{self.section} xy chunk") as xy, \
+                DeviceBuffer(max(4 * rows, 8), what=f"{self.section} density chunk") as dens, \
+                DeviceBuffer(8, what="bad point index") as bad:
             for v0 in range(0, self.n, chunk):
                 v1 = min(self.n, v0 + chunk)
                 k = v1 - v0
-                if idx is None:
-                    stage[:k] = read_section(f, self.lay, self.section, points="none", lo=v0, hi=v1,
-                                             range_check=False)
+                j0, j1 = (v0, v1) if idx is None else map(int, np.searchsorted(idx, [v0, v1]))
+                m = j1 - j0
+                if self.host_convert:
+                    host[:k] = 0
+                    pts = read_section(f, self.lay, self.section, points="none", lo=j0, hi=j1,
+                                       range_check=False)
+                    if idx is None:
+                        host[:k] = pts
+                    else:
+                        host[idx[j0:j1] - v0] = pts
+                    xy.upload(host[:k])
                 else:
-                    j0, j1 = np.searchsorted(idx, [v0, v1])
-                    stage[:k] = 0
-                    pts = read_section(f, self.lay, self.section, points="none", lo=int(j0),
-                                       hi=int(j1), range_check=False)
-                    stage[idx[j0:j1] - v0] = pts
-                raw.upload(stage[:k])
-                if self.points == "full":  # gpu/kernels/params.cu: [r] P == O, every point
+                    f.seek(sec.offset(j0))
+                    view = memoryview(host[:m].reshape(-1))
+                    if f.readinto(view) != m * w:
+                        _fail(self.lay, sec, j0, "truncated")
+                    if m:
+                        filebuf.upload(host[:m])
+                    cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
+                    if idx is not None:
+                        cuda.memset_d32(xy.ptr, 0, k * w // 4)   # the identity where density has none
+                        if m:
+                            dens.upload(np.ascontiguousarray(idx[j0:j1]))
+                    if m:
+                        with loader.guard(kernel=f"{g}_load_file_points", shape=m):
+                            convert(np.int64(m), np.uintp(filebuf.ptr),
+                                    np.uintp(dens.ptr if idx is not None else 0), np.int64(v0),
+                                    np.uintp(xy.ptr), np.uintp(bad.ptr), block=(128, 1, 1),
+                                    grid=(-(-m // 128), 1))
+                    if flag(bad) != NONE:
+                        _fail(self.lay, sec, j0 + int(word[0]), "a flag bit is set (the point at "
+                              "infinity, or a compressed or sort flag) (found on the device)")
+                if check is not None:  # gpu/kernels/params.cu: [r] P == O, every point
                     cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                     with loader.guard(kernel=f"{g}_check_points", shape=k):
-                        check(np.int64(k), np.uintp(raw.ptr), np.int32(2), np.uintp(bad.ptr),
+                        check(np.int64(k), np.uintp(xy.ptr), np.int32(2), np.uintp(bad.ptr),
                               block=(128, 1, 1), grid=(-(-k // 128), 1))
-                    word = np.zeros(1, dtype=np.uint64)
-                    cuda.memcpy_dtoh(word, bad.ptr)
-                    if int(word[0]) != 0xFFFFFFFFFFFFFFFF:
+                    if flag(bad) != NONE:
                         v = v0 + (int(word[0]) >> 2)
                         j = v if idx is None else int(np.searchsorted(idx, v))
                         _fail(self.lay, sec, j, _REASONS[int(word[0]) & 3].format(g=g.upper())
                               + " (found on the device)")
                 cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                 with loader.guard(kernel=f"{g}_load_bases", shape=k):
-                    load(np.int64(k), np.uintp(raw.ptr), np.uintp(buffer.ptr + w * v0),
+                    load(np.int64(k), np.uintp(xy.ptr), np.uintp(buffer.ptr + w * v0),
                          np.uintp(bad.ptr), block=(128, 1, 1), grid=(-(-k // 128), 1))
-                first = np.zeros(1, dtype=np.uint64)
-                cuda.memcpy_dtoh(first, bad.ptr)
-                if int(first[0]) != 0xFFFFFFFFFFFFFFFF:
-                    v = v0 + int(first[0])
+                if flag(bad) != NONE:
+                    v = v0 + int(word[0])
                     j = v if idx is None else int(np.searchsorted(idx, v))
                     _fail(self.lay, sec, j, f"a coordinate not below p, or not on the {g.upper()} curve "
                                             "(found on the device)")

@@ -26,3 +26,35 @@ CHECK_KERNEL(g2, fq2_t, 48)
     }
 STORE_KERNEL(g1, fq_t, 24)
 STORE_KERNEL(g2, fq2_t, 48)
+
+// A chunk of a .params section as the file holds it (ZCash uncompressed, big-endian: G1 x || y,
+// G2 x.c1 x.c0 y.c1 y.c0), one thread a point: each coordinate byte-reversed into our xy layout
+// (little-endian, G2 c0 before c1) at row idx[j] - v0 of xy (idx null: row j), ready for
+// load_bases. A point with a flag bit set (infinity, compressed, sort) is refused: bad = j.
+template <int COORDS>
+__device__ __forceinline__ void load_file_points(i64 m, const uint8_t* be, const int* idx, i64 v0,
+                                                 uint8_t* xy, unsigned long long* bad) {
+    i64 j = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (j >= m) return;
+    const uint8_t* src = be + (i64)48 * COORDS * j;
+    if (src[0] & 0xE0) {
+        atomicMin(bad, (unsigned long long)j);
+        return;
+    }
+    i64 row = idx ? (i64)idx[j] - v0 : j;
+    uint8_t* dst = xy + (i64)48 * COORDS * row;
+    for (int c = 0; c < COORDS; c++) {
+        const uint8_t* s = src + 48 * (COORDS == 4 ? (c ^ 1) : c);
+        uint8_t* o = dst + 48 * c;
+        for (int b = 0; b < 48; b++) o[b] = s[47 - b];
+    }
+}
+
+extern "C" __global__ void g1_load_file_points(i64 m, const uint8_t* be, const int* idx, i64 v0,
+                                               uint8_t* xy, unsigned long long* bad) {
+    load_file_points<2>(m, be, idx, v0, xy, bad);
+}
+extern "C" __global__ void g2_load_file_points(i64 m, const uint8_t* be, const int* idx, i64 v0,
+                                               uint8_t* xy, unsigned long long* bad) {
+    load_file_points<4>(m, be, idx, v0, xy, bad);
+}

@@ -5,8 +5,10 @@
 - that file streamed into the device (FileQuery.fill_device: a chunk of variables at a time,
   load_bases checking every point on the curve) proves, with r and s fixed, the same proof as
   the key made on the device, and the proof verifies with the .vk read back;
-- a point off the curve is refused on the device naming the section and byte offset; with
-  points="full" a point outside the subgroup too (params.cu check_points).
+- a point off the curve or with a flag set is refused on the device naming the section and byte
+  offset; with points="full" a point outside the subgroup too (params.cu check_points);
+- the file's points converted and scattered on the device (params.cu load_file_points) and on
+  the host (ZKHIVE_PARAMS_HOST_CONVERT=1) alike.
 """
 from __future__ import annotations
 
@@ -63,12 +65,15 @@ def test_device_key_written_is_the_host_file_and_a_file_proves_the_same(backend,
     vk = bp.read_vk(d / "host.vk", circuit=cr)
     assert verify(vk, pub, from_file) and not verify(vk, [pub[0] ^ 1], from_file)
     backend.unload(pk_file.circuit_digest)
-    # small chunks: the scatter over density gaps and chunk edges
-    pk_small = bp.read_params(d / "host.params", cr)
-    for q in (pk_small.a_query, pk_small.b_g1_query, pk_small.b_g2_query, pk_small.l_query, pk_small.h_query):
-        q.chunk = 5
-    assert prove(pk_small, cr, blob, backend=backend, r=r, s=s).to_bytes() == made.to_bytes()
-    backend.unload(pk_small.circuit_digest)
+    # small chunks (the scatter over density gaps and chunk edges), converted on the device and
+    # on the host (ZKHIVE_PARAMS_HOST_CONVERT=1)
+    for host_convert in (False, True):
+        pk_small = bp.read_params(d / "host.params", cr)
+        for q in (pk_small.a_query, pk_small.b_g1_query, pk_small.b_g2_query, pk_small.l_query,
+                  pk_small.h_query):
+            q.chunk, q.host_convert = 5, host_convert
+        assert prove(pk_small, cr, blob, backend=backend, r=r, s=s).to_bytes() == made.to_bytes()
+        backend.unload(pk_small.circuit_digest)
 
 
 def test_bad_points_refused_on_the_device(backend, files, tmp_path):
@@ -84,6 +89,13 @@ def test_bad_points_refused_on_the_device(backend, files, tmp_path):
                                              r"not below p, or not on the G1 curve \(found on the device\)"):
         backend.load(pk, cr)
     assert pk.circuit_digest not in backend._on_device
+    g = lay.sections["b_g2"].offset(4)
+    data = bytearray((d / "host.params").read_bytes())
+    data[g] |= 0x40                                     # the infinity flag
+    path.write_bytes(bytes(data))
+    with pytest.raises(KeyFormatError, match=rf"section b_g2, point 4 at byte offset {g}: a flag bit is "
+                                             r"set .*\(found on the device\)"):
+        backend.load(bp.read_params(path, cr, points="none"), cr)
     # on the curve, not in the subgroup: taken with "curve", refused with "full"
     x = 5
     while True:
