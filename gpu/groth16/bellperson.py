@@ -25,7 +25,7 @@ densities), the flags (no point at infinity: bellperson refuses them too), coord
 every point on the curve (on the host: gpu/native/points_host.cpp; on the device as it is
 uploaded: gpu/cuda/msm.py ``load_bases``), with ``points="full"`` every point in the
 prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~160 us a point; device:
-gpu/kernels/params.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
+gpu/kernels/subgroup.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
 digest), the verifying key's
 beta_g1/beta_g2 and delta_g1/delta_g2 pairs against each other (two pairings), and on request
 the file's digest as paramfetch computes it: BLAKE2b-512 of the whole file, the first 32 hex
@@ -515,7 +515,7 @@ class FileQuery(PointArray):
         (params.cu ``load_file_points``; with ``host_convert`` on the host instead: numpy,
         ~0.1 GB/s here against the disk's GB/s), then ``load_bases`` (Montgomery form, every
         point checked below p and on the curve) into the chunk's rows of ``buffer``; with
-        points="full" params.cu ``check_points`` ([r] P = O) first. Host memory: one chunk."""
+        points="full" subgroup.cu ``check_points`` ([r] P = O) first. Host memory: one chunk."""
         from gpu.cuda import loader
         from gpu.cuda.memory import DeviceBuffer
 
@@ -524,9 +524,9 @@ class FileQuery(PointArray):
         w = sec.width
         cuda = loader.driver()
         load = loader.get_function(loader.load_module("msm"), f"{g}_load_bases")
-        mod = loader.load_module("params")
-        check = loader.get_function(mod, f"{g}_check_points") if self.points == "full" else None
-        convert = loader.get_function(mod, f"{g}_load_file_points")
+        check = (loader.get_function(loader.load_module("subgroup"), f"{g}_check_points")
+                 if self.points == "full" else None)
+        convert = loader.get_function(loader.load_module("params"), f"{g}_load_file_points")
         idx, chunk = self.index, self.chunk
         rows = min(chunk, max(self.n, 1))
         host = np.empty((rows, w), dtype=np.uint8)
@@ -577,7 +577,7 @@ class FileQuery(PointArray):
                     if flag(bad) != NONE:
                         _fail(self.lay, sec, j0 + int(word[0]), "a flag bit is set (the point at "
                               "infinity, or a compressed or sort flag) (found on the device)")
-                if check is not None:  # gpu/kernels/params.cu: [r] P == O, every point
+                if check is not None:  # gpu/kernels/subgroup.cu: [r] P == O, every point
                     cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                     with loader.guard(kernel=f"{g}_check_points", shape=k):
                         check(np.int64(k), np.uintp(xy.ptr), np.int32(2), np.uintp(bad.ptr),

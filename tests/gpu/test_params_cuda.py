@@ -6,7 +6,7 @@
   load_bases checking every point on the curve) proves, with r and s fixed, the same proof as
   the key made on the device, and the proof verifies with the .vk read back;
 - a point off the curve or with a flag set is refused on the device naming the section and byte
-  offset; with points="full" a point outside the subgroup too (params.cu check_points);
+  offset; with points="full" a point outside the subgroup too (subgroup.cu check_points);
 - the file's points converted and scattered on the device (params.cu load_file_points) and on
   the host (ZKHIVE_PARAMS_HOST_CONVERT=1) alike.
 """
