@@ -84,7 +84,8 @@ def phase_write(args) -> dict:
     res = be._on_device[pk.circuit_digest][0]
     path = Path(args.dir) / f"{_stem(circuit)}.params"
     t = time.time()
-    bp.write_params_from(pk, cr, path, lambda name, lo, hi: bp.device_rows(res.bases[name], lo, hi))
+    bp.write_params_from(pk, cr, path, encoded=True,
+                         rows=lambda name, lo, hi: bp.device_rows(res.bases[name], lo, hi, encoded=True))
     row["write_s"] = time.time() - t
     bp.write_vk(pk, path.with_suffix(".vk"))
     row.update(params=str(path), params_bytes=path.stat().st_size,

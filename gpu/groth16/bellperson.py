@@ -699,10 +699,11 @@ def write_params(pk: ProvingKey, circuit, path) -> Path:
 ROWS = 1 << 20  # variables a write step (G2: 192 MiB)
 
 
-def write_params_from(pk, circuit, path, rows) -> Path:
+def write_params_from(pk, circuit, path, rows, *, encoded: bool = False) -> Path:
     """Write ``pk``'s key for ``circuit`` as a .params file, the queries read through
     ``rows(query, lo, hi)`` (our layout, one row a variable: host arrays, or a key resident on
-    a device, ``device_rows``), ROWS at a time. The a and b queries are filtered by the
+    a device, ``device_rows``; with ``encoded`` already in the file's encoding, identity 0x40,
+    ``device_rows(..., encoded=True)``: the conversion done on the device), ROWS at a time. The a and b queries are filtered by the
     circuit's densities: a point the density keeps must not be the identity and one it drops
     must be (either would mean the key is not the circuit's); no section may hold the identity,
     as bellperson's reader refuses it (an auxiliary variable no constraint uses makes one in l)."""
@@ -724,30 +725,32 @@ def write_params_from(pk, circuit, path, rows) -> Path:
                 hi = min(total, lo + ROWS)
                 raw = np.asarray(rows(OURS[name], lo, hi))
                 var = np.arange(lo, hi)
+                is_id = (raw[:, 0] & 0x40 != 0) if encoded else ~raw.any(axis=1)
                 if dens is not None:
                     keep = dens[lo:hi]
-                    extra = np.flatnonzero(~keep & raw.any(axis=1))
+                    extra = np.flatnonzero(~keep & ~is_id)
                     if len(extra):
                         raise KeyFormatError(
                             f"section {name}: variable {lo + int(extra[0])} is not in the circuit's "
                             f"{'A' if name == 'a' else 'B'} density but its point is not the "
                             "identity: the key is not this circuit's")
-                    raw, var = raw[keep], var[keep]
-                ident = np.flatnonzero(~raw.any(axis=1))
+                    raw, var, is_id = raw[keep], var[keep], is_id[keep]
+                ident = np.flatnonzero(is_id)
                 if len(ident):
                     j = int(ident[0])
                     why = (" (an auxiliary variable no constraint uses: bellperson refuses such "
                            "circuits)" if name == "l" else "")
                     raise KeyFormatError(f"section {name}: point {written + j} (variable {int(var[j])}) "
                                          f"is the identity, which a bellperson file cannot hold{why}")
-                f.write(to_uncompressed(raw, kind).tobytes())
+                f.write(raw.tobytes() if encoded else to_uncompressed(raw, kind).tobytes())
                 written += len(raw)
     return _atomic(path, body)
 
 
-def device_rows(bases, lo: int, hi: int) -> np.ndarray:
+def device_rows(bases, lo: int, hi: int, *, encoded: bool = False) -> np.ndarray:
     """Rows lo..hi of a resident base set (gpu.cuda.msm.DeviceBases: Montgomery affine) in our
-    layout, through gpu/kernels/params.cu ``store_bases``: for writing a key made on the device."""
+    layout, through gpu/kernels/params.cu ``store_bases`` (``encoded``: in the file's encoding,
+    ``store_file_points``): for writing a key made on the device."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
 
@@ -755,7 +758,8 @@ def device_rows(bases, lo: int, hi: int) -> np.ndarray:
     w = 96 if g == "g1" else 192
     k = hi - lo
     out = np.empty((k, w), dtype=np.uint8)
-    fn = loader.get_function(loader.load_module("params"), f"{g}_store_bases")
+    fn = loader.get_function(loader.load_module("params"),
+                             f"{g}_store_file_points" if encoded else f"{g}_store_bases")
     with DeviceBuffer(max(k * w, 8), what="stored bases") as buf:
         with loader.guard(kernel=f"{g}_store_bases", shape=k):
             fn(np.int64(k), np.uintp(bases._bases.ptr + w * lo), np.uintp(buf.ptr),

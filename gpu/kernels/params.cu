@@ -47,3 +47,28 @@ extern "C" __global__ void g2_load_file_points(i64 m, const uint8_t* be, const i
                                                uint8_t* xy, unsigned long long* bad) {
     load_file_points<4>(m, be, idx, v0, xy, bad);
 }
+
+// out[i] = base i as a .params file holds it: ZCash uncompressed, big-endian (G1 x || y, G2
+// x.c1 x.c0 y.c1 y.c0), the identity as 0x40 then zeros. The writer's conversion on the device.
+template <class F, int COORDS>
+__device__ __forceinline__ void store_file_points(i64 n, const affine_t<F>* in, uint8_t* out) {
+    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (i >= n) return;
+    uint32_t xy[12 * COORDS];
+    store_affine<F>(in[i], xy);
+    uint32_t any = 0;
+    for (int k = 0; k < 12 * COORDS; k++) any |= xy[k];
+    uint8_t* o = out + (i64)48 * COORDS * i;
+    for (int c = 0; c < COORDS; c++) {
+        const uint32_t* s = xy + 12 * (COORDS == 4 ? (c ^ 1) : c);
+        for (int b = 0; b < 48; b++) o[48 * c + b] = (uint8_t)(s[(47 - b) >> 2] >> (8 * ((47 - b) & 3)));
+    }
+    if (!any) o[0] = 0x40;
+}
+
+extern "C" __global__ void g1_store_file_points(i64 n, const affine_t<fq_t>* in, uint8_t* out) {
+    store_file_points<fq_t, 2>(n, in, out);
+}
+extern "C" __global__ void g2_store_file_points(i64 n, const affine_t<fq2_t>* in, uint8_t* out) {
+    store_file_points<fq2_t, 4>(n, in, out);
+}

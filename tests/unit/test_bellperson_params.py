@@ -118,6 +118,10 @@ def test_layout_and_vk_is_the_params_head(files):
     vk_bytes = (d / "k.vk").read_bytes()
     assert vk_bytes == (d / "k.params").read_bytes()[:s["ic"].end]
     assert bp.scan(d / "k.vk").size == len(vk_bytes)
+    # the writer fed rows already encoded (what the device's store_file_points hands it)
+    bp.write_params_from(pk, r1cs, d / "enc.params", encoded=True,
+                         rows=lambda name, lo, hi: bp.to_uncompressed(getattr(pk, name).raw[lo:hi], 2 if name == "b_g2_query" else 1))
+    assert (d / "enc.params").read_bytes() == (d / "k.params").read_bytes()
 
 
 def test_a_key_read_back_proves_the_same_proofs(files):
