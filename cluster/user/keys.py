@@ -79,16 +79,12 @@ def _check_files(circuit, params: Path | None, vk: Path | None, points: str, man
     out = []
     if params is not None:
         t0 = time.time()
-        pk = bellperson.read_params(params, circuit, points=points)
-        for name in ("h_query", "l_query", "a_query", "b_g1_query", "b_g2_query"):
-            getattr(pk, name).raw  # read and check every point
-        lay = bellperson.scan(params)
+        lay = bellperson.check_file(params, circuit, points=points)  # every point, a chunk at a time
         counts = " ".join(f"{n}={lay.sections[n].count}" for n in ("ic", "h", "l", "a", "b_g1", "b_g2"))
         line = f"{params}: ok ({lay.size} B, {counts}; points {points}"
         if manifest:
             line += f", digest {bellperson.check_digest(params, manifest)}"
         out.append(line + f"; {time.time() - t0:.1f} s)")
-        del pk
     if vk is not None:
         bellperson.read_vk(vk, circuit=circuit, points="full" if points == "full" else "curve")
         line = f"{vk}: ok ({vk.stat().st_size} B"
