@@ -355,3 +355,49 @@ def test_snarkjs_export_takes_a_bellperson_vk(files, tmp_path):
         assert args.func(args) == 0
     assert ((tmp_path / "theirs" / "verification_key.json").read_text()
             == (tmp_path / "ours" / "verification_key.json").read_text())
+
+
+def test_our_key_is_bellpersons_generator_on_the_same_trapdoor():
+    """Our conventions against bellperson's generator.rs, recomputed here in Python integers from
+    the same trapdoor (the seeded ceremony's draws): h = tau^i t(tau) / delta, i < n - 1 (t = X^n
+    - 1, n the next power of two >= m + inputs); the Lagrange coefficients as the inverse FFT of
+    the powers of tau over omega = ROOT_OF_UNITY^(2^(32 - log n)) (ROOT_OF_UNITY = 0x16a2...0d2b,
+    the bls12_381/blstrs constant); input i's extra row m + i with A = 1; IC over gamma, L over
+    delta. Every point of our key equals the one bellperson's formulas give."""
+    from gpu.groth16.setup import seeded_draw
+    cs = circuit(11, only_c=True)
+    r1cs = cs.to_r1cs()
+    pk, vk = setup(r1cs, seed=b"generator.rs")
+    draw = seeded_draw(b"generator.rs", r1cs.digest())
+    tau, alpha, beta, gamma, delta = (draw() for _ in range(5))
+    m, inputs = r1cs.num_constraints, r1cs.num_public + 1
+    n = 1
+    while n < m + inputs:
+        n *= 2
+    root = 0x16a2a19edfe81f20d09b681922c813b4b63683508c2280b93829971f439f0d2b
+    omega = pow(root, 1 << (32 - (n.bit_length() - 1)), R)
+    assert pow(tau, n, R) != 1
+    powers = [pow(tau, i, R) for i in range(n)]
+    ninv, winv = pow(n, R - 2, R), pow(omega, R - 2, R)
+    lag = [ninv * sum(p * pow(winv, i * j, R) for i, p in enumerate(powers)) % R for j in range(n)]
+    t_over_delta = (pow(tau, n, R) - 1) * pow(delta, R - 2, R) % R
+    g1, g2 = curve.g1(), curve.g2()
+
+    def at(mat, k, extra=()):
+        acc = sum(c * lag[row] for row in range(m) for col, c in mat.row(row) if col == k)
+        return (acc + sum(lag[row] for row in extra)) % R
+
+    def pt(base, x):
+        return base * curve.scalar(x) if x else type(base).identity()
+    for i in range(n - 1):
+        assert pk.h_query[i] == pt(g1, powers[i] * t_over_delta % R), i
+    for k in range(r1cs.num_variables):
+        u = at(r1cs.a, k, [m + k] if k < inputs else [])
+        v, w = at(r1cs.b, k), at(r1cs.c, k)
+        assert pk.a_query[k] == pt(g1, u) and pk.b_g1_query[k] == pt(g1, v) and pk.b_g2_query[k] == pt(g2, v)
+        e = (beta * u + alpha * v + w) % R
+        if k < inputs:
+            assert vk.gamma_abc_g1[k] == pt(g1, e * pow(gamma, R - 2, R) % R), k
+        else:
+            assert pk.l_query[k - inputs] == pt(g1, e * pow(delta, R - 2, R) % R), k
+    assert pk.beta_g1 == pt(g1, beta) and vk.delta_g2 == pt(g2, delta) and vk.alpha_g1 == pt(g1, alpha)
