@@ -3,11 +3,11 @@
     python3 bench/params_load.py sdr-32g [--dir DIR] [--points curve|full] [--c1 C1.json] [--out params_load.json]
     python3 bench/params_load.py filecoin-32g --c1 c1.json        # once the filecoin family is merged
 
-Three processes, so that each one's peak host memory is its own:
+Two processes, so that each one's peak host memory is its own:
 1. write: the key made on the device with a fixed seed (``CudaBackend.setup_resident``, the
    development ceremony), written from the device as ``<stem>.params`` and ``<stem>.vk``
-   (gpu/groth16/bellperson.py ``write_params_from`` + ``device_rows``: a million variables at a
-   time, the a/b queries filtered by the circuit's densities). ``<stem>``: Filecoin's v28 name
+   (``bellperson.write_params_from`` with gpu/cuda/params.py ``device_rows``: a million
+   variables at a time, encoded on the device, the a/b queries filtered by the densities). ``<stem>``: Filecoin's v28 name
    for the filecoin sets, ``<set>.<digest16>`` otherwise. DIR: ``--dir`` if given, else the
    working directory when its disk holds the file (the estimate from the circuit's shape, +2 GiB),
    else /dev/shm (tmpfs, host memory: the device machine's 64 GiB disk cannot hold a ~47 GiB
@@ -72,6 +72,7 @@ def estimate_bytes(circuit) -> int:
 
 def phase_write(args) -> dict:
     from gpu.backends import get_backend
+    from gpu.cuda.params import device_rows
     from gpu.groth16 import bellperson as bp
     from gpu.native.compact import compact_of
 
@@ -85,7 +86,7 @@ def phase_write(args) -> dict:
     path = Path(args.dir) / f"{_stem(circuit)}.params"
     t = time.time()
     bp.write_params_from(pk, cr, path, encoded=True,
-                         rows=lambda name, lo, hi: bp.device_rows(res.bases[name], lo, hi, encoded=True))
+                         rows=lambda name, lo, hi: device_rows(res.bases[name], lo, hi, encoded=True))
     row["write_s"] = time.time() - t
     bp.write_vk(pk, path.with_suffix(".vk"))
     row.update(params=str(path), params_bytes=path.stat().st_size,

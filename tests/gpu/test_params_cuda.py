@@ -49,11 +49,12 @@ def test_device_key_written_is_the_host_file_and_a_file_proves_the_same(backend,
     blob = assignment.encode(z)
     pub = F.vec_to_ints(z[1:2])
     r, s = random.randrange(1, F.MODULUS), random.randrange(1, F.MODULUS)
+    from gpu.cuda.params import device_rows
     pk_dev, _ = backend.setup_resident(cr, seed=b"params-gpu")
     res = backend._on_device[pk_dev.circuit_digest][0]
     for encoded in (False, True):   # converted on the host / on the device (store_file_points)
         bp.write_params_from(pk_dev, cr, d / "device.params", encoded=encoded,
-                             rows=lambda name, lo, hi: bp.device_rows(res.bases[name], lo, hi, encoded=encoded))
+                             rows=lambda name, lo, hi: device_rows(res.bases[name], lo, hi, encoded=encoded))
         assert (d / "device.params").read_bytes() == (d / "host.params").read_bytes(), encoded
     made = prove(pk_dev, cr, blob, backend=backend, r=r, s=s)
     backend.unload(pk_dev.circuit_digest)
