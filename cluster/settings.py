@@ -106,11 +106,28 @@ class BlobSettings(Section):
     age (``find DIR -type f -mtime +7 -delete``)."""
 
 
+#: cuzk's circuit ids (curio extern/cuzk srs_manager.rs) that name one of our parameter sets
+CUZK_PRELOAD = {"porep-32g": "filecoin-32g", "porep-64g": "filecoin-64g"}
+
+
 class SrsSettings(Section):
     param_cache: Path = Path("var/keys")
-    """Directory of proving and verifying keys, ``<params>.<digest16>.pk|.vk`` (cuzk's param cache)."""
+    """Directory of proving and verifying keys (cuzk's param cache): bellperson's ``.params`` and
+    ``.vk`` files, ``<params>.<digest16>.params|.vk`` or Filecoin's v28 names; older
+    ``<params>.<digest16>.pk`` files are read too (docs/params.md)."""
     preload: list[str] = []
-    """Parameter sets whose proving keys a prover loads before it reports ready (cuzk's preload)."""
+    """Parameter sets whose proving keys a prover loads before it reports ready (cuzk's preload;
+    cuzk's ids ``porep-32g`` ... are taken for ``filecoin-32g`` ...)."""
+    filecoin_cache: Path = Field(default_factory=lambda: Path(
+        os.environ.get("FIL_PROOFS_PARAMETER_CACHE") or "/var/tmp/filecoin-proof-parameters"))
+    """Filecoin's parameter cache (``$FIL_PROOFS_PARAMETER_CACHE``, else Filecoin's default): the
+    ``filecoin-*`` sets' keys are read from here under their v28 names when ``param_cache`` holds
+    none (docs/params.md)."""
+
+    @field_validator("preload")
+    @classmethod
+    def _cuzk_ids(cls, v: list[str]) -> list[str]:
+        return [CUZK_PRELOAD.get(x, x) for x in v]
     in_process: list[str] = []
     """Parameter sets whose proving keys a prover makes in its own process (at start when also in
     ``preload``, else on first use) and holds resident instead of reading ``param_cache``: keys too

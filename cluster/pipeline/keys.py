@@ -1,53 +1,151 @@
-"""The key cache (``[srs] param_cache``): one proving and one verifying key per parameter set.
+"""The key cache (``[srs] param_cache``): one proving and one verifying key per parameter set, in
+bellperson's format (gpu/groth16/bellperson.py, docs/params.md):
 
-    <param_cache>/<params>.<digest16>.pk    ProvingKey file (gpu.groth16.keys format)
-    <param_cache>/<params>.<digest16>.vk    VerifyingKey file
+    <param_cache>/<params>.<digest16>.params   the proving key (bellperson .params)
+    <param_cache>/<params>.<digest16>.vk       the verifying key (bellperson .vk)
+    <param_cache>/<params>.<digest16>.meta     JSON: sector_size (Filecoin's .meta) and the
+                                               circuit digest the key was made for
+    <param_cache>/<params>.<digest16>.pk       an older zkhive key file (gpu.groth16.keys), read
+                                               when no .params exists; ``zkhive keys export``
+                                               migrates it
+
+The ``filecoin-*`` sets' keys are Filecoin's own files under their v28 names
+(``v28-stacked-proof-of-replication-...-<hash>.params|.vk``), looked up in ``param_cache`` and
+then in ``[srs] filecoin_cache`` ($FIL_PROOFS_PARAMETER_CACHE, default
+/var/tmp/filecoin-proof-parameters).
 
 ``digest16`` is the first 16 hex digits of ``circuit.digest()``, so a changed circuit definition
-never picks up an old key. ``zkhive keys setup --params NAME`` makes them (``gpu.setup`` on the
-circuit's R1CS). The key file's size is what routing assumes a prover needs to hold it resident.
+never picks up an old key. A bellperson file carries no circuit digest: it is checked against the
+circuit's sizes and A/B densities when read, and against the digest in the ``.meta`` beside it
+where there is one. ``zkhive keys setup --params NAME`` makes them (``gpu.setup`` on the
+circuit's R1CS). The proving key file's size is what routing assumes a prover needs to hold it
+resident.
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 from cluster.errors import KeyMissing
 
+KINDS = ("params", "vk", "meta", "pk")
+
 
 class KeyCache:
-    def __init__(self, root: str | os.PathLike):
+    def __init__(self, root: str | os.PathLike, filecoin_root: str | os.PathLike | None = None):
         self.root = Path(root)
+        self.filecoin_root = Path(filecoin_root) if filecoin_root is not None else None
 
+    # -- names ---------------------------------------------------------------------------------
     def path(self, circuit, kind: str) -> Path:
-        if kind not in ("pk", "vk"):
-            raise ValueError(f"key kind must be pk or vk, not {kind!r}")
+        """Our own name for ``circuit``'s key file of ``kind`` (params, vk, meta, pk)."""
+        if kind not in KINDS:
+            raise ValueError(f"key kind must be one of {', '.join(KINDS)}, not {kind!r}")
         return self.root / f"{circuit.name}.{circuit.digest()[:16]}.{kind}"
 
+    def filecoin_names(self, circuit) -> list[Path]:
+        """Where Filecoin's own files for a ``filecoin-*`` set would be (without extension)."""
+        from gpu.groth16.bellperson import FILECOIN_SETS, filecoin_stem
+        size = FILECOIN_SETS.get(circuit.name)
+        if size is None:
+            return []
+        stem = filecoin_stem(size)
+        roots = [self.root] + ([self.filecoin_root] if self.filecoin_root is not None else [])
+        return [r / stem for r in roots]
+
+    def find(self, circuit, kind: str) -> Path | None:
+        """The file this cache reads for ``kind`` ("params" also finds an older .pk), or None."""
+        cands = [p.with_name(p.name + f".{kind}") for p in self.filecoin_names(circuit)]
+        cands.append(self.path(circuit, kind))
+        if kind == "params":
+            cands.append(self.path(circuit, "pk"))
+        return next((p for p in cands if p.exists()), None)
+
     def has(self, circuit) -> bool:
-        return self.path(circuit, "pk").exists() and self.path(circuit, "vk").exists()
+        return self.find(circuit, "params") is not None and self.find(circuit, "vk") is not None
 
     def size(self, circuit) -> int:
         """Bytes of the proving key file (0 when absent)."""
-        try:
-            return self.path(circuit, "pk").stat().st_size
-        except FileNotFoundError:
-            return 0
+        p = self.find(circuit, "params")
+        return p.stat().st_size if p is not None else 0
 
     def _need(self, circuit, kind: str) -> Path:
-        p = self.path(circuit, kind)
-        if not p.exists():
-            raise KeyMissing(f"no {'proving' if kind == 'pk' else 'verifying'} key for parameter set "
-                             f"{circuit.name!r} at {p}: run `zkhive keys setup --params {circuit.name}`")
+        p = self.find(circuit, kind)
+        if p is None:
+            want = self.path(circuit, kind)
+            raise KeyMissing(f"no {'proving' if kind == 'params' else 'verifying'} key for parameter set "
+                             f"{circuit.name!r} at {want}: run `zkhive keys setup --params {circuit.name}`"
+                             + (f" or `zkhive keys import`" if self.filecoin_names(circuit) else ""))
         return p
 
-    def load_pk(self, circuit):
-        from gpu.groth16 import ProvingKey
-        return ProvingKey.load(self._need(circuit, "pk"))
+    def circuit_digest(self, circuit, key_path: Path) -> bytes | None:
+        """The circuit digest recorded beside a .params/.vk (its .meta), or None."""
+        meta = key_path.with_suffix(".meta")
+        try:
+            d = json.loads(meta.read_text()).get("zkhive_circuit_digest")
+        except (OSError, ValueError, AttributeError):
+            return None
+        try:
+            return bytes.fromhex(d) if isinstance(d, str) and len(d) == 64 else None
+        except ValueError:
+            return None
+
+    # -- reading -------------------------------------------------------------------------------
+    def load_pk(self, circuit, *, points: str = "curve"):
+        """The proving key: a .params file's queries stay on disk until a backend reads them
+        (the CUDA backend streams them to the device; the CPU backend reads them once)."""
+        path = self._need(circuit, "params")
+        if path.suffix == ".pk":
+            from gpu.groth16 import ProvingKey
+            return ProvingKey.load(path)
+        from gpu.groth16 import bellperson
+        pk = bellperson.read_params(path, circuit, points=points)
+        recorded = self.circuit_digest(circuit, path)
+        if recorded is not None:  # the prover compares it with the circuit's (CircuitMismatch)
+            pk.circuit_digest = pk.vk.circuit_digest = recorded
+        return pk
 
     def load_vk(self, circuit):
-        from gpu.groth16 import VerifyingKey
-        return VerifyingKey.load(self._need(circuit, "vk"))
+        path = self._need(circuit, "vk")
+        from gpu.groth16 import VerifyingKey, bellperson
+        if not bellperson.is_bellperson_vk(path):
+            return VerifyingKey.load(path)
+        vk = bellperson.read_vk(path, circuit=circuit)
+        recorded = self.circuit_digest(circuit, path)
+        if recorded is not None:
+            vk.circuit_digest = recorded
+        return vk
+
+    def matches(self, circuit) -> bool:
+        """Whether the cached proving key was made for this circuit's matrices (the digest in
+        the key file or its .meta); False when unknown (a file without a .meta)."""
+        from gpu.backends.forms import circuit_digest
+        path = self.find(circuit, "params")
+        if path is None:
+            return False
+        if path.suffix == ".pk":
+            from gpu.groth16 import read_header
+            return read_header(path)["digest"] == circuit_digest(circuit)
+        return self.circuit_digest(circuit, path) == circuit_digest(circuit)
+
+    # -- writing -------------------------------------------------------------------------------
+    def write(self, circuit, pk) -> tuple[Path, Path]:
+        """``pk`` as this cache's .params, .vk and .meta (each written to a temporary file and
+        renamed: a worker never loads half a key)."""
+        from gpu.backends.forms import circuit_digest
+        from gpu.groth16 import bellperson
+        self.root.mkdir(parents=True, exist_ok=True)
+        pk_path, vk_path, meta = (self.path(circuit, k) for k in ("params", "vk", "meta"))
+        bellperson.write_params(pk, circuit, pk_path)
+        bellperson.write_vk(pk, vk_path)
+        doc = {"sector_size": int(getattr(circuit, "sector_size", 0) or 0),
+               "zkhive_params": circuit.name,
+               "zkhive_circuit_digest": circuit_digest(circuit).hex()}
+        tmp = meta.with_name(meta.name + f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(doc) + "\n")
+        os.replace(tmp, meta)
+        return pk_path, vk_path
 
     def setup(self, circuit, *, force: bool = False, backend: str = "cpu") -> tuple[Path, Path]:
         """Generate and store the keys (a trusted setup for tests and development only).
@@ -55,12 +153,7 @@ class KeyCache:
         batched fixed-base multiplication: 6 s at 2^20, 79 s at 2^24 on the H200."""
         from gpu import setup
 
-        pk_path, vk_path = self.path(circuit, "pk"), self.path(circuit, "vk")
         if self.has(circuit) and not force:
-            return pk_path, vk_path
-        self.root.mkdir(parents=True, exist_ok=True)
-        pk, vk = setup(circuit.r1cs(), backend=backend)
-        # save() writes a temporary file and renames it: a worker never loads half a key
-        pk.save(pk_path)
-        vk.save(vk_path)
-        return pk_path, vk_path
+            return self.find(circuit, "params"), self.find(circuit, "vk")
+        pk, _ = setup(circuit.r1cs(), backend=backend)
+        return self.write(circuit, pk)

@@ -56,46 +56,6 @@ def cmd_worker(args) -> int:
         raise CommandError(str(e)) from None
 
 
-# -- keys ----------------------------------------------------------------------------------------
-
-def cmd_keys(args) -> int:
-    """The key cache is a directory: ``keys setup`` and ``keys list`` need no Redis."""
-    import importlib
-
-    from synthesis.circuits import get_circuit, known
-
-    from cluster.pipeline.keys import KeyCache
-
-    s = settings_for(args)
-    for mod in s.worker.circuit_modules:  # circuit families registered by plugins
-        importlib.import_module(mod)
-    keys = KeyCache(s.srs.param_cache)
-    if args.action == "list":
-        for name in known():
-            c = get_circuit(name)
-            state = f"{keys.size(c)} B at {keys.path(c, 'pk')}" if keys.has(c) else "no key"
-            print(f"{name:<24} partitions={c.num_partitions():<3} {state}")
-        return 0
-    if not args.params:
-        raise CommandError("keys setup needs --params NAME")
-    try:
-        circuit = get_circuit(args.params)
-    except KeyError as e:
-        raise CommandError(e.args[0]) from None
-    from .progress import spinner
-
-    t0 = time.time()
-    if keys.has(circuit) and not args.force:
-        pk, vk = keys.path(circuit, "pk"), keys.path(circuit, "vk")
-        print(f"{args.params}: already set up: {pk} ({pk.stat().st_size} B), {vk} (--force makes new ones)")
-        return 0
-    with spinner(f"keys setup {args.params}: {circuit.r1cs().num_constraints} constraints, "
-                 f"backend {args.backend}"):
-        pk, vk = keys.setup(circuit, force=args.force, backend=args.backend)
-    print(f"{args.params}: {pk} ({pk.stat().st_size} B), {vk} in {time.time() - t0:.1f} s")
-    return 0
-
-
 # -- jobs ----------------------------------------------------------------------------------------
 
 def cmd_submit(args) -> int:
@@ -281,14 +241,8 @@ def register(sub) -> None:
     _add_config(p)
     p.set_defaults(func=cmd_worker)
 
-    p = sub.add_parser("keys", help="proving keys in the key cache ([srs] param_cache)")
-    p.add_argument("action", choices=["setup", "list"])
-    p.add_argument("--params", help="parameter set name")
-    p.add_argument("--force", action="store_true", help="regenerate an existing key")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"],
-                   help="where setup's multiplications run (auto: the GPU when there is one)")
-    _add_config(p)
-    p.set_defaults(func=cmd_keys)
+    from . import keys  # zkhive keys: the key cache (no Redis)
+    keys.register(sub, _add_config)
 
     p = sub.add_parser("submit", help="submit a C1 input (JSON file) as a job")
     p.add_argument("file")

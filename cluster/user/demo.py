@@ -40,10 +40,8 @@ def _make_c1(circuit, out_dir: Path) -> tuple[dict, Path]:
     return doc, path
 
 
-def _key_matches(pk_path, circuit) -> bool:
-    from gpu.groth16 import read_header
-
-    return read_header(pk_path)["digest"] == circuit.r1cs().digest()
+def _key_matches(keys, circuit) -> bool:
+    return keys.matches(circuit)
 
 
 def _cluster_running(args) -> bool:
@@ -109,7 +107,7 @@ def cmd_demo(args) -> int:
     print(f"[1/5] keys: {params} ({circuit.r1cs().num_constraints} constraints x "
           f"{circuit.num_partitions()} partitions){' (cached)' if had else ', development setup...'}")
     pk, vk = rt.keys.setup(circuit)
-    if had and not _key_matches(pk, circuit):
+    if had and not _key_matches(rt.keys, circuit):
         # a circuit whose constraints changed under the same parameter-set digest: proving with
         # the cached key would fail every partition with CircuitMismatch
         print(f"      the cached key {pk} was made for other constraint matrices: regenerating it "

@@ -23,7 +23,8 @@ def _keys(args):
     if args.keys:
         return KeyCache(args.keys)
     try:
-        return KeyCache(load(args.config).srs.param_cache)
+        s = load(args.config)
+        return KeyCache(s.srs.param_cache, s.srs.filecoin_cache)
     except SettingsError as e:
         raise CommandError(str(e)) from None
 

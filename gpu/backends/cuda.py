@@ -99,6 +99,10 @@ class Resident:
                     self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
             for name, group in self.QUERIES:
                 q = getattr(pk, name)
+                if hasattr(q, "fill_device"):  # a query of a parameter file, streamed from disk
+                    if len(q):                 # (gpu/groth16/bellperson.py FileQuery)
+                        self.bases[name] = DeviceBases.filled_on_device(len(q), group, q.fill_device)
+                    continue
                 limbs = q.limbs() if isinstance(q, PointArray) else PointArray.from_points(
                     type(q[0]), q).limbs()
                 if len(limbs):

@@ -63,7 +63,10 @@ def _load_vk(path: str):
     from gpu.groth16 import Groth16Error, ProvingKey, VerifyingKey, read_header
     from gpu.groth16.keys import KIND_PK
 
+    from gpu.groth16 import bellperson
     try:
+        if path.endswith((".vk", ".params")) and bellperson.is_bellperson_vk(path):
+            return bellperson.read_vk(path)  # bellperson's format (docs/params.md)
         if read_header(path)["kind"] == KIND_PK:
             return ProvingKey.load(path).vk
         return VerifyingKey.load(path)

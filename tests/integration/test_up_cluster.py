@@ -364,7 +364,7 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
     keys_env = {**fresh, "ZKHIVE_SRS__PARAM_CACHE": str(tmp_path / "keys"),
                 "ZKHIVE_WORKER__CIRCUIT_MODULES": '["circuits_for_tests"]'}
     made = cli("keys", "setup", "--params", SQUARES_B.name, env=keys_env, check=0)
-    assert f"{SQUARES_B.name}: " in made.stdout and ".pk" in made.stdout
+    assert f"{SQUARES_B.name}: " in made.stdout and ".params" in made.stdout
     listed = cli("keys", "list", env=keys_env, check=0).stdout
     assert re.search(rf"^{SQUARES_B.name}\s+partitions=2\s+\d+ B at ", listed, re.M)
     assert re.search(rf"^{SQUARES_C.name}\s+partitions=3\s+no key", listed, re.M)

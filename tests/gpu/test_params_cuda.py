@@ -1,0 +1,119 @@
+"""bellperson parameter files and the CUDA backend (gpu/groth16/bellperson.py, issue 24):
+
+- a key made on the device with a seed, written out from the device (params.cu store_bases), is
+  byte for byte the file the host setup with that seed writes;
+- that file streamed into the device (FileQuery.fill_device: a chunk of variables at a time,
+  load_bases checking every point on the curve) proves, with r and s fixed, the same proof as
+  the key made on the device, and the proof verifies with the .vk read back;
+- a point off the curve or with a flag set is refused on the device naming the section and byte
+  offset; with points="full" a point outside the subgroup too (subgroup.cu check_points);
+- the file's points converted and scattered on the device (params.cu load_file_points) and on
+  the host (ZKHIVE_PARAMS_HOST_CONVERT=1) alike.
+"""
+from __future__ import annotations
+
+import random
+import shutil
+
+import numpy as np
+import pytest
+
+from gpu import prove, verify
+from gpu.groth16 import KeyFormatError, bellperson as bp
+from synthesis import assignment, field as F
+from tests.compact_circuits import toy, witness
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def backend(cuda_ctx):
+    from gpu.backends import get_backend
+    return get_backend("cuda:0")
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    from gpu.groth16.setup import setup as host_setup
+    d = tmp_path_factory.mktemp("params")
+    cr = toy(9)
+    pk, _ = host_setup(cr.to_r1cs(), seed=b"params-gpu")
+    bp.write_params(pk, cr, d / "host.params")
+    bp.write_vk(pk, d / "host.vk")
+    return d, cr
+
+
+def test_device_key_written_is_the_host_file_and_a_file_proves_the_same(backend, files):
+    d, cr = files
+    z = witness(9)
+    blob = assignment.encode(z)
+    pub = F.vec_to_ints(z[1:2])
+    r, s = random.randrange(1, F.MODULUS), random.randrange(1, F.MODULUS)
+    from gpu.cuda.params import device_rows
+    pk_dev, _ = backend.setup_resident(cr, seed=b"params-gpu")
+    res = backend._on_device[pk_dev.circuit_digest][0]
+    for encoded in (False, True):   # converted on the host / on the device (store_file_points)
+        bp.write_params_from(pk_dev, cr, d / "device.params", encoded=encoded,
+                             rows=lambda name, lo, hi: device_rows(res.bases[name], lo, hi, encoded=encoded))
+        assert (d / "device.params").read_bytes() == (d / "host.params").read_bytes(), encoded
+    made = prove(pk_dev, cr, blob, backend=backend, r=r, s=s)
+    backend.unload(pk_dev.circuit_digest)
+
+    pk_file = bp.read_params(d / "host.params", cr)
+    assert all(q._raw is None for q in (pk_file.a_query, pk_file.h_query))  # never read on the host
+    from_file = prove(pk_file, cr, blob, backend=backend, r=r, s=s)
+    assert all(q._raw is None for q in (pk_file.a_query, pk_file.b_g2_query, pk_file.l_query))
+    assert from_file.to_bytes() == made.to_bytes()
+    vk = bp.read_vk(d / "host.vk", circuit=cr)
+    assert verify(vk, pub, from_file) and not verify(vk, [pub[0] ^ 1], from_file)
+    backend.unload(pk_file.circuit_digest)
+    # small chunks (the scatter over density gaps and chunk edges), converted on the device and
+    # on the host (ZKHIVE_PARAMS_HOST_CONVERT=1)
+    for host_convert in (False, True):
+        pk_small = bp.read_params(d / "host.params", cr)
+        for q in (pk_small.a_query, pk_small.b_g1_query, pk_small.b_g2_query, pk_small.l_query,
+                  pk_small.h_query):
+            q.chunk, q.host_convert = 5, host_convert
+        assert prove(pk_small, cr, blob, backend=backend, r=r, s=s).to_bytes() == made.to_bytes()
+        backend.unload(pk_small.circuit_digest)
+
+
+def test_bad_points_refused_on_the_device(backend, files, tmp_path):
+    d, cr = files
+    lay = bp.scan(d / "host.params")
+    at = lay.sections["a"].offset(3)
+    data = bytearray((d / "host.params").read_bytes())
+    data[at + 95] ^= 1
+    path = tmp_path / "bad.params"
+    path.write_bytes(bytes(data))
+    pk = bp.read_params(path, cr, points="none")
+    with pytest.raises(KeyFormatError, match=rf"section a, point 3 at byte offset {at}: a coordinate "
+                                             r"not below p, or not on the G1 curve \(found on the device\)"):
+        backend.load(pk, cr)
+    assert pk.circuit_digest not in backend._on_device
+    g = lay.sections["b_g2"].offset(4)
+    data = bytearray((d / "host.params").read_bytes())
+    data[g] |= 0x40                                     # the infinity flag
+    path.write_bytes(bytes(data))
+    with pytest.raises(KeyFormatError, match=rf"section b_g2, point 4 at byte offset {g}: a flag bit is "
+                                             r"set .*\(found on the device\)"):
+        backend.load(bp.read_params(path, cr, points="none"), cr)
+    # on the curve, not in the subgroup: taken with "curve", refused with "full"
+    x = 5
+    while True:
+        rhs = (x ** 3 + 4) % bp.FQ_MODULUS
+        y = pow(rhs, (bp.FQ_MODULUS + 1) // 4, bp.FQ_MODULUS)
+        if y * y % bp.FQ_MODULUS == rhs:
+            raw = np.frombuffer(x.to_bytes(48, "little") + y.to_bytes(48, "little"), np.uint8).reshape(1, 96)
+            if bp.first_bad(raw, 1, "full")[0] == 0:
+                break
+        x += 1
+    h = lay.sections["h"].offset(2)
+    data = bytearray((d / "host.params").read_bytes())
+    data[h:h + 96] = x.to_bytes(48, "big") + y.to_bytes(48, "big")
+    path.write_bytes(bytes(data))
+    with pytest.raises(KeyFormatError, match=rf"section h, point 2 at byte offset {h}: not in the "
+                                             r"prime-order subgroup \(found on the device\)"):
+        backend.load(bp.read_params(path, cr, points="full"), cr)
+    backend.load(bp.read_params(path, cr, points="curve"), cr)  # "curve" does not look
+    backend.unload(pk.circuit_digest)

@@ -1,0 +1,403 @@
+"""bellperson's .params / .vk files (gpu/groth16/bellperson.py): the encoding against ZCash's
+vectors, the layout, a key read back proving the same proofs, and every tampering refused with
+the section and byte offset."""
+import json
+import random
+import shutil
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, G2Point
+
+from gpu import prove, setup, verify
+from gpu.groth16 import KeyFormatError, Proof, ProofFormatError, bellperson as bp, curve
+from gpu.groth16.compress import FQ_MODULUS as P
+from synthesis import field as F
+from synthesis.builder import ONE, ConstraintSystem
+
+R = F.MODULUS
+
+# ZCash BLS12-381 generators (the bls12_381 crate's tests; the IETF pairing-friendly-curves draft)
+G1_UNCOMPRESSED = bytes.fromhex(
+    "17f1d3a73197d7942695638c4fa9ac0fc3688c4f9774b905a14e3a3f171bac586c55e83ff97a1aeffb3af00adb22c6bb"
+    "08b3f481e3aaa0f1a09e30ed741d8ae4fcf5e095d5d00af600db18cb2c04b3edd03cc744a2888ae40caa232946c5e7e1")
+G1_COMPRESSED = bytes.fromhex(
+    "97f1d3a73197d7942695638c4fa9ac0fc3688c4f9774b905a14e3a3f171bac586c55e83ff97a1aeffb3af00adb22c6bb")
+G2_UNCOMPRESSED = bytes.fromhex(
+    "13e02b6052719f607dacd3a088274f65596bd0d09920b61ab5da61bbdc7f5049334cf11213945d57e5ac7d055d042b7e"
+    "024aa2b2f08f0a91260805272dc51051c6e47ad4fa403b02b4510b647ae3d1770bac0326a805bbefd48056c8c121bdb8"
+    "0606c4a02ea734cc32acd2b02bc28b99cb3e287e85a763af267492ab572e99ab3f370d275cec1da1aaa9075ff05f79be"
+    "0ce5d527727d6e118cc9cdc6da2e351aadfd9baa8cbdd3a76d429a695160d12c923ac9cc3baca289e193548608b82801")
+G2_COMPRESSED = bytes.fromhex(
+    "93e02b6052719f607dacd3a088274f65596bd0d09920b61ab5da61bbdc7f5049334cf11213945d57e5ac7d055d042b7e"
+    "024aa2b2f08f0a91260805272dc51051c6e47ad4fa403b02b4510b647ae3d1770bac0326a805bbefd48056c8c121bdb8")
+
+# filecoin-proofs parameters.json (rust-fil-proofs master): the v28 PoRep file stems' hashes
+PARAMETERS_JSON_HASHES = {
+    2048: "032d3138d22506ec0082ed72b2dcba18df18477904e35bafee82b3793b06832f",
+    8 << 20: "ecd683648512ab1765faa2a5f14bab48f676e633467f0aa8aad4b55dcb0652bb",
+    512 << 20: "6babf46ce344ae495d558e7770a585b2382d54f225af8ed0397b8be7c3fcd472",
+    32 << 30: "82a357d2f2ca81dc61bb45f4a762807aedee1b0a53fd6c4e77b46a01bfef7820",
+    64 << 30: "96f1b4a04c5c51e4759bbf224bbc2ef5a42c7100f16ec0637123f16a845ddfb2",
+}
+
+
+def circuit(x: int, inputs: int = 3, only_c: bool = False):
+    """x^32 by squaring with ``inputs`` public inputs; ``only_c``: one more auxiliary variable
+    used only in C (outside A's and B's density) and an input outside B."""
+    cs = ConstraintSystem()
+    ins = [cs.alloc_input(x)]
+    cur, val = ins[0], x
+    for _ in range(5):
+        val = val * val % R
+        nxt = cs.alloc(val)
+        cs.enforce(cur, cur, nxt)
+        cur = nxt
+    out = cs.alloc_input(val)
+    cs.enforce(cur, ONE, out)
+    for j in range(inputs - 2):
+        extra = cs.alloc_input((x + j) % R)
+        cs.enforce(ins[0] + j, ONE, extra)
+    if only_c:
+        w = cs.alloc(2 * val % R)
+        cs.enforce(out * 2, ONE, w)   # w in C only; `out` appears in A only
+    return cs
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("bellperson")
+    cs = circuit(random.randrange(R), only_c=True)
+    r1cs = cs.to_r1cs()
+    pk, vk = setup(r1cs, seed=b"bellperson test")
+    bp.write_params(pk, r1cs, d / "k.params")
+    bp.write_vk(pk, d / "k.vk")
+    return d, r1cs, pk, vk
+
+
+def tampered(files, tmp_path, edit, name="k.params"):
+    d = files[0]
+    out = tmp_path / name
+    shutil.copy(d / name, out)
+    data = bytearray(out.read_bytes())
+    data = edit(data) or data
+    out.write_bytes(bytes(data))
+    return out
+
+
+def test_encoding_is_zcash_uncompressed_and_compressed():
+    g1, g2 = curve.g1(), curve.g2()
+    raw1 = np.frombuffer(g1.to_xy_bytes_le(), np.uint8).reshape(1, 96)
+    raw2 = np.frombuffer(g2.to_xy_bytes_le(), np.uint8).reshape(1, 192)
+    assert bp.to_uncompressed(raw1, 1).tobytes() == G1_UNCOMPRESSED
+    assert bp.to_uncompressed(raw2, 2).tobytes() == G2_UNCOMPRESSED
+    back = bp.from_uncompressed(np.frombuffer(G2_UNCOMPRESSED, np.uint8).reshape(1, 192), 2)
+    assert back.tobytes() == g2.to_xy_bytes_le()
+    # proofs: compressed A, B, C as bellperson's proof.rs writes them (flags 0x80 | sign 0x20)
+    assert g1.to_compressed_bytes() == G1_COMPRESSED and g2.to_compressed_bytes() == G2_COMPRESSED
+    proof = Proof(g1, g2, -g1)
+    data = proof.to_bytes()
+    assert data[:48] == G1_COMPRESSED and data[48:144] == G2_COMPRESSED
+    assert data[144] == G1_COMPRESSED[0] | 0x20  # -G: the larger y, the sign bit set
+    from gpu.groth16.compress import compress
+    assert compress(raw1, 1).tobytes() == G1_COMPRESSED and compress(raw2, 2).tobytes() == G2_COMPRESSED
+
+
+def test_layout_and_vk_is_the_params_head(files):
+    d, r1cs, pk, _ = files
+    lay = bp.scan(d / "k.params")
+    s = lay.sections
+    assert [s[n].start for n in ("alpha_g1", "beta_g1", "beta_g2", "gamma_g2", "delta_g1",
+                                 "delta_g2", "ic")] == [0, 96, 192, 384, 576, 672, 868]
+    shape = bp.shape_of(r1cs)
+    assert {n: s[n].count for n in shape.want()} == shape.want()
+    # the only-in-C variable is out of A and B; the ONE-free input `out` is out of B
+    assert s["a"].count == r1cs.num_variables - 1 and s["l"].count == r1cs.num_aux
+    assert s["b_g1"].count < s["a"].count and s["h"].count == shape.domain - 1
+    assert lay.size == s["b_g2"].end
+    vk_bytes = (d / "k.vk").read_bytes()
+    assert vk_bytes == (d / "k.params").read_bytes()[:s["ic"].end]
+    assert bp.scan(d / "k.vk").size == len(vk_bytes)
+    # the writer fed rows already encoded (what the device's store_file_points hands it)
+    bp.write_params_from(pk, r1cs, d / "enc.params", encoded=True,
+                         rows=lambda name, lo, hi: bp.to_uncompressed(getattr(pk, name).raw[lo:hi], 2 if name == "b_g2_query" else 1))
+    assert (d / "enc.params").read_bytes() == (d / "k.params").read_bytes()
+
+
+def test_a_key_read_back_proves_the_same_proofs(files):
+    d, r1cs, pk, vk = files
+    back = bp.read_params(d / "k.params", r1cs, points="full", eager=True)
+    for name in ("a_query", "b_g1_query", "b_g2_query", "h_query", "l_query"):
+        assert np.array_equal(getattr(back, name).raw, getattr(pk, name).raw), name
+    vk_file = bp.read_vk(d / "k.vk", circuit=r1cs)
+    for _ in range(2):
+        cs = circuit(random.randrange(R), only_c=True)
+        r, s = random.randrange(1, R), random.randrange(1, R)
+        mine = prove(pk, r1cs, cs.assignment(), r=r, s=s)
+        theirs = prove(back, r1cs, cs.assignment(), r=r, s=s)
+        assert mine.to_bytes() == theirs.to_bytes()
+        assert verify(vk_file, cs.public_inputs(), theirs)
+        wrong = list(cs.public_inputs())
+        wrong[0] = (wrong[0] + 1) % R
+        assert not verify(vk_file, wrong, theirs)
+
+
+def test_partition_proofs_concatenated_and_a_flipped_byte_refused(files):
+    from gpu.groth16 import split_proofs
+    d, r1cs, pk, _ = files
+    vk = bp.read_vk(d / "k.vk", circuit=r1cs)
+    parts = [circuit(random.randrange(R), only_c=True) for _ in range(2)]
+    blob = b"".join(prove(pk, r1cs, cs.assignment()).to_bytes() for cs in parts)
+    assert len(blob) == 384
+    assert all(verify(vk, cs.public_inputs(), p) for cs, p in zip(parts, split_proofs(blob)))
+    for byte in (0, 47, 60, 150, 191):         # every element, flags and coordinates
+        bad = bytearray(blob)
+        bad[byte] ^= 0x01 if byte not in (0,) else 0x20
+        try:
+            proofs = split_proofs(bytes(bad))
+        except ProofFormatError as e:
+            assert "proof element" in str(e)
+            continue
+        assert not verify(vk, parts[0].public_inputs(), proofs[0]), byte
+
+
+def test_length_tampering_names_section_and_offset(files, tmp_path):
+    d, r1cs, _, _ = files
+    lay = bp.scan(d / "k.params")
+    b2 = lay.sections["b_g2"]
+    short = tampered(files, tmp_path, lambda b: b[:-1])
+    with pytest.raises(KeyFormatError, match=rf"section b_g2: its length field at byte offset "
+                                             rf"{b2.start - 4} says {b2.count} points"):
+        bp.scan(short)
+    long = tampered(files, tmp_path, lambda b: b + b"\0")
+    with pytest.raises(KeyFormatError, match=rf"1 bytes after the last section \(b_g2, ending at "
+                                             rf"byte offset {b2.end}\)"):
+        bp.scan(long)
+    h = lay.sections["h"]
+
+    def grow_h(b):
+        b[h.start - 4:h.start] = (h.count + 1).to_bytes(4, "big")
+    # one point more in h: the next length (l's) is read from inside a point and runs past the end
+    with pytest.raises(KeyFormatError, match=rf"section l: its length field at byte offset "
+                                             rf"{lay.sections['l'].start - 4 + 96} says \d+ points"):
+        bp.scan(tampered(files, tmp_path, grow_h))
+    with pytest.raises(KeyFormatError, match=r"too short for a verifying key"):
+        bp.scan(tampered(files, tmp_path, lambda b: b[:500], name="k.vk"))
+
+
+def test_wrong_circuit_sizes_refused(files, tmp_path):
+    d, r1cs, _, _ = files
+    other = circuit(5, inputs=4, only_c=True).to_r1cs()       # one input more
+    with pytest.raises(KeyFormatError, match=r"section ic: the length field at byte offset 864 "
+                                             r"says 4 points, the circuit needs 5"):
+        bp.read_params(d / "k.params", other)
+    with pytest.raises(KeyFormatError, match=r"section ic: .* byte offset 864"):
+        bp.read_vk(d / "k.vk", circuit=other)
+    same_io = circuit(5, inputs=3, only_c=False).to_r1cs()    # one aux variable fewer
+    with pytest.raises(KeyFormatError, match=r"section l: the length field at byte offset \d+ "
+                                             r"says \d+ points, the circuit needs \d+"):
+        bp.read_params(d / "k.params", same_io)
+
+
+def _point_off_subgroup() -> bytes:
+    """A G1 point on the curve but outside the prime-order subgroup (uncompressed, ZCash)."""
+    x = 5
+    while True:
+        rhs = (x ** 3 + 4) % P
+        y = pow(rhs, (P + 1) // 4, P)
+        if y * y % P == rhs:
+            raw = np.frombuffer(x.to_bytes(48, "little") + y.to_bytes(48, "little"), np.uint8)
+            pt = G1Point.from_xy_bytes_unchecked_le(raw.tobytes())
+            if not pt.is_in_subgroup():
+                return x.to_bytes(48, "big") + y.to_bytes(48, "big")
+        x += 1
+
+
+def test_bad_points_refused_with_section_and_offset(files, tmp_path):
+    d, r1cs, _, _ = files
+    lay = bp.scan(d / "k.params")
+    l2 = lay.sections["l"].offset(2)
+
+    def off_curve(b):
+        b[l2 + 95] ^= 1                                  # y's last byte
+    with pytest.raises(KeyFormatError, match=rf"section l, point 2 at byte offset {l2}: not on the G1 curve"):
+        bp.read_params(tampered(files, tmp_path, off_curve), r1cs, eager=True)
+    a1 = lay.sections["a"].offset(1)
+    bad = _point_off_subgroup()
+
+    def off_group(b):
+        b[a1:a1 + 96] = bad
+    path = tampered(files, tmp_path, off_group)
+    bp.read_params(path, r1cs, points="curve", eager=True)   # on the curve: "curve" takes it
+    with pytest.raises(KeyFormatError, match=rf"section a, point 1 at byte offset {a1}: not in the "
+                                             r"prime-order subgroup"):
+        bp.read_params(path, r1cs, points="full", eager=True)
+    h0 = lay.sections["h"].offset(0)
+
+    def infinity(b):
+        b[h0:h0 + 96] = b"\x40" + bytes(95)
+    with pytest.raises(KeyFormatError, match=rf"section h, point 0 at byte offset {h0}: the point at infinity"):
+        bp.read_params(tampered(files, tmp_path, infinity), r1cs, eager=True)
+    g = lay.sections["b_g2"].offset(0)
+
+    def big_coord(b):
+        b[g + 48:g + 96] = P.to_bytes(48, "big")         # x.c0 = p
+    with pytest.raises(KeyFormatError, match=rf"section b_g2, point 0 at byte offset {g}: a coordinate "
+                                             r"is not below the field modulus"):
+        bp.read_params(tampered(files, tmp_path, big_coord), r1cs, eager=True)
+    ic1 = lay.sections["ic"].offset(1)
+    with pytest.raises(KeyFormatError, match=rf"section ic, point 1 at byte offset {ic1}: not in the "
+                                             r"prime-order subgroup"):
+        bp.read_vk(tampered(files, tmp_path, lambda b: b.__setitem__(slice(ic1, ic1 + 96), bad),
+                            name="k.vk"), points="full")
+
+    def swap_beta(b):
+        b[96:192] = G1_UNCOMPRESSED                     # beta_g1 := the generator
+    with pytest.raises(KeyFormatError, match=r"section beta_g1 at byte offset 96 and beta_g2 at 192 "
+                                             r"are not the same scalar"):
+        bp.read_vk(tampered(files, tmp_path, swap_beta, name="k.vk"))
+
+
+def test_digest_as_paramfetch_computes_it(files, tmp_path):
+    import hashlib
+    d = files[0]
+    path = d / "k.params"
+    want = hashlib.blake2b(path.read_bytes()).hexdigest()[:32]
+    assert bp.file_digest(path) == want
+    manifest = tmp_path / "parameters.json"
+    manifest.write_text(json.dumps({"k.params": {"cid": "x", "digest": want, "sector_size": 2048}}))
+    assert bp.check_digest(path, manifest) == want
+    flipped = tampered(files, tmp_path, lambda b: b.__setitem__(len(b) - 1, b[-1] ^ 1))
+    with pytest.raises(KeyFormatError, match=r"digest [0-9a-f]{32} \(BLAKE2b-512 of bytes 0\.\.\d+, "
+                                             rf"first 32 hex digits\) differs from the manifest's {want}"):
+        bp.check_digest(flipped, manifest)
+    with pytest.raises(KeyFormatError, match="not in the parameters manifest"):
+        bp.check_digest(d / "k.vk", manifest)
+
+
+def test_v28_file_names_equal_parameters_json():
+    for size, h in PARAMETERS_JSON_HASHES.items():
+        stem = bp.filecoin_stem(size)
+        assert stem.endswith("-sha256_hasher-" + h), size
+        assert stem.startswith("v28-stacked-proof-of-replication-merkletree-poseidon_hasher-")
+    assert bp.filecoin_stem(32 << 30) == ("v28-stacked-proof-of-replication-merkletree-poseidon_"
+                                          "hasher-8-8-0-sha256_hasher-" + PARAMETERS_JSON_HASHES[32 << 30])
+
+
+def test_writer_refuses_what_bellperson_cannot_hold(tmp_path):
+    cs = ConstraintSystem()
+    x = cs.alloc_input(3)
+    y = cs.alloc(9)
+    cs.alloc(7)                       # never constrained: L would hold the identity
+    cs.enforce(x, x, y)
+    r1cs = cs.to_r1cs()
+    pk, _ = setup(r1cs, seed=b"s")
+    with pytest.raises(KeyFormatError, match=r"section l: point 1 \(variable 1\) is the identity.*"
+                                             r"no constraint uses"):
+        bp.write_params(pk, r1cs, tmp_path / "x.params")
+    assert not (tmp_path / "x.params").exists()
+
+
+def test_the_device_point_checks_host_build():
+    """gpu/kernels/subgroup.cuh (the device's checks with points="full") on the host: the [r] P
+    test agrees with arkworks' on subgroup points and on one off the subgroup."""
+    vec = F.vec_from_ints([random.randrange(1, R) for _ in range(3)]).reshape(-1, 4)
+    g1 = curve.fixed_base(curve.g1(), vec).raw.copy()
+    g2 = curve.fixed_base(curve.g2(), vec).raw.copy()
+    assert bp.first_bad(g1, 1, "full", native_subgroup=True) == (-1, "")
+    assert bp.first_bad(g2, 2, "full", native_subgroup=True) == (-1, "")
+    bad = np.frombuffer(_point_off_subgroup(), np.uint8).reshape(1, 96)
+    g1[1] = bp.from_uncompressed(bad, 1)[0]
+    assert bp.first_bad(g1, 1, "curve") == (-1, "")
+    assert bp.first_bad(g1, 1, "full", native_subgroup=True) == (1, "not in the prime-order subgroup")
+    assert bp.first_bad(g1, 1, "full") == (1, "not in the prime-order subgroup")
+    g2[2, 100] ^= 4
+    assert bp.first_bad(g2, 2, "curve") == (2, "not on the G2 curve")
+
+
+def test_compact_circuits_densities_and_a_key_through_the_file(tmp_path):
+    """The densities read from the compact (replicated) matrices equal the full R1CS's, and a
+    key for a compact circuit goes through a file and proves on the CPU backend."""
+    from synthesis import assignment
+    from tests.compact_circuits import toy, witness
+    cr = toy(9)
+    a, b = bp.shape_of(cr), bp.shape_of(cr.to_r1cs())
+    assert a.want() == b.want()
+    assert np.array_equal(a.a_density, b.a_density) and np.array_equal(a.b_density, b.b_density)
+    assert 0 < a.want()["b_g1"] < a.want()["a"] < a.num_vars or a.want()["a"] == a.num_vars
+    pk, vk = setup(cr.to_r1cs(), seed=b"compact")
+    bp.write_params(pk, cr, tmp_path / "t.params")
+    bp.write_vk(pk, tmp_path / "t.vk")
+    back = bp.read_params(tmp_path / "t.params", cr)
+    z = witness(9)
+    r, s = random.randrange(1, R), random.randrange(1, R)
+    p1 = prove(pk, cr.to_r1cs(), z, r=r, s=s)
+    p2 = prove(back, cr, assignment.encode(z), r=r, s=s)
+    assert p1.to_bytes() == p2.to_bytes()
+    assert verify(bp.read_vk(tmp_path / "t.vk", circuit=cr), F.vec_to_ints(z[1:2]), p2)
+
+
+def test_snarkjs_export_takes_a_bellperson_vk(files, tmp_path):
+    """``zkhive export snarkjs --key X.vk`` reads bellperson's .vk (what keys setup writes now)
+    and writes the same verification_key.json as from our own verifying key file."""
+    import argparse
+    from gpu.export import cli as export_cli
+    d, r1cs, pk, vk = files
+    cs = circuit(random.randrange(R), only_c=True)
+    (tmp_path / "p.bin").write_bytes(prove(pk, r1cs, cs.assignment()).to_bytes())
+    vk.save(tmp_path / "ours.key")
+    inputs = ",".join(hex(x) for x in cs.public_inputs())
+    for key, out in ((d / "k.vk", "theirs"), (tmp_path / "ours.key", "ours")):
+        parser = argparse.ArgumentParser()
+        export_cli.register(parser.add_subparsers(dest="command"))
+        args = parser.parse_args(["export", "snarkjs", "--key", str(key), "--proof", str(tmp_path / "p.bin"),
+                                  "--inputs", inputs, "--out", str(tmp_path / out)])
+        assert args.func(args) == 0
+    assert ((tmp_path / "theirs" / "verification_key.json").read_text()
+            == (tmp_path / "ours" / "verification_key.json").read_text())
+
+
+def test_our_key_is_bellpersons_generator_on_the_same_trapdoor():
+    """Our conventions against bellperson's generator.rs, recomputed here in Python integers from
+    the same trapdoor (the seeded ceremony's draws): h = tau^i t(tau) / delta, i < n - 1 (t = X^n
+    - 1, n the next power of two >= m + inputs); the Lagrange coefficients as the inverse FFT of
+    the powers of tau over omega = ROOT_OF_UNITY^(2^(32 - log n)) (ROOT_OF_UNITY = 0x16a2...0d2b,
+    the bls12_381/blstrs constant); input i's extra row m + i with A = 1; IC over gamma, L over
+    delta. Every point of our key equals the one bellperson's formulas give."""
+    from gpu.groth16.setup import seeded_draw
+    cs = circuit(11, only_c=True)
+    r1cs = cs.to_r1cs()
+    pk, vk = setup(r1cs, seed=b"generator.rs")
+    draw = seeded_draw(b"generator.rs", r1cs.digest())
+    tau, alpha, beta, gamma, delta = (draw() for _ in range(5))
+    m, inputs = r1cs.num_constraints, r1cs.num_public + 1
+    n = 1
+    while n < m + inputs:
+        n *= 2
+    root = 0x16a2a19edfe81f20d09b681922c813b4b63683508c2280b93829971f439f0d2b
+    omega = pow(root, 1 << (32 - (n.bit_length() - 1)), R)
+    assert pow(tau, n, R) != 1
+    powers = [pow(tau, i, R) for i in range(n)]
+    ninv, winv = pow(n, R - 2, R), pow(omega, R - 2, R)
+    lag = [ninv * sum(p * pow(winv, i * j, R) for i, p in enumerate(powers)) % R for j in range(n)]
+    t_over_delta = (pow(tau, n, R) - 1) * pow(delta, R - 2, R) % R
+    g1, g2 = curve.g1(), curve.g2()
+
+    def at(mat, k, extra=()):
+        acc = sum(c * lag[row] for row in range(m) for col, c in mat.row(row) if col == k)
+        return (acc + sum(lag[row] for row in extra)) % R
+
+    def pt(base, x):
+        return base * curve.scalar(x) if x else type(base).identity()
+    for i in range(n - 1):
+        assert pk.h_query[i] == pt(g1, powers[i] * t_over_delta % R), i
+    for k in range(r1cs.num_variables):
+        u = at(r1cs.a, k, [m + k] if k < inputs else [])
+        v, w = at(r1cs.b, k), at(r1cs.c, k)
+        assert pk.a_query[k] == pt(g1, u) and pk.b_g1_query[k] == pt(g1, v) and pk.b_g2_query[k] == pt(g2, v)
+        e = (beta * u + alpha * v + w) % R
+        if k < inputs:
+            assert vk.gamma_abc_g1[k] == pt(g1, e * pow(gamma, R - 2, R) % R), k
+        else:
+            assert pk.l_query[k - inputs] == pt(g1, e * pow(delta, R - 2, R) % R), k
+    assert pk.beta_g1 == pt(g1, beta) and vk.delta_g2 == pt(g2, delta) and vk.alpha_g1 == pt(g1, alpha)
