@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import field
 from ..builder import LinearCombination
-from ..gadgets.core import Synth
+from ..gadgets.core import BitBlock, Synth
 
 P = field.MODULUS
 
@@ -53,12 +53,18 @@ class AllocatedBit:
     # -- allocation -------------------------------------------------------------------------
     @staticmethod
     def _new(s: Synth, value: Callable[[], np.ndarray] | None, op: int, args: tuple) -> "AllocatedBit":
-        lcs, val = s.alloc_bits(1, (lambda: value()[:, None]) if value is not None else None)
-        key = next(iter(lcs[0].terms)) if lcs is not None else None
+        """One fresh variable (what ``Synth.alloc_bits(1, ...)`` does, without its lists)."""
+        key = s.cs.alloc()._key if s.cs is not None else None
+        val = None
+        if s.batch is not None:
+            val = np.ascontiguousarray(value(), dtype=np.uint8)
+            if val.shape != (s.batch,):
+                raise ValueError(f"a bit's values have shape {val.shape}, expected ({s.batch},)")
+            s.values.append(BitBlock(val[:, None]))
         ops = getattr(s, "ops", None)
         if ops is not None:
             ops.append((op, args, key))
-        return AllocatedBit(key, None if val is None else val[:, 0])
+        return AllocatedBit(key, val)
 
     @staticmethod
     def alloc(s: Synth, value: Callable[[], np.ndarray] | None = None,
@@ -83,7 +89,10 @@ class AllocatedBit:
         r = AllocatedBit._new(s, (lambda: a.val ^ b.val) if s.computing else None,
                               OP_XOR, (Boolean.is_(a), Boolean.is_(b)))
         if s.shape:
-            s.cs.enforce(a.lc + a.lc, b.lc, a.lc + b.lc - r.lc, "xor constraint")
+            c = {a.key: 1}
+            c[b.key] = c.get(b.key, 0) + 1
+            c[r.key] = P - 1
+            s.cs.enforce(LinearCombination({a.key: 2}), b.lc, LinearCombination(c), "xor constraint")
         return r
 
     @staticmethod
@@ -237,7 +246,8 @@ class Boolean:
             val = (av & bv) ^ ((1 - av) & cv)
         ch = AllocatedBit._new(s, (lambda: val) if s.computing else None, OP_CH, (a, b, c))
         if s.shape:
-            s.cs.enforce(b.lc() - c.lc(), a.lc(), ch.lc - c.lc(), "ch computation")
+            s.cs.enforce(comb((1, b), (-1, c)), a.lc(), comb((-1, c), key=ch.key),
+                         "ch computation")
         return Boolean.is_(ch)
 
     @staticmethod
@@ -264,9 +274,27 @@ class Boolean:
         maj = AllocatedBit._new(s, (lambda: val) if s.computing else None, OP_MAJ, (a, b, c))
         bc = Boolean.and_(s, b, c)
         if s.shape:
-            s.cs.enforce(bc.lc() + bc.lc() - b.lc() - c.lc(), a.lc(), bc.lc() - maj.lc,
+            s.cs.enforce(comb((2, bc), (-1, b), (-1, c)), a.lc(), comb((1, bc), key=maj.key, kc=-1),
                          "maj computation")
         return Boolean.is_(maj)
+
+
+def comb(*terms: tuple[int, "Boolean"], key: int | None = None, kc: int = 1) -> LinearCombination:
+    """sum of coeff * b.lc() (+ kc * variable ``key``), merged as bellpepper's lc.rs merges, zero
+    terms dropped (what every recorder keeps)."""
+    d: dict[int, int] = {}
+    for coeff, b in terms:
+        if b.const is not None:
+            if b.const:
+                d[0] = (d.get(0, 0) + coeff) % P
+        elif b.neg:
+            d[0] = (d.get(0, 0) + coeff) % P
+            d[b.bit.key] = (d.get(b.bit.key, 0) - coeff) % P
+        else:
+            d[b.bit.key] = (d.get(b.bit.key, 0) + coeff) % P
+    if key is not None:
+        d[key] = (d.get(key, 0) + kc) % P
+    return LinearCombination({k: c for k, c in d.items() if c})
 
 
 def u64_into_boolean_vec_le(s: Synth, value: Callable[[], np.ndarray] | None) -> list[Boolean]:

@@ -44,9 +44,19 @@ def _packed(s: Synth, bits: Sequence[Boolean]) -> tuple[LinearCombination | None
             add_terms(terms, b, 1 << j)
         lc = lc_of(terms)
     if s.computing:
-        ints = [sum(int(b.value(s.batch)[r]) << j for j, b in enumerate(bits)) for r in range(s.batch)]
-        val = field.vec_from_ints(ints)
+        val = bits_to_fr(np.stack([b.value(s.batch) for b in bits], axis=1) if bits else
+                         np.zeros((s.batch, 0), np.uint8))
     return lc, val
+
+
+def bits_to_fr(bits: np.ndarray) -> np.ndarray:
+    """(B, n <= 254) bits, least significant first -> (B, 4) canonical Fr."""
+    b, n = bits.shape
+    if n > CAPACITY:
+        raise ValueError(f"{n} bits do not fit below r")
+    full = np.zeros((b, 256), dtype=np.uint8)
+    full[:, :n] = bits
+    return np.packbits(full, axis=1, bitorder="little").view("<u8").astype(np.uint64).reshape(b, 4)
 
 
 def pack_into_inputs(s: Synth, bits: Sequence[Boolean]) -> list[Num]:

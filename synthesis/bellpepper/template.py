@@ -19,6 +19,8 @@ template, replay and ``sha256.compression_direct`` equal.
 from __future__ import annotations
 
 import ctypes
+import functools
+import hashlib
 import threading
 from pathlib import Path
 from typing import Sequence
@@ -111,15 +113,82 @@ class Template:
 
 
 _templates: dict[bytes, Template] = {}
+_programs: dict[bytes, "Program"] = {}
 _templates_lock = threading.Lock()
+
+#: the code a template's program depends on: part of the disk cache's key
+_SOURCES = ("boolean.py", "uint32.py", "multieq.py", "sha256.py", "template.py")
+
+
+@functools.lru_cache(maxsize=1)
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    for name in _SOURCES:
+        h.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+class Program:
+    """What the values mode needs of a template (no constraints): the replay program, the
+    output refs, which inputs are slots and how many variables it allocates."""
+
+    __slots__ = ("prog", "out_refs", "slot_positions", "slots", "num_aux")
+
+    def __init__(self, prog, out_refs, slot_positions, num_aux):
+        self.prog = np.ascontiguousarray(prog, dtype=np.int32)
+        self.out_refs = np.asarray(out_refs, dtype=np.int32)
+        self.slot_positions = np.asarray(slot_positions, dtype=np.int64)
+        self.slots = len(self.slot_positions)
+        self.num_aux = int(num_aux)
+
+
+def _program_path(key: bytes) -> Path:
+    from arith import native
+    name = hashlib.sha256(key).hexdigest()[:24]
+    return native.cache_dir("bellpepper") / f"sha256-{_source_digest()}-{name}.npz"
 
 
 def template(key: bytes) -> Template:
+    """The full template for a pattern (recorded once per process; its program is saved)."""
     with _templates_lock:
         t = _templates.get(key)
         if t is None:
             t = _templates[key] = Template(key)
+            _programs[key] = Program(t.prog, t.out_refs, t.slot_positions, t.num_aux)
+            _save_program(key, _programs[key])
         return t
+
+
+def _save_program(key: bytes, p: Program) -> None:
+    import os
+    import tempfile
+    path = _program_path(key)
+    fd, tmp = tempfile.mkstemp(suffix=".npz", dir=path.parent)
+    with os.fdopen(fd, "wb") as f:
+        np.savez(f, key=np.frombuffer(key, np.int8), prog=p.prog, out_refs=p.out_refs,
+                 slot_positions=p.slot_positions, num_aux=np.array(p.num_aux))
+    os.replace(tmp, path)  # readers never see a partial file
+
+
+def program(key: bytes) -> Program:
+    """The values mode's view of a pattern's template: from memory, the disk cache
+    ($ZKHIVE_CACHE_DIR/bellpepper, keyed by the pattern and the gadgets' source), or recorded."""
+    with _templates_lock:
+        p = _programs.get(key)
+        if p is not None:
+            return p
+        path = _program_path(key)
+        if path.exists():
+            try:
+                with np.load(path) as d:
+                    if d["key"].tobytes() == key:
+                        p = _programs[key] = Program(d["prog"], d["out_refs"], d["slot_positions"],
+                                                     int(d["num_aux"]))
+                        return p
+            except (OSError, ValueError, KeyError):
+                pass  # a damaged cache entry is recorded again
+    template(key)
+    return _programs[key]
 
 
 _kernel = None
@@ -140,7 +209,7 @@ def kernel() -> ctypes.CDLL:
     return _kernel
 
 
-def replay(tmpl: Template, slot_values: np.ndarray) -> np.ndarray:
+def replay(tmpl: "Template | Program", slot_values: np.ndarray) -> np.ndarray:
     """(B, num_aux) uint8: the template's variables for (B, slots) uint8 slot values."""
     slot_values = np.ascontiguousarray(slot_values, dtype=np.uint8)
     if slot_values.ndim != 2 or slot_values.shape[1] != tmpl.slots:
@@ -184,7 +253,8 @@ def compress(s: Synth, inp: Sequence[Boolean], current: Sequence[UInt32]) -> lis
     if len(inp) != 512 or len(current) != 8:
         raise ValueError("sha256 compression takes 512 input bits and 8 state words")
     bits = [b for w in current for b in w.bits] + list(inp)
-    tmpl = template(kinds_of(bits).tobytes())
+    key = kinds_of(bits).tobytes()
+    tmpl = template(key) if s.shape else program(key)
     slot_bits = [bits[i].bit for i in tmpl.slot_positions.tolist()]
     own_keys = None
     if s.shape:
