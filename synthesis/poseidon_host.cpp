@@ -183,8 +183,10 @@ int poseidon_permute(i64 batch, int t, int rf, int rp, const uint32_t* constants
 //   (pre_sparse after the 4th full round, the sparse w_hat / v_rest after each partial round)
 // Field arithmetic: 4 x 64-bit Montgomery (CIOS with 128-bit products), ~5x the speed of the
 // 8 x 32-bit ff.cuh code on the host (measured: bench/bellpepper_witness.py).
-i64 neptune_trace(i64 batch, int t, int rf, int rp, const uint32_t* consts, const uint32_t* tag,
-                  const uint32_t* inputs, uint32_t* out) {
+// neptune_hash: the same computation without the trace: only the hashes, (batch,) to hash_out
+// (what synthesis.poseidon.hash_vec and the trees use).
+i64 neptune_run(i64 batch, int t, int rf, int rp, const uint32_t* consts, const uint32_t* tag,
+                const uint32_t* inputs, uint32_t* out, uint32_t* hash_out) {
     using namespace fr64;
     if (t < 2 || t > MAX_T || rf < 2 || rf % 2) return -1;
     const i64 n = 3 * (i64)(t - 1) + 4 * (i64)t * (rf - 1) + 4 * (i64)rp + 1;
@@ -201,9 +203,9 @@ i64 neptune_trace(i64 batch, int t, int rf, int rp, const uint32_t* consts, cons
 #pragma omp parallel for schedule(static) if (batch >= 8)
     for (i64 b = 0; b < batch; b++) {
         F s[MAX_T], tmp[MAX_T];
-        uint32_t* tr = out + 8 * b * n;
+        uint32_t* tr = out ? out + 8 * b * n : nullptr;
         i64 k = 0;
-        auto put = [&](const F& x) { store64(tr + 8 * k, x); k++; };
+        auto put = [&](const F& x) { if (tr) store64(tr + 8 * k, x); k++; };
         auto dense = [&](const std::vector<F>& mat) {
             for (int j = 0; j < t; j++) {
                 F acc = mul(mat[j], s[0]);
@@ -263,8 +265,19 @@ i64 neptune_trace(i64 batch, int t, int rf, int rp, const uint32_t* consts, cons
         for (int i = 0; i < t; i++) sbox(i, nullptr);
         mds();
         put(s[1]);
+        if (hash_out) store64(hash_out + 8 * b, s[1]);
     }
     return n;
+}
+
+i64 neptune_trace(i64 batch, int t, int rf, int rp, const uint32_t* consts, const uint32_t* tag,
+                  const uint32_t* inputs, uint32_t* out) {
+    return neptune_run(batch, t, rf, rp, consts, tag, inputs, out, nullptr);
+}
+
+i64 neptune_hash(i64 batch, int t, int rf, int rp, const uint32_t* consts, const uint32_t* tag,
+                 const uint32_t* inputs, uint32_t* hash_out) {
+    return neptune_run(batch, t, rf, rp, consts, tag, inputs, nullptr, hash_out);
 }
 
 }  // extern "C"

@@ -209,6 +209,33 @@ def hash_ints(inputs: Sequence[int]) -> int:
 
 # --- native trace --------------------------------------------------------------------------------
 
+def _lib():
+    lib = ps.kernel()
+    if not hasattr(lib, "_neptune_ready"):
+        for fn in (lib.neptune_trace, lib.neptune_hash):
+            fn.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+            fn.restype = ctypes.c_int64
+        lib._neptune_ready = True
+    return lib
+
+
+def hash_native(inputs: np.ndarray) -> np.ndarray:
+    """(B, 4) hashes of a (B, arity, 4) batch of canonical preimages: neptune's optimized
+    permutation (sparse partial rounds) in 4 x 64-bit Montgomery arithmetic, no trace."""
+    inputs = np.ascontiguousarray(inputs, dtype=np.uint64)
+    if inputs.ndim != 3 or inputs.shape[2] != 4:
+        raise ValueError(f"expected a (B, arity, 4) batch of preimages, got shape {inputs.shape}")
+    c = constants(inputs.shape[1])
+    out = np.empty((len(inputs), 4), dtype=np.uint64)
+    tag = field.vec_from_ints([c.tag])
+    n = _lib().neptune_hash(len(inputs), c.t, c.full_rounds, c.partial_rounds, c.packed_vec.ctypes.data,
+                            tag.ctypes.data, inputs.ctypes.data, out.ctypes.data)
+    if n != c.num_constraints:
+        raise AssertionError("poseidon_host.cpp's neptune_hash: unsupported width")
+    return out
+
+
 def trace_native(inputs: np.ndarray, c: Constants | None = None) -> np.ndarray:
     """(B, num_constraints, 4) Fr: every allocated value for a (B, arity, 4) batch of preimages;
     the hash is the last column."""
@@ -218,12 +245,7 @@ def trace_native(inputs: np.ndarray, c: Constants | None = None) -> np.ndarray:
     c = c or constants(inputs.shape[1])
     if inputs.shape[1] != c.arity:
         raise ValueError(f"preimages of {inputs.shape[1]} elements for arity {c.arity}")
-    lib = ps.kernel()
-    if not hasattr(lib, "_neptune_ready"):
-        lib.neptune_trace.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                      ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        lib.neptune_trace.restype = ctypes.c_int64
-        lib._neptune_ready = True
+    lib = _lib()
     b = len(inputs)
     out = np.empty((b, c.num_constraints, 4), dtype=np.uint64)
     tag = field.vec_from_ints([c.tag])
