@@ -212,3 +212,27 @@ def test_padding_and_input_checks():
         sh.sha256(Synth(batch=1), [Boolean.constant(0)] * 7)
     with pytest.raises(ValueError, match="512 input bits"):
         sh.sha256_compression_function(Synth(batch=1), [Boolean.constant(0)] * 8, sh.get_sha256_iv())
+
+
+def test_programs_come_back_from_the_disk_cache(tmp_path, monkeypatch):
+    """The values mode's replay program is saved when a pattern is recorded and read back by a
+    process that never recorded it; a damaged entry is recorded again."""
+    monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tp, "_templates", {})
+    monkeypatch.setattr(tp, "_programs", {})
+    bits = [b for w in sh.get_sha256_iv() for b in w.bits] + \
+        [Boolean(AllocatedBit(1, None))] * 500 + [Boolean.constant(1)] * 12
+    key = tp.kinds_of(bits).tobytes()
+    rec = tp.template(key)
+    files = list((tmp_path / "bellpepper").glob("sha256-*.npz"))
+    assert len(files) == 1
+    monkeypatch.setattr(tp, "_templates", {})
+    monkeypatch.setattr(tp, "_programs", {})
+    monkeypatch.setattr(tp, "Template", None)  # recording now would fail: it must come from disk
+    p = tp.program(key)
+    assert np.array_equal(p.prog, rec.prog) and np.array_equal(p.out_refs, rec.out_refs)
+    assert p.num_aux == rec.num_aux and p.slots == rec.slots == 500
+    files[0].write_bytes(b"not an npz")
+    monkeypatch.setattr(tp, "_programs", {})
+    with pytest.raises(TypeError):  # damaged: recorded again (here: Template is None)
+        tp.program(key)
