@@ -51,6 +51,25 @@ def check(s: Synth, row: int = 0, z: np.ndarray | None = None) -> None:
     r1cs.check(np.ascontiguousarray(z))
 
 
+def analyse(cs) -> tuple[list[int], set[int]]:
+    """Soundness by analysis (issue 26): (the auxiliary variables no constraint mentions, as
+    z indices; the variables with a booleanity row (ONE - x) * x = 0 or the conditional form
+    (ONE - m - x) * x = 0), over a shape ConstraintSystem's rows."""
+    npub = cs.num_public
+    used = set()
+    boolean = set()
+    for a, b, c in cs._rows:
+        used.update(a)
+        used.update(b)
+        used.update(c)
+        if not c and len(b) == 1:
+            (x, cb), = b.items()
+            if cb == 1 and a.get(x) == field.MODULUS - 1 and a.get(0) == 1 and len(a) <= 3:
+                boolean.add(cs._index(x))
+    unused = [npub + 1 + j for j in range(cs.num_aux) if -(j + 1) not in used]
+    return unused, boolean
+
+
 def set_value(z: np.ndarray, index: int, value: int) -> np.ndarray:
     """A copy of z with variable ``index`` set to ``value`` (mod r)."""
     z = z.copy()

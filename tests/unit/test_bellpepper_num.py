@@ -247,3 +247,21 @@ def test_pack_bits_and_bytes_to_bits():
     ck.check(s)
     with pytest.raises(UnsatisfiedConstraint, match="packing constraint"):
         ck.check(s, z=ck.set_value(ck.assignments(s)[0], zi(s, next(iter(x.lc.terms))), 0))
+
+
+def test_analysis_finds_an_unconstrained_variable_and_the_booleanity_rows():
+    s = Synth(cs=ConstraintSystem(with_values=False))
+    x = num.alloc_num(s)
+    bits = num.to_bits_le(s, x)
+    u = UInt64.alloc(s)
+    unused, boolean = ck.analyse(s.cs)
+    assert unused == []
+    assert {s.cs._index(b.bit.key) for b in bits + u.bits} <= boolean
+    assert s.cs._index(next(iter(x.lc.terms))) not in boolean
+    stray = num.alloc_num(s)  # allocated, never constrained: a soundness bug the analysis names
+    unused, _ = ck.analyse(s.cs)
+    assert unused == [s.cs._index(next(iter(stray.lc.terms)))]
+    s2 = Synth(cs=ConstraintSystem(with_values=False))
+    n = num.alloc_num(s2)
+    strict = num.to_bits_le_strict(s2, n)  # conditional booleanity rows count too
+    assert {s2.cs._index(b.bit.key) for b in strict} <= ck.analyse(s2.cs)[1]
