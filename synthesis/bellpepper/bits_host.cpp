@@ -81,4 +81,88 @@ int bits_replay(const int32_t* prog, i64 prog_len, int nslots, i64 naux, i64 bat
     }
     return bad ? -1 : 0;
 }
+
+// The same replay bit-sliced: 64 instances at a time, one uint64 per value (lane l = instance
+// 64 g + l), so each op is one word operation for 64 instances; SUM adds its column bits into a
+// 6-plane binary counter (ripple half adders), emits the counter's low plane and shifts it.
+// Slots and trace are transposed at the group's edges. Same contract as bits_replay.
+int bits_replay64(const int32_t* prog, i64 prog_len, int nslots, i64 naux, i64 batch,
+                  const uint8_t* slots, uint8_t* trace) {
+    const i64 groups = (batch + 63) / 64;
+    int bad = 0;
+#pragma omp parallel for schedule(dynamic) if (groups >= 2) reduction(| : bad)
+    for (i64 g = 0; g < groups; g++) {
+        const i64 b0 = 64 * g;
+        const int lanes = (int)(batch - b0 < 64 ? batch - b0 : 64);
+        std::vector<u64> v(2 + nslots + naux, 0);
+        v[1] = ~0ull;
+        for (int l = 0; l < lanes; l++) {
+            const uint8_t* in = slots + (b0 + l) * nslots;
+            for (int j = 0; j < nslots; j++) v[2 + j] |= (u64)(in[j] & 1) << l;
+        }
+        const i64 base = 2 + nslots, end = base + naux;
+        i64 k = base;
+        u64* vv = v.data();
+#define E64(r) (vv[(r) >> 1] ^ (0 - (u64)((r) & 1)))
+        i64 pc = 0;
+        while (pc < prog_len) {
+            const int32_t op = prog[pc];
+            if (op == 4) {
+                const int n = prog[pc + 1], nb = prog[pc + 2];
+                const int32_t* refs = prog + pc + 3;
+                if (k + nb > end) { bad = 1; break; }
+                u64 cnt[6] = {0, 0, 0, 0, 0, 0};
+                for (int i = 0; i < nb; i++) {
+                    if (i < 32) {
+                        for (int w = 0; w < n; w++) {
+                            u64 carry = E64(refs[32 * w + i]);
+                            for (int q = 0; q < 6 && carry; q++) {
+                                const u64 t = cnt[q] & carry;
+                                cnt[q] ^= carry;
+                                carry = t;
+                            }
+                        }
+                    }
+                    vv[k + i] = cnt[0];
+                    for (int q = 0; q < 5; q++) cnt[q] = cnt[q + 1];
+                    cnt[5] = 0;
+                }
+                k += nb;
+                pc += 3 + 32 * (i64)n;
+                continue;
+            }
+            if (k >= end) { bad = 1; break; }
+            const int32_t a = prog[pc + 1], c2 = prog[pc + 2];
+            u64 x;
+            if (op == 0) {
+                x = E64(a) ^ E64(c2);
+                pc += 3;
+            } else if (op == 1) {
+                x = E64(a) & E64(c2);
+                pc += 3;
+            } else if (op == 2) {
+                const u64 ea = E64(a);
+                x = (ea & E64(c2)) ^ (~ea & E64(prog[pc + 3]));
+                pc += 4;
+            } else if (op == 3) {
+                const u64 ea = E64(a), eb = E64(c2), ec = E64(prog[pc + 3]);
+                x = (ea & eb) ^ (ea & ec) ^ (eb & ec);
+                pc += 4;
+            } else {
+                bad = 1;
+                break;
+            }
+            vv[k++] = x;
+        }
+#undef E64
+        if (k != end) bad = 1;
+        for (int l = 0; l < lanes; l++) {
+            uint8_t* out = trace + (b0 + l) * naux;
+            const u64* src = vv + base;
+            for (i64 j = 0; j < naux; j++) out[j] = (uint8_t)((src[j] >> l) & 1);
+        }
+    }
+    return bad ? -1 : 0;
 }
+}
+

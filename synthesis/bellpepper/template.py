@@ -207,15 +207,17 @@ def kernel() -> ctypes.CDLL:
             from arith import native
             lib = ctypes.CDLL(str(native.build(Path(__file__).with_name("bits_host.cpp"),
                                                stem="bellpepper-bits")))
-            lib.bits_replay.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64,
-                                        ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-            lib.bits_replay.restype = ctypes.c_int
+            for fn in (lib.bits_replay, lib.bits_replay64):
+                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64,
+                               ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+                fn.restype = ctypes.c_int
             _kernel = lib
     return _kernel
 
 
-def replay(tmpl: "Template | Program", slot_values: np.ndarray) -> np.ndarray:
-    """(B, num_aux) uint8: the template's variables for (B, slots) uint8 slot values."""
+def replay(tmpl: "Template | Program", slot_values: np.ndarray, *, sliced: bool = True) -> np.ndarray:
+    """(B, num_aux) uint8: the template's variables for (B, slots) uint8 slot values; ``sliced``:
+    the bit-sliced kernel (64 instances a word operation), else one instance at a time."""
     slot_values = np.ascontiguousarray(slot_values, dtype=np.uint8)
     if slot_values.ndim != 2 or slot_values.shape[1] != tmpl.slots:
         raise ValueError(f"replay: slot values of shape {slot_values.shape}, template has {tmpl.slots} slots")
@@ -223,7 +225,9 @@ def replay(tmpl: "Template | Program", slot_values: np.ndarray) -> np.ndarray:
         raise ValueError("replay: a slot value is not a bit")
     b = len(slot_values)
     out = np.empty((b, tmpl.num_aux), dtype=np.uint8)
-    rc = kernel().bits_replay(tmpl.prog.ctypes.data, len(tmpl.prog), tmpl.slots, tmpl.num_aux, b,
+    lib = kernel()
+    fn = lib.bits_replay64 if sliced else lib.bits_replay
+    rc = fn(tmpl.prog.ctypes.data, len(tmpl.prog), tmpl.slots, tmpl.num_aux, b,
                               slot_values.ctypes.data, out.ctypes.data)
     if rc != 0:
         raise AssertionError("bits_replay: malformed template program")

@@ -196,6 +196,20 @@ def test_native_replay_equals_the_python_values_mode():
     assert isinstance(nat.values[-1], BitBlock) and nat.values[-1].bits.shape == (4, 25814)
 
 
+@pytest.mark.parametrize("batch", [1, 63, 64, 65, 130])
+def test_bit_sliced_replay_equals_the_scalar_one(batch):
+    """bits_replay64 (64 instances a word operation) == bits_replay, across group edges, for a
+    pattern with constants, negated inputs and a variable state."""
+    bits = [Boolean(AllocatedBit(1, None), i % 7 == 3) if i % 5 else Boolean.constant(i % 2)
+            for i in range(768)]
+    tmpl = tp.template(tp.kinds_of(bits).tobytes())
+    sv = RNG.integers(0, 2, (batch, tmpl.slots), dtype=np.uint8)
+    a = tp.replay(tmpl, sv, sliced=False)
+    b = tp.replay(tmpl, sv, sliced=True)
+    assert a.shape == (batch, tmpl.num_aux) and np.array_equal(a, b)
+    assert a.any() and not a.all()
+
+
 def test_replay_rejects_bad_slot_values():
     tmpl = tp.template(tp.kinds_of([b for w in sh.get_sha256_iv() for b in w.bits]
                                    + [Boolean(AllocatedBit(1, None))] * 512).tobytes())
