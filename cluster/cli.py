@@ -8,7 +8,8 @@ function, so the command stays one entry point while the code lives with what it
   ``status``, ``timeline``, ``cancel``);
 - ``cluster.ops.commands``: the operator's (``up``, ``down``, ``ps``, ``restart``, ``flower``,
   ``metrics``, ``ready``);
-- ``cluster.user.demo``: ``demo``.
+- ``cluster.user.demo``: ``demo``;
+- ``cluster.gateway.commands``: ``gateway`` (cuzk's gRPC service), ``c2`` (lotus-bench prove's drop-in).
 
 The modules are imported by name when the parser is built: this module imports none of them (they
 import ``CommandError`` and ``cli_name`` from here), so ``cluster.ops`` and ``cluster.user`` sit
@@ -21,7 +22,7 @@ import importlib
 import sys
 
 COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.user.local", "cluster.user.commands",
-                   "cluster.ops.commands", "cluster.user.demo")
+                   "cluster.ops.commands", "cluster.user.demo", "cluster.gateway.commands")
 
 
 class CommandError(Exception):

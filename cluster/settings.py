@@ -265,6 +265,38 @@ class MetricsSettings(Section):
     """The most recent jobs whose timelines the exporter follows (older ones were counted before)."""
 
 
+class GatewaySettings(Section):
+    """cuzk's ProvingEngine gRPC service in front of the cluster (``zkhive gateway``, started by
+    ``zkhive up``; docs/gateway.md). Curio connects without TLS and without a token: set either
+    only for clients that send them (or behind a proxy that adds them)."""
+
+    address: str = "127.0.0.1"
+    """Interface the gateway listens on (loopback by default; ``0.0.0.0`` to serve other hosts)."""
+    port: int = Field(9820, ge=1, le=65535)
+    """The gRPC port (cuzk's default)."""
+    token: SecretStr | None = None
+    """A bearer token every call must carry (``authorization: Bearer <token>``); none: no check."""
+    token_file: Path | None = None
+    """A file whose first line is the token."""
+    tls_cert: Path | None = None
+    """PEM certificate chain: with ``tls_key``, the gateway serves TLS only."""
+    tls_key: Path | None = None
+    """PEM private key of ``tls_cert``."""
+    max_message_bytes: int = Field(256 << 20, gt=0)
+    """Largest request or response (a 32 GiB Commit2 input is ~70 MB of base64-wrapped JSON)."""
+    threads: int = Field(64, ge=2, le=4096)
+    """Calls served at once (each waiting Prove holds one)."""
+    control_timeout_s: float = Field(30.0, gt=0)
+    """How long PreloadSRS/EvictSRS wait for the provers' answers (a prover answers between proofs)."""
+
+    def secret(self) -> str | None:
+        return _secret("gateway", self.token, self.token_file) or None
+
+    def check_tls(self) -> None:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise SettingsError("gateway.tls_cert and gateway.tls_key: set both (TLS) or neither")
+
+
 class Settings(Section):
     redis: RedisSettings = RedisSettings()
     blobs: BlobSettings = BlobSettings()
@@ -274,6 +306,7 @@ class Settings(Section):
     flower: FlowerSettings = FlowerSettings()
     metrics: MetricsSettings = MetricsSettings()
     limits: LimitSettings = LimitSettings()
+    gateway: GatewaySettings = GatewaySettings()
     source: str | None = Field(None, exclude=True)
     """The settings file these were read from, if any (informational)."""
 
@@ -315,7 +348,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
 def _env_value(raw: str, annotation) -> Any:
     # lists and numbers come as JSON; plain strings stay strings
     text = str(annotation)
-    if raw[:1] in "[{" or "list" in text:
+    # ("" in "[{" is True: an empty value is a string, not a list)
+    if (raw and raw[0] in "[{") or "list" in text:
         try:
             return json.loads(raw)
         except json.JSONDecodeError:

@@ -81,7 +81,9 @@ def _load_families() -> None:
     # importing a family registers its parameter sets
     import importlib
 
-    for mod in ("synthesis.porep", "synthesis.sdr"):
+    from .family import FAMILIES
+
+    for mod in (f.package for f in FAMILIES.values()):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

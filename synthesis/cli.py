@@ -43,11 +43,9 @@ def _family(circuit) -> str:
 
 
 def cmd_sector_new(args) -> int:
+    from synthesis import family
     circuit = _circuit(args.params)
-    if _family(circuit) == "sdr":
-        from synthesis.sdr import generate
-    else:
-        from synthesis.porep import generate
+    generate = family.sealing(_family(circuit)).generate
     out = Path(args.out)
     if (out / "sector.json").exists() and not args.force:
         raise CommandError(f"{out} already holds a sector (pass --force to replace it)")
@@ -60,40 +58,24 @@ def cmd_sector_new(args) -> int:
     return 0
 
 
-def _sector_family(directory: str) -> str:
-    try:
-        from synthesis import limits
-        meta = limits.read(Path(directory) / "sector.json")
-        return meta.get("family", "porep-lite") if isinstance(meta, dict) else "porep-lite"
-    except (OSError, ValueError):
-        return "porep-lite"  # Sector.load reports what is wrong
-
-
 def cmd_sector_c1(args) -> int:
-    sdr = (args.family == "sdr") if args.schema else \
-        bool(args.sector) and _sector_family(args.sector) == "sdr"
-    if sdr:
-        from synthesis.sdr import c1 as c1mod
-        from synthesis.sdr.sector import Sector, SectorError, c1_document, interactive_seed
-    else:
-        from synthesis.porep import c1 as c1mod
-        from synthesis.porep.sector import Sector, SectorError, c1_document
+    from synthesis import family
+    from synthesis.family.sector import SectorError, family_of
     if args.schema:
-        print(json.dumps(c1mod.json_schema(), indent=2))
+        print(json.dumps(family.schema(args.family).json_schema(), indent=2))
         return 0
     if not args.sector or not args.out:
         raise CommandError("give a sector directory and --out (or --schema)")
     try:
-        sector = Sector.load(args.sector)
+        side = family.sealing(family_of(args.sector, family.DEFAULT))
+    except KeyError as e:
+        raise CommandError(f"{args.sector}: {e.args[0]}") from None
+    try:
+        sector = side.Sector.load(args.sector)
     except SectorError as e:
         raise CommandError(str(e)) from None
-    if args.challenge_seed:
-        seed = parse_seed(args.challenge_seed)
-    elif sdr:
-        seed = interactive_seed(sector)
-    else:
-        seed = hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
-    doc = c1_document(sector, seed)
+    seed = parse_seed(args.challenge_seed) if args.challenge_seed else side.interactive_seed(sector)
+    doc = side.c1_document(sector, seed)
     Path(args.out).write_text(json.dumps(doc))
     print(f"wrote {args.out}: {sector.prm.partitions} partitions x {sector.prm.challenges} "
           f"challenges of {sector.prm.name}")
@@ -176,14 +158,15 @@ def cmd_circuits(args) -> int:
         if prm is not None:
             line += (f", {prm.nodes} nodes, {prm.layers} layers, {prm.parents} parents, "
                      f"{prm.challenges} challenges/partition")
-        if _family(c) == "sdr" and (args.build or c.is_built()):
+        compact = hasattr(c, "compact_r1cs")  # built as a header and replicated challenge blocks
+        if compact and (args.build or c.is_built()):
             t = time.time()
             z = c.size()
             line += (f"; {z['constraints']} constraints, {z['variables']} variables, "
                      f"{z['nonzeros']} nonzeros, domain 2^{z['domain'].bit_length() - 1}")
             if args.build:
                 line += f" (compact matrices {c.compact_r1cs().nbytes / 1e6:.0f} MB, {time.time() - t:.1f} s)"
-        elif _family(c) == "sdr":
+        elif compact:
             line += "; sizes: --build (builds and caches the compact matrices)"
         elif args.build:
             r = c.r1cs()
@@ -208,7 +191,8 @@ def register(subparsers) -> None:
     p.add_argument("--out", help="C1 JSON file to write")
     p.add_argument("--challenge-seed", help="interactive seed (default: derived from the sector's)")
     p.add_argument("--schema", action="store_true", help="print the C1 JSON schema and exit")
-    p.add_argument("--family", choices=("porep-lite", "sdr"), default="porep-lite",
+    from synthesis.family import DEFAULT, FAMILIES
+    p.add_argument("--family", choices=sorted(FAMILIES), default=DEFAULT,
                    help="with --schema: which family's schema")
     p.set_defaults(func=cmd_sector_c1)
 

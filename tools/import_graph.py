@@ -15,7 +15,8 @@ when a layering rule is broken or a cycle exists:
 and inside cluster, each part imports only parts below it (``CLUSTER_LAYERS``, bottom first):
 the base modules (errors, version; settings), the task layer ``cluster.pipeline``, the Python
 API ``cluster.client``, the ``zkhive`` entry ``cluster.cli`` (it finds the command modules by
-name), the operator's ``cluster.ops``, the user's ``cluster.user``; and no module cycle in it.
+name), the operator's ``cluster.ops``, the user's ``cluster.user``, the sealing pipeline's door
+``cluster.gateway``; and no module cycle in it.
 """
 from __future__ import annotations
 
@@ -40,9 +41,10 @@ CLUSTER_LAYERS = (
     ("cluster.cli",),
     ("cluster.ops",),
     ("cluster.user",),
+    ("cluster.gateway",),
     ("cluster.__main__",),
 )
-CLUSTER_SUBPACKAGES = ("cluster.pipeline", "cluster.ops", "cluster.user")
+CLUSTER_SUBPACKAGES = ("cluster.pipeline", "cluster.ops", "cluster.user", "cluster.gateway")
 
 
 def module_name(path: Path) -> str:

@@ -82,6 +82,7 @@ def cmd_up(args) -> int:
           f"  Flower   {sup.meta['flower']}  (user {sup.meta['flower_user']}, password "
           f"{sup.meta['flower_password']})\n"
           f"  metrics  {sup.meta['metrics']}  (Prometheus; dashboard docs/grafana/zkhive.json)\n"
+          f"  gateway  {sup.meta.get('gateway')}  (cuzk's gRPC service: Curio's Cuzk.Address)\n"
           f"  status   {status}\n"
           f"  stop     {down}")
     for note in sup.meta.get("device_notes") or ():  # fewer provers than asked, and why
@@ -160,6 +161,8 @@ def cmd_ps(args) -> int:
               f"{sup.meta.get('flower_password')})")
     if sup.meta.get("metrics"):
         print(f"metrics {sup.meta['metrics']}")
+    if sup.meta.get("gateway"):
+        print(f"gateway {sup.meta['gateway']} (cuzk.v1.ProvingEngine)")
     return 0 if all(r.process() for r in sup.records) else 1
 
 
@@ -285,6 +288,8 @@ def cmd_ready(args) -> int:
         reason = readiness.flower_check(args.url or flower_url(s))
     elif args.service == "metrics":
         reason = readiness.metrics_check(args.url or metrics_url(s))
+    elif args.service == "gateway":
+        reason = readiness.listening_check(args.pid, s.gateway.port)
     else:
         import redis as redis_py
 
@@ -367,9 +372,9 @@ def register(sub) -> None:
     p.set_defaults(func=cmd_metrics)
 
     p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
-    p.add_argument("service", choices=["redis", "worker", "flower", "metrics"])
+    p.add_argument("service", choices=["redis", "worker", "flower", "metrics", "gateway"])
     p.add_argument("--pid", type=int, default=1,
-                   help="worker: its PID on this host (default 1: the container's main process)")
+                   help="worker, gateway: its PID on this host (default 1: the container's main process)")
     p.add_argument("--url", help="flower, metrics: base URL (default from [flower], [metrics])")
     p.add_argument("--quiet", "-q", action="store_true")
     add_config(p)

@@ -152,6 +152,10 @@ def write_settings(s: Settings, run_dir: Path, *, flower_password_file: str | No
         doc["flower"]["password_file"] = flower_password_file
     elif flower_pw:
         doc["flower"]["password_file"] = _secret_file(run_dir, "flower.pass", flower_pw)
+    token = s.gateway.token  # the gateway's bearer token, like a password: a 0600 file
+    doc["gateway"].pop("token", None)
+    if token is not None:
+        doc["gateway"]["token_file"] = _secret_file(run_dir, "gateway.token", token.get_secret_value())
     lines = ["# written by `zkhive up`: the settings this cluster runs with (cluster/ops/current.py)"]
     for section, values in doc.items():
         lines.append(f"\n[{section}]")

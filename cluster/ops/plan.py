@@ -12,6 +12,7 @@ The services, in start order (a list is a group started together)::
                  device-memory ledger), or that many CPU provers (cpu:0) when there is none
     flower       the web monitor, with basic auth
     metrics      the Prometheus exporter (cluster.ops.metrics)
+    gateway      cuzk's ProvingEngine gRPC service for Curio (cluster.gateway, docs/gateway.md)
     keeper       restarts any of the above that dies, with backoff (``cluster.ops.keeper``);
                  stopped first by ``down``, so nothing comes back after it
 
@@ -228,6 +229,21 @@ def metrics_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
                        env=env, ready_timeout_s=60, stop_grace_s=10, address=url + "/metrics")
 
 
+def gateway_address(s) -> str:
+    host = "127.0.0.1" if s.gateway.address in ("", "0.0.0.0") else s.gateway.address
+    return f"{host}:{s.gateway.port}"
+
+
+def gateway_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
+    """cuzk's ProvingEngine gRPC service (cluster.gateway): what Curio points its Cuzk.Address at."""
+    from .readiness import listening_check
+
+    return ServiceSpec(name="gateway", argv=_zkhive() + ["gateway"], log=run_dir / "logs" / "gateway.log",
+                       ready=_ready_unless(lambda rec: listening_check(rec.pid, s.gateway.port)),
+                       waiting_for=f"it to listen on port {s.gateway.port}", ports=(s.gateway.port,),
+                       env=env, ready_timeout_s=60, stop_grace_s=15, address=f"grpc {gateway_address(s)}")
+
+
 def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
     """(extra env for the Flower process, where the password is) - a configured password is used
     as is; else ``up`` writes a random one to ``run_dir/flower.pass`` (0600) and keeps it."""
@@ -293,11 +309,12 @@ def plan(args, s) -> tuple[list, dict]:
         workers += [worker_spec(s, run_dir, {**env, **ahead}, "prove", device=d, index=i,
                                 timeout_s=args.ready_timeout) for i in range(plans[d].provers)]
     services = [redis_spec(s, run_dir), workers,
-                [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env)]]
+                [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env),
+                 gateway_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):
         services.append(keeper_spec(run_dir, env))
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
-            "metrics": metrics_url(s) + "/metrics",
+            "metrics": metrics_url(s) + "/metrics", "gateway": gateway_address(s),
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
             "started_at": time.time(), "devices": devices,
             "device_notes": [p.note for p in plans.values() if p.note],

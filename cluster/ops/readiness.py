@@ -6,7 +6,8 @@
   after it has loaded its keys and started consuming; a prover must also list every
   ``[srs] preload`` key as resident;
 - Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth);
-- the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis).
+- the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis);
+- the gateway: its process listens on ``[gateway] port``.
 
 Each check returns None when ready, else a one-line reason (what it is still waiting for).
 """
@@ -65,3 +66,17 @@ def metrics_check(base_url: str, timeout_s: float = 2.0) -> str | None:
     if b"\nzkhive_up 1.0\n" not in b"\n" + body:
         return f"GET {url} answers, but without zkhive_up 1.0 (it cannot read Redis yet)"
     return None
+
+
+def listening_check(pid: int, port: int, what: str = "the gateway") -> str | None:
+    """The process ``pid`` itself listens on TCP ``port`` (the gateway: grpc binds the port
+    only once the service is set up; port reuse is off, so no other process shares it)."""
+    import psutil
+
+    try:
+        conns = psutil.Process(pid).net_connections(kind="inet")
+    except psutil.Error as e:
+        return f"{what} (pid {pid}) cannot be inspected: {e}"
+    if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
+        return None
+    return f"{what} (pid {pid}) does not listen on port {port} yet"

@@ -78,7 +78,8 @@ def celery_config(s: settings_mod.Settings) -> dict:
 
 def make_app(s: settings_mod.Settings | None = None) -> Celery:
     s = s or settings_mod.load()
-    app = Celery("zkhive", include=["cluster.pipeline.tasks"])
+    # srs_control: the provers' remote-control commands (PreloadSRS/EvictSRS of the gateway)
+    app = Celery("zkhive", include=["cluster.pipeline.tasks", "cluster.pipeline.srs_control"])
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
     return app

@@ -180,6 +180,19 @@ class Prover:
             on_evict(name)
         return True
 
+    def evict(self, name: str) -> int | None:
+        """Drop ``name``'s proving key on request (the gateway's EvictSRS): the bytes it held,
+        None when it was not resident; ValueError while a proof is using it."""
+        with self._lock:
+            if name not in self._resident:
+                return None
+            if name in self._busy:
+                raise ValueError(f"the proving key of {name} is in use by a proof on {self.device}")
+            _, pk, size = self._resident.pop(name)
+        self.backend.unload(pk.circuit_digest)
+        log.info("evicted the proving key of %s from %s on request", name, self.device)
+        return size
+
     def is_resident(self, circuit) -> bool:
         with self._lock:
             return circuit.name in self._resident

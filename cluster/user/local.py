@@ -35,9 +35,6 @@ def _partitions(c1, circuit) -> int:
 
 def cmd_prove(args) -> int:
     from cluster.pipeline.keys import KeyMissing
-    from gpu import prove, verify
-    from gpu.timing import StageTimer
-    from synthesis.circuits import C1Error
 
     circuit, c1 = load_c1(args.c1)
     cache = _keys(args)
@@ -49,9 +46,23 @@ def cmd_prove(args) -> int:
         cache.setup(circuit)
         print(f"keys for {circuit.name}: made in {time.time() - t:.1f} s under {cache.root}")
     try:
-        pk, vk = cache.load_pk(circuit), cache.load_vk(circuit)
+        proofs = prove_c1(circuit, c1, cache, args.backend)
     except KeyMissing as e:
         raise CommandError(str(e)) from None
+    out = Path(args.out)
+    out.write_bytes(b"".join(proofs))
+    print(f"wrote {out} ({len(proofs)} partitions x 192 bytes)")
+    return 0
+
+
+def prove_c1(circuit, c1, cache, backend: str = "auto", out=print) -> list[bytes]:
+    """Every partition of a parsed C1 input, synthesized, proved and verified in this process, in
+    partition order (``zkhive prove``; ``zkhive c2`` without a cluster). KeyMissing without keys."""
+    from gpu import prove, verify
+    from gpu.timing import StageTimer
+    from synthesis.circuits import C1Error
+
+    pk, vk = cache.load_pk(circuit), cache.load_vk(circuit)
     r1cs = circuit.r1cs()
     proofs = []
     for k in range(_partitions(c1, circuit)):
@@ -62,17 +73,14 @@ def cmd_prove(args) -> int:
                 z = circuit.synthesize(c1, k)
         except C1Error as e:
             raise CommandError(str(e)) from None
-        proof = prove(pk, r1cs, z, backend=args.backend, timer=timer)
+        proof = prove(pk, r1cs, z, backend=backend, timer=timer)
         ok = verify(vk, circuit.public_inputs(c1, k), proof)
         if not ok:  # a prover bug, never an input problem: say so loudly
             raise CommandError(f"partition {k}: the proof does not verify (prover bug: report it)")
         stages = ", ".join(f"{n} {s:.2f}s" for n, s in timer.totals().items())
-        print(f"partition {k}: proved and verified in {time.time() - t0:.2f} s ({stages})")
+        out(f"partition {k}: proved and verified in {time.time() - t0:.2f} s ({stages})")
         proofs.append(proof.to_bytes())
-    out = Path(args.out)
-    out.write_bytes(b"".join(proofs))
-    print(f"wrote {out} ({len(proofs)} partitions x 192 bytes)")
-    return 0
+    return proofs
 
 
 def cmd_verify(args) -> int:

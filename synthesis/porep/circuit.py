@@ -10,14 +10,13 @@ proof is checked natively first, so bad input fails with a C1Error naming its fi
 from __future__ import annotations
 
 import functools
-import threading
-import zipfile
 from typing import Any
 
 import numpy as np
 
 from .. import field
 from ..circuits import C1Error
+from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
 from ..gadgets import Synth
 from ..gadgets.core import const_vec, small_ints_vec
 from ..r1cs import R1CS
@@ -33,35 +32,25 @@ def _vec(hexes: list[str], shape: tuple[int, ...]) -> np.ndarray:
     return field.vec_from_ints(int(x, 16) for x in hexes).reshape(*shape, 4)
 
 
-class PorepLite:
+class PorepLite(SyntheticCircuit):
     """One porep-lite parameter set (implements ``synthesis.circuits.Circuit``)."""
 
+    family = "porep-lite"
+    document = c1mod.C1Document
+    graph = graph
+
     def __init__(self, prm: PorepParams):
-        self.prm = prm
-        self.name = prm.name
+        super().__init__(prm)
         self._r1cs: R1CS | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"PorepLite({self.name})"
-
-    def digest(self) -> str:
-        return self.prm.digest()
-
-    def num_partitions(self) -> int:
-        return self.prm.partitions
 
     def r1cs(self) -> R1CS:
         """Built once per parameter set and cached in $ZKHIVE_CACHE_DIR/r1cs/<digest>.npz."""
         with self._lock:
             if self._r1cs is None:
                 path = cache_path(self.digest())
-                try:
-                    self._r1cs = load_r1cs(path, self.prm)
-                except (ValueError, KeyError, OSError, zipfile.BadZipFile):
-                    # missing or unreadable (e.g. a half-copied file): rebuild and replace it
-                    self._r1cs = build_r1cs(self.prm)
-                    save_r1cs(self._r1cs, path)
+                # missing or unreadable (e.g. a half-copied file): rebuilt and replaced
+                self._r1cs = cached(lambda: load_r1cs(path, self.prm), lambda: build_r1cs(self.prm),
+                                    lambda r: save_r1cs(r, path))
             return self._r1cs
 
     @functools.cached_property
@@ -86,40 +75,7 @@ class PorepLite:
     def parse_c1(self, doc: dict[str, Any]) -> c1mod.C1Document:
         return c1mod.parse(self.prm, doc)
 
-    def _partition(self, c1: c1mod.C1Document, k: int) -> c1mod.PartitionProof:
-        if not isinstance(c1, c1mod.C1Document):
-            raise TypeError("pass the result of parse_c1")
-        if not 0 <= k < self.prm.partitions:
-            raise C1Error(f"partition index {k} is outside 0..{self.prm.partitions - 1}",
-                          partition=k)
-        return c1.partitions[k]
-
-    def public_inputs(self, c1: c1mod.C1Document, partition: int) -> list[int]:
-        part = self._partition(c1, partition)
-        out = [int(c1.replica_id, 16), int(c1.comm_d, 16), int(c1.comm_r, 16)]
-        for ch in part.challenges:
-            out += [ch.node, *(p.node for p in ch.parents)]
-        return out
-
-    def check_challenges(self, c1: c1mod.C1Document, k: int) -> None:
-        """Every challenge is the one the seed gives, every parent the graph's."""
-        prm, part = self.prm, self._partition(c1, k)
-        seed, rid = bytes.fromhex(c1.seed[2:]), int(c1.replica_id, 16)
-        nodes = [ch.node for ch in part.challenges]
-        want_parents = graph.parents(prm, np.array(nodes)).tolist()
-        for i, ch in enumerate(part.challenges):
-            at = f"partitions[{k}].challenges[{i}]"
-            want = graph.challenge(prm, seed, rid, k, i)
-            if ch.node != want:
-                raise C1Error(f"challenge {i}: node {ch.node} is not the challenge derived from "
-                              f"the seed ({want})", field=f"{at}.node", partition=k)
-            for j, p in enumerate(ch.parents):
-                if p.node != want_parents[i][j]:
-                    raise C1Error(f"challenge {i}: parent {j} of node {ch.node} is "
-                                  f"{want_parents[i][j]}, not {p.node}",
-                                  field=f"{at}.parents[{j}].node", partition=k)
-
-    def _witness(self, part: c1mod.PartitionProof) -> ChallengeWitness:
+    def _witness(self, part) -> ChallengeWitness:
         prm, B = self.prm, self.prm.challenges
         L, P, dd, d8 = prm.layers, prm.parents, prm.tree_d_depth, prm.tree_rc_depth
         chs = part.challenges
@@ -183,24 +139,16 @@ class PorepLite:
                        comm_r_last: int) -> None:
         prm = self.prm
 
-        def bad(val: np.ndarray, want: int | np.ndarray) -> np.ndarray:
-            want = const_vec(want, len(val)) if isinstance(want, int) else want
-            return np.any(val != want, axis=1)
-
-        checks = [(bad(out["root_d"].val, comm_d), "tree_d_path",
+        checks = [(differs(out["root_d"].val, comm_d), "tree_d_path",
                    "data leaf and TreeD path do not lead to comm_d")]
         for j, root in enumerate(out["parent_roots"]):
-            checks.append((bad(root.val, comm_c), f"parents[{j}]",
+            checks.append((differs(root.val, comm_c), f"parents[{j}]",
                            f"parent {j}'s column and TreeC path do not lead to comm_c"))
         for lv, lab in enumerate(out["labels"]):
-            checks.append((bad(lab.val, wit.column[:, lv]), f"column[{lv}]",
+            checks.append((differs(lab.val, wit.column[:, lv]), f"column[{lv}]",
                            f"label of layer {lv + 1} does not match the labels of its parents"))
-        checks.append((bad(out["root_c"].val, comm_c), "tree_c_path",
+        checks.append((differs(out["root_c"].val, comm_c), "tree_c_path",
                        "column and TreeC path do not lead to comm_c"))
-        checks.append((bad(out["root_r"].val, comm_r_last), "tree_r_path",
+        checks.append((differs(out["root_r"].val, comm_r_last), "tree_r_path",
                        "replica leaf (data + key) and TreeR path do not lead to comm_r_last"))
-        for i in range(prm.challenges):
-            for mask, where, msg in checks:
-                if mask[i]:
-                    raise C1Error(f"challenge {i}: {msg}",
-                                  field=f"partitions[{k}].challenges[{i}].{where}", partition=k)
+        report_first_failure(k, prm.challenges, checks)

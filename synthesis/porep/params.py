@@ -10,11 +10,11 @@ node), TreeR an 8-ary tree over the replica (data + last layer's label). Each pa
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..family import params as family_params
+from ..family.synthetic import SyntheticShape
 
 #: Bumped whenever the circuit's constraints change for the same parameters; part of the digest
 #: that keys cached matrices and proving keys.
@@ -28,18 +28,16 @@ MATRIX_SOURCES = ("porep/circuit.py", "porep/params.py", "porep/graph.py", "gadg
                   "poseidon.py", "builder.py", "r1cs.py")
 
 
-@functools.cache
 def source_digest() -> str:
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for pattern in MATRIX_SOURCES:
-        for path in sorted(root.glob(pattern)):
-            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    return family_params.source_digest(MATRIX_SOURCES)
 
 
 @dataclass(frozen=True)
-class PorepParams:
+class PorepParams(SyntheticShape):
+    FAMILY: ClassVar[str] = "porep-lite"
+    CIRCUIT_VERSION: ClassVar[int] = CIRCUIT_VERSION
+    MATRIX_SOURCES: ClassVar[tuple[str, ...]] = MATRIX_SOURCES
+
     name: str
     log_nodes: int
     layers: int
@@ -60,14 +58,6 @@ class PorepParams:
             raise ValueError(f"{self.name}: hash arities must fit Poseidon widths up to 16")
 
     @property
-    def nodes(self) -> int:
-        return 1 << self.log_nodes
-
-    @property
-    def parents(self) -> int:
-        return self.base_degree + self.exp_degree
-
-    @property
     def label_arity(self) -> int:
         # replica id, the (layer, node) tag, then the parents' labels
         return 2 + self.parents
@@ -79,22 +69,6 @@ class PorepParams:
     @property
     def tree_rc_depth(self) -> int:
         return self.log_nodes // 3
-
-    @property
-    def public_per_challenge(self) -> int:
-        return 1 + self.parents  # the challenge and its parents' indices
-
-    @property
-    def num_public(self) -> int:
-        return 3 + self.challenges * self.public_per_challenge  # replica id, comm_d, comm_r, ...
-
-    def digest(self) -> str:
-        """Names the circuit definition: parameters, circuit version, the digest of the code that
-        builds the matrices, and Poseidon parameters (by their own construction rule, which is
-        fixed for BLS12-381)."""
-        doc = {"family": "porep-lite", "version": CIRCUIT_VERSION, "source": source_digest(),
-               **asdict(self)}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 def _sets() -> dict[str, PorepParams]:

@@ -8,32 +8,20 @@ interactive seed and opens the challenged nodes and their parents.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .. import field, limits, poseidon
+from .. import field, poseidon
+from ..family import sector as store
+from ..family.sector import SectorError, hexfe
+from ..family.sector import vec_hex as _vec_hex
 from . import graph, trees
 from .params import SETS, TREE_ARITY, PorepParams
 
 C1_VERSION = 1
 
-
-class SectorError(ValueError):
-    """A sector directory is missing, from another parameter set, or inconsistent."""
-
-
-def hexfe(x: int) -> str:
-    return f"0x{x:064x}"
-
-
-def _vec_hex(v: np.ndarray) -> list[str]:
-    return [hexfe(x) for x in field.vec_to_ints(v.reshape(-1, 4))]
 
 
 @dataclass
@@ -65,48 +53,28 @@ class Sector:
 
     # -- files --------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
         arrays = {"data": self.data, "labels": self.labels}
         for name, levels in (("tree_d", self.tree_d), ("tree_c", self.tree_c), ("tree_r", self.tree_r)):
             for i, lv in enumerate(levels):
                 arrays[f"{name}_{i}"] = lv
-        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=d)
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, d / "sector.npz")
         meta = {"version": 1, "params": self.prm.name, "seed": "0x" + self.seed.hex(),
                 "replica_id": hexfe(self.replica_id), "comm_d": hexfe(self.comm_d),
                 "comm_c": hexfe(self.comm_c), "comm_r_last": hexfe(self.comm_r_last),
                 "comm_r": hexfe(self.comm_r)}
-        (d / "sector.json").write_text(json.dumps(meta, indent=2) + "\n")
-        return d
+        return store.save(directory, arrays, meta)
 
     @classmethod
     def load(cls, directory: str | Path) -> "Sector":
-        d = Path(directory)
-        try:
-            meta = limits.read(d / "sector.json")  # bounded: one line for any bad file
-            prm = SETS[meta["params"]]
-            seed = bytes.fromhex(meta["seed"][2:])
-            replica_id = int(meta["replica_id"], 16)
-        except FileNotFoundError as e:
-            raise SectorError(f"{d}: not a sector directory ({e.filename} is missing)") from None
-        except (KeyError, ValueError, TypeError) as e:
-            raise SectorError(f"{d / 'sector.json'}: malformed ({e!r})") from None
-        try:
-            with np.load(d / "sector.npz", allow_pickle=False) as z:
-                def levels(name: str, depth: int) -> list[np.ndarray]:
-                    return [z[f"{name}_{i}"] for i in range(depth + 1)]
-                s = cls(prm, seed, replica_id, z["data"], z["labels"],
-                        levels("tree_d", prm.tree_d_depth), levels("tree_c", prm.tree_rc_depth),
-                        levels("tree_r", prm.tree_rc_depth))
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
-            raise SectorError(f"{d / 'sector.npz'}: unreadable or incomplete ({e})") from None
+        meta, prm, seed, replica_id = store.read_meta(directory, SETS)
+        depth = {"tree_d": prm.tree_d_depth, "tree_c": prm.tree_rc_depth, "tree_r": prm.tree_rc_depth}
+        z = store.read_arrays(directory, ["data", "labels"] + [f"{name}_{i}" for name, n in depth.items()
+                                                              for i in range(n + 1)])
+        levels = {name: [z[f"{name}_{i}"] for i in range(n + 1)] for name, n in depth.items()}
+        s = cls(prm, seed, replica_id, z["data"], z["labels"], levels["tree_d"], levels["tree_c"],
+                levels["tree_r"])
         if s.data.shape != (prm.nodes, 4) or s.labels.shape != (prm.layers, prm.nodes, 4):
-            raise SectorError(f"{d / 'sector.npz'}: arrays do not match {prm.name}")
-        if hexfe(s.comm_r) != meta.get("comm_r"):
-            raise SectorError(f"{d}: sector.npz does not match comm_r in sector.json")
+            raise SectorError(f"{Path(directory) / 'sector.npz'}: arrays do not match {prm.name}")
+        store.check_commitment(directory, meta, s.comm_r)
         return s
 
 
@@ -148,6 +116,12 @@ def generate(prm: PorepParams, seed: bytes) -> Sector:
     replica = native.add(data, labels[-1])  # encoding: replica = data + key (last layer)
     return Sector(prm, seed, replica_id, data, labels, trees.build(data, 2),
                   trees.build(columns, TREE_ARITY), trees.build(replica, TREE_ARITY))
+
+
+def interactive_seed(sector: Sector) -> bytes:
+    """The seed a sealing pipeline would draw from the chain after pre-commit (here: from the
+    sector's own seed, so a sector's C1 input is reproducible)."""
+    return hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
 
 
 def _column(sector: Sector, v: int) -> list[str]:

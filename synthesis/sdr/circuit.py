@@ -31,8 +31,6 @@ import hashlib
 import os
 import struct
 import tempfile
-import threading
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,6 +40,8 @@ import numpy as np
 from .. import assignment, field
 from ..builder import LinearCombination
 from ..circuits import C1Error
+from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
+from ..family.circuit import vec_from_hex as _vec
 from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
 from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
 from ..gadgets.core import FeBlock, const_vec, small_ints_vec
@@ -380,44 +380,25 @@ def cache_path(digest: str) -> Path:
 
 # --- the Circuit implementation ---------------------------------------------------------------
 
-def _vec(hexes: list[str], shape: tuple[int, ...]) -> np.ndarray:
-    """Hex strings (validated by the C1 model) as an Fr array, without a Python int each."""
-    raw = bytes.fromhex("".join(x[2:].zfill(64) for x in hexes))
-    be = np.frombuffer(raw, dtype=">u8").reshape(-1, 4)[:, ::-1]  # big-endian limbs, reversed
-    return np.ascontiguousarray(be, dtype=np.uint64).reshape(*shape, 4)
-
-
-class SdrCircuit:
+class SdrCircuit(SyntheticCircuit):
     """One SDR parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "sdr"
+    document = c1mod.C1Document
+    graph = graph
 
     def __init__(self, prm: SdrParams):
-        self.prm = prm
-        self.name = prm.name
+        super().__init__(prm)
         self._compact: CompactR1CS | None = None
         self._r1cs: R1CS | None = None
-        self._lock = threading.Lock()
-
-    def __repr__(self) -> str:
-        return f"SdrCircuit({self.name})"
-
-    def digest(self) -> str:
-        return self.prm.digest()
-
-    def num_partitions(self) -> int:
-        return self.prm.partitions
 
     def compact_r1cs(self) -> CompactR1CS:
         """Built once per parameter set, cached in $ZKHIVE_CACHE_DIR/r1cs/sdr-<digest>.npz."""
         with self._lock:
             if self._compact is None:
                 path = cache_path(self.digest())
-                try:
-                    self._compact = CompactR1CS.load(path)
-                except (ValueError, KeyError, OSError, zipfile.BadZipFile):
-                    self._compact = build_compact(self.prm)
-                    self._compact.save(path)
+                self._compact = cached(lambda: CompactR1CS.load(path), lambda: build_compact(self.prm),
+                                       lambda c: c.save(path))
             return self._compact
 
     def is_built(self) -> bool:
@@ -441,37 +422,7 @@ class SdrCircuit:
     def parse_c1(self, doc: dict[str, Any]) -> c1mod.C1Document:
         return c1mod.parse(self.prm, doc)
 
-    def _partition(self, c1: c1mod.C1Document, k: int) -> c1mod.PartitionProof:
-        if not isinstance(c1, c1mod.C1Document):
-            raise TypeError("pass the result of parse_c1")
-        if not 0 <= k < self.prm.partitions:
-            raise C1Error(f"partition index {k} is outside 0..{self.prm.partitions - 1}", partition=k)
-        return c1.partitions[k]
-
-    def public_inputs(self, c1: c1mod.C1Document, partition: int) -> list[int]:
-        part = self._partition(c1, partition)
-        out = [int(c1.replica_id, 16), int(c1.comm_d, 16), int(c1.comm_r, 16)]
-        for ch in part.challenges:
-            out += [ch.node, *(p.node for p in ch.parents)]
-        return out
-
-    def check_challenges(self, c1: c1mod.C1Document, k: int) -> None:
-        prm, part = self.prm, self._partition(c1, k)
-        seed, rid = bytes.fromhex(c1.seed[2:]), int(c1.replica_id, 16)
-        want_parents = graph.parents(prm, np.array([ch.node for ch in part.challenges])).tolist()
-        for i, ch in enumerate(part.challenges):
-            at = f"partitions[{k}].challenges[{i}]"
-            want = graph.challenge(prm, seed, rid, k, i)
-            if ch.node != want:
-                raise C1Error(f"challenge {i}: node {ch.node} is not the challenge derived from "
-                              f"the seed ({want})", field=f"{at}.node", partition=k)
-            for j, p in enumerate(ch.parents):
-                if p.node != want_parents[i][j]:
-                    raise C1Error(f"challenge {i}, layers 1..{prm.layers}: parent {j} of node "
-                                  f"{ch.node} is {want_parents[i][j]}, not {p.node}",
-                                  field=f"{at}.parents[{j}].node", partition=k)
-
-    def _witness(self, part: c1mod.PartitionProof) -> ChallengeWitness:
+    def _witness(self, part) -> ChallengeWitness:
         prm, B = self.prm, self.prm.challenges
         L, P, dd, d8 = prm.layers, prm.parents, prm.tree_depth, prm.tree_rc_depth
         chs = part.challenges
@@ -538,27 +489,19 @@ class SdrCircuit:
                        comm_r_last: int) -> None:
         prm = self.prm
 
-        def bad(val: np.ndarray, want: int | np.ndarray) -> np.ndarray:
-            want = const_vec(want, len(val)) if isinstance(want, int) else want
-            return np.any(val != want, axis=1)
-
-        checks = [(bad(out["root_d"].val, comm_d), "tree_d_path",
+        checks = [(differs(out["root_d"].val, comm_d), "tree_d_path",
                    "TreeD: data leaf and TreeD path do not lead to comm_d")]
         for lv, lab in enumerate(out["labels"]):
-            checks.append((bad(lab.val, wit.column[:, lv]), f"column[{lv}]",
+            checks.append((differs(lab.val, wit.column[:, lv]), f"column[{lv}]",
                            f"layer {lv + 1}: the label does not match SHA-254 of the replica id, "
                            f"layer, node and its parents' labels"))
         for j, root in enumerate(out["parent_roots"]):
-            checks.append((bad(root.val, comm_c), f"parents[{j}]",
+            checks.append((differs(root.val, comm_c), f"parents[{j}]",
                            f"layers 1..{prm.layers}: parent {j}'s column and TreeC path do not "
                            "lead to comm_c"))
-        checks.append((bad(out["root_c"].val, comm_c), "tree_c_path",
+        checks.append((differs(out["root_c"].val, comm_c), "tree_c_path",
                        f"layers 1..{prm.layers}: column and TreeC path do not lead to comm_c"))
-        checks.append((bad(out["root_r"].val, comm_r_last), "tree_r_path",
+        checks.append((differs(out["root_r"].val, comm_r_last), "tree_r_path",
                        f"layer {prm.layers}: the encoding (data + label) and TreeR path do not "
                        "lead to comm_r_last"))
-        for i in range(prm.challenges):
-            for mask, where, msg in checks:
-                if mask[i]:
-                    raise C1Error(f"challenge {i}, {msg}",
-                                  field=f"partitions[{k}].challenges[{i}].{where}", partition=k)
+        report_first_failure(k, prm.challenges, checks)

@@ -12,11 +12,11 @@ data, sets the constraint count). Each partition proves ``challenges`` challenge
 """
 from __future__ import annotations
 
-import functools
-import hashlib
-import json
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..family import params as family_params
+from ..family.synthetic import SyntheticShape
 
 #: Bumped whenever the circuit's constraints change for the same parameters.
 CIRCUIT_VERSION = 1
@@ -25,18 +25,16 @@ MATRIX_SOURCES = ("sdr/circuit.py", "sdr/params.py", "gadgets/*.py", "poseidon.p
                   "compact.py", "r1cs.py")
 
 
-@functools.cache
 def source_digest() -> str:
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for pattern in MATRIX_SOURCES:
-        for path in sorted(root.glob(pattern)):
-            h.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
+    return family_params.source_digest(MATRIX_SOURCES)
 
 
 @dataclass(frozen=True)
-class SdrParams:
+class SdrParams(SyntheticShape):
+    FAMILY: ClassVar[str] = "sdr"
+    CIRCUIT_VERSION: ClassVar[int] = CIRCUIT_VERSION
+    MATRIX_SOURCES: ClassVar[tuple[str, ...]] = MATRIX_SOURCES
+
     name: str
     log_nodes: int
     tree_depth: int
@@ -58,14 +56,6 @@ class SdrParams:
             raise ValueError(f"{self.name}: 1..15 layers; expander parents need at least 2")
 
     @property
-    def nodes(self) -> int:
-        return 1 << self.log_nodes
-
-    @property
-    def parents(self) -> int:
-        return self.base_degree + self.exp_degree
-
-    @property
     def tree_rc_depth(self) -> int:
         return self.tree_depth // 3
 
@@ -73,18 +63,6 @@ class SdrParams:
     def preimage_bytes(self) -> int:
         """replica id (32) | layer u32 BE | node u64 BE | total_parents labels of 32 bytes."""
         return 32 + 4 + 8 + 32 * self.total_parents
-
-    @property
-    def public_per_challenge(self) -> int:
-        return 1 + self.parents
-
-    @property
-    def num_public(self) -> int:
-        return 3 + self.challenges * self.public_per_challenge
-
-    def digest(self) -> str:
-        doc = {"family": "sdr", "version": CIRCUIT_VERSION, "source": source_digest(), **asdict(self)}
-        return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 def _sets() -> dict[str, SdrParams]:

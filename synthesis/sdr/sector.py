@@ -8,16 +8,15 @@ so the trees cost the sector's size, not 2^tree_depth.
 from __future__ import annotations
 
 import hashlib
-import json
-import os
-import tempfile
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from .. import field, limits, poseidon
+from .. import field, poseidon
+from ..family import sector as store
+from ..family.sector import SectorError, hexfe
+from ..family.sector import vec_hex as _hex
 from ..gadgets.sha256 import sha254
 from . import graph
 from .params import SETS, TREE_ARITY, SdrParams
@@ -25,21 +24,11 @@ from .params import SETS, TREE_ARITY, SdrParams
 C1_VERSION = 1
 
 
-class SectorError(ValueError):
-    """A sector directory is missing, from another parameter set, or inconsistent."""
-
-
-def hexfe(x: int) -> str:
-    return f"0x{x:064x}"
-
 
 def fr_bytes(v: np.ndarray) -> bytes:
     """(4,) uint64 canonical limbs -> 32 little-endian bytes."""
     return np.ascontiguousarray(v, dtype="<u8").tobytes()
 
-
-def _hex(v: np.ndarray) -> list[str]:
-    return [hexfe(x) for x in field.vec_to_ints(np.asarray(v).reshape(-1, 4))]
 
 
 def _sha_pairs(pairs: np.ndarray) -> np.ndarray:
@@ -118,42 +107,22 @@ class Sector:
         return poseidon.hash_ints([self.comm_c, self.comm_r_last])
 
     def save(self, directory: str | Path) -> Path:
-        d = Path(directory)
-        d.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".npz", dir=d)
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, data=self.data, labels=self.labels)
-        os.replace(tmp, d / "sector.npz")
         meta = {"version": 1, "family": "sdr", "params": self.prm.name, "seed": "0x" + self.seed.hex(),
                 "replica_id": hexfe(self.replica_id), "comm_d": hexfe(self.comm_d),
                 "comm_c": hexfe(self.comm_c), "comm_r_last": hexfe(self.comm_r_last),
                 "comm_r": hexfe(self.comm_r)}
-        (d / "sector.json").write_text(json.dumps(meta, indent=2) + "\n")
-        return d
+        return store.save(directory, {"data": self.data, "labels": self.labels}, meta)
 
     @classmethod
     def load(cls, directory: str | Path) -> "Sector":
         """Reads data and labels and rebuilds the trees (cheap: the sector is small)."""
-        d = Path(directory)
-        try:
-            meta = limits.read(d / "sector.json")  # bounded: one line for any bad file
-            prm = SETS[meta["params"]]
-            seed = bytes.fromhex(meta["seed"][2:])
-            replica_id = int(meta["replica_id"], 16)
-        except FileNotFoundError as e:
-            raise SectorError(f"{d}: not a sector directory ({e.filename} is missing)") from None
-        except (KeyError, ValueError, TypeError) as e:
-            raise SectorError(f"{d / 'sector.json'}: malformed ({e!r})") from None
-        try:
-            with np.load(d / "sector.npz", allow_pickle=False) as z:
-                data, labels = z["data"], z["labels"]
-        except (OSError, KeyError, ValueError, zipfile.BadZipFile) as e:
-            raise SectorError(f"{d / 'sector.npz'}: unreadable or incomplete ({e})") from None
+        meta, prm, seed, replica_id = store.read_meta(directory, SETS)
+        z = store.read_arrays(directory, ["data", "labels"])
+        data, labels = z["data"], z["labels"]
         if data.shape != (prm.nodes, 4) or labels.shape != (prm.layers, prm.nodes, 4):
-            raise SectorError(f"{d / 'sector.npz'}: arrays do not match {prm.name}")
+            raise SectorError(f"{Path(directory) / 'sector.npz'}: arrays do not match {prm.name}")
         s = _with_trees(prm, seed, replica_id, data, labels)
-        if hexfe(s.comm_r) != meta.get("comm_r"):
-            raise SectorError(f"{d}: sector.npz does not match comm_r in sector.json")
+        store.check_commitment(directory, meta, s.comm_r)
         return s
 
 

@@ -52,7 +52,7 @@ def test_readme_commands_in_order_from_a_fresh_clone(tmp_path):
     env["PATH"] = os.pathsep.join(p for p in env.get("PATH", "").split(os.pathsep) if p and p != ours)
     env["ZKHIVE_STATE_DIR"] = str(tmp_path / "state")  # where `up` records the cluster: the test's own
     ports = {"ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0", "ZKHIVE_FLOWER__PORT": str(free_port()),
-             "ZKHIVE_METRICS__PORT": str(free_port())}
+             "ZKHIVE_METRICS__PORT": str(free_port()), "ZKHIVE_GATEWAY__PORT": str(free_port())}
 
     def sh(*args, extra=None, timeout=1200):
         res = subprocess.run([shell, *args], cwd=clone, env={**env, **(extra or {})}, capture_output=True,

@@ -42,6 +42,7 @@ class Setup:
     def __init__(self, tmp: Path, *, preload=(), extra_toml: str = ""):
         self.tmp = tmp
         self.redis_port, self.flower_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.gateway_port = free_port()
         self.password, self.flower_password = "redis-pw-" + os.urandom(4).hex(), "flower-pw"
         self.run_dir = tmp / "run"
         self.config = tmp / "zkhive.toml"
@@ -63,6 +64,8 @@ port = {self.flower_port}
 password = "{self.flower_password}"
 [metrics]
 port = {self.metrics_port}
+[gateway]
+port = {self.gateway_port}
 {extra_toml}""")
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
         self.env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TEST_CIRCUITS)])
@@ -137,14 +140,14 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     s = Setup(tmp_path, preload=[SQUARES_A.name])
     s.setup_keys(SQUARES_A, SQUARES_B)
     res = s.up(check=0)
-    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower", "metrics", "keeper"):
+    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower", "metrics", "gateway", "keeper"):
         assert re.search(rf"^  {name}\s+ready in .* pid \d+", res.stdout, re.M), res.stdout
     assert f"http://127.0.0.1:{s.flower_port}" in res.stdout
     state = json.loads((s.run_dir / "cluster.json").read_text())
     procs = [(r["pid"], r["create_time"]) for r in state["processes"]]
-    assert len(procs) == 7 and all(_alive(*p) for p in procs)
+    assert len(procs) == 8 and all(_alive(*p) for p in procs)
     children = [(c.pid, c.create_time()) for pid, _ in procs for c in psutil.Process(pid).children(recursive=True)]
-    ports = [s.redis_port, s.flower_port, s.metrics_port]
+    ports = [s.redis_port, s.flower_port, s.metrics_port, s.gateway_port]
     try:
         # the prover reported ready only with its preload key resident
         st = zkhive(*s.args("status", "--json"), env=s.env, check=0)
@@ -310,6 +313,7 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
     started_env = {**s.env, "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{s.redis_port}/0",
                    "ZKHIVE_REDIS__PASSWORD": s.password, "ZKHIVE_FLOWER__PORT": str(s.flower_port),
                    "ZKHIVE_FLOWER__PASSWORD": s.flower_password, "ZKHIVE_METRICS__PORT": str(s.metrics_port),
+                   "ZKHIVE_GATEWAY__PORT": str(s.gateway_port),
                    "ZKHIVE_BLOBS__DIR": str(tmp_path / "blobs"), "ZKHIVE_SRS__PARAM_CACHE": str(tmp_path / "keys"),
                    "ZKHIVE_WORKER__CIRCUIT_MODULES": '["circuits_for_tests"]'}
     s.setup_keys(SQUARES_A)
@@ -335,7 +339,8 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
         st = cli("status", "--json", env=fresh, check=0)
         assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "prove", "synthesis"]
         ps = cli("ps", env=fresh, check=0)
-        assert ps.stdout.count(" running ") == 7 and f":{s.metrics_port}/metrics" in ps.stdout
+        assert ps.stdout.count(" running ") == 8 and f":{s.metrics_port}/metrics" in ps.stdout
+        assert f"gateway 127.0.0.1:{s.gateway_port}" in ps.stdout
         # told otherwise, a command uses what it is told: another Redis, which does not answer
         other = cli("status", env={**fresh, "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0"}, check=2)
         assert other.stderr.startswith("zkhive status: cannot reach Redis at redis://127.0.0.1:")

@@ -26,6 +26,15 @@ def test_settings_from_toml_and_environment(tmp_path):
     assert "p@ss" not in repr(s) and "p@ss" not in s.redis.url
 
 
+def test_an_empty_environment_value_is_an_empty_string_not_a_list():
+    # "" in "[{" is True in Python: an empty ZKHIVE_GATEWAY__TOKEN once loaded as [] and failed
+    s = settings.load(env={"ZKHIVE_GATEWAY__TOKEN": "", "ZKHIVE_REDIS__PASSWORD": ""})
+    secret = lambda v: v.get_secret_value() if hasattr(v, "get_secret_value") else v  # noqa: E731
+    assert secret(s.gateway.token) in ("", None) and secret(s.redis.password) in ("", None)
+    s = settings.load(env={"ZKHIVE_SRS__PRELOAD": "a,b"})
+    assert s.srs.preload == ["a", "b"]
+
+
 @pytest.mark.parametrize("text, message", [
     ("[worker]\npartition_worker = 2\n", "unknown key worker.partition_worker"),
     ("[wrker]\nhost = 'a'\n", "unknown key wrker"),

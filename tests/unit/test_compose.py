@@ -202,6 +202,14 @@ def problems(text: str, dockerfile: str | None = None) -> list[str]:
                                         for p in published):
                 out.append(f"{where}: ports {published} must publish metrics.port {s.metrics.port} on 127.0.0.1 only")
 
+        if cmd[0] == "gateway":
+            published = [str(p) for p in svc.get("ports", [])]
+            if not published or not all(p.endswith(f":{s.gateway.port}") for p in published):
+                out.append(f"{where}: ports {published} must publish gateway.port {s.gateway.port}")
+            elif not all(p.startswith("127.0.0.1:") for p in published) and not s.gateway.secret() \
+                    and s.gateway.tls_cert is None:
+                out.append(f"{where}: ports {published} beyond 127.0.0.1 without a token or TLS")
+
     for v in sorted(volumes - used_volumes):
         out.append(f"volume {v} is defined but no service uses it")
     for sec in sorted(secrets - used_secrets):
@@ -230,7 +238,7 @@ def test_compose_file_is_valid():
 def test_compose_declares_what_the_issue_asks():
     text, _ = interpolate(COMPOSE.read_text())
     svc = yaml.safe_load(text)["services"]
-    assert {"redis", "aggregate", "synthesis", "flower", "metrics", "prover-gpu0", "prover-gpu1",
+    assert {"redis", "aggregate", "synthesis", "flower", "metrics", "gateway", "prover-gpu0", "prover-gpu1",
             "prover-cpu"} <= set(svc)
     assert svc["prover-gpu0"]["profiles"] == ["gpu"] and svc["prover-cpu"]["profiles"] == ["cpu"]
     assert svc["synthesis"]["command"] == ["worker", "synthesis"]
@@ -300,6 +308,8 @@ def _mutate(old: str, new: str) -> str:
     ("hostname: prover-gpu1", "hostname: prover-gpu0", "service prover-gpu1: queue prove.prover-gpu0.0 is also prover-gpu0's"),
     ('ports: ["127.0.0.1:${ZKHIVE_FLOWER_PORT:-5555}:5555"]', 'ports: ["5555:5555"]',
      "on 127.0.0.1 only"),
+    ('ports: ["127.0.0.1:${ZKHIVE_GATEWAY_PORT:-9820}:9820"]', 'ports: ["9820:9820"]',
+     "service gateway: ports ['9820:9820'] beyond 127.0.0.1 without a token or TLS"),
     ('ports: ["127.0.0.1:${ZKHIVE_METRICS_PORT:-9464}:9464"]', 'ports: ["0.0.0.0:9464:9464"]',
      "service metrics: ports ['0.0.0.0:9464:9464'] must publish metrics.port 9464 on 127.0.0.1 only"),
     ('test: ["CMD", "zkhive", "ready", "metrics", "--quiet"]', 'test: ["CMD", "zkhive", "ready", "metrix"]',

@@ -1,0 +1,119 @@
+"""The parts of a family's ``synthesis.circuits.Circuit`` that do not depend on its gadgets.
+
+``FamilyCircuit`` holds one parameter set (``prm``, with ``name``, ``partitions``, ``digest()``)
+and gives: the partition lookup with its one-line error, the on-disk cache of a built form of the
+matrices (load, else build and save: a half-copied file is rebuilt), and the report of a
+partition's vanilla checks (the first failing challenge, named with its field).
+"""
+from __future__ import annotations
+
+import threading
+import zipfile
+from typing import Any, Callable, Iterable, TypeVar
+
+import numpy as np
+
+from ..circuits import C1Error
+
+T = TypeVar("T")
+
+#: what a cached matrix file may raise when it is missing, stale or half-written
+CACHE_ERRORS = (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile)
+
+
+def vec_from_hex(hexes: list[str], shape: tuple[int, ...]) -> np.ndarray:
+    """Hex strings (validated by the C1 model) as an Fr array, without a Python int each."""
+    raw = bytes.fromhex("".join(x[2:].zfill(64) for x in hexes))
+    be = np.frombuffer(raw, dtype=">u8").reshape(-1, 4)[:, ::-1]  # big-endian limbs, reversed
+    return np.ascontiguousarray(be, dtype=np.uint64).reshape(*shape, 4)
+
+
+def cached(load: Callable[[], T], build: Callable[[], T], save: Callable[[T], None]) -> T:
+    """``load()``, or when the cache is missing or unreadable ``build()`` then ``save`` it."""
+    try:
+        return load()
+    except CACHE_ERRORS:
+        value = build()
+        save(value)
+        return value
+
+
+class FamilyCircuit:
+    """Shared plumbing of a family's Circuit: ``prm`` is its parameter set, ``document`` the
+    family's parsed C1 model class (the type ``parse_c1`` returns)."""
+
+    family = "?"
+    document: type = object
+
+    def __init__(self, prm):
+        self.prm = prm
+        self.name = prm.name
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+    def digest(self) -> str:
+        return self.prm.digest()
+
+    def num_partitions(self) -> int:
+        return self.prm.partitions
+
+    def _partition(self, c1, k: int):
+        """Partition ``k``'s proofs of a parsed C1 document; C1Error for an index out of range."""
+        if not isinstance(c1, self.document):
+            raise TypeError("pass the result of parse_c1")
+        if not 0 <= k < self.prm.partitions:
+            raise C1Error(f"partition index {k} is outside 0..{self.prm.partitions - 1}", partition=k)
+        return c1.partitions[k]
+
+
+class SyntheticCircuit(FamilyCircuit):
+    """The synthetic families' shared C1 layout (porep-lite, sdr): public inputs (replica_id,
+    comm_d, comm_r, then per challenge v and its parents), challenges drawn from the seed and
+    parents from the family's graph module (``graph``: ``challenge``, ``parents``)."""
+
+    graph: Any = None
+
+    def public_inputs(self, c1, partition: int) -> list[int]:
+        part = self._partition(c1, partition)
+        out = [int(c1.replica_id, 16), int(c1.comm_d, 16), int(c1.comm_r, 16)]
+        for ch in part.challenges:
+            out += [ch.node, *(p.node for p in ch.parents)]
+        return out
+
+    def check_challenges(self, c1, k: int) -> None:
+        """Every challenge is the one the seed gives, every parent the graph's."""
+        prm, part, graph = self.prm, self._partition(c1, k), self.graph
+        seed, rid = bytes.fromhex(c1.seed[2:]), int(c1.replica_id, 16)
+        want_parents = graph.parents(prm, np.array([ch.node for ch in part.challenges])).tolist()
+        for i, ch in enumerate(part.challenges):
+            at = f"partitions[{k}].challenges[{i}]"
+            want = graph.challenge(prm, seed, rid, k, i)
+            if ch.node != want:
+                raise C1Error(f"challenge {i}: node {ch.node} is not the challenge derived from "
+                              f"the seed ({want})", field=f"{at}.node", partition=k)
+            for j, p in enumerate(ch.parents):
+                if p.node != want_parents[i][j]:
+                    raise C1Error(f"challenge {i}, layers 1..{prm.layers}: parent {j} of node "
+                                  f"{ch.node} is {want_parents[i][j]}, not {p.node}",
+                                  field=f"{at}.parents[{j}].node", partition=k)
+
+
+def report_first_failure(k: int, challenges: int, checks: Iterable[tuple[np.ndarray, str, str]]) -> None:
+    """``checks``: (per-challenge failure mask, field under the challenge, message). Raises a
+    C1Error for the first challenge (then the first check) that fails, naming its field."""
+    checks = list(checks)
+    for i in range(challenges):
+        for mask, where, msg in checks:
+            if mask[i]:
+                raise C1Error(f"challenge {i}, {msg}",
+                              field=f"partitions[{k}].challenges[{i}].{where}", partition=k)
+
+
+def differs(val: np.ndarray, want: Any) -> np.ndarray:
+    """Per batch row: does the (B, 4) value differ from ``want`` (an int, or a (B, 4) array)?"""
+    from ..gadgets.core import const_vec
+
+    want = const_vec(want, len(val)) if isinstance(want, int) else want
+    return np.any(val != want, axis=1)

@@ -1,0 +1,401 @@
+"""cuzk's ProvingEngine through ``zkhive gateway`` on a cluster started by the real ``zkhive up``
+(its keeper, real workers, real Redis), called by a real gRPC client built from our .proto: a
+Commit2 input in, N x 192 verified proof bytes out; idempotent request ids, priorities, await
+with a timeout, cancel of a running job, status, metrics, resident keys on request, the bearer
+token, UNIMPLEMENTED kinds; then the faults: a prover SIGKILLed under a Prove call (the call
+still returns a verified proof) and the gateway itself SIGKILLed (the keeper brings it back and
+the caller's retry with the same request_id gets the same job's proof). Last, ``zkhive c2``
+through the cluster."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import threading
+import time
+
+import grpc
+import psutil
+import pytest
+
+from circuits_for_tests import SQUARES_A, SQUARES_B, make_c1
+from cluster.gateway.c2input import wrap
+from cluster.gateway.pb import proving_pb2 as pb
+from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+from cluster.ops.supervisor import Supervisor
+from test_up_cluster import Setup, zkhive
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+TOKEN = "gateway-token-" + os.urandom(4).hex()
+AUTH = [("authorization", f"Bearer {TOKEN}")]
+
+
+class Gateway:
+    """The running cluster and a client of its gateway."""
+
+    def __init__(self, setup: Setup):
+        import redis
+
+        self.s = setup
+        self.r = redis.Redis(host="127.0.0.1", port=setup.redis_port, password=setup.password)
+        self.channel = grpc.insecure_channel(f"127.0.0.1:{setup.gateway_port}")
+        self.stub = pb_grpc.ProvingEngineStub(self.channel)
+
+    def call(self, method: str, request, timeout=120, metadata=AUTH):
+        return getattr(self.stub, method)(request, metadata=metadata, timeout=timeout)
+
+    def record(self, name: str):
+        sup = Supervisor(self.s.run_dir)
+        sup.load()
+        return sup.record(name)
+
+    def events(self, job_id: str) -> list[dict]:
+        return [json.loads(x) for x in self.r.lrange(f"zkhive:job:{job_id}:events", 0, -1)]
+
+
+@pytest.fixture(scope="module")
+def gw(tmp_path_factory):
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY
+
+    tmp = tmp_path_factory.mktemp("gateway")
+    s = Setup(tmp, preload=[SQUARES_A.name])
+    s.env["ZKHIVE_GATEWAY__TOKEN"] = TOKEN  # `up` records it in a 0600 file, not the settings
+    s.setup_keys(SQUARES_A, SQUARES_B, get_circuit(TINY))
+    res = s.up(check=0)
+    assert re.search(rf"^  gateway\s+ready in .* grpc 127\.0\.0\.1:{s.gateway_port}", res.stdout, re.M), res.stdout
+    g = Gateway(s)
+    try:
+        yield g
+    finally:
+        g.channel.close()
+        s.down()
+    assert s.ours() == []
+
+
+@pytest.fixture(scope="module")
+def porep(tmp_path_factory):
+    """A porep-lite-4k sector's C1 document, its Commit2 input (as lotus-bench writes one) and
+    a verifier of its proof bytes (the vk read back from the key cache)."""
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import SETS, TINY, c1_document, generate
+
+    circuit = get_circuit(TINY)
+    seed = bytes(range(32))
+    doc = c1_document(generate(SETS[TINY], seed), seed)
+    return circuit, doc, wrap(json.dumps(doc).encode(), 7, 2048)
+
+
+def verify(gw, circuit, doc, proof: bytes) -> bool:
+    from cluster.pipeline.keys import KeyCache
+    from gpu.groth16 import Proof
+    from gpu.groth16 import verify as groth16_verify
+
+    vk = KeyCache(gw.s.tmp / "keys").load_vk(circuit)
+    c1 = circuit.parse_c1(doc)
+    n = circuit.num_partitions()
+    assert len(proof) == 192 * n
+    return all(groth16_verify(vk, circuit.public_inputs(c1, k), Proof.from_bytes(proof[192 * k:192 * (k + 1)]))
+               for k in range(n))
+
+
+def submit(request_id, vanilla, **kw):
+    return pb.SubmitProofRequest(request_id=request_id, proof_kind=pb.POREP_SEAL_COMMIT, sector_size=2048,
+                                 vanilla_proof=vanilla, sector_number=7, miner_id=1000, **kw)
+
+
+def _code(call) -> tuple[grpc.StatusCode, str]:
+    with pytest.raises(grpc.RpcError) as e:
+        call()
+    return e.value.code(), e.value.details()
+
+
+def test_prove_a_commit2_input_as_curio_does(gw, porep):
+    circuit, doc, c2 = porep
+    res = gw.call("Prove", pb.ProveRequest(submit=submit("porep-1000-7", c2, priority=pb.NORMAL))).result
+    assert res.status == pb.AwaitProofResponse.COMPLETED, res.error_message
+    assert res.job_id == "porep-1000-7" and len(res.proof) == 2 * 192
+    assert verify(gw, circuit, doc, res.proof)
+    assert not verify(gw, circuit, doc, res.proof[192:] + res.proof[:192])  # bound to partition order
+    # the stage timings come from the job's timeline: synthesis and prover stages both ran
+    assert res.synthesis_ms > 0 and res.gpu_compute_ms > 0 and res.total_ms >= res.queue_wait_ms
+    # porep-lite-4k was not preloaded: the first partition's prover loaded its key in the job
+    assert any(e["event"] == "stage" and e["stage"] == "load_key" for e in gw.events("porep-1000-7"))
+    # the same request_id again is the same job, answered from the store, with the same bytes
+    again = gw.call("Prove", pb.ProveRequest(submit=submit("porep-1000-7", c2))).result
+    assert (again.status, again.proof) == (pb.AwaitProofResponse.COMPLETED, res.proof)
+    assert sum(e["event"] == "queued" for e in gw.events("porep-1000-7")) == 2  # one job, sent once
+    # a bare zkhive C1 document is accepted in vanilla_proof too
+    bare = gw.call("Prove", pb.ProveRequest(submit=submit("bare-c1", json.dumps(doc).encode()))).result
+    assert bare.status == pb.AwaitProofResponse.COMPLETED and verify(gw, circuit, doc, bare.proof)
+
+
+def test_submit_is_idempotent_on_the_request_id_and_await_times_out(gw):
+    doc = make_c1(SQUARES_A, seed=11)
+    raw = json.dumps(doc).encode()
+    first = gw.call("SubmitProof", submit("sq-idem", raw, priority=pb.CRITICAL))
+    second = gw.call("SubmitProof", submit("sq-idem", raw, priority=pb.CRITICAL))
+    assert first.job_id == second.job_id == "sq-idem"
+    rec = json.loads(gw.r.get("zkhive:job:sq-idem"))
+    assert rec["priority"] == 0  # CRITICAL -> the cluster's critical
+    res = gw.call("AwaitProof", pb.AwaitProofRequest(job_id="sq-idem"))
+    assert res.status == pb.AwaitProofResponse.COMPLETED and len(res.proof) == 2 * 192
+    assert sum(e["event"] == "queued" for e in gw.events("sq-idem")) == 2
+    # the same id with another input is refused, naming the field; the job is untouched
+    other = json.dumps(make_c1(SQUARES_A, seed=12)).encode()
+    code, msg = _code(lambda: gw.call("SubmitProof", submit("sq-idem", other)))
+    assert code == grpc.StatusCode.ALREADY_EXISTS and "request_id" in msg and "another C1 input" in msg
+    # LOW -> bulk; an await with a timeout on a job that cannot be done yet answers TIMEOUT
+    low = gw.call("SubmitProof", submit("sq-low", json.dumps(make_c1(SQUARES_B, seed=3)).encode(), priority=pb.LOW))
+    assert json.loads(gw.r.get("zkhive:job:sq-low"))["priority"] == 9
+    t = gw.call("AwaitProof", pb.AwaitProofRequest(job_id=low.job_id, timeout_ms=1))
+    assert t.status in (pb.AwaitProofResponse.TIMEOUT, pb.AwaitProofResponse.COMPLETED)
+    if t.status == pb.AwaitProofResponse.TIMEOUT:
+        assert "still" in t.error_message
+    code, msg = _code(lambda: gw.call("AwaitProof", pb.AwaitProofRequest(job_id="never-submitted")))
+    assert code == grpc.StatusCode.NOT_FOUND and "never-submitted" in msg
+
+
+def test_bad_requests_and_other_proof_kinds_are_refused_in_one_line(gw, porep):
+    _, doc, c2 = porep
+    for kind in (pb.WINDOW_POST_PARTITION, pb.WINNING_POST, pb.SNAP_DEALS_UPDATE):
+        req = pb.SubmitProofRequest(request_id="wpost-1", proof_kind=kind, vanilla_proofs=[b"x"])
+        code, msg = _code(lambda: gw.call("Prove", pb.ProveRequest(submit=req)))
+        assert code == grpc.StatusCode.UNIMPLEMENTED, msg
+        assert pb.ProofKind.Name(kind) in msg and "PoRep C2" in msg
+    code, msg = _code(lambda: gw.call("SubmitProof", pb.SubmitProofRequest(request_id="k0", vanilla_proof=c2)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "field proof_kind" in msg
+    bad = c2.replace(b'"Phase1Out":"', b'"Phase1Out":"!', 1)
+    code, msg = _code(lambda: gw.call("SubmitProof", submit("bad-b64", bad)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "field Phase1Out is not standard base64" in msg
+    code, msg = _code(lambda: gw.call("SubmitProof", submit("bad id!", c2)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "field request_id" in msg
+    code, msg = _code(lambda: gw.call("SubmitProof", pb.SubmitProofRequest(
+        request_id="size", proof_kind=pb.POREP_SEAL_COMMIT, sector_size=34359738368, vanilla_proof=c2)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "field sector_size" in msg
+    code, msg = _code(lambda: gw.call("Prove", pb.ProveRequest()))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT and "field submit" in msg
+    for name in ("bad-b64", "bad id!", "size", "wpost-1", "k0"):
+        assert gw.r.get(f"zkhive:job:{name}") is None  # nothing recorded for a refused request
+
+
+def test_the_token_is_required(gw):
+    code, msg = _code(lambda: gw.call("GetStatus", pb.GetStatusRequest(), metadata=None))
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "missing bearer token" in msg
+    code, msg = _code(lambda: gw.call("GetStatus", pb.GetStatusRequest(),
+                                      metadata=[("authorization", "Bearer not-the-token")]))
+    assert code == grpc.StatusCode.UNAUTHENTICATED and "not the gateway's" in msg
+    assert gw.call("GetStatus", pb.GetStatusRequest()).uptime_seconds >= 0
+    # the token is in a 0600 file beside the recorded settings, never in them
+    recorded = (gw.s.run_dir / "settings.toml").read_text()
+    assert TOKEN not in recorded and "token_file" in recorded
+
+
+def test_status_and_metrics_describe_the_cluster(gw):
+    done = gw.call("Prove", pb.ProveRequest(submit=submit("sq-status", json.dumps(make_c1(SQUARES_A, seed=21)).encode())))
+    assert done.result.status == pb.AwaitProofResponse.COMPLETED
+    st = gw.call("GetStatus", pb.GetStatusRequest())
+    [gpu] = st.gpus
+    assert gpu.name.startswith("cpu:0 prove.") and gpu.ordinal == 0
+    tiers = {s.circuit_id: s.tier for s in st.loaded_srs}
+    assert tiers[SQUARES_A.name] == pb.SRSStatus.HOT  # preloaded
+    assert tiers[SQUARES_B.name] in (pb.SRSStatus.HOT, pb.SRSStatus.COLD)
+    assert all(s.size_bytes > 0 for s in st.loaded_srs)
+    [q] = st.queues
+    assert q.proof_kind == "porep-c2"
+    assert st.total_proofs_completed >= 1
+    text = gw.call("GetMetrics", pb.GetMetricsRequest()).prometheus_text
+    assert "\nzkhive_up 1.0\n" in "\n" + text
+    assert re.search(r'zkhive_jobs_total\{[^}]*outcome="done"[^}]*\} [1-9]', text), text[:2000]
+    assert "zkhive_stage_seconds_bucket" in text
+
+
+def _resident(gw, name, want: bool, timeout_s=15.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        st = gw.call("GetStatus", pb.GetStatusRequest())
+        if any(s.circuit_id == name and s.tier == pb.SRSStatus.HOT for s in st.loaded_srs) == want:
+            return True
+        time.sleep(0.3)
+    return False
+
+
+def test_preload_and_evict_move_keys_on_and_off_the_provers(gw):
+    name = SQUARES_B.name
+    gw.call("EvictSRS", pb.EvictSrsRequest(circuit_id=name))  # whatever the jobs before left
+    assert _resident(gw, name, False)
+    res = gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id=name))
+    assert not res.already_loaded
+    assert _resident(gw, name, True)
+    assert gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id=name)).already_loaded
+    ev = gw.call("EvictSRS", pb.EvictSrsRequest(circuit_id=name))
+    assert ev.was_loaded and ev.freed_bytes > 0
+    assert _resident(gw, name, False)
+    assert not gw.call("EvictSRS", pb.EvictSrsRequest(circuit_id=name)).was_loaded
+    code, msg = _code(lambda: gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id="porep-32g")))
+    assert code == grpc.StatusCode.NOT_FOUND and "porep-32g" in msg and SQUARES_A.name in msg
+
+
+def _until(cond, timeout_s=60.0, every=0.05):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(every)
+    return None
+
+
+def test_cancel_a_running_job(gw, porep):
+    _, _, c2 = porep
+    gw.call("SubmitProof", submit("cancel-1", c2))
+    assert _until(lambda: gw.r.hget("zkhive:job:cancel-1:state", "status") == b"running", every=0.02)
+    assert gw.call("CancelProof", pb.CancelProofRequest(job_id="cancel-1")).was_running
+    res = gw.call("AwaitProof", pb.AwaitProofRequest(job_id="cancel-1"))
+    assert res.status == pb.AwaitProofResponse.CANCELLED and res.proof == b""
+    assert "cancelled" in res.error_message
+    assert not gw.call("CancelProof", pb.CancelProofRequest(job_id="cancel-1")).was_running
+    code, _ = _code(lambda: gw.call("CancelProof", pb.CancelProofRequest(job_id="no-such-job")))
+    assert code == grpc.StatusCode.NOT_FOUND
+
+
+def _prove_in_thread(gw, request, out: dict):
+    def run():
+        try:
+            out["res"] = gw.call("Prove", request, timeout=300).result
+        except grpc.RpcError as e:
+            out["err"] = e
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    return t
+
+
+def _kill(pid):
+    os.kill(pid, signal.SIGKILL)
+    _until(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE, 10)
+
+
+def test_a_prover_killed_under_a_prove_call_and_the_call_still_gets_a_verified_proof(gw, porep):
+    circuit, doc, c2 = porep
+    gw.call("EvictSRS", pb.EvictSrsRequest(circuit_id=circuit.name))  # a longer prove: the key loads in it
+    prover = gw.record("prove-cpu0")
+    out: dict = {}
+    t = _prove_in_thread(gw, pb.ProveRequest(submit=submit("kill-prover", c2)), out)
+    picked = _until(lambda: [e for e in gw.events("kill-prover") if e["event"] == "prove_pickup"], every=0.01)
+    assert picked, gw.events("kill-prover")
+    assert not any(e["event"] == "prove_end" for e in gw.events("kill-prover"))  # it is proving now
+    _kill(prover.pid)
+    t.join(timeout=300)
+    assert "res" in out, out.get("err")
+    res = out["res"]
+    assert res.status == pb.AwaitProofResponse.COMPLETED, res.error_message
+    assert verify(gw, circuit, doc, res.proof)
+    ev = gw.events("kill-prover")
+    assert any(e["event"] in ("lease_lapsed", "redispatched", "redelivered") for e in ev), ev
+    # the killed partition was picked up again: more pickups than partitions
+    assert sum(e["event"] == "prove_pickup" for e in ev) > circuit.num_partitions()
+    # the keeper brought the prover back
+    assert gw.record("prove-cpu0").pid != prover.pid
+
+
+def test_the_gateway_killed_mid_call_comes_back_and_the_retry_gets_the_same_job(gw, porep):
+    circuit, doc, c2 = porep
+    old = gw.record("gateway")
+    out: dict = {}
+    t = _prove_in_thread(gw, pb.ProveRequest(submit=submit("kill-gateway", c2)), out)
+    assert _until(lambda: gw.r.get("zkhive:job:kill-gateway"))  # submitted, now awaiting
+    _kill(old.pid)
+    t.join(timeout=60)
+    assert out["err"].code() == grpc.StatusCode.UNAVAILABLE, out
+    new = _until(lambda: (lambda r: r if r.pid != old.pid and r.process() else None)(gw.record("gateway")), 60)
+    assert new is not None and new.restarts == old.restarts + 1
+    # Curio's retry: the same request_id, through a new connection to the restarted gateway
+    res = _until(lambda: _retry(gw, c2), 60, every=0.5)
+    assert res.status == pb.AwaitProofResponse.COMPLETED and verify(gw, circuit, doc, res.proof)
+    assert sum(e["event"] == "queued" for e in gw.events("kill-gateway")) == 2  # one job, never resent
+    log = (gw.s.run_dir / "logs" / "keeper.log").read_text()
+    assert "gateway was gone; started again" in log
+
+
+def _retry(gw, c2):
+    try:
+        return gw.call("Prove", pb.ProveRequest(submit=submit("kill-gateway", c2)), timeout=120).result
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.UNAVAILABLE:
+            return None
+        raise
+
+
+def test_c2_through_the_cluster_prints_what_lotus_bench_prints(gw, porep, tmp_path):
+    circuit, doc, c2 = porep
+    path = tmp_path / "commit2.json"
+    path.write_bytes(c2)
+    res = zkhive(*gw.s.args("c2", str(path), "-o", str(tmp_path / "proof"), "--cluster", "--timeout", "240"),
+                 env=gw.s.env, check=0, timeout=300)
+    m = re.search(r"^----\nstart proof computation\nproof: ([0-9a-f]+)\n----\nresults \(v28\) \(2048\)\n"
+                  r"seal: commit phase 2: \S+ \(\S+ \S+/s\)\n", res.stdout, re.M)
+    assert m, res.stdout
+    proof = (tmp_path / "proof").read_bytes()
+    assert bytes.fromhex(m.group(1)) == proof and verify(gw, circuit, doc, proof)
+    assert "submitted to the cluster" in res.stderr or "already in the cluster" in res.stderr
+    path.write_bytes(c2.replace(b'"SectorSize":2048', b'"SectorSize":2000'))
+    bad = zkhive(*gw.s.args("c2", str(path), "--cluster"), env=gw.s.env, check=2)
+    assert "field SectorSize must be a power of two" in bad.stderr and len(bad.stderr.strip().splitlines()) == 1
+
+
+def test_c2_without_a_cluster_proves_in_this_process(gw, porep, tmp_path):
+    """No cluster answers at the configured Redis: `zkhive c2` proves here, with the key cache."""
+    from cluster.ops.supervisor import free_port
+
+    circuit, doc, c2 = porep
+    path = tmp_path / "commit2.json"
+    path.write_bytes(c2)
+    env = {**gw.s.env, "ZKHIVE_STATE_DIR": str(tmp_path / "state"),  # not the running cluster's pointer
+           "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0", "ZKHIVE_SRS__PARAM_CACHE": str(gw.s.tmp / "keys")}
+    res = zkhive("c2", str(path), "-o", str(tmp_path / "proof"), env=env, check=0, timeout=300)
+    assert "no cluster: proving porep-lite-4k in this process" in res.stderr, res.stderr
+    proof = (tmp_path / "proof").read_bytes()
+    assert f"proof: {proof.hex()}\n" in res.stdout and verify(gw, circuit, doc, proof)
+    # --cluster refuses instead of proving here
+    res = zkhive("c2", str(path), "--cluster", env=env, check=2)
+    assert "--cluster: no cluster with a ready prover" in res.stderr
+
+
+def test_tls_only_and_one_gateway_a_port(gw, tmp_path):
+    """[gateway] tls_cert/tls_key: a TLS client is served, a plaintext one is not; half a TLS
+    setting and a port another gateway holds are refused in one line."""
+    import subprocess
+    import sys
+
+    from cluster.ops.readiness import listening_check
+    from cluster.ops.supervisor import free_port
+    from test_up_cluster import ROOT
+
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)
+    port = free_port()
+    env = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert), "ZKHIVE_GATEWAY__TLS_KEY": str(key)}
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--port", str(port))],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _until(lambda: listening_check(proc.pid, port) is None, 60), proc.poll()
+        tls = grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(cert.read_bytes()))
+        st = pb_grpc.ProvingEngineStub(tls).GetStatus(pb.GetStatusRequest(), metadata=AUTH, timeout=30)
+        assert [q.proof_kind for q in st.queues] == ["porep-c2"]
+        plain = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+        code, _ = _code(lambda: plain.GetStatus(pb.GetStatusRequest(), metadata=AUTH, timeout=10))
+        assert code == grpc.StatusCode.UNAVAILABLE
+        tls.close()
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+    assert f"serving cuzk.v1.ProvingEngine on 127.0.0.1:{port} (TLS, bearer token" in out, out
+    half = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert)}
+    res = zkhive(*gw.s.args("gateway", "--port", str(free_port())), env=half, check=2)
+    assert "gateway.tls_cert and gateway.tls_key: set both" in res.stderr and len(res.stderr.splitlines()) == 1
+    res = zkhive(*gw.s.args("gateway"), env=gw.s.env, check=2)  # the port `up`'s gateway holds
+    assert f"cannot listen on 127.0.0.1:{gw.s.gateway_port}" in res.stderr and len(res.stderr.splitlines()) == 1
