@@ -94,24 +94,38 @@ class Template:
         return 2 * idx + int(b.neg)
 
     def _program(self, ops) -> np.ndarray:
+        """The ops as bits_host.cpp's stream, checked: each op writes the next own variable(s)
+        and reads only values already computed (the inner loop of recording: kept lean)."""
+        ns2 = 2 + self.slots
         prog: list[int] = []
+        ext = prog.extend
+
+        def ref(b) -> int:
+            if b.const is not None:
+                return 2 * b.const
+            k = b.bit.key
+            return 2 * ((k + 1) if k > 0 else (ns2 - k - 1)) + (1 if b.neg else 0)
+
         nxt = 0  # the own variable the next op must write
         for op, args, out in ops:
-            outs = out if op == OP_SUM else (out,)
-            if [(-k - 1) for k in outs] != list(range(nxt, nxt + len(outs))):
-                raise AssertionError("template ops out of allocation order")
+            limit = 2 * (ns2 + nxt)
             if op == OP_SUM:
-                prog += [OP_SUM, len(args), len(outs)]
-                refs = [self._ref(b) for word in args for b in word]
+                if out[0] != -nxt - 1 or out[-1] != -(nxt + len(out)):
+                    raise AssertionError("template ops out of allocation order")
+                refs = [ref(b) for word in args for b in word]
+                ext((OP_SUM, len(args), len(out)))
+                nxt += len(out)
             elif op in (OP_XOR, OP_AND, OP_CH, OP_MAJ):
+                if out != -nxt - 1:
+                    raise AssertionError("template ops out of allocation order")
+                refs = [ref(b) for b in args]
                 prog.append(op)
-                refs = [self._ref(b) for b in args]
+                nxt += 1
             else:
                 raise AssertionError(f"op {op} has no native replay")
-            if any((r >> 1) >= 2 + self.slots + nxt for r in refs):
+            if max(refs) >= limit:
                 raise AssertionError("template op reads a value not yet computed")
-            prog += refs
-            nxt += len(outs)
+            ext(refs)
         if nxt != self.num_aux:
             raise AssertionError("template ops do not cover every own variable")
         return np.array(prog, dtype=np.int32)
