@@ -1,0 +1,378 @@
+"""Filecoin's C1 document (SealCommitPhase1Output as serde_json writes it) and the Commit2 input file.
+
+The JSON shape, from the serde derives (rust-filecoin-proofs-api 0e64ce8 src/seal.rs;
+rust-fil-proofs 87348a7 storage-proofs-core/src/merkle/proof.rs, storage-proofs-porep stacked/
+vanilla/{params,column,column_proof,labeling_proof,encoding_proof}.rs; cross-checked with Curio's
+Go mirror of the types, lib/proof/porep_vproof_types.go)::
+
+    {"registered_proof": "StackedDrg2KiBV1_1",
+     "vanilla_proofs": {"StackedDrg2KiBV1": [[Proof, ...challenges], ...partitions]},
+     "comm_r": D, "comm_d": D, "replica_id": D, "seed": D, "ticket": D}
+    Proof = {"comm_d_proofs": MP, "comm_r_last_proof": MP,
+             "replica_column_proofs": {"c_x": CP, "drg_parents": [CP x 6], "exp_parents": [CP x 8]},
+             "labeling_proofs": [{"parents": [D x 37], "layer_index": l, "node": v} x layers],
+             "encoding_proof": {"parents": [D x 37], "layer_index": layers, "node": v}}
+    CP = {"column": {"index": v, "rows": [D x layers], "_h": null}, "inclusion_proof": MP}
+    MP = {"data": {"Single": {"root": D, "leaf": D, "path": IP}}}
+       | {"data": {"Sub": {"base_proof": IP, "sub_proof": IP, "root": D, "leaf": D}}}
+       | {"data": {"Top": {"base_proof": IP, "sub_proof": IP, "top_proof": IP, "root": D, "leaf": D}}}
+    IP = {"path": [{"hashes": [D x arity - 1], "index": position} per level from the leaves]}
+
+D, a domain (Sha256Domain, PoseidonDomain, Commitment, Ticket: all ``[u8; 32]``), is a JSON
+array of 32 integers, the little-endian Fr repr. ``Column._h`` is a ``PhantomData`` without
+``serde(skip)``: serde writes it as ``null``. serde_json writes no spaces, fields in declaration
+order. A benchmark sector's document adds ``"_zkhive_benchmark_sector": "<note>"`` at the top
+level (serde ignores unknown fields, as Lotus's ``_lotus_SealRandomness`` in PreCommit1 output).
+
+The Commit2 input file (lotus-bench's and Curio's ``Commit2In``: cmd/curio/debug-proofsvc.go,
+lib/ffi/cuzk_funcs.go) is Go's json.Marshal of ``{"SectorNum": int64, "Phase1Out": []byte (the C1
+JSON, base64), "SectorSize": uint64}``.
+
+``parse`` validates the shape (pydantic, bounded) and ``verify`` every vanilla proof against the
+parameter set: challenges against the seed, parents against the graph, every path against its
+root, every label against its preimage, the encoding, comm_r = Poseidon(comm_c, comm_r_last).
+Each failure is one line naming the partition, the challenge, the layer where there is one, and
+the JSON path of the field.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+from typing import Annotated, Any, Optional
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from .. import field, limits, poseidon
+from ..circuits import C1Error
+from . import challenges as chal
+from .graph import Graph, label_parent_order
+from .params import SETS, TOTAL_PARENTS, FilecoinParams
+
+BENCHMARK_KEY = "_zkhive_benchmark_sector"
+
+#: Bounds for Filecoin documents: a 32 GiB C1 (10 x 18 proofs) is ~60 MB of JSON, nested 16
+#: deep (root .. an inclusion path's sibling domain); the Commit2 file holds it as one base64
+#: string. Every other bound is the default's.
+C1_LIMITS = limits.Limits(document_bytes=160 << 20, depth=16)
+COMMIT2_LIMITS = limits.Limits(document_bytes=224 << 20, depth=2, string_bytes=220 << 20)
+
+
+class FilecoinC1Error(C1Error):
+    """One line: partition, challenge (and its node), layer, field (JSON path), message."""
+
+    def __init__(self, message: str, *, field: str | None = None, partition: int | None = None,
+                 challenge: int | None = None, node: int | None = None, layer: int | None = None):
+        self.challenge, self.node, self.layer = challenge, node, layer
+        parts = []
+        if challenge is not None:
+            parts.append(f"challenge {challenge}" + (f" (node {node})" if node is not None else ""))
+        if layer is not None:
+            parts.append(f"layer {layer}")
+        super().__init__(f"{', '.join(parts)}: {message}" if parts else message, field=field,
+                         partition=partition)
+
+
+# --- the schema (pydantic; every array bounded) -------------------------------------------------
+
+Byte = Annotated[int, Field(ge=0, le=255, strict=True)]
+Domain = Annotated[list[Byte], Field(min_length=32, max_length=32)]
+U32 = Annotated[int, Field(ge=0, lt=1 << 32, strict=True)]
+U64 = Annotated[int, Field(ge=0, lt=1 << 64, strict=True)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class PathElement(_Strict):
+    hashes: Annotated[list[Domain], Field(min_length=1, max_length=7)]
+    index: Annotated[int, Field(ge=0, lt=8, strict=True)]
+
+
+class InclusionPath(_Strict):
+    path: Annotated[list[PathElement], Field(max_length=32)]
+
+
+class SingleProof(_Strict):
+    root: Domain
+    leaf: Domain
+    path: InclusionPath
+
+
+class SubProof(_Strict):
+    base_proof: InclusionPath
+    sub_proof: InclusionPath
+    root: Domain
+    leaf: Domain
+
+
+class TopProof(_Strict):
+    base_proof: InclusionPath
+    sub_proof: InclusionPath
+    top_proof: InclusionPath
+    root: Domain
+    leaf: Domain
+
+
+class ProofData(_Strict):
+    Single: Optional[SingleProof] = None
+    Sub: Optional[SubProof] = None
+    Top: Optional[TopProof] = None
+
+
+class MerkleProof(_Strict):
+    data: ProofData
+
+
+class Column(_Strict):
+    index: U32
+    rows: Annotated[list[Domain], Field(min_length=1, max_length=15)]
+    h: None = Field(default=None, alias="_h")
+
+
+class ColumnProof(_Strict):
+    column: Column
+    inclusion_proof: MerkleProof
+
+
+class ReplicaColumnProof(_Strict):
+    c_x: ColumnProof
+    drg_parents: Annotated[list[ColumnProof], Field(max_length=16)]
+    exp_parents: Annotated[list[ColumnProof], Field(max_length=16)]
+
+
+class LabelingProof(_Strict):
+    parents: Annotated[list[Domain], Field(max_length=64)]
+    layer_index: U32
+    node: U64
+
+
+class VanillaProof(_Strict):
+    comm_d_proofs: MerkleProof
+    comm_r_last_proof: MerkleProof
+    replica_column_proofs: ReplicaColumnProof
+    labeling_proofs: Annotated[list[LabelingProof], Field(min_length=1, max_length=15)]
+    encoding_proof: LabelingProof
+
+
+Partitions = Annotated[list[Annotated[list[VanillaProof], Field(min_length=1, max_length=64)]],
+                       Field(min_length=1, max_length=16)]
+
+
+class C1Document(_Strict):
+    registered_proof: Annotated[str, Field(max_length=64)]
+    vanilla_proofs: Annotated[dict[str, Partitions], Field(min_length=1, max_length=1)]
+    comm_r: Domain
+    comm_d: Domain
+    replica_id: Domain
+    seed: Domain
+    ticket: Domain
+    benchmark: Optional[Annotated[str, Field(max_length=256)]] = Field(default=None, alias=BENCHMARK_KEY)
+
+    @property
+    def shape(self) -> str:
+        return next(iter(self.vanilla_proofs))
+
+    @property
+    def partitions(self) -> list[list[VanillaProof]]:
+        return self.vanilla_proofs[self.shape]
+
+
+def json_schema() -> dict[str, Any]:
+    return C1Document.model_json_schema(by_alias=True)
+
+
+def _loc_error(loc: tuple) -> dict:
+    """partition / challenge of a pydantic error location under vanilla_proofs.<shape>[k][i]."""
+    if len(loc) > 3 and loc[0] == "vanilla_proofs" and isinstance(loc[2], int):
+        return {"partition": loc[2], "challenge": loc[3] if isinstance(loc[3], int) else None}
+    return {}
+
+
+def _shape_of(prm: FilecoinParams) -> str:
+    return prm.shape
+
+
+def params_of(doc: Any) -> FilecoinParams:
+    """The parameter set a decoded C1 names (registered_proof), or a FilecoinC1Error."""
+    rp = doc.get("registered_proof") if isinstance(doc, dict) else None
+    for p in SETS.values():
+        if p.registered_proof == rp:
+            return p
+    raise FilecoinC1Error(f"registered proof {limits.clip(rp)} is not one of "
+                          f"{', '.join(p.registered_proof for p in SETS.values())}", field="registered_proof")
+
+
+def parse(prm: FilecoinParams, doc: Any) -> C1Document:
+    """Validate a decoded C1 document's shape for ``prm``; raise FilecoinC1Error."""
+    if not isinstance(doc, dict):
+        raise FilecoinC1Error(f"a C1 document is a JSON object, not {type(doc).__name__}")
+    limits.check(doc, C1_LIMITS)
+    try:
+        c1 = C1Document.model_validate(doc)
+    except ValidationError as e:
+        err = e.errors()[0]
+        loc = tuple(err["loc"])
+        more = f" (and {e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
+        raise FilecoinC1Error(err["msg"] + more, field=limits.json_path(loc) or None, **_loc_error(loc)) from None
+    if c1.registered_proof != prm.registered_proof:
+        raise FilecoinC1Error(f"is {limits.clip(c1.registered_proof)}, this parameter set ({prm.name}) "
+                              f"is {prm.registered_proof}", field="registered_proof")
+    if c1.shape != prm.shape:
+        raise FilecoinC1Error(f"vanilla proofs are keyed {limits.clip(c1.shape)}, {prm.shape} expected",
+                              field="vanilla_proofs")
+    if prm.benchmark != (c1.benchmark is not None):
+        raise FilecoinC1Error(f"{prm.name} documents {'are' if prm.benchmark else 'are not'} benchmark "
+                              f"sectors here", field=BENCHMARK_KEY)
+    if len(c1.partitions) != prm.partitions:
+        raise FilecoinC1Error(f"has {len(c1.partitions)} partitions, {prm.partitions} expected",
+                              field=f"vanilla_proofs.{prm.shape}")
+    for k, part in enumerate(c1.partitions):
+        if len(part) != prm.challenges:
+            raise FilecoinC1Error(f"has {len(part)} challenges, {prm.challenges} expected",
+                                  field=f"vanilla_proofs.{prm.shape}[{k}]", partition=k)
+    return c1
+
+
+# --- writing ------------------------------------------------------------------------------------
+
+def _d(v: np.ndarray) -> list[int]:
+    return list(np.ascontiguousarray(v, dtype="<u8").tobytes())
+
+
+def _inclusion(levels: list[tuple[np.ndarray, int]]) -> dict:
+    return {"path": [{"hashes": [_d(s) for s in sibs], "index": int(pos)} for sibs, pos in levels]}
+
+
+def merkle_proof(tree, i: int, leaf: np.ndarray, prm: FilecoinParams | None) -> dict:
+    """MerkleProof JSON for leaf i; ``prm`` None for TreeD (binary, Single)."""
+    path = tree.path(i)
+    root, leaf = _d(tree.root_vec), _d(leaf)
+    if prm is None or not prm.sub_arity:
+        return {"data": {"Single": {"root": root, "leaf": leaf, "path": _inclusion(path)}}}
+    base = prm.base_tree_depth
+    if not prm.top_arity:
+        return {"data": {"Sub": {"base_proof": _inclusion(path[:base]), "sub_proof": _inclusion(path[base:]),
+                                 "root": root, "leaf": leaf}}}
+    return {"data": {"Top": {"base_proof": _inclusion(path[:base]), "sub_proof": _inclusion(path[base:base + 1]),
+                             "top_proof": _inclusion(path[base + 1:]), "root": root, "leaf": leaf}}}
+
+
+def vanilla_proof(sector, c: int) -> dict:
+    """One challenge's stacked::Proof (prove_layers_generate) as serde writes it."""
+    prm = sector.prm
+    parents = sector.graph.parents([c])[0].tolist()
+    rows = sector.position([c] + parents)
+    col = sector.columns[rows]                        # (15, layers, 4)
+    leaves_c = sector.tree_c.nodes(0, np.asarray([c] + parents, dtype=np.uint64))
+
+    def column_proof(j: int, v: int) -> dict:
+        return {"column": {"index": v, "rows": [_d(x) for x in col[j]], "_h": None},
+                "inclusion_proof": merkle_proof(sector.tree_c, v, leaves_c[j], prm)}
+
+    labeling = []
+    for layer in range(1, prm.layers + 1):
+        plabels = [col[1 + q, layer - 1] if q < 6 else col[1 + q, layer - 2] for q in range(14)]
+        labeling.append({"parents": [_d(plabels[q]) for q in label_parent_order(layer)],
+                         "layer_index": layer, "node": c})
+    k = sector.position([c])[0]
+    return {
+        "comm_d_proofs": merkle_proof(sector.tree_d, c, sector.data[k], None),
+        "comm_r_last_proof": merkle_proof(sector.tree_r, c, sector.tree_r.nodes(0, np.asarray([c], np.uint64))[0], prm),
+        "replica_column_proofs": {
+            "c_x": column_proof(0, c),
+            "drg_parents": [column_proof(1 + j, v) for j, v in enumerate(parents[:6])],
+            "exp_parents": [column_proof(7 + j, v) for j, v in enumerate(parents[6:])],
+        },
+        "labeling_proofs": labeling,
+        "encoding_proof": dict(labeling[-1]),
+    }
+
+
+def c1_document(sector, seed: bytes) -> dict:
+    """SealCommitPhase1Output for ``seed`` (the interactive randomness, 32 bytes)."""
+    if len(seed) != 32:
+        raise ValueError("the interactive seed is 32 bytes")
+    if sector.benchmark and sector.seed != seed:
+        raise ValueError("a benchmark sector is populated for one seed: use the seed it was made with")
+    prm = sector.prm
+    proofs = [[vanilla_proof(sector, int(c)) for c in row] for row in sector.challenges(seed)]
+    doc = {"registered_proof": prm.registered_proof, "vanilla_proofs": {prm.shape: proofs},
+           "comm_r": list(sector.comm_r), "comm_d": list(sector.comm_d),
+           "replica_id": list(sector.replica_id), "seed": list(seed), "ticket": list(sector.ticket)}
+    if sector.benchmark:
+        doc[BENCHMARK_KEY] = f"{prm.name}: " + __import__("synthesis.filecoin.sector", fromlist=["x"]).BENCHMARK_NOTE
+    return doc
+
+
+def dumps(doc: dict) -> bytes:
+    """serde_json::to_vec: no whitespace, fields in order."""
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def commit2_input(c1_json: bytes, sector_num: int, sector_size: int) -> bytes:
+    """Go's json.Marshal of Commit2In{SectorNum, Phase1Out, SectorSize}."""
+    return json.dumps({"SectorNum": sector_num, "Phase1Out": base64.b64encode(c1_json).decode(),
+                       "SectorSize": sector_size}, separators=(",", ":")).encode()
+
+
+def read_commit2(raw: bytes) -> tuple[int, bytes, int]:
+    """(SectorNum, the C1 JSON bytes, SectorSize) of a Commit2 input file; InputError/C1Error."""
+    doc = limits.loads(raw, COMMIT2_LIMITS, setting="the Commit2 file bound")
+    if not isinstance(doc, dict) or set(doc) != {"SectorNum", "Phase1Out", "SectorSize"}:
+        keys = sorted(doc) if isinstance(doc, dict) else type(doc).__name__
+        raise FilecoinC1Error(f"a Commit2 input is {{SectorNum, Phase1Out, SectorSize}}, got {limits.clip(keys)}")
+    for key in ("SectorNum", "SectorSize"):
+        if not isinstance(doc[key], int) or isinstance(doc[key], bool) or not 0 <= doc[key] < 1 << 63:
+            raise FilecoinC1Error(f"is {limits.clip(doc[key])}, not an integer in 0..2^63", field=key)
+    if not isinstance(doc["Phase1Out"], str):
+        raise FilecoinC1Error("is not a base64 string", field="Phase1Out")
+    try:
+        c1_json = base64.b64decode(doc["Phase1Out"], validate=True)
+    except (binascii.Error, ValueError):
+        raise FilecoinC1Error("is not valid base64", field="Phase1Out") from None
+    return doc["SectorNum"], c1_json, doc["SectorSize"]
+
+
+def load(raw: bytes) -> tuple[FilecoinParams, C1Document, dict]:
+    """A C1 JSON document or a Commit2 input file -> (params, parsed C1, facts), shape-checked
+    (``verify`` checks the proofs). facts: SectorNum / SectorSize when it was a Commit2 file."""
+    facts: dict = {}
+    head = raw[:200].lstrip()
+    if head.startswith(b"{") and b'"SectorNum"' in raw[:64] or b'"Phase1Out"' in raw[:64]:
+        facts["sector_num"], raw, facts["sector_size"] = read_commit2(raw)
+    doc = limits.loads(raw, C1_LIMITS, setting="the filecoin C1 bound")
+    prm = params_of(doc)
+    if "sector_size" in facts and facts["sector_size"] != prm.sector_size:
+        raise FilecoinC1Error(f"is {facts['sector_size']}, the C1 is a {prm.sector_size}-byte "
+                              f"{prm.registered_proof}", field="SectorSize")
+    return prm, parse(prm, doc), facts
+
+
+# --- verifying -----------------------------------------------------------------------------------
+
+def verify(prm: FilecoinParams, c1: C1Document, *, partitions=None) -> list:
+    """Check every vanilla proof (or those of ``partitions``); return their PartitionVanilla."""
+    from .vanilla import check_partition, from_c1
+    rid = bytes(c1.replica_id)
+    if field.from_bytes(bytes(c1.replica_id), what="replica_id") >> 254:
+        raise FilecoinC1Error("replica_id is not trimmed to 254 bits", field="replica_id")
+    comm_c = comm_r_last = None
+    out = []
+    graph = Graph.for_params(prm)
+    for k in range(prm.partitions) if partitions is None else partitions:
+        expect = chal.partition_challenges(rid, bytes(c1.seed), k, prm.challenges, prm.nodes)
+        pv = from_c1(prm, c1, k)
+        check_partition(prm, pv, expect, graph, k)
+        if comm_c is None:
+            comm_c, comm_r_last = pv.comm_c, pv.comm_r_last
+            if poseidon.hash_ints([comm_c, comm_r_last]) != pv.comm_r:
+                raise FilecoinC1Error("comm_r is not Poseidon(comm_c, comm_r_last) of the proofs' roots",
+                                      field="comm_r")
+        elif (pv.comm_c, pv.comm_r_last) != (comm_c, comm_r_last):
+            raise FilecoinC1Error("TreeC/TreeR roots differ from partition 0's", partition=k,
+                                  field=f"vanilla_proofs.{prm.shape}[{k}]")
+        out.append(pv)
+    return out
