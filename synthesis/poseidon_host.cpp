@@ -98,4 +98,96 @@ int poseidon_permute(i64 batch, int t, int rf, int rp, const uint32_t* constants
     return 0;
 }
 
+// neptune's Poseidon circuit (synthesis/bellpepper/neptune.py): every value the circuit allocates,
+// in its order, for a batch of preimages. consts: crc[rf t + rp] (compressed round constants),
+// m[t t], pre_sparse[t t], w_hat[rp t], v_rest[rp (t-1)]; tag: one element; inputs (batch, t-1);
+// out (batch, n) with n = 3 (t-1) + 4 t (rf-1) + 4 rp + 1, the hash last. Returns n, or -1.
+//   first full round, input i >= 1: (x+k)^2, (x+k)^4, (x+k)^5 + k'   (the tag's S-box is constant)
+//   later full rounds, each element: x (the allocated lc), x^2, x^4, x^5 + k (no k: terminal)
+//   partial rounds: the same on element 0; MDS as neptune's apply_matrix: y_j = sum_i M[i][j] x_i
+//   (pre_sparse after the 4th full round, the sparse w_hat / v_rest after each partial round)
+i64 neptune_trace(i64 batch, int t, int rf, int rp, const uint32_t* consts, const uint32_t* tag,
+                  const uint32_t* inputs, uint32_t* out) {
+    if (t < 2 || t > MAX_T || rf < 2 || rf % 2) return -1;
+    const i64 n = 3 * (i64)(t - 1) + 4 * (i64)t * (rf - 1) + 4 * (i64)rp + 1;
+    const int half = rf / 2, u = t - 1;
+    const i64 ncrc = (i64)rf * t + rp;
+    std::vector<fr_t> crc(ncrc), m(t * t), pre(t * t), wh((i64)rp * t), vr((i64)rp * u);
+    i64 o = 0;
+    for (i64 i = 0; i < ncrc; i++) crc[i] = load(consts + 8 * o++);
+    for (int i = 0; i < t * t; i++) m[i] = load(consts + 8 * o++);
+    for (int i = 0; i < t * t; i++) pre[i] = load(consts + 8 * o++);
+    for (i64 i = 0; i < (i64)rp * t; i++) wh[i] = load(consts + 8 * o++);
+    for (i64 i = 0; i < (i64)rp * u; i++) vr[i] = load(consts + 8 * o++);
+    const fr_t tg = load(tag);
+#pragma omp parallel for schedule(static) if (batch >= 8)
+    for (i64 b = 0; b < batch; b++) {
+        fr_t s[MAX_T], tmp[MAX_T];
+        uint32_t* tr = out + 8 * b * n;
+        i64 k = 0;
+        auto put = [&](const fr_t& x) { store(tr + 8 * k, x); k++; };
+        auto dense = [&](const std::vector<fr_t>& mat) {
+            for (int j = 0; j < t; j++) {
+                fr_t acc = fr_t::zero();
+                for (int i = 0; i < t; i++) acc = acc + mat[i * t + j] * s[i];
+                tmp[j] = acc;
+            }
+            for (int j = 0; j < t; j++) s[j] = tmp[j];
+        };
+        int rnd = 0;
+        auto mds = [&]() {
+            if (rnd == half - 1) {
+                dense(pre);
+            } else if (rnd > half - 1 && rnd < half + rp) {
+                const int q = rnd - half;
+                fr_t first = fr_t::zero();
+                for (int i = 0; i < t; i++) first = first + wh[(i64)q * t + i] * s[i];
+                for (int j = 1; j < t; j++) s[j] = s[j] + s[0] * vr[(i64)q * u + j - 1];
+                s[0] = first;
+            } else {
+                dense(m);
+            }
+            rnd++;
+        };
+        auto sbox = [&](int i, const fr_t* key) {
+            fr_t x = s[i], x2 = x.sqr(), x4 = x2.sqr(), r = x4 * x;
+            if (key) r = r + *key;
+            put(x); put(x2); put(x4); put(r);
+            s[i] = r;
+        };
+        // first full round
+        {
+            fr_t y = tg + crc[0], y2 = y.sqr(), y4 = y2.sqr();
+            s[0] = y4 * y + crc[t];
+            for (int i = 1; i < t; i++) {
+                fr_t x = load(inputs + 8 * (b * u + i - 1)) + crc[i];
+                fr_t q = x.sqr(), q2 = q.sqr(), r = q2 * x + crc[t + i];
+                put(q); put(q2); put(r);
+                s[i] = r;
+            }
+            mds();
+        }
+        i64 off = 2 * t;
+        for (int r = 1; r < half; r++) {
+            for (int i = 0; i < t; i++) sbox(i, &crc[off + i]);
+            off += t;
+            mds();
+        }
+        for (int p = 0; p < rp; p++) {
+            sbox(0, &crc[off]);
+            off += 1;
+            mds();
+        }
+        for (int r = 0; r < half - 1; r++) {
+            for (int i = 0; i < t; i++) sbox(i, &crc[off + i]);
+            off += t;
+            mds();
+        }
+        for (int i = 0; i < t; i++) sbox(i, nullptr);
+        mds();
+        put(s[1]);
+    }
+    return n;
+}
+
 }  // extern "C"
