@@ -81,7 +81,7 @@ def _load_families() -> None:
     # importing a family registers its parameter sets
     import importlib
 
-    for mod in ("synthesis.porep", "synthesis.sdr"):
+    for mod in ("synthesis.porep", "synthesis.sdr", "synthesis.filecoin"):
         try:
             importlib.import_module(mod)
         except ModuleNotFoundError as e:

@@ -70,7 +70,8 @@ def params_digest(prm: FilecoinParams) -> str:
 class Recorded:
     """A recorded block: its compact matrices over its own columns and where things are."""
 
-    def __init__(self, cs: TemplatingCS, keys: dict):
+    def __init__(self, cs: TemplatingCS, keys: dict, marks: list | None = None):
+        self.marks = marks or [(0, "header")]
         self.mats = compact_matrices(cs)
         self.num_public = cs.num_public
         self.num_aux = cs.num_aux
@@ -88,7 +89,7 @@ def _aux_index(num: Num) -> int:
 
 
 def record_header() -> Recorded:
-    cs = TemplatingCS()
+    cs = TemplatingCS(ordered=True)
     s = Synth(cs=cs)
     sh, comm_r, _ = stacked.header_gadget(s, None)
     rid_bits = [b for b in sh.replica_id_bits if not b.is_constant]
@@ -120,16 +121,22 @@ SHARED = 3 + 255
 
 
 def record_challenge(prm: FilecoinParams) -> Recorded:
-    cs = TemplatingCS()
+    cs = TemplatingCS(ordered=True)
     s = Synth(cs=cs)
+    s.marks = []
     sh = _shared_placeholders(s)
     stacked.challenge_gadget(s, prm, sh, None)
     if cs.num_public != CH_INPUTS:
         raise AssertionError(f"a challenge block has {cs.num_public} inputs, {CH_INPUTS} expected")
-    return Recorded(cs, {})
+    return Recorded(cs, {}, s.marks)
 
 
 def build_compact(prm: FilecoinParams) -> CompactR1CS:
+    return build(prm)[0]
+
+
+def build(prm: FilecoinParams) -> tuple[CompactR1CS, dict]:
+    """The compact matrices and the row map (header rows, block rows, the block's marks)."""
     hdr, ch = record_header(), record_challenge(prm)
     C = prm.challenges
     npub = 3 + C * CH_INPUTS
@@ -157,7 +164,8 @@ def build_compact(prm: FilecoinParams) -> CompactR1CS:
     for hm, cm in zip(hdr.mats, ch.mats):
         h = CompactMatrix(hm.indptr, hmap[hm.cols].astype(np.int32), hm.coef, hm.table)
         mats.append(Replicated(h, cm, base, stride, C))
-    return CompactR1CS(npub, hdr.num_aux + C * ch_locals, *mats, segments=segments)
+    rows = {"header": hdr.num_constraints, "block": ch.num_constraints, "marks": ch.marks}
+    return CompactR1CS(npub, hdr.num_aux + C * ch_locals, *mats, segments=segments), rows
 
 
 def cache_dir() -> Path:
@@ -182,6 +190,7 @@ class FilecoinCircuit:
         self._r1cs: R1CS | None = None
         self._lock = threading.Lock()
         self._digest: str | None = None
+        self._rows: dict | None = None
 
     def __repr__(self) -> str:
         return f"FilecoinCircuit({self.name})"
@@ -199,12 +208,38 @@ class FilecoinCircuit:
         with self._lock:
             if self._compact is None:
                 path = cache_path(self.digest())
+                rows_path = path.with_suffix(".rows.json")
                 try:
-                    self._compact = CompactR1CS.load(path)
+                    compact = CompactR1CS.load(path)
+                    self._rows = json.loads(rows_path.read_text())
                 except (ValueError, KeyError, OSError, zipfile.BadZipFile):
-                    self._compact = build_compact(self.prm)
-                    self._compact.save(path)
+                    compact, self._rows = build(self.prm)
+                    compact.save(path)
+                    rows_path.write_text(json.dumps(self._rows))
+                self._compact = compact
             return self._compact
+
+    def describe_row(self, i: int) -> str:
+        """Where constraint ``i`` of a partition comes from: the header, or challenge c's gadget."""
+        self.compact_r1cs()
+        h, b = self._rows["header"], self._rows["block"]
+        if i < h:
+            return f"header constraint {i} (replica id bits, comm_r = H(comm_c, comm_r_last))"
+        c, local = divmod(i - h, b)
+        label = "?"
+        for start, name in self._rows["marks"]:
+            if start <= local:
+                label = name
+        return f"challenge {c}, {label} (constraint {i}, row {local} of the challenge block)"
+
+    def check(self, z: np.ndarray, partition: int | None = None) -> None:
+        """Hold z against the full matrices (small sets); C1Error naming the partition, the
+        challenge and the gadget of the first failing constraint."""
+        from ..r1cs import UnsatisfiedConstraint
+        try:
+            self.r1cs().check(z)
+        except UnsatisfiedConstraint as e:
+            raise C1Error(f"{self.describe_row(e.index)} is not satisfied", partition=partition) from None
 
     def is_built(self) -> bool:
         return self._compact is not None or cache_path(self.digest()).exists()
@@ -222,12 +257,23 @@ class FilecoinCircuit:
             cr = self.compact_r1cs()
             cons, aux, nnz = cr.num_constraints, cr.num_aux, cr.nnz
         else:
-            from .census import census
-            t = census(self.prm).synthesized
-            cons, aux, nnz = t.constraints, t.aux, t.nnz
+            cons, aux, nnz = (self.census()[k] for k in ("constraints", "aux", "nonzeros"))
         npub = self.prm.num_public
         return {"constraints": cons, "variables": 1 + npub + aux, "aux": aux, "nonzeros": nnz,
                 "public_inputs": npub, "domain": 1 << (cons + npub).bit_length()}
+
+    def census(self) -> dict[str, int]:
+        """The census's synthesized counts (no input rows), cached beside the matrices."""
+        path = cache_dir() / "r1cs" / f"filecoin-{self.digest()}.census.json"
+        try:
+            return json.loads(path.read_text())
+        except (OSError, ValueError):
+            from .census import census
+            t = census(self.prm).synthesized
+            row = {"constraints": t.constraints, "aux": t.aux, "inputs": t.inputs, "nonzeros": t.nnz}
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(row))
+            return row
 
     # -- C1 ------------------------------------------------------------------------------------
     def parse_c1(self, doc: dict[str, Any]) -> c1mod.C1Document:
@@ -301,5 +347,5 @@ class FilecoinCircuit:
         """z for one partition as an (n, 4) Fr vector; ``check=True`` also checks the matrices."""
         z = self.synthesize_compact(c1, partition).to_vec()
         if check:
-            self.r1cs().check(z)
+            self.check(z, partition)
         return z

@@ -208,6 +208,14 @@ def _positions(nodes: np.ndarray, arities: Sequence[int]) -> np.ndarray:
     return np.stack(out, axis=-1)
 
 
+def mark(s: Synth, label: str) -> None:
+    """Shape mode with ``s.marks`` (a list): note where the constraints of ``label`` begin (how a
+    failing constraint's index is named)."""
+    marks = getattr(s, "marks", None)
+    if marks is not None and s.shape:
+        marks.append((s.cs.num_constraints, label))
+
+
 def challenge_gadget(s: Synth, prm, sh: Shared, w) -> dict:
     """Proof::synthesize for one challenge (a batch of them in values mode: ``w`` a
     ``PartitionVanilla``). Returns the computed roots and labels (values mode: the native
@@ -216,6 +224,7 @@ def challenge_gadget(s: Synth, prm, sh: Shared, w) -> dict:
     comp = s.computing
     arities = tuple(prm.tree_c_arities)
     d_arities = (2,) * prm.tree_d_depth
+    mark(s, "TreeD inclusion of the data leaf")
     data_leaf = alloc_num(s, (lambda: w.data_leaf) if comp else None)
     root_d = por(s, data_leaf, sh.comm_d, d_arities,
                  lambda: _positions(w.challenges, d_arities),
@@ -227,6 +236,7 @@ def challenge_gadget(s: Synth, prm, sh: Shared, w) -> dict:
             col_v = (w.drg_columns if kind == "drg" else w.exp_columns) if comp else None
             nodes = (w.drg_parents if kind == "drg" else w.exp_parents) if comp else None
             paths = (w.drg_paths if kind == "drg" else w.exp_paths) if comp else None
+            mark(s, f"{kind.upper()} parent {j}: column hash and TreeC inclusion")
             col = [alloc_num(s, (lambda j=j, r=r: col_v[:, j, r]) if comp else None) for r in range(L)]
             h = poseidon(s, col)
             parent_roots.append(por(s, h, sh.comm_c, arities,
@@ -235,19 +245,24 @@ def challenge_gadget(s: Synth, prm, sh: Shared, w) -> dict:
             cols.append(col)
     drg, exp = cols[:prm.drg_parents], cols[prm.drg_parents:]
 
+    mark(s, "the challenge's 64 bits and input")
     node = UInt64.alloc(s, (lambda: w.challenges) if comp else None)
     node.pack_into_input(s)
     labels = []
     for layer in range(1, L + 1):
+        mark(s, f"layer {layer}: parent label bits")
         parents = [reverse_bit_numbering(to_bits_le(s, col[layer - 1])) for col in drg]
         if layer > 1:
             parents += [reverse_bit_numbering(to_bits_le(s, col[layer - 2])) for col in exp]
+        mark(s, f"layer {layer}: label (SHA-256 of the preimage)")
         labels.append(create_label(s, sh.replica_id_bits, expand_parents(parents, layer), layer, node))
 
+    mark(s, f"encoding (layer {L} label + data) and TreeR inclusion")
     encoded = num_add(s, labels[-1], data_leaf)
     root_r = por(s, encoded, sh.comm_r_last, tuple(prm.tree_r_arities),
                  lambda: _positions(w.challenges, prm.tree_r_arities),
                  lambda lv: w.tree_r_path[lv], sha=False)
+    mark(s, "column hash of the labels and TreeC inclusion")
     h = poseidon(s, labels)
     root_c = por(s, h, sh.comm_c, arities, lambda: _positions(w.challenges, arities),
                  lambda lv: w.tree_c_path[lv], sha=False)
