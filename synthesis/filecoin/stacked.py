@@ -35,7 +35,8 @@ import numpy as np
 
 from ..gadgets.core import Num, Synth
 from ..bellpepper import AllocatedBit, Boolean, UInt64, alloc_num, equal, inputize, to_bits_le
-from ..bellpepper.multipack import pack_bits, pack_into_inputs
+from ..bellpepper import multipack
+from ..bellpepper.num import alloc_input
 from ..bellpepper.num import add as num_add
 from ..bellpepper.sha256 import sha256
 from ..bellpepper.uint32 import UInt32
@@ -49,6 +50,32 @@ def poseidon(s: Synth, nums: Sequence[Num]) -> Num:
     ``hash_multi_leaf_circuit`` / ``hash2_circuit``, storage-proofs-porep's ``hash_single_column``)."""
     from ..bellpepper.neptune import poseidon_hash
     return poseidon_hash(s, list(nums), len(nums))
+
+
+def _bit_values(s: Synth, bits: Sequence[Boolean]) -> np.ndarray:
+    """(B, 4) Fr: the integer sum 2^j bits[j] (j < 254), computed with numpy."""
+    B = s.batch
+    out = np.zeros((B, 256), dtype=np.uint8)
+    for j, b in enumerate(bits):
+        out[:, j] = b.value(B)
+    return np.packbits(out, axis=1, bitorder="little").view("<u8").astype(np.uint64)
+
+
+def pack_bits(s: Synth, bits: Sequence[Boolean]) -> Num:
+    """bellperson ``multipack::pack_bits`` (shape: ``synthesis.bellpepper.multipack``; values
+    only: the same single allocation, its value packed with numpy)."""
+    if s.shape:
+        return multipack.pack_bits(s, bits)
+    val = _bit_values(s, bits[:CAPACITY])
+    return s.alloc(lambda: val)
+
+
+def pack_into_inputs(s: Synth, bits: Sequence[Boolean]) -> list[Num]:
+    """bellperson ``multipack::pack_into_inputs`` (values only: numpy packing, as pack_bits)."""
+    if s.shape:
+        return multipack.pack_into_inputs(s, bits)
+    return [alloc_input(s, lambda lo=lo: _bit_values(s, bits[lo:lo + CAPACITY]))
+            for lo in range(0, len(bits), CAPACITY)]
 
 
 # --- storage-proofs-core gadgets ------------------------------------------------------------------
@@ -247,7 +274,7 @@ def challenge_gadget(s: Synth, prm, sh: Shared, w) -> dict:
 
     mark(s, "the challenge's 64 bits and input")
     node = UInt64.alloc(s, (lambda: w.challenges) if comp else None)
-    node.pack_into_input(s)
+    pack_into_inputs(s, node.to_bits_le())  # UInt64::pack_into_input
     labels = []
     for layer in range(1, L + 1):
         mark(s, f"layer {layer}: parent label bits")
