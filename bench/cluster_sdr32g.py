@@ -49,6 +49,9 @@ def sectors(params: str, jobs: int) -> list[dict]:
     from synthesis.circuits import get_circuit
 
     circuit = get_circuit(params)
+    if params.startswith("filecoin"):
+        from synthesis.filecoin.samples import sample_c1
+        return [sample_c1(circuit.prm, j + 1) for j in range(jobs)]
     if params.startswith("sdr"):
         from synthesis.sdr.sector import c1_document, generate
     else:

@@ -174,6 +174,14 @@ def cmd_circuits(args) -> int:
         c = get_circuit(name)
         prm = getattr(c, "prm", None)
         line = f"{name}: {c.num_partitions()} partitions"
+        if _family(c) == "filecoin":
+            z = c.size()  # the census (cached) or the built matrices
+            print(f"{line}, {prm.nodes} nodes, {prm.layers} layers, {prm.challenges} challenges/partition"
+                  f"{' (benchmark sector)' if prm.benchmark else ''}; {z['constraints'] + z['public_inputs'] + 1} "
+                  f"constraints ({z['constraints']} + {z['public_inputs'] + 1} input rows), {z['aux']} aux, "
+                  f"{z['public_inputs'] + 1} inputs (ONE included), "
+                  f"{z['nonzeros'] + z['public_inputs'] + 1} nonzeros, domain 2^{z['domain'].bit_length() - 1}")
+            continue
         if prm is not None:
             line += (f", {prm.nodes} nodes, {prm.layers} layers, {prm.parents} parents, "
                      f"{prm.challenges} challenges/partition")

@@ -30,11 +30,18 @@ def _signed(c: int) -> int:
 
 
 class TemplatingCS(ConstraintSystem):
-    """A ConstraintSystem(with_values=False) that records template instances compactly."""
+    """A ConstraintSystem(with_values=False) that records template instances compactly.
 
-    def __init__(self):
+    ``ordered=True``: ``compact_matrices`` keeps the constraints in recording order (an
+    instance's rows where it was instantiated, as a prover that synthesizes gadget by gadget
+    has them: what a circuit whose keys must match another implementation's needs); by default
+    the plain rows come first, then the instances grouped by template."""
+
+    def __init__(self, *, ordered: bool = False):
         super().__init__(with_values=False)
+        self.ordered = ordered
         self._instances: list[tuple[object, np.ndarray, np.ndarray, int]] = []
+        self._plain_before: list[int] = []  # plain rows recorded before each instance
 
     def instantiate(self, tmpl, inputs: list[LinearCombination]) -> list[LinearCombination]:
         """Record one instance of ``tmpl`` (with ``rows``, ``slots``, ``num_aux``, ``outputs``);
@@ -54,6 +61,7 @@ class TemplatingCS(ConstraintSystem):
         start = len(self._aux)
         self._aux.extend([None] * tmpl.num_aux)
         self._instances.append((tmpl, keys, coefs, start))
+        self._plain_before.append(len(self._rows))
         return [Variable(-(start + int(j)) - 1).lc() for j in tmpl.outputs]
 
     @property
@@ -97,14 +105,23 @@ def compact_matrices(cs: ConstraintSystem) -> tuple[CompactMatrix, CompactMatrix
     npub = cs.num_public
     ncol = 1 + npub + len(cs._aux)
     instances = getattr(cs, "_instances", [])
+    ordered = getattr(cs, "ordered", False)
+    nplain = len(cs._rows)
+    if ordered:  # each plain row's and each instance's first row in recording order
+        nr = np.array([t.num_constraints for t, *_ in instances], dtype=np.int64)
+        before = np.array(cs._plain_before, dtype=np.int64)
+        cum = np.concatenate([[0], np.cumsum(nr)])
+        inst_row0 = before + cum[:-1]
+        plain_pos = np.arange(nplain, dtype=np.int64) + cum[np.searchsorted(before, np.arange(nplain),
+                                                                             side="right")]
     groups: dict[int, list] = {}
     order = []
-    for inst in instances:
+    for n_i, inst in enumerate(instances):
         key = id(inst[0])
         if key not in groups:
             groups[key] = []
             order.append(key)
-        groups[key].append(inst)
+        groups[key].append(inst + ((int(inst_row0[n_i]) if ordered else 0),))
     mats = []
     for which in range(3):
         values: dict[int, int] = {}  # coefficient mod r -> table index
@@ -125,7 +142,7 @@ def compact_matrices(cs: ConstraintSystem) -> tuple[CompactMatrix, CompactMatrix
                     rows_d.append(r)
                     cols_d.append(k if k >= 0 else npub - k)
                     co_d.append(gidx(c))
-        parts_r = [np.array(rows_d, np.int64)]
+        parts_r = [plain_pos[np.array(rows_d, np.int64)] if ordered else np.array(rows_d, np.int64)]
         parts_c = [np.array(cols_d, np.int64)]
         parts_v = [np.array(co_d, np.int64)]
         row0 = len(cs._rows)
@@ -140,7 +157,10 @@ def compact_matrices(cs: ConstraintSystem) -> tuple[CompactMatrix, CompactMatrix
             coefs = np.stack([x[2] for x in insts])
             starts = np.array([x[3] for x in insts], dtype=np.int64)
             nr = tmpl.num_constraints
-            rr = row0 + np.arange(I, dtype=np.int64)[:, None] * nr + er[None, :]
+            if ordered:
+                rr = np.array([x[4] for x in insts], dtype=np.int64)[:, None] + er[None, :]
+            else:
+                rr = row0 + np.arange(I, dtype=np.int64)[:, None] * nr + er[None, :]
             col = np.zeros((I, len(er)), dtype=np.int64)
             keep = np.ones((I, len(er)), dtype=bool)
             s_m = ekind == 1
@@ -177,6 +197,9 @@ def compact_matrices(cs: ConstraintSystem) -> tuple[CompactMatrix, CompactMatrix
         rows = np.concatenate(parts_r)
         cols = np.concatenate(parts_c)
         coef = np.concatenate(parts_v)
+        if ordered:
+            o = np.argsort(rows, kind="stable")
+            rows, cols, coef = rows[o], cols[o], coef[o]
         if len(rows) and np.any(np.diff(rows) < 0):
             raise AssertionError("compact_matrices: entries out of row order")
         counts = np.bincount(rows, minlength=row0) if len(rows) else np.zeros(row0, np.int64)
