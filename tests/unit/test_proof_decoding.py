@@ -101,3 +101,14 @@ def test_snarkjs_points_outside_the_subgroup_are_refused(outside):
     assert proof_from_json(good) == Proof(g1(), g2(), g1())
     with pytest.raises(SnarkjsFormatError, match=r"^pi_c: not a point of the G1 subgroup"):
         proof_from_json(dict(good, pi_c=g1json))
+
+
+def test_a_decoded_proof_is_immutable_and_hashable():
+    """What was decoded (and checked) is what is verified: the points cannot be swapped on the
+    object afterwards, and proofs can key a dict (first writer wins per partition)."""
+    import dataclasses
+
+    p = Proof.from_bytes(_valid_proof())
+    with pytest.raises(dataclasses.FrozenInstanceError, match="cannot assign to field 'a'"):
+        p.a = g1()
+    assert {p: 1}[Proof.from_bytes(_valid_proof())] == 1
