@@ -43,7 +43,8 @@ class Target:
 SOUNDNESS = "tests/unit/test_soundness.py"
 TARGETS: dict[str, Target] = {
     "verifier": Target("gpu/groth16/verifier.py",
-                       ("tests/unit/test_groth16.py", "tests/unit/test_snarkjs_format.py")),
+                       ("tests/unit/test_verifier_inputs.py", "tests/unit/test_groth16.py",
+                        "tests/unit/test_snarkjs_format.py")),
     "proof": Target("gpu/groth16/proof.py",
                     ("tests/unit/test_proof_decoding.py", "tests/unit/test_groth16.py", "-k",
                      "subgroup or encoding")),

@@ -283,3 +283,24 @@ def test_sha256_sum_off_by_the_modulus_is_refused_by_the_packing(sha):
     carry = F.vec_to_ints(z[first + 32:first + 33])[0]
     got = refused_by(r1cs, z, {first + 32: 1 - carry})
     assert len(got) == 1 and got[0].endswith("(sha additions pack (MultiEq))"), got
+
+
+@pytest.mark.parametrize("nbits,wraps", [(253, False), (254, False), (256, True)])
+def test_audit_flags_a_packing_of_bits_that_wraps_the_modulus(nbits, wraps):
+    """sum 2^i b_i = x over 256 bits: some x mod r have two bit patterns, so the bits no
+    longer say what x is; 254 bits sum to at most 2^254 - 1 < r. (Coefficients are read signed:
+    2^254 > r/2 alone reads as 2^254 - r, so 255 bits are not flagged: a known limit.)"""
+    def build(x: int):
+        cs = ConstraintSystem()
+        xv = cs.alloc_input(x)
+        bits = [cs.alloc((x >> i) & 1) for i in range(nbits)]
+        for i, b in enumerate(bits):
+            cs.enforce(b, ONE - b, 0, f"bit {i} is boolean")
+        cs.enforce(sum((b * (1 << i) for i, b in enumerate(bits)), ONE - ONE), ONE, xv, "pack")
+        return cs.to_r1cs(), cs.assignment()
+    xs = [(1 << (nbits - 1)) - 1, (1 << (nbits - 2)) + 5, 3]
+    built = [build(x % F.MODULUS) for x in xs]
+    rep = audit(built[0][0], [z for _, z in built], sample=10)
+    want = [f"constraint {nbits} (pack) sums bits with coefficients up to 2^255 in all, past "
+            "the modulus: it does not fix their integer sum"] if wraps else []
+    assert rep.problems == want
