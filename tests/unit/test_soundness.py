@@ -304,3 +304,15 @@ def test_audit_flags_a_packing_of_bits_that_wraps_the_modulus(nbits, wraps):
     want = [f"constraint {nbits} (pack) sums bits with coefficients up to 2^255 in all, past "
             "the modulus: it does not fix their integer sum"] if wraps else []
     assert rep.problems == want
+
+
+def test_to_bits_takes_1_to_62_bits():
+    """The values path shifts int64 values: 62 bits at most (x < 2^62), and at least one."""
+    for n, x in ((1, 1), (62, (1 << 62) - 1)):
+        h = Harness(1)
+        bits = to_bits(h.s, h.public(small([x])), n)
+        assert len(bits) == n and sum(int(b.val[0, 0]) << i for i, b in enumerate(bits)) == x
+        h.build()
+    for n in (0, 63):
+        with pytest.raises(ValueError, match=rf"^to_bits supports 1\.\.62 bits, not {n}$"):
+            to_bits(Harness(1).s, Harness(1).public(small([1])), n)
