@@ -23,11 +23,11 @@ def public_input_vector(public_inputs, expected: int) -> np.ndarray:
     for i, x in enumerate(values):
         if not isinstance(x, int) or isinstance(x, bool) or not 0 <= x < field.MODULUS:
             raise ValueError(f"public input {i} is not a canonical Fr element: {x!r}")
-    return field.vec_from_ints(values).reshape(-1, 4)
+    return field.vec_from_ints(values)  # (n, 4), (0, 4) when there are none
 
 
 def verify(vk: VerifyingKey, public_inputs, proof: Proof) -> bool:
     x = public_input_vector(public_inputs, vk.num_public)
-    ic = vk.gamma_abc_g1[0] + curve.msm(vk.gamma_abc_g1[1:], x) if len(x) else vk.gamma_abc_g1[0]
+    ic = vk.gamma_abc_g1[0] + curve.msm(vk.gamma_abc_g1[1:], x)  # the MSM of no inputs is 0
     return curve.pairing_check([-proof.a, vk.alpha_g1, ic, proof.c],
                                [proof.b, vk.beta_g2, vk.gamma_g2, vk.delta_g2])

@@ -69,11 +69,11 @@ def _template(t: int):
         return k if k >= 0 else t - k  # aux -(j+1) -> t + 1 + j
     rows = [tuple({key(k): c for k, c in side.items()} for side in row) for row in cs._rows]
     outputs = [{key(k): c for k, c in o.lc.terms.items()} for o in outs]
-    return rows, outputs, cs.num_aux
+    return rows, outputs, cs.num_aux, tuple(cs._names)
 
 
 def _instantiate(cs: ConstraintSystem, template, inputs: Sequence[LinearCombination]):
-    rows, outputs, num_aux = template
+    rows, outputs, num_aux, names = template
     t = len(inputs)
     p = plain.P
     aux = [cs.alloc().lc() for _ in range(num_aux)]
@@ -90,8 +90,8 @@ def _instantiate(cs: ConstraintSystem, template, inputs: Sequence[LinearCombinat
                 out[k2] = (out.get(k2, 0) + c) % p
         return LinearCombination({k: c for k, c in out.items() if c})
 
-    for a, b, c in rows:
-        cs.enforce(subst(a), subst(b), subst(c))
+    for (a, b, c), name in zip(rows, names):
+        cs.enforce(subst(a), subst(b), subst(c), name)
     return [subst(o) for o in outputs]
 
 

@@ -390,6 +390,7 @@ class Template:
         self.outputs = np.array([next(iter(lc.terms)) for lc in out.lcs], dtype=np.int64)
         self.outputs = -self.outputs - 1  # aux key -(j+1) -> j
         self.rows = cs._rows
+        self.names = tuple(cs._names)  # per row, so errors from a substituted instance name it
 
     @property
     def num_constraints(self) -> int:
@@ -419,8 +420,8 @@ def _instantiate_dicts(cs: ConstraintSystem, tmpl: Template, inputs: Sequence[Li
                 out[k2] = (out.get(k2, 0) + c) % p
         return LinearCombination({k: c for k, c in out.items() if c})
 
-    for a, b, c in tmpl.rows:
-        cs.enforce(subst(a), subst(b), subst(c))
+    for (a, b, c), name in zip(tmpl.rows, tmpl.names):
+        cs.enforce(subst(a), subst(b), subst(c), name)
     return [aux[j] for j in tmpl.outputs]
 
 

@@ -44,19 +44,39 @@ def test_busy_heartbeat_reaches_an_event_receiver(cluster):
     assert ev["hostname"] == "prove.test.cpu0.0@test" and ev["active"] >= 1 and ev["freq"] == 2.0
 
 
-def test_busy_heartbeat_survives_an_unreachable_broker(cluster):
+def test_busy_heartbeat_survives_an_unreachable_broker(cluster, caplog):
+    """Survives: the failed beat raises nothing (the prove goes on), says why in one warning,
+    drops its connection, and the next beat, with the broker back, connects again and sends."""
+    import logging
+
     from cluster import settings
     from cluster.pipeline.app import configure, app
     from cluster.pipeline.busy_heartbeat import BusyHeartbeat
     from cluster.ops.redis_server import free_port
 
     env = {k: v for k, v in cluster.env.items() if k.startswith("ZKHIVE_")}
-    env["ZKHIVE_REDIS__URL"] = f"redis://127.0.0.1:{free_port()}/0"
+    port = free_port()
+    env["ZKHIVE_REDIS__URL"] = f"redis://127.0.0.1:{port}/0"
     configure(settings.load(env=env))
     try:
         beat = BusyHeartbeat(app, "prove.test.cpu0.0@test")
         t0 = time.monotonic()
-        beat.send()  # logs a warning, raises nothing: the prove goes on
-        assert beat._dispatcher is None and time.monotonic() - t0 < 30
+        with caplog.at_level(logging.WARNING, logger="cluster.pipeline.busy_heartbeat"):
+            beat.send()  # logs a warning, raises nothing: the prove goes on
+        assert beat._dispatcher is None and beat._conn is None and time.monotonic() - t0 < 30
+        warnings = [r.getMessage() for r in caplog.records
+                    if r.name == "cluster.pipeline.busy_heartbeat"]
+        assert len(warnings) == 1, warnings
+        assert warnings[0].startswith("could not send a worker heartbeat: "), warnings
+        assert "\n" not in warnings[0]
     finally:
         cluster.configure_here()
+    # the broker is reachable again: the same object's next beat reconnects and sends
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="cluster.pipeline.busy_heartbeat"):
+        beat.send()
+    try:
+        assert beat._dispatcher is not None and beat._conn is not None
+        assert not [r for r in caplog.records if r.name == "cluster.pipeline.busy_heartbeat"]
+    finally:
+        beat.close()

@@ -67,7 +67,8 @@ def test_a_killed_process_is_started_again_and_recorded(tmp_path):
         other.stop_all()
         assert new.process() is None
     finally:
-        Supervisor(tmp_path / "run").load() and Supervisor(tmp_path / "run").stop_all()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
 
 
 def test_a_process_that_keeps_failing_is_left_stopped_with_its_log_tail(tmp_path):

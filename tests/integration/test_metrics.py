@@ -13,6 +13,7 @@ import urllib.request
 import pytest
 
 from circuits_for_tests import SQUARES_A, SQUARES_C, SQUARES_SLOW, make_c1
+from cluster.errors import JobFailed
 from cluster.ops.supervisor import free_port
 
 pytestmark = pytest.mark.integration
@@ -151,7 +152,7 @@ def test_exporter_series_move_during_a_real_job(cluster, workers, exporter):
 
     # a bad C1 (partition 1's y is wrong): the job is counted failed, never done
     bad = submit(make_c1(SQUARES_A, seed=13, bad_y_partition=1), job_id="metrics-bad")
-    with pytest.raises(Exception):
+    with pytest.raises(JobFailed, match=r"^job metrics-bad failed: .*partition 1; field partitions\[1\]\.y"):
         bad.result(timeout=60)
     end = time.monotonic() + 10
     while value(s := exporter.scrape(), "zkhive_jobs_total", outcome="failed") < 1 and time.monotonic() < end:

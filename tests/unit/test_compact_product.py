@@ -179,5 +179,20 @@ def test_column_maps_that_would_race_are_refused():
         C.check_columns(p, cr.num_variables - 1)
 
 
+def test_column_maps_whose_tiles_overlap_are_refused():
+    """Each stride's bases tile their copies, but the tiles (or a tile and a shared column)
+    cover one variable twice: the transposed product would race on it."""
+    cr = toy(3)
+    p = C.parts(cr.a)
+    assert list(p["stride"]) == [0, 0, 0, 3, 3, 3] and p["copies"] == 3
+    C.check_columns(p, cr.num_variables)  # shared 0..2, the tile 3..11: the accepting side
+    bad = dict(p, base=np.array([0, 1, 2, 2, 3, 4]))  # the tile 2..10 covers shared column 2
+    with pytest.raises(C.CompactFormError, match=r"^matrix: copies' columns overlap at variable 2$"):
+        C.check_columns(bad, cr.num_variables)
+    bad = dict(p, base=np.array([0, 1, 11, 3, 4, 5]))  # shared column 11 inside the tile 3..11
+    with pytest.raises(C.CompactFormError, match=r"^a: copies' columns overlap at variable 11$"):
+        C.check_columns(bad, cr.num_variables, "a")
+
+
 def test_sdr_digests_agree_across_forms(sdr):
     assert sdr.r1cs().digest() == sdr.compact_r1cs().digest()

@@ -62,8 +62,17 @@ def test_even_odd_product_matches_integers(lib, field):
 
 
 def test_even_odd_product_reports_wrong_answers(lib):
-    # a wrong comparison is caught: the product of 2 and 3 (Montgomery) is not 5's
-    _, p, n = FIELDS["fq"]
-    R = 1 << 384
-    r, _ = mul(lib, "fq", 2 * R % p, 3 * R % p)
-    assert r == 6 * R % p and r != 5 * R % p
+    """The check of test_even_odd_product_matches_integers can fail: inside the contract the
+    product is exactly 2 * 3 (Montgomery form), and outside it (a = b = R - 1 > R - p) the same
+    instruction sequence gives a wrong product, which the comparison with Python integers
+    reports (the carry flag does not: the contract is what keeps the device's product right)."""
+    for field in FIELDS:
+        _, p, n = FIELDS[field]
+        R = 1 << (32 * n)
+        rinv = pow(R, -1, p)
+        r, lost = mul(lib, field, 2 * R % p, 3 * R % p)
+        assert (r, lost) == (6 * R % p, 0)
+        a = b = R - 1
+        r, lost = mul(lib, field, a, b)
+        assert r % p != a * b * rinv % p, field  # a wrong answer, and the comparison says so
+        assert lost == 0, field
