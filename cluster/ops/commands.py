@@ -75,6 +75,11 @@ def hints(args) -> tuple[str, str]:
 
 def cmd_up(args) -> int:
     s = settings_for(args)
+    from .keeper import revive_keeper
+
+    # a running cluster whose keeper was killed: `up` brings the keeper back (and refuses the rest)
+    if revive_keeper(run_dir_for(args), out=lambda m: print(f"zkhive up: {m}")) is not None:
+        return 0
     t0 = time.monotonic()
     sup = start_cluster(args, s)
     status, down = hints(args)
@@ -87,6 +92,18 @@ def cmd_up(args) -> int:
     for note in sup.meta.get("device_notes") or ():  # fewer provers than asked, and why
         print(f"  note     {note}")
     return 0
+
+
+def _mark_stopping(sup: Supervisor) -> None:
+    """Record that ``down`` has begun, before the keeper is stopped: from then on no worker
+    brings the keeper back (cluster.ops.keeper.watch_keeper) and no keeper restarts anything."""
+    try:
+        with sup.locked(wait_s=5.0):
+            if sup.load():
+                sup.meta["stopping"] = time.time()
+                sup.save()
+    except SupervisorError:
+        pass  # a keeper mid-restart holds it: it is stopped next, and stop_all follows
 
 
 def _stop_keeper(sup: Supervisor) -> None:
@@ -112,6 +129,7 @@ def cmd_down(args) -> int:
         current.forget(sup.state_dir)
         print(f"no cluster recorded in {sup.state_file}: nothing to stop")
         return 0
+    _mark_stopping(sup)
     _stop_keeper(sup)
     try:
         # a keeper killed mid-restart released the lock with its life; `up` may still hold it
@@ -127,17 +145,58 @@ def _down_locked(sup: Supervisor, args) -> int:
             print(f"no cluster recorded in {sup.state_file}: nothing to stop")
             return 0
         live = sup.alive()
-        print(f"stopping {len(live)} of {len(sup.records)} recorded processes "
-              f"(warm shutdown: tasks in hand finish first)")
-        sup.stop_all(grace_s=getattr(args, "grace", None),
-                     on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
+        hand = [r for r in live if r.by_hand]
+        print(f"stopping {len(live)} of {len(sup.records)} recorded processes"
+              + (f", {len(hand)} of them started by hand" if hand else "")
+              + " (warm shutdown: tasks in hand finish first)")
+        stopped = []
+
+        def on_stopped(r, how):
+            print(f"  {r.name:<14} pid {r.pid:<7} {how}")
+            if how != "already gone":
+                stopped.append(f"{r.name} (pid {r.pid})")
+        sup.stop_all(grace_s=getattr(args, "grace", None), on_stopped=on_stopped)
     except SupervisorError as e:
         raise CommandError(str(e)) from None
     from . import current
 
     current.forget(sup.state_dir)
-    print("every process is gone and every port released")
+    print(f"stopped {len(stopped)} processes ({', '.join(stopped) or 'none was running'}); "
+          f"every process is gone and every port released")
     return 0
+
+
+def supervision_lines(s, run_dir=None) -> list[str]:
+    """``zkhive status``'s lines about the processes of ``up`` whose Redis is ``s``'s: where
+    Flower and the metrics are, and warnings: the keeper gone (nothing dead comes back), a
+    process left stopped or retried at the ceiling, a process gone."""
+    from . import current
+    from .keeper import KEEPER
+
+    sup = Supervisor(current.resolve_run_dir(run_dir))
+    try:
+        if not sup.load() or sup.meta.get("redis") != s.redis.url:
+            return []
+    except SupervisorError as e:
+        return [f"cluster: {e}"]
+    lines = [f"cluster of `up`: {sup.state_file} ({len(sup.alive())}/{len(sup.records)} processes running)"]
+    if sup.meta.get("flower"):
+        lines.append(f"  Flower   {sup.meta['flower']}  (user {sup.meta.get('flower_user')}, password "
+                     f"{sup.meta.get('flower_password')})")
+    if sup.meta.get("metrics"):
+        lines.append(f"  metrics  {sup.meta['metrics']}")
+    keeper = sup.record(KEEPER)
+    if keeper is not None and keeper.process() is None:
+        lines.append(f"  WARNING: the keeper (pid {keeper.pid}) is not running: a process that dies "
+                     f"stays dead until a worker or `{cli_name()} up` starts the keeper again")
+    for r in sup.records:
+        if r.given_up:
+            lines.append(f"  WARNING: {r.name} left stopped by the keeper: {r.given_up.splitlines()[0]}")
+        elif r.note:
+            lines.append(f"  WARNING: {r.name}: {r.note}")
+        elif r.process() is None and r.name != KEEPER:
+            lines.append(f"  WARNING: {r.name} (pid {r.pid}) is not running")
+    return lines
 
 
 def cmd_ps(args) -> int:
@@ -155,6 +214,8 @@ def cmd_ps(args) -> int:
               f"{r.address:<28} log {r.log}")
         if r.given_up:
             print("    left stopped by the keeper: " + r.given_up.replace("\n", "\n    "))
+        elif r.note:
+            print(f"    {r.note}")
     if sup.meta.get("flower"):
         print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
               f"{sup.meta.get('flower_password')})")
@@ -170,8 +231,8 @@ def cmd_restart(args) -> int:
     try:
         if not sup.load():
             raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
-        names = [r.name for r in sup.records
-                 if r.name == args.target or r.name.startswith(args.target + "-")]
+        names = [r.name for r in sup.records if not r.by_hand
+                 and (r.name == args.target or r.name.startswith(args.target + "-"))]
         if not names:
             raise CommandError(f"nothing named {args.target!r} in {sup.state_file}; recorded: "
                                + ", ".join(r.name for r in sup.records))
@@ -183,9 +244,11 @@ def cmd_restart(args) -> int:
                 if rec is None or spec is None:
                     raise CommandError(f"{name}: not in the cluster's plan any more")
                 how = sup.stop_one(rec, grace_s=args.grace) if rec.process() else "was not running"
-                rec.given_up, rec.failures = "", 0
+                rec.given_up, rec.failures, rec.unready, rec.note = "", 0, 0, ""
                 new = sup.replace(spec)
                 took = sup.wait_ready(spec, new)
+                new.ready_at = time.time()
+                sup.save()
                 print(f"  {name:<14} {how}; pid {new.pid} ready in {took:.1f} s "
                       f"(restarts {new.restarts})")
     except SupervisorError as e:
@@ -217,8 +280,25 @@ def cmd_keep(args) -> int:
         except redis_py.exceptions.RedisError as e:
             print(f"keeper: could not record {event} in the timeline: {e}", flush=True)
 
+    def client():
+        import redis as redis_py
+
+        if not redis_client:
+            redis_client.append(redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2))
+        return redis_client[0]
+
+    def heartbeats():
+        # {pid: last heartbeat} of this host's workers, for the freeze check; None: Redis away
+        import redis as redis_py
+
+        from cluster.pipeline import registry
+        try:
+            return {w.pid: w.heartbeat_at for w in registry.workers(client()) if w.host == s.worker.host}
+        except redis_py.exceptions.RedisError:
+            return None
+
     keeper = Keeper(run_dir, lambda: replan(sup, args), on_event=on_event,
-                    out=lambda m: print(m, flush=True))
+                    out=lambda m: print(m, flush=True), heartbeats=heartbeats)
     keeper.step()
     (run_dir / "keeper.ready").write_text(f"{os.getpid()}\n")
     keeper.run()

@@ -51,7 +51,10 @@ log = logging.getLogger(__name__)
 PREFIX = "zkhive:job:"
 INDEX = "zkhive:jobs"
 ACTIVE = "zkhive:active"
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+#: letters, digits, '.', '_', '-': no ':', the separator of the keys above, so no id can name
+#: another job's key (``<victim>:part:1`` was the victim's proof slot; ``X:state`` made the
+#: record of ``X`` a hash, and its submit a WRONGTYPE traceback)
+JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 TERMINAL = (DONE, FAILED, CANCELLED)
@@ -73,7 +76,7 @@ class JobRecord(BaseModel):
 
 def check_job_id(job_id: str) -> str:
     if not isinstance(job_id, str) or not JOB_ID.match(job_id):
-        raise JobError(f"job id {clip(job_id)} is invalid: 1-128 characters of letters, digits, '.', '_', ':', '-', "
+        raise JobError(f"job id {clip(job_id)} is invalid: 1-128 characters of letters, digits, '.', '_', '-', "
                        "starting with a letter or digit")
     return job_id
 
@@ -89,6 +92,9 @@ def priority_value(priority: str | int) -> int:
 
 
 def key(job_id: str, *parts: Any) -> str:
+    """A job's key; every key of a job is built here, so an id that could form another job's key
+    (or a non-string) is refused here, whichever command or task carried it."""
+    check_job_id(job_id)
     return PREFIX + job_id + "".join(f":{p}" for p in parts)
 
 

@@ -18,8 +18,11 @@ from typing import Any, Iterable
 
 
 def key(job_id: str) -> str:
-    """The job's event list (one of the job keys listed in cluster.pipeline.jobs)."""
-    return f"zkhive:job:{job_id}:events"
+    """The job's event list (one of the job keys listed in cluster.pipeline.jobs; its id is
+    checked there)."""
+    from .jobs import key as job_key
+
+    return job_key(job_id, "events")
 
 
 def emit(r, job_id: str, event: str, *, partition: int | None = None, ttl_s: int = 7 * 86400,

@@ -49,9 +49,18 @@ def cmd_worker(args) -> int:
 
     if args.role == "prove" and not args.device:
         raise CommandError("a prove worker needs --device (cpu, cpu:N or cuda:N)")
+    from cluster.ops import membership
+
     try:
         life = WorkerLifecycle(args.role, args.device)
-        return life.run(args.loglevel)
+        # started by `up`: watch its keeper; started by hand against a cluster of `up`: join its
+        # state file, so `down` stops this process too (cluster.ops.membership)
+        joined = membership.attach(life.rt.settings, args.role, args.device)
+        try:
+            return life.run(args.loglevel)
+        finally:
+            if joined is not None:
+                joined.leave()
     except (WorkerStartError, DeviceSpecError) as e:
         raise CommandError(str(e)) from None
 
@@ -246,7 +255,9 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(status_doc(rt, jobs=args.jobs), indent=2))
     else:
-        print(status_text(rt, jobs=args.jobs))
+        from cluster.ops.commands import supervision_lines
+
+        print("\n".join([status_text(rt, jobs=args.jobs), *supervision_lines(rt.settings)]))
     return 0
 
 
