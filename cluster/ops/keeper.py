@@ -344,7 +344,11 @@ def revive_keeper(run_dir: Path, out=print) -> ProcessRecord | None:
     return new
 
 
-def watch_keeper(run_dir: Path, interval_s: float = 5.0, out=print) -> threading.Thread:
+#: how often a worker of `up` looks at its keeper (seconds; the environment variable overrides)
+WATCH_S = float(os.environ.get("ZKHIVE_KEEPER_WATCH_S", "5"))
+
+
+def watch_keeper(run_dir: Path, interval_s: float = WATCH_S, out=print) -> threading.Thread:
     """A daemon thread of a worker ``up`` started: every ``interval_s``, ``revive_keeper``. The
     workers outlive a SIGKILLed keeper; any of them brings it back."""
     def loop():

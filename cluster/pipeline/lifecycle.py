@@ -110,8 +110,12 @@ class WorkerLifecycle:
                 info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
                 for name in s.srs.preload:
                     t0 = time.time()
+                    info.loading = [name]  # `zkhive status`: loading, not just "not ready"
+                    self.heartbeat.beat()
                     self.prover.load(get_circuit(name))
+                    info.loading = []
                     log.info("loaded the proving key of %s in %.2f s", name, time.time() - t0)
+                self.heartbeat.beat()
             elif self.role == "synthesis":
                 # build the preloaded circuits' matrices before the first job, not inside it
                 # (prefork children inherit them)

@@ -278,6 +278,7 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
+            _load_key(rt, prover, circuit, job_id, k, who, evicted)
             with timeline_stage(rt, "fetch_assignment", job_id, k, who["device"]):
                 z = _fetch_assignment(rt, circuit, ref)
             timer = StageTimer(job=job_id, partition=k, device=who["device"])
@@ -307,6 +308,39 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         # re-proved alone, or one was, or the body already fired early): send it now
         rt.dispatch.aggregate(rec)
     return {"partition": k, "duplicate": not won, **who}
+
+
+def _load_key(rt, prover, circuit, job_id, k, who, evicted) -> None:
+    """A key that is not resident is loaded as a stage of its own (``key_load``: a timeline bar,
+    ``zkhive_stage_seconds{stage="key_load"}``), after a ``key_load_wait`` event that says why the
+    partition waits, with the prover's registry entry saying ``loading`` meanwhile (issue 27: the
+    first job after `up` without preload stalled ~75 s with no sign of it anywhere)."""
+    from . import registry
+
+    if prover.is_resident(circuit):
+        return
+    rt.jobs.event(job_id, "key_load_wait", partition=k, key=circuit.name,
+                  note=f"the proving key of {circuit.name} is not resident on {who['device']} "
+                       f"(not in [srs] preload): loading it first", **who)
+    info = rt.worker
+    if info is not None:
+        info.loading = [circuit.name]
+        _publish(rt, registry, info)
+    try:
+        with timeline_stage(rt, "key_load", job_id, k, who["device"]):
+            prover.load(circuit, on_evict=evicted)
+    finally:
+        if info is not None:
+            info.loading = []
+            info.resident_keys = prover.resident_names()
+            _publish(rt, registry, info)
+
+
+def _publish(rt, registry, info) -> None:
+    try:
+        registry.publish(rt.redis, info, rt.settings.worker.registry_ttl_s)
+    except Exception as e:  # the heartbeat publishes it again within heartbeat_s
+        log.warning("could not update the registry entry: %s", e)
 
 
 def _num_variables(circuit) -> int:

@@ -198,9 +198,15 @@ def status_text(rt, *, jobs: int = 5) -> str:
     for w in ws:
         ver = f"{w.version}+{w.code_digest}" + ("" if w.code_digest == mine else " *")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.started_at))
-        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {'yes' if w.ready else 'no':<5} "
+        state = "loading" if w.loading else ("yes" if w.ready else "no")
+        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {state:<5} "
                      f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
                      f"{now - w.heartbeat_at:.1f}s")
+    for w in ws:
+        if w.loading:
+            lines.append(f"  {w.worker_id} is loading the proving key of {', '.join(w.loading)}"
+                         + ("" if w.ready else " (ready after it)")
+                         + (f"; in hand: {', '.join(w.inflight)}" if w.inflight else ""))
     if any(w.code_digest != mine for w in ws):
         lines.append(f"  * runs other code than this checkout (code {mine}): restart it after a deploy")
     queues = [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
@@ -257,7 +263,8 @@ def cmd_status(args) -> int:
     else:
         from cluster.ops.commands import supervision_lines
 
-        print("\n".join([status_text(rt, jobs=args.jobs), *supervision_lines(rt.settings)]))
+        print("\n".join([status_text(rt, jobs=args.jobs),
+                         *supervision_lines(rt.settings, getattr(args, "run_dir", None))]))
     return 0
 
 
@@ -324,6 +331,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="as JSON: {workers: [registry entries], queues: {name: depth}, jobs: {active, recent}}")
     p.add_argument("--jobs", type=int, default=5, help="recent jobs to list")
+    p.add_argument("--run-dir", default=None,
+                   help="the cluster of `up` to report on (default: this checkout's, else var/up)")
     _add_config(p)
     p.set_defaults(func=cmd_status)
 
