@@ -644,9 +644,11 @@ def sustained(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, s
     and after it was ready and had work (issue 27: the old keeper counted these as failed
     starts and, after 5, left the only synthesis and aggregate workers stopped)."""
     names = ["synthesis-0", "aggregate-0"] + [w.name for w in c.by_role("prove")]
+    per_role = max(1, -(-n_faults // len(names)))
+    plan = [names[min(i // per_role, len(names) - 1)] for i in range(n_faults)]  # each in a row
     jobs = []
-    for i in range(n_faults):
-        w = Worker(c, names[i % len(names)])
+    for name in plan:
+        w = Worker(c, name)
         c.wait_all_ready()
         since = time.time()
         j = f"{prefix}-{len(jobs)}"
@@ -796,6 +798,13 @@ def main(argv=None) -> int:
             print(f"- {o.scenario} wait {w[0]:.1f} s: {w[1]} unit {w[2]}: {w[3]}")
         for u in o.unexplained:
             print(f"- {o.scenario} re-dispatch without a fault before it: {u}")
+        back: dict = {}
+        for name, t in o.recover:
+            if t is not None:
+                back[name] = max(back.get(name, 0.0), t)
+        if back:
+            print(f"- {o.scenario} back to ready, longest: "
+                  + ", ".join(f"{n} {t:.1f} s" for n, t in sorted(back.items())))
         for name in o.never_back():
             print(f"- {o.scenario}: {name} never came back")
     bad = [o for o in outs if o.lost or o.doubled or o.longest_wait() > 30 or o.never_back()

@@ -75,7 +75,7 @@ def hints(args) -> tuple[str, str]:
 
 def cmd_up(args) -> int:
     s = settings_for(args)
-    from .keeper import revive_keeper
+    from .membership import revive_keeper
 
     # a running cluster whose keeper was killed: `up` brings the keeper back (and refuses the rest)
     if revive_keeper(run_dir_for(args), out=lambda m: print(f"zkhive up: {m}")) is not None:

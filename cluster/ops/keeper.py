@@ -28,8 +28,9 @@ stops first, so nothing it supervises can come back after ``down``:
   (the ``cluster`` timeline in Redis: ``zkhive timeline cluster``).
 
 Who watches the keeper: ``zkhive status`` warns when it is gone, ``zkhive up`` on a running
-cluster starts it again, and so does every worker ``up`` started (``watch_keeper``, a thread of
-``zkhive worker``), unless ``down`` has begun (``meta["stopping"]``).
+cluster starts it again, and so does every worker ``up`` started (``watch_keeper`` in
+cluster.ops.membership, a thread of ``zkhive worker``), unless ``down`` has begun
+(``meta["stopping"]``).
 
 Stopping: SIGTERM ends the loop between steps; a restart in progress is already in the state
 file (the spawn is saved before the readiness wait), so the ``down`` that follows stops the new
@@ -37,12 +38,10 @@ process too.
 """
 from __future__ import annotations
 
-import os
 import signal
 import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import psutil
@@ -304,67 +303,3 @@ class Keeper:
         while not self.stopping.is_set():
             self.step()
             self.stopping.wait(self.policy.poll_s)
-
-
-# -- who watches the keeper ----------------------------------------------------------------------
-
-RUN_DIR_ENV = "ZKHIVE_RUN_DIR"
-
-
-def revive_keeper(run_dir: Path, out=print) -> ProcessRecord | None:
-    """Start the cluster's keeper again when its record names no live process and ``down`` has
-    not begun; returns the new record, or None when nothing was needed (or another process holds
-    the state directory's lock: it looks again later)."""
-    import argparse
-
-    from .plan import _child_env, keeper_spec
-
-    sup = Supervisor(run_dir)
-    try:
-        if not sup.load() or sup.meta.get("stopping"):
-            return None
-        rec = sup.record(KEEPER)
-        if rec is None or rec.process() is not None:
-            return None
-        if not any(r.process() is not None for r in sup.records if r.name != KEEPER):
-            return None  # the whole cluster is gone: a stale state file, for `up` to replace
-        with sup.locked():
-            if not sup.load() or sup.meta.get("stopping"):
-                return None
-            rec = sup.record(KEEPER)
-            if rec is None or rec.process() is not None:
-                return None
-            config = sup.meta.get("config")
-            env = _child_env(argparse.Namespace(config=None), Path(run_dir),
-                             {"ZKHIVE_CONFIG": config} if config else {})
-            new = sup.replace(keeper_spec(Path(run_dir), env))
-    except SupervisorError:
-        return None  # Busy, or a state file `down` is rewriting
-    out(f"keeper (pid {rec.pid}) was gone; started again as pid {new.pid}")
-    return new
-
-
-#: how often a worker of `up` looks at its keeper (seconds; the environment variable overrides)
-WATCH_S = float(os.environ.get("ZKHIVE_KEEPER_WATCH_S", "5"))
-
-
-def watch_keeper(run_dir: Path, interval_s: float = WATCH_S, out=print) -> threading.Thread:
-    """A daemon thread of a worker ``up`` started: every ``interval_s``, ``revive_keeper``. The
-    workers outlive a SIGKILLed keeper; any of them brings it back."""
-    def loop():
-        children = []
-        while True:
-            time.sleep(interval_s)
-            for p in list(children):  # reap the keepers this worker started (no zombies)
-                if p.poll() is not None:
-                    children.remove(p)
-            try:
-                new = revive_keeper(run_dir, out=out)
-            except Exception as e:  # never take the worker down with it
-                out(f"could not check the keeper: {type(e).__name__}: {e}")
-                continue
-            if new is not None and getattr(new, "_popen", None) is not None:
-                children.append(new._popen)
-    t = threading.Thread(target=loop, daemon=True, name="zkhive-keeper-watch")
-    t.start()
-    return t

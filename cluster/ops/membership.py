@@ -1,7 +1,7 @@
 """Which cluster of ``zkhive up`` a ``zkhive worker`` process belongs to (issue 27).
 
 - A worker ``up`` started carries ``ZKHIVE_RUN_DIR`` (cluster.ops.plan): it watches the keeper
-  (``cluster.ops.keeper.watch_keeper``), so a SIGKILLed keeper comes back while any worker lives.
+  (``watch_keeper`` below), so a SIGKILLed keeper comes back while any worker lives.
 - A worker started by hand (``zkhive worker ROLE``) whose settings are those of a live cluster
   of ``up`` (its recorded ``settings.toml``, or the same Redis URL as the cluster this checkout
   finds) adds itself to that cluster's state file as ``<role>-hand-<pid>`` (``by_hand``): ``zkhive
@@ -10,13 +10,20 @@
 """
 from __future__ import annotations
 
+import argparse
 import os
+import threading
+import time
 from pathlib import Path
 
 import psutil
 
-from .keeper import RUN_DIR_ENV, watch_keeper
+from .keeper import KEEPER
+from .plan import _child_env, keeper_spec
 from .supervisor import Busy, ProcessRecord, Supervisor, SupervisorError
+
+#: set by `up` in its processes' environment (cluster.ops.plan): the run directory they belong to
+RUN_DIR_ENV = "ZKHIVE_RUN_DIR"
 
 
 class Joined:
@@ -86,3 +93,61 @@ def attach(s, role: str, device: str | None) -> Joined | None:
     print(f"zkhive worker: recorded as {name} in {sup.state_file}: `zkhive down` stops it too",
           flush=True)
     return Joined(sup, name)
+
+
+# -- who watches the keeper ----------------------------------------------------------------------
+
+
+def revive_keeper(run_dir: Path, out=print) -> ProcessRecord | None:
+    """Start the cluster's keeper again when its record names no live process and ``down`` has
+    not begun; returns the new record, or None when nothing was needed (or another process holds
+    the state directory's lock: it looks again later)."""
+    sup = Supervisor(run_dir)
+    try:
+        if not sup.load() or sup.meta.get("stopping"):
+            return None
+        rec = sup.record(KEEPER)
+        if rec is None or rec.process() is not None:
+            return None
+        if not any(r.process() is not None for r in sup.records if r.name != KEEPER):
+            return None  # the whole cluster is gone: a stale state file, for `up` to replace
+        with sup.locked():
+            if not sup.load() or sup.meta.get("stopping"):
+                return None
+            rec = sup.record(KEEPER)
+            if rec is None or rec.process() is not None:
+                return None
+            config = sup.meta.get("config")
+            env = _child_env(argparse.Namespace(config=None), Path(run_dir),
+                             {"ZKHIVE_CONFIG": config} if config else {})
+            new = sup.replace(keeper_spec(Path(run_dir), env))
+    except SupervisorError:
+        return None  # Busy, or a state file `down` is rewriting
+    out(f"keeper (pid {rec.pid}) was gone; started again as pid {new.pid}")
+    return new
+
+
+#: how often a worker of `up` looks at its keeper (seconds; the environment variable overrides)
+WATCH_S = float(os.environ.get("ZKHIVE_KEEPER_WATCH_S", "5"))
+
+
+def watch_keeper(run_dir: Path, interval_s: float = WATCH_S, out=print) -> threading.Thread:
+    """A daemon thread of a worker ``up`` started: every ``interval_s``, ``revive_keeper``. The
+    workers outlive a SIGKILLed keeper; any of them brings it back."""
+    def loop():
+        children = []
+        while True:
+            time.sleep(interval_s)
+            for p in list(children):  # reap the keepers this worker started (no zombies)
+                if p.poll() is not None:
+                    children.remove(p)
+            try:
+                new = revive_keeper(run_dir, out=out)
+            except Exception as e:  # never take the worker down with it
+                out(f"could not check the keeper: {type(e).__name__}: {e}")
+                continue
+            if new is not None and getattr(new, "_popen", None) is not None:
+                children.append(new._popen)
+    t = threading.Thread(target=loop, daemon=True, name="zkhive-keeper-watch")
+    t.start()
+    return t

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from typing import Any
 
@@ -45,16 +44,13 @@ from synthesis.limits import clip
 
 from . import timeline
 from .blobs import BlobRef
+from .jobkeys import JOB_ID, PREFIX, check_job_id, key  # noqa: F401  (the job's keys, in one place)
 
 log = logging.getLogger(__name__)
 
-PREFIX = "zkhive:job:"
 INDEX = "zkhive:jobs"
 ACTIVE = "zkhive:active"
-#: letters, digits, '.', '_', '-': no ':', the separator of the keys above, so no id can name
-#: another job's key (``<victim>:part:1`` was the victim's proof slot; ``X:state`` made the
-#: record of ``X`` a hash, and its submit a WRONGTYPE traceback)
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 TERMINAL = (DONE, FAILED, CANCELLED)
@@ -74,13 +70,6 @@ class JobRecord(BaseModel):
     deadline_at: float
 
 
-def check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
-        raise JobError(f"job id {clip(job_id)} is invalid: 1-128 characters of letters, digits, '.', '_', '-', "
-                       "starting with a letter or digit")
-    return job_id
-
-
 def priority_value(priority: str | int) -> int:
     if isinstance(priority, str):
         if priority not in PRIORITIES:
@@ -89,13 +78,6 @@ def priority_value(priority: str | int) -> int:
     if not isinstance(priority, int) or not 0 <= priority <= 9:
         raise JobError(f"priority {clip(priority)} must be 0 (first) to 9 (last)")
     return priority
-
-
-def key(job_id: str, *parts: Any) -> str:
-    """A job's key; every key of a job is built here, so an id that could form another job's key
-    (or a non-string) is refused here, whichever command or task carried it."""
-    check_job_id(job_id)
-    return PREFIX + job_id + "".join(f":{p}" for p in parts)
 
 
 def _loads(raw) -> Any:
