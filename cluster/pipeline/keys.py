@@ -36,6 +36,9 @@ class KeyCache:
 
     def _need(self, circuit, kind: str) -> Path:
         p = self.path(circuit, kind)
+        if p.is_dir():  # one line, not an IsADirectoryError traceback at open
+            raise KeyMissing(f"{'proving' if kind == 'pk' else 'verifying'} key for parameter set "
+                             f"{circuit.name!r}: {p} is a directory, not a key file")
         if not p.exists():
             raise KeyMissing(f"no {'proving' if kind == 'pk' else 'verifying'} key for parameter set "
                              f"{circuit.name!r} at {p}: run `zkhive keys setup --params {circuit.name}`")

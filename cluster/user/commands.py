@@ -193,13 +193,13 @@ def status_text(rt, *, jobs: int = 5) -> str:
     ws = registry.workers(rt.redis)
     mine = code_digest()
     lines = [f"workers ({len(ws)}):",
-             f"  {'worker':<28} {'role':<9} {'device':<7} {'ready':<5} {'free':>8}  {'resident keys':<22} "
+             f"  {'worker':<28} {'role':<9} {'device':<7} {'ready':<7} {'free':>8}  {'resident keys':<22} "
              f"{'version':<20} {'started (UTC)':<19} beat"]
     for w in ws:
         ver = f"{w.version}+{w.code_digest}" + ("" if w.code_digest == mine else " *")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.started_at))
         state = "loading" if w.loading else ("yes" if w.ready else "no")
-        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {state:<5} "
+        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {state:<7} "
                      f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
                      f"{now - w.heartbeat_at:.1f}s")
     for w in ws:
