@@ -255,11 +255,24 @@ class ClusterCollector:
             depth.add_metric([q, *device_queues[q]], queue_depth(self.r, q))
         active = GaugeMetricFamily("zkhive_jobs_active", "Jobs submitted and not finished")
         active.add_metric([], self.r.scard(ACTIVE))
-        return [ready, inflight, nkeys, key, loading, free, used, total, depth, active]
+        # the prove in hand longest (picked up, no prove_end yet) among unfinished jobs: a stuck
+        # device or a lost unit shows here before any job deadline
+        now = time.time()
+        oldest = GaugeMetricFamily("zkhive_oldest_running_partition_seconds",
+                                   "Age of the oldest partition proof in hand (0 when none)")
+        picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
+        oldest.add_metric([], max((now - t for t in picked), default=0.0))
+        return [ready, inflight, nkeys, key, loading, free, used, total, depth, active, oldest]
 
     def collect(self):
         import redis
 
+        from cluster.version import code_digest, package_version
+
+        build = GaugeMetricFamily("zkhive_build_info", "The exporter's zkhive version and code digest",
+                                  labels=["version", "code"])
+        build.add_metric([package_version(), code_digest()], 1.0)
+        yield build
         up = GaugeMetricFamily("zkhive_up", "1 when the exporter could read the cluster's Redis")
         with self._lock:
             try:
