@@ -112,9 +112,16 @@ def parse_ref(ref: BlobRef | dict) -> BlobRef:
         return ref
     if not isinstance(ref, dict):
         raise BlobError(f"a blob reference must be an object, got {type(ref).__name__}")
+    from pydantic import ValidationError
+
+    from synthesis.limits import json_path, validation_line
+
     try:
         return BlobRef(**ref)
-    except Exception as e:  # pydantic.ValidationError: name the field
+    except ValidationError as e:  # one line naming the field, not pydantic's dump
+        loc, msg = validation_line(e)
+        raise BlobError(f"malformed blob reference: field {json_path(loc) or '?'}: {msg}") from None
+    except TypeError as e:
         raise BlobError(f"malformed blob reference: {e}") from None
 
 

@@ -161,6 +161,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobError(f"field params: {e.args[0]}") from None
     prio = priority_value(priority)
     job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
+    _check_schema(circuit, doc)
     c1_sha = hashlib.sha256(c1).hexdigest()
 
     existing = rt.jobs.get(job_id)
@@ -188,6 +189,20 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobConflict(f"job {job_id} already exists with another C1 input "
                           f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
     return existing, False
+
+
+def _check_schema(circuit, doc) -> None:
+    """Everything the C1 schema checks (types, hex, sizes, partition and challenge counts) is
+    checked before the job is accepted, and named at the job's level (``field
+    partitions[1].challenges[0].column[0]: ...``), not as the failure of its partition 0
+    (issue 27). What needs the vanilla proof (Merkle paths, labels) is synthesis's."""
+    from synthesis.circuits import C1Error
+
+    try:
+        circuit.parse_c1(doc)
+    except C1Error as e:
+        where = f"field {e.field}: " if e.field else ""
+        raise JobError(f"bad C1 input: {where}{e.message}") from None
 
 
 def _check_keys_exist(rt, circuit) -> None:
