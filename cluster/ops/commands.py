@@ -224,6 +224,46 @@ def cmd_ps(args) -> int:
     return 0 if all(r.process() for r in sup.records) else 1
 
 
+def cmd_logs(args) -> int:
+    """The log of one process of `up` (its last ``--lines`` lines; ``-f`` follows it, across the
+    keeper's restarts: the same file is appended to)."""
+    from .supervisor import log_tail
+
+    sup = Supervisor(run_dir_for(args))
+    try:
+        if not sup.load():
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    rec = sup.record(args.name)
+    if rec is None:
+        raise CommandError(f"nothing named {args.name!r} in {sup.state_file}; recorded: "
+                           + ", ".join(r.name for r in sup.records))
+    if rec.by_hand:
+        raise CommandError(f"{rec.name} was started by hand: its output is in the terminal that started it")
+    path = Path(rec.log)
+    if args.lines:
+        text = log_tail(path, args.lines)
+        if text:
+            print(text)
+    if not args.follow:
+        return 0
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            while True:
+                line = f.readline()
+                if line:
+                    sys.stdout.write(line.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+                else:
+                    time.sleep(0.2)
+    except KeyboardInterrupt:
+        return 0
+    except FileNotFoundError:
+        raise CommandError(f"{path}: no such log") from None
+
+
 def cmd_restart(args) -> int:
     """Replace one recorded process, or every process of a role, one at a time: each is
     warm-stopped, started again from ``up``'s plan and waited for before the next."""
@@ -427,6 +467,14 @@ def register(sub) -> None:
     add_config(p)
     add_run_dir(p)
     p.set_defaults(func=cmd_restart)
+
+    p = sub.add_parser("logs", help="the log of one process of `zkhive up` (-f: follow it)")
+    p.add_argument("name", help="a process name from `zkhive ps` (redis, synthesis-0, prove-cpu0, keeper, ...)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing what it writes (Ctrl-C stops)")
+    p.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="last N lines first (default 50)")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_logs)
 
     p = sub.add_parser("keep", help="(internal) the keeper process that `up` starts")
     add_config(p)

@@ -63,3 +63,4 @@ def test_commands_in_another_checkout_never_see_or_stop_this_ones_cluster(tmp_pa
     finally:
         s = Supervisor(run_a)
         s.load() and s.stop_all()
+
