@@ -11,6 +11,7 @@ from tests.conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
+
 def test_logs_prints_and_follows_one_process_log(tmp_path):
     """`zkhive logs NAME` (and -f) on a state file that names a real process writing its log."""
     import os
