@@ -238,7 +238,7 @@ def test_port_already_taken_is_reported_and_nothing_starts(tmp_path):
 
 @pytest.mark.parametrize("toml, message", [
     ("[flower]\nprot = 1\n", "unknown key flower.prot"),
-    ("[worker]\npartition_workers = 0\n", "worker.partition_workers: Input should be greater than or equal to 1"),
+    ("[worker]\npartition_workers = 0\n", "worker.partition_workers: 0 is not >= 1"),
 ])
 def test_invalid_settings_file_names_key_and_file(tmp_path, toml, message):
     s = Setup(tmp_path)
