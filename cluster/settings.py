@@ -101,6 +101,9 @@ class BlobSettings(Section):
     """Largest payload the ``redis`` store accepts (Redis holds it in memory)."""
     max_bytes: int = Field(16 << 30, gt=0)
     """Largest blob any reference may claim; a bigger size in a message is refused before reading."""
+    min_free_bytes: int = Field(1 << 30, ge=0)
+    """``dir`` store: a submit is refused (naming the free space) while its disk has less free than
+    this, instead of accepting a job whose assignments cannot be written; 0 turns the check off."""
     ttl_s: int = Field(7 * 86400, gt=0)
     """How long ``redis`` blobs live. ``dir`` blobs are not expired by zkhive: remove old ones by
     age (``find DIR -type f -mtime +7 -delete``)."""

@@ -167,6 +167,9 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     existing = rt.jobs.get(job_id)
     if existing is None:
         _check_keys_exist(rt, circuit)
+        check_room = getattr(rt.blobs, "check_room", None)
+        if check_room is not None:  # refused now, with the free space, not failed later
+            check_room(rt.settings.blobs.min_free_bytes)
         now = time.time()
         created, refusals = False, bounds.oom_refusals(rt.redis)
         try:

@@ -58,3 +58,34 @@ def test_a_malformed_blob_reference_is_one_line():
     with pytest.raises(BlobError, match=r"^malformed blob reference: field store: 'disk' is not one of "):
         parse_ref({"store": "disk", "sha256": "a" * 64, "size": 1})
     assert parse_ref({"store": "dir", "sha256": "a" * 64, "size": 1}).size == 1
+
+
+def test_a_full_blob_disk_is_back_pressure_not_a_failed_job(cluster, good, tmp_path):
+    """Refused at submit, naming the free space, while the store's disk is under
+    blobs.min_free_bytes; the same submit passes with room. A write that finds the disk full
+    (ENOSPC) is a transient error: retried, never a permanent failure of accepted work."""
+    import errno as errno_mod
+
+    from cluster.errors import BlobStoreFull
+    from cluster.pipeline.blobs import DirBlobStore
+    from cluster.pipeline.retry import classify
+    from cluster.pipeline.workflow import submit_job
+
+    cluster.flush()
+    cluster.configure_here(ZKHIVE_BLOBS__MIN_FREE_BYTES=str(1 << 62))  # more than any disk has
+    try:
+        rt = cluster.runtime()
+        rt.keys.setup(__import__("synthesis.circuits", fromlist=["get_circuit"]).get_circuit("porep-lite-4k"))
+        with pytest.raises(BlobStoreFull, match=r"^blob store .*: \d+ bytes free, under blobs.min_free_bytes="
+                                                 r"4611686018427387904: free space"):
+            submit_job(rt, copy.deepcopy(good), job_id="no-room")
+        assert not list(rt.redis.scan_iter(match="zkhive:job:*"))
+    finally:
+        cluster.configure_here()
+    rec, created = submit_job(cluster.runtime(), copy.deepcopy(good), job_id="room")
+    assert created and rec.job_id == "room"
+    verdict = classify(BlobStoreFull("blob store /x: no room for a assignment of 10 bytes (0 bytes free)"))
+    assert verdict.transient and verdict.kind == "blob store full"
+    # an OSError that is not the disk's fullness stays what it was (permanent, "unexpected")
+    assert not classify(OSError(errno_mod.EACCES, "Permission denied")).transient
+    assert DirBlobStore(tmp_path / "blobs").free_bytes() > 0
