@@ -264,6 +264,33 @@ def cmd_logs(args) -> int:
         raise CommandError(f"{path}: no such log") from None
 
 
+def cmd_gc(args) -> int:
+    """Remove dir-store blobs older than the TTL that no job record references."""
+    import redis as redis_py
+
+    from .gc import collect
+
+    s = settings_for(args)
+    if s.blobs.backend != "dir":
+        print(f"blobs.backend is {s.blobs.backend}: its blobs expire by themselves (blobs.ttl_s)")
+        return 0
+    root = Path(s.blobs.dir)
+    if not root.is_dir():
+        print(f"no blob store at {root}: nothing to collect")
+        return 0
+    r = redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=10)
+    older = s.blobs.ttl_s if args.older_than is None else args.older_than
+    try:
+        got = collect(root, r, older, dry_run=args.dry_run)
+    except redis_py.exceptions.RedisError as e:
+        # without the job records every blob looks unreferenced: collect nothing
+        raise CommandError(f"cannot read the job records at {s.redis.url} ({e}); nothing removed") from None
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {len(got.removed)} blobs ({got.removed_bytes} bytes) older than {older:.0f} s from {root}; "
+          f"kept {got.kept_referenced} still referenced by a job and {got.kept_young} younger")
+    return 0
+
+
 def cmd_restart(args) -> int:
     """Replace one recorded process, or every process of a role, one at a time: each is
     warm-stopped, started again from ``up``'s plan and waited for before the next."""
@@ -475,6 +502,14 @@ def register(sub) -> None:
     add_config(p)
     add_run_dir(p)
     p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("gc", help="remove dir-store blobs older than blobs.ttl_s that no job references")
+    p.add_argument("--older-than", type=float, default=None, metavar="S",
+                   help="age in seconds (default blobs.ttl_s)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_gc)
 
     p = sub.add_parser("keep", help="(internal) the keeper process that `up` starts")
     add_config(p)
