@@ -123,6 +123,11 @@ def test_celery_states_started_during_a_prove_and_failure_for_a_bad_c1(cluster, 
         _states(cluster, app, flower, syn, prover, prover_info, JobFailed, submit, TaskJobFailed)
     finally:
         flower.stop()
+    # the bad job's chord failure is one WARNING line in a worker's log, not an ERROR traceback
+    logs = "\n".join(p.log_text() for p in procs)
+    assert not [line for line in logs.splitlines() if "ERROR" in line and "Chord" in line], logs[-3000:]
+    assert "ChordError" not in "\n".join(line for line in logs.splitlines() if "Traceback" in line)
+    assert any("WARNING" in line and "not run: its job failed" in line for line in logs.splitlines()), logs[-3000:]
 
 
 def _states(cluster, app, flower, syn, prover, prover_info, JobFailed, submit, TaskJobFailed):
