@@ -94,6 +94,7 @@ class Keeper:
         self._last_reason: dict[str, str] = {}
         self._starting: dict[str, threading.Thread] = {}  # readiness waits in flight
         self._suspect: dict[str, float] = {}  # name -> since when it looks frozen
+        self._redis_back_at: float | None = 0.0  # when heartbeats could last be read again
         self._mutex = threading.Lock()  # one thread at a time edits self.sup
         self.stopping = threading.Event()
 
@@ -140,7 +141,7 @@ class Keeper:
                 continue
             if self._restart(rec.name, failures, unready, last):
                 acted.append(rec.name)
-        return acted
+        return list(dict.fromkeys(acted))  # a frozen one killed and restarted: named once
 
     @staticmethod
     def _last_of_role(records: list[ProcessRecord], rec: ProcessRecord) -> bool:
@@ -174,12 +175,15 @@ class Keeper:
                     beats = self.heartbeats()
                     if beats is None:  # Redis away: nobody's heartbeat can be judged
                         self._suspect.clear()
+                        self._redis_back_at = None
                         return killed
+                    if self._redis_back_at is None:  # (back): heartbeats are judged from now on
+                        self._redis_back_at = now
                 at = beats.get(rec.pid)
                 if at is not None and now - at < self.policy.frozen_s:
                     self._suspect.pop(rec.name, None)
                     continue
-                since = self._suspect.setdefault(rec.name, now if at is None else at)
+                since = self._suspect.setdefault(rec.name, max(now if at is None else at, self._redis_back_at))
                 if now - since >= self.policy.frozen_s:
                     why = (f"no heartbeat in the registry for {now - since:.0f} s" if at is None
                            else f"its heartbeat is {now - at:.0f} s old")

@@ -293,3 +293,36 @@ def _wait_record(sup, name, cond, timeout_s):
             return True
         time.sleep(0.2)
     return False
+
+
+def test_a_worker_without_a_heartbeat_is_frozen_and_replaced_but_not_while_redis_is_away(tmp_path):
+    """The registry heartbeat check on the clock step() is given: a fresh beat keeps it, Redis
+    away judges nothing, a beat older than frozen_s (Redis answering) kills and restarts it."""
+    spec = http_server(tmp_path, name="synthesis-0")
+    sup = Supervisor(tmp_path / "run")
+    [rec] = sup.start_all([spec])
+    policy = KeeperPolicy(poll_s=0.1, backoff_s=0.2, max_backoff_s=1.0, frozen_s=5.0)
+    beats: dict = {"now": {}}
+    events = []
+    keeper = Keeper(tmp_path / "run", lambda: {"synthesis-0": spec}, policy=policy,
+                    heartbeats=lambda: beats["now"], on_event=lambda e, **f: events.append((e, f)),
+                    out=lambda m: None)
+    try:
+        t = time.time()
+        beats["now"] = {rec.pid: t}
+        assert keeper.step(t + 4.9) == []  # a beat 4.9 s old: alive
+        beats["now"] = None  # Redis away: nobody is judged, however old the last beat
+        assert keeper.step(t + 30) == [] and rec.process() is not None
+        beats["now"] = {rec.pid: t}  # Redis back, with the old beat: judged from its return
+        assert keeper.step(t + 31) == [] and rec.process() is not None
+        assert keeper.step(t + 36) == ["synthesis-0"]  # 5 s since Redis came back, no new beat
+        assert rec.process() is None
+        assert events[0] == ("worker_frozen", {"name": "synthesis-0", "pid": rec.pid,
+                                               "reason": "its heartbeat is 36 s old"})
+        assert _step_until(keeper, lambda: keeper.sup.record("synthesis-0").pid != rec.pid
+                           and keeper.sup.record("synthesis-0").process() is not None)
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
