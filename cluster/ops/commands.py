@@ -388,6 +388,7 @@ def cmd_flower(args) -> int:
     # through the environment: a password in argv would show in `ps` to every user
     os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
     _metrics_behind_auth()
+    _terminate_cancels_the_job()
     from cluster.pipeline.bounds import bound_flower_requests
 
     bound_flower_requests(s)  # request bodies decoded within [limits]; broker-full is one line
@@ -418,6 +419,53 @@ def _metrics_behind_auth() -> None:
     if not getattr(Metrics.get, "_zkhive_authenticated", False):
         Metrics.get = tornado.web.authenticated(Metrics.get)
         Metrics.get._zkhive_authenticated = True
+
+
+def task_unit(r, task_id: str) -> tuple[str, str] | None:
+    """(job id, unit) whose lease names ``task_id``: the zkhive unit that task is running."""
+    from cluster.pipeline.jobs import ACTIVE
+    from cluster.pipeline.lease import Lease, leases_key
+
+    for raw_job in r.smembers(ACTIVE):
+        job_id = raw_job.decode()
+        for unit, raw in r.hgetall(leases_key(job_id)).items():
+            if Lease.from_json(unit.decode(), raw).task_id == task_id:
+                return job_id, unit.decode()
+    return None
+
+
+def _terminate_cancels_the_job() -> None:
+    """Flower's Terminate (``POST /api/task/revoke/<id>?terminate=true``) on a running zkhive task
+    answered "Revoked" while the proof went on (the solo pool cannot terminate its own task).
+    For a task that holds a unit's lease it now does what ``zkhive cancel JOB`` does: the job is
+    cancelled, its queued messages dropped, the running task's result discarded, and the answer
+    says so. Other tasks are revoked as before."""
+    import asyncio
+
+    import tornado.web
+    from flower.api.control import TaskRevoke
+
+    if getattr(TaskRevoke.post, "_zkhive_cancel", False):
+        return
+    original = TaskRevoke.post
+
+    async def post(self, taskid):
+        if self.get_argument("terminate", default=False, type=bool) and not self.application.options.read_only:
+            from cluster.client import cancel
+            from cluster.pipeline.app import runtime
+
+            found = await asyncio.get_running_loop().run_in_executor(None, task_unit, runtime().redis, taskid)
+            if found is not None:
+                job_id, unit = found
+                done = await asyncio.get_running_loop().run_in_executor(None, cancel, job_id)
+                self.write({"message": f"Cancelled job {job_id} (task '{taskid}' was running its unit "
+                                       f"{unit}): as `zkhive cancel {job_id}`; the running task's result is "
+                                       f"discarded" if done else f"job {job_id} had already finished"})
+                return
+        return await original(self, taskid)
+    post = tornado.web.authenticated(post)  # as Flower's own handler: 401 without the credentials
+    post._zkhive_cancel = True
+    TaskRevoke.post = post
 
 
 def cmd_ready(args) -> int:
