@@ -326,3 +326,28 @@ def test_a_worker_without_a_heartbeat_is_frozen_and_replaced_but_not_while_redis
         keeper.wait()
         s = Supervisor(tmp_path / "run")
         s.load() and s.stop_all()
+
+
+def test_redis_is_never_backed_off_past_its_cap(tmp_path):
+    """Five young deaths in a row would put a worker 16 s out; Redis waits at most 2 s."""
+    spec = http_server(tmp_path, name="redis")
+    sup = Supervisor(tmp_path / "run")
+    [rec] = sup.start_all([spec])
+    with sup.locked():
+        sup.load()
+        sup.record("redis").failures = 4
+        sup.save()
+    keeper = Keeper(tmp_path / "run", lambda: {"redis": spec}, policy=KeeperPolicy(), out=lambda m: None)
+    try:
+        _kill(rec.pid)
+        now = rec.create_time + 1.0  # died young: the fifth short run
+        assert keeper.step(now) == []
+        assert keeper.step(now + KeeperPolicy().redis_max_backoff_s - 0.01) == []
+        assert keeper.step(now + KeeperPolicy().redis_max_backoff_s) == ["redis"]
+        keeper.sup.load()
+        assert keeper.sup.record("redis").failures == 5 and KeeperPolicy().delay(5) == 16.0
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
