@@ -22,6 +22,7 @@ Each body first checks that its job still wants the work.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, NoReturn
@@ -317,23 +318,32 @@ def _load_key(rt, prover, circuit, job_id, k, who, evicted) -> None:
     first job after `up` without preload stalled ~75 s with no sign of it anywhere)."""
     from . import registry
 
+    import redis
+
     if prover.is_resident(circuit):
         return
-    rt.jobs.event(job_id, "key_load_wait", partition=k, key=circuit.name,
-                  note=f"the proving key of {circuit.name} is not resident on {who['device']} "
-                       f"(not in [srs] preload): loading it first", **who)
+    try:  # what is said about the load is best-effort: Redis away must not cost the proof
+        rt.jobs.event(job_id, "key_load_wait", partition=k, key=circuit.name,
+                      note=f"the proving key of {circuit.name} is not resident on {who['device']} "
+                           f"(not in [srs] preload): loading it first", **who)
+    except redis.RedisError as e:
+        log.warning("could not record key_load_wait of job %s partition %s: %s", job_id, k, e)
     info = rt.worker
     if info is not None:
         info.loading = [circuit.name]
         _publish(rt, registry, info)
+    t0 = time.time()
     try:
-        with timeline_stage(rt, "key_load", job_id, k, who["device"]):
-            prover.load(circuit, on_evict=evicted)
+        prover.load(circuit, on_evict=evicted)
     finally:
         if info is not None:
             info.loading = []
             info.resident_keys = prover.resident_names()
             _publish(rt, registry, info)
+    end = time.time()
+    durable(lambda: rt.jobs.event(job_id, "stage", partition=k, t=t0, stage="key_load", start=t0, end=end,
+                                  seconds=end - t0, device=who["device"]),
+            f"job {job_id} partition {k}: key_load stage event")
 
 
 def _publish(rt, registry, info) -> None:

@@ -110,13 +110,22 @@ def test_a_proof_finished_while_redis_is_down_is_stored_when_it_returns(campaign
     c.submit("redis-final-0", 0)
     pickup = c.first_event(["redis-final-0"], "prove_pickup", since=since)
     assert pickup is not None
+    # past its first stage event (the assignment fetched: the proof itself is under way), so the
+    # kill lands mid-proof on a loaded machine too, not between the pickup and that write
+    end = time.monotonic() + 30
+    while not any(e["event"] == "stage" and e.get("stage") == "fetch_assignment"
+                  and e["partition"] == pickup["partition"] for e in c.events("redis-final-0")):
+        assert time.monotonic() < end, "no fetch_assignment stage after the pickup"
+        time.sleep(0.005)
     c.restart_redis(5.0)  # a porep-lite-4k proof takes 1-2 s here
     restarted = time.time()
     c.wait_jobs(["redis-final-0"], 120)
     assert c.status("redis-final-0") == "done"
     k = pickup["partition"]
     [end] = [e for e in c.events("redis-final-0") if e["event"] == "prove_end" and e["partition"] == k]
-    assert end["worker"] == pickup["worker"] and end["task_id"] == pickup["task_id"]
+    assert end["worker"] == pickup["worker"] and end["task_id"] == pickup["task_id"], (
+        "\n".join(str(e) for e in c.events("redis-final-0"))
+        + "\n" + (c.run_dir / "logs" / "keeper.log").read_text()[-2000:])
     assert end["t"] > restarted - 0.5  # written after Redis came back
     assert not [e for e in c.events("redis-final-0") if e["event"] == "redispatched" and e.get("partition") == k]
     prover = c.worker_of(pickup["worker"])
