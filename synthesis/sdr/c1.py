@@ -106,11 +106,10 @@ def parse(prm: SdrParams, doc: Any) -> C1Document:
     try:
         c1 = C1Document.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        more = f" (and {e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
-        raise C1Error(err["msg"] + more, field=json_path(loc) or None,
-                      partition=_partition_of(loc)) from None
+        from ..limits import validation_line
+
+        loc, msg = validation_line(e)
+        raise C1Error(msg, field=json_path(loc) or None, partition=_partition_of(loc)) from None
     if c1.params != prm.name:
         raise C1Error(f"document is for parameter set {c1.params!r}, this circuit is {prm.name!r}",
                       field="params")
