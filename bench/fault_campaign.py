@@ -308,16 +308,18 @@ class FaultCluster:
             keeper.signal(signal.SIGCONT, group=False)
         Worker(self, "redis").wait_ready(60)
 
-    def back_to_ready(self, name: str, since: float, timeout_s: float = 180.0) -> float | None:
-        """Seconds from ``since`` until ``name`` is a new process that passed its readiness
-        check (the keeper records ``ready_at``), or None."""
+    def back_to_ready(self, name: str, since: float, old_pid: int, timeout_s: float = 180.0) -> float | None:
+        """Seconds from ``since`` until ``name`` is a new process (not ``old_pid``) that passed
+        its readiness check (the keeper records ``ready_at``), or None. (Not by start time:
+        psutil's create_time is boot time, whole seconds, plus ticks, so it can read up to 1 s
+        early, before the fault, for a process the keeper started at once.)"""
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
             rec = self.record(name)
             if name == "keeper":  # revived by a worker, which does not wait for its readiness
-                if rec is not None and rec.create_time > since and rec.process() is not None:
-                    return rec.create_time - since
-            elif rec is not None and rec.create_time > since and rec.ready_at > since:
+                if rec is not None and rec.pid != old_pid and rec.process() is not None:
+                    return max(0.0, time.time() - since)
+            elif rec is not None and rec.pid != old_pid and rec.ready_at > since:
                 return rec.ready_at - since
             time.sleep(0.1)
         return None
@@ -655,8 +657,9 @@ def sustained(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, s
         jobs.append(j)
         c.submit(j, len(jobs) - 1)
         age = time.time() - w.record().create_time
+        old = w.pid
         _kill_when_busy(c, rng, w, j, since, f"sustained: {age:.0f} s after its start")
-        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t)))
+        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t, old)))
         time.sleep(spacing_s)
     return jobs
 
@@ -674,18 +677,20 @@ def redis_during_restart(c: FaultCluster, rng: random.Random, n_faults: int, pre
             jobs.append(j)
             c.submit(j, len(jobs) - 1)
         w = rng.choice(c.workers)
+        old_pid = w.pid
         _kill_when_busy(c, rng, w, jobs[-2], since, "before a Redis kill")
         old = c.faults[-1].t
         end = time.monotonic() + 30
         while time.monotonic() < end:  # the keeper started it again: not ready yet
             rec = w.record()
-            if rec.create_time > old and rec.process() is not None:
+            if rec.pid != old_pid and rec.process() is not None:
                 break
             time.sleep(0.02)
         time.sleep(rng.uniform(0, 0.5))
+        redis_pid = Worker(c, "redis").pid
         c.kill(Worker(c, "redis"), f"while the keeper waits for {w.name}")
-        c.recover.append(("redis", c.back_to_ready("redis", c.faults[-1].t)))
-        c.recover.append((w.name, c.back_to_ready(w.name, old)))
+        c.recover.append(("redis", c.back_to_ready("redis", c.faults[-1].t, redis_pid)))
+        c.recover.append((w.name, c.back_to_ready(w.name, old, old_pid)))
         time.sleep(spacing_s)
     return jobs
 
@@ -697,15 +702,17 @@ def keeper_kill(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str,
     for i in range(n_faults):
         c.wait_all_ready()
         since = time.time()
+        keeper_pid = Worker(c, "keeper").pid
         c.kill(Worker(c, "keeper"), "the keeper")
         keeper_killed = c.faults[-1].t
         j = f"{prefix}-{len(jobs)}"
         jobs.append(j)
         c.submit(j, len(jobs) - 1)
         w = rng.choice(c.workers)
+        old_pid = w.pid
         _kill_when_busy(c, rng, w, j, since, "with the keeper dead")
-        c.recover.append(("keeper", c.back_to_ready("keeper", keeper_killed)))
-        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t)))
+        c.recover.append(("keeper", c.back_to_ready("keeper", keeper_killed, keeper_pid)))
+        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t, old_pid)))
         time.sleep(spacing_s)
     return jobs
 
@@ -727,7 +734,7 @@ def frozen_sole(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str,
         w.signal(signal.SIGSTOP)
         c.faults.append(Fault(time.time(), "SIGSTOP the sole synthesis worker", w.name))
         log(f"SIGSTOP {w.name} (pid {pid}), the only synthesis worker, mid-synthesis ({j})")
-        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t)))
+        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t, pid)))
         try:
             os.killpg(pid, signal.SIGCONT)  # in case it is still there (it should not be)
         except ProcessLookupError:
