@@ -451,13 +451,14 @@ def _terminate_cancels_the_job() -> None:
 
     async def post(self, taskid):
         if self.get_argument("terminate", default=False, type=bool) and not self.application.options.read_only:
-            from cluster.client import cancel
             from cluster.pipeline.app import runtime
+            from cluster.pipeline.workflow import cancel_job
 
-            found = await asyncio.get_running_loop().run_in_executor(None, task_unit, runtime().redis, taskid)
+            rt = runtime()
+            found = await asyncio.get_running_loop().run_in_executor(None, task_unit, rt.redis, taskid)
             if found is not None:
                 job_id, unit = found
-                done = await asyncio.get_running_loop().run_in_executor(None, cancel, job_id)
+                done = await asyncio.get_running_loop().run_in_executor(None, cancel_job, rt, job_id)
                 self.write({"message": f"Cancelled job {job_id} (task '{taskid}' was running its unit "
                                        f"{unit}): as `zkhive cancel {job_id}`; the running task's result is "
                                        f"discarded" if done else f"job {job_id} had already finished"})

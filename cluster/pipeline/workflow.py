@@ -194,6 +194,19 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     return existing, False
 
 
+def cancel_job(rt, job_id: str) -> bool:
+    """Cancel a job (``zkhive cancel``, the client, Flower's Terminate): its queued messages are
+    removed; a task already taken finds the job cancelled (a running prove finishes and is
+    discarded). False when the job had already ended; KeyError when there is none."""
+    if rt.jobs.get(job_id) is None:
+        raise KeyError(f"no job {job_id!r}")
+    if not rt.jobs.cancel(job_id):
+        return False
+    dropped = rt.dispatch.drop_queued(rt.redis, job_id)
+    rt.jobs.event(job_id, "dequeued", messages=dropped)
+    return True
+
+
 def _check_schema(circuit, doc) -> None:
     """Everything the C1 schema checks (types, hex, sizes, partition and challenge counts) is
     checked before the job is accepted, and named at the job's level (``field
