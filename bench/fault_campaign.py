@@ -1,14 +1,17 @@
-"""Fault campaign (issue 15): a real CPU cluster under SIGKILL, Redis restarts, SIGSTOP, duplicate
-deliveries and a corrupt verifying key; prints the table of docs/faults.md.
+"""Fault campaign (issues 15, 27): a real CPU cluster of ``zkhive up``, its real keeper included,
+under SIGKILL of every role (sustained), Redis kills (also while the keeper waits for a
+worker), a killed keeper, SIGSTOP (a prover; the only synthesis worker), duplicate deliveries
+and a corrupt verifying key; prints the table of docs/faults.md.
 
     python bench/fault_campaign.py                       # every scenario, the longer campaign
-    python bench/fault_campaign.py --scale 0.3 --scenarios worker-kill,redis-restart --seed 7
+    python bench/fault_campaign.py --scale 0.3 --scenarios sustained,keeper-kill --seed 7
 
-The cluster: its own Redis (append-only file, password), one synthesis worker, one aggregate
-worker and two CPU provers (``python -m cluster worker ...``, real processes), porep-lite-4k
-(``--params``), default delivery settings (lease 5 s, watchdog every 2 s, grace 2 s, visibility
-timeout 2 h, job deadline 4 h). A harness thread plays the keeper of ``zkhive up``: a worker
-that died is started again after ``--restart-delay`` seconds (1 s, the keeper's first backoff).
+The cluster: ``zkhive up --devices cpu:0,cpu:1`` from a settings file of its own (Redis with an
+append-only file and a password, one synthesis worker, one aggregate worker, two CPU provers,
+Flower, the exporter and the keeper: real processes, restarted only by the keeper),
+porep-lite-4k (``--params``), default delivery settings (lease 5 s, watchdog every 2 s, grace
+2 s, visibility timeout 2 h, job deadline 4 h) and the keeper's defaults (backoff 1-60 s,
+frozen after 5 s stopped or 20 s without a heartbeat).
 
 Scenarios (each a stream of jobs with faults between them):
 
@@ -16,18 +19,28 @@ Scenarios (each a stream of jobs with faults between them):
   the synthesis worker 0-60 ms after a submit (the hand-over window), a prover 0-60 ms after a
   partition is routed to it, a worker mid-synthesis / mid-prove, the aggregate worker
   mid-aggregate, one synthesis pool child mid-task;
-- ``redis-restart``: Redis killed with SIGKILL mid-job and restarted from its AOF 0.5-3 s later;
-- ``sigstop``: a prover frozen (SIGSTOP) mid-prove for 20 s, then SIGCONT;
+- ``sustained``: each role killed in turn, again and again, each kill within 60 s of the
+  process's start, once it has work in hand (the old keeper gave up on such workers);
+- ``redis-restart``: Redis SIGKILLed mid-job and kept down 0.5-3 s (its keeper frozen
+  meanwhile), then restarted by the keeper from its AOF;
+- ``redis-during-restart``: a worker killed, then Redis killed while the keeper waits for that
+  worker's readiness;
+- ``keeper-kill``: the keeper SIGKILLed, then a worker mid-job;
+- ``sigstop``: a prover frozen (SIGSTOP) mid-prove (the keeper replaces it after 5 s);
+- ``frozen-sole``: the only synthesis worker frozen mid-synthesis, never woken;
 - ``duplicates``: every waiting message copied two more times (as visibility-timeout restores
   and re-dispatches would queue it);
-- ``corrupt-vk``: the aggregate worker restarted with a verifying key with one flipped byte.
+- ``corrupt-vk``: the aggregate worker restarted with a verifying key with one flipped bit.
 
 Each job must end verified (its proof checked here by the pairing verifier against public
 inputs from its C1) or failed with a named reason within ``--bound`` seconds; ``lost`` counts
 those that did not. ``doubled`` counts partitions stored twice (two ``prove_end`` winners, or a
 proof that is not the first stored one): must be 0. ``longest wait`` is the longest time from a
 fault to the re-dispatch of a unit it lost (each ``redispatched`` event against the latest fault
-before it; faults are spaced so that attribution is unambiguous).
+before it; faults are spaced so that attribution is unambiguous): must be <= 30 s.
+``longest back to ready`` is the longest time from a kill or freeze of a process until a new
+one passed its readiness check (the keeper's ``ready_at``); ``never back`` counts those that did
+not within 180 s: must be 0.
 
 tests/integration/test_faults_cluster.py runs a short campaign of every scenario in CI.
 """
@@ -42,7 +55,6 @@ import secrets
 import signal
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -52,7 +64,8 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SCENARIOS = ("worker-kill", "redis-restart", "sigstop", "duplicates", "corrupt-vk")
+SCENARIOS = ("worker-kill", "sustained", "redis-restart", "redis-during-restart", "keeper-kill",
+             "sigstop", "frozen-sole", "duplicates", "corrupt-vk")
 
 
 def log(msg: str) -> None:
@@ -71,36 +84,32 @@ def make_c1(params: str, seed: int) -> dict:
 
 
 class Worker:
-    """One ``python -m cluster worker`` process group, started again after it dies."""
+    """One process of the cluster's state file (``zkhive up``'s ``cluster.json``), by name: its
+    PID changes each time the keeper starts it again."""
 
-    def __init__(self, cluster: "FaultCluster", role: str, device: str | None = None, env: dict | None = None):
-        self.cluster, self.role, self.device = cluster, role, device
-        self.env = env or {}
-        self.name = f"{role}{'-' + device.replace(':', '') if device else ''}"
-        self.proc: subprocess.Popen | None = None
-        self.restarts = 0
-        self.stopped = False   # SIGSTOPped: alive, not to be restarted
-        self.keep = True       # False: leave it down (shutdown, or a planned replacement)
-        self.start()
+    def __init__(self, cluster: "FaultCluster", name: str):
+        self.cluster, self.name = cluster, name
+        self.role = name.split("-", 1)[0]
+        tail = name.split("-", 1)[1] if "-" in name else ""
+        self.device = f"cpu:{tail[3:]}" if self.role == "prove" and tail.startswith("cpu") else None
 
-    def start(self) -> None:
-        argv = [sys.executable, "-m", "cluster", "worker", self.role, "--loglevel", "WARNING"]
-        if self.device:
-            argv += ["--device", self.device]
-        logf = open(self.cluster.root / f"{self.name}.log", "ab")
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env={**self.cluster.env, **self.env}, stdout=logf,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
-        logf.close()
+    def record(self):
+        return self.cluster.record(self.name)
 
     @property
     def pid(self) -> int:
-        return self.proc.pid
+        return self.record().pid
+
+    @property
+    def log(self) -> Path:
+        return Path(self.record().log)
 
     def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
+        rec = self.record()
+        return rec is not None and rec.process() is not None
 
     def signal(self, sig, group: bool = True) -> None:
-        try:
+        try:  # each process of `up` leads its own session: its group is it and its children
             (os.killpg if group else os.kill)(self.pid, sig)
         except ProcessLookupError:
             pass
@@ -110,26 +119,20 @@ class Worker:
 
         end = time.monotonic() + timeout_s
         while time.monotonic() < end:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}: see {self.cluster.root}/{self.name}.log")
             try:
-                if any(w.pid == self.pid and w.ready for w in registry.workers(self.cluster.redis)):
+                pid = self.pid
+                if self.role == "redis":
+                    if self.cluster.redis.ping():
+                        return
+                elif self.role == "keeper":
+                    if self.alive():
+                        return
+                elif any(w.pid == pid and w.ready for w in registry.workers(self.cluster.redis)):
                     return
             except Exception:
                 pass
             time.sleep(0.1)
-        raise RuntimeError(f"{self.name} not ready after {timeout_s} s")
-
-    def stop(self) -> None:
-        self.keep = False
-        if self.alive():
-            self.signal(signal.SIGCONT)
-            self.signal(signal.SIGTERM)
-            try:
-                self.proc.wait(20)
-            except subprocess.TimeoutExpired:
-                self.signal(signal.SIGKILL)
-                self.proc.wait(5)
+        raise RuntimeError(f"{self.name} not ready after {timeout_s} s: see {self.log}")
 
 
 @dataclass
@@ -154,58 +157,69 @@ class Outcome:
     redispatches: int = 0
     waits: list = field(default_factory=list)   # (seconds, job, unit, reason)
     unexplained: list = field(default_factory=list)  # re-dispatches with no fault before them
+    #: (process, seconds from its kill or freeze until a new one passed its readiness; None: never)
+    recover: list = field(default_factory=list)
     seconds: float = 0.0
 
     def longest_wait(self) -> float:
         return max((w[0] for w in self.waits), default=0.0)
 
+    def never_back(self) -> list[str]:
+        return [name for name, t in self.recover if t is None]
+
+    def longest_back(self) -> str:
+        times = [(t, name) for name, t in self.recover if t is not None]
+        return f"{max(times)[0]:.1f} ({max(times)[1]})" if times else "-"
+
     def row(self) -> str:
         failed = len(self.failed)
         return (f"| {self.scenario} | {self.jobs} | {self.faults} | {self.kills} | {self.restarts} | {self.verified} | {failed} | "
-                f"{len(self.lost)} | {self.doubled} | {self.redispatches} | {self.longest_wait():.1f} | {self.seconds:.0f} |")
+                f"{len(self.lost)} | {self.doubled} | {self.redispatches} | {self.longest_wait():.1f} | "
+                f"{self.longest_back()} | {len(self.never_back())} | {self.seconds:.0f} |")
 
 
 HEADER = ("| scenario | jobs | faults | kills | restarts | verified | failed (named) | lost | doubled | re-dispatches "
-          "| longest wait before re-dispatch (s) | wall (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| longest wait before re-dispatch (s) | longest back to ready (s) | never back | wall (s) |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 class FaultCluster:
-    """Redis (AOF) + 1 synthesis, 1 aggregate, ``provers`` CPU provers; settings as environment."""
+    """``zkhive up`` with its real keeper: Redis (AOF, password), 1 synthesis, 1 aggregate,
+    ``provers`` CPU provers, Flower, the exporter, the keeper; settings in a TOML file."""
 
-    def __init__(self, root: Path, params: str, *, provers: int = 2, restart_delay_s: float = 1.0,
-                 env: dict | None = None):
+    def __init__(self, root: Path, params: str, *, provers: int = 2, env: dict | None = None):
         from cluster import settings
+        from cluster.ops.supervisor import free_port
         from cluster.pipeline.app import configure
-        from cluster.ops.redis_server import RedisServer
 
-        self.root, self.params, self.restart_delay_s = Path(root), params, restart_delay_s
+        self.root, self.params, self.provers = Path(root), params, provers
         self.root.mkdir(parents=True, exist_ok=True)
+        self.run_dir = self.root / "run"
         self.password = secrets.token_hex(12)
-        self.server = RedisServer(password=self.password, data_dir=self.root / "redis", persist=True).start()
         tests = ROOT / "tests" / "integration"
-        self.env = {
-            **os.environ,
+        redis_url = f"redis://127.0.0.1:{free_port()}/0"
+        modules = '\ncircuit_modules = ["circuits_for_tests"]' if params.startswith("test-") else ""
+        self.config = self.root / "zkhive.toml"
+        self.config.write_text(
+            f'[redis]\nurl = "{redis_url}"\npassword = "{self.password}"\n'
+            f'[blobs]\ndir = "{self.root / "blobs"}"\n'
+            f'[srs]\nparam_cache = "{self.root / "keys"}"\npreload = ["{params}"]\n'
+            f'[flower]\nport = {free_port()}\npassword = "{secrets.token_hex(8)}"\n'
+            f'[metrics]\nport = {free_port()}\n'
+            f'[worker]\nhost = "vm"{modules}\n')
+        self.env = {k: v for k, v in {**os.environ, **(env or {})}.items()
+                    if not k.startswith("ZKHIVE_") or k in (env or {})}  # default settings otherwise
+        self.env.update({
             "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), str(tests), os.environ.get("PYTHONPATH")])),
-            "PYTHONUNBUFFERED": "1",
-            "ZKHIVE_REDIS__URL": self.server.url,
-            "ZKHIVE_REDIS__PASSWORD": self.password,
-            "ZKHIVE_BLOBS__DIR": str(self.root / "blobs"),
-            "ZKHIVE_SRS__PARAM_CACHE": str(self.root / "keys"),
-            "ZKHIVE_SRS__PRELOAD": json.dumps([params]),
-            **({"ZKHIVE_WORKER__CIRCUIT_MODULES": '["circuits_for_tests"]'} if params.startswith("test-") else {}),
-            **(env or {}),
-        }
-        for k in [k for k in self.env if k.startswith("ZKHIVE_") and k not in (env or {})
-                  and k not in ("ZKHIVE_REDIS__URL", "ZKHIVE_REDIS__PASSWORD", "ZKHIVE_BLOBS__DIR",
-                                "ZKHIVE_SRS__PARAM_CACHE", "ZKHIVE_SRS__PRELOAD", "ZKHIVE_WORKER__CIRCUIT_MODULES")]:
-            del self.env[k]  # default settings: nothing from the caller's environment
-        self.env.pop("ZKHIVE_CONFIG", None)
+            "PYTHONUNBUFFERED": "1", "ZKHIVE_CONFIG": str(self.config),
+            "ZKHIVE_STATE_DIR": str(self.root / "state")})
         if str(tests) not in sys.path:
             sys.path.append(str(tests))
         from cluster.pipeline.app import app
 
         self._previous = app.zkhive_settings  # given back at stop (the tests' process goes on)
-        configure(settings.load(env={k: v for k, v in self.env.items() if k.startswith("ZKHIVE_")}))
+        self.settings = settings.load(self.config, env={})
+        configure(self.settings)
         forget_broker(app)  # a process that talked to another cluster before (the tests)
         from cluster.pipeline.app import runtime
         from synthesis.circuits import get_circuit
@@ -213,44 +227,56 @@ class FaultCluster:
         self.rt = runtime()
         self.circuit = get_circuit(params)
         self.rt.keys.setup(self.circuit)
-        self.redis = self.server.client()
-        self.workers: list[Worker] = []
+        self.redis = self.rt.redis
         self.faults: list[Fault] = []
-        self.restarts = 0
-        self._stop = threading.Event()
-        self._keeper = threading.Thread(target=self._keep, daemon=True)
         self._docs: dict[int, dict] = {}
         self._parsed: dict[str, object] = {}
+        self.recover: list = []  # (name, seconds back to ready or None), scenarios append
+
+    def zkhive(self, *args, timeout: float = 600) -> subprocess.CompletedProcess:
+        res = subprocess.run([sys.executable, "-m", "cluster", *args, "--config", str(self.config),
+                              "--run-dir", str(self.run_dir)], cwd=ROOT, env=self.env,
+                             capture_output=True, text=True, timeout=timeout)
+        if res.returncode:
+            raise RuntimeError(f"zkhive {' '.join(args)}: {res.returncode}\n{res.stdout}\n{res.stderr}")
+        return res
 
     # -- processes ------------------------------------------------------------------------------
-    def start(self, provers: int = 2) -> "FaultCluster":
-        self.workers = [Worker(self, "synthesis"), Worker(self, "aggregate")]
-        self.workers += [Worker(self, "prove", f"cpu:{i}") for i in range(provers)]
-        for w in self.workers:
-            w.wait_ready()
-        self._keeper.start()
+    def start(self) -> "FaultCluster":
+        devices = ",".join(f"cpu:{i}" for i in range(self.provers))
+        log(self.zkhive("up", "--devices", devices, "--synthesis-workers", "1").stdout.strip())
         return self
 
-    def _keep(self) -> None:
-        """The keeper's part: a dead worker starts again after the delay."""
-        died: dict[Worker, float] = {}
-        while not self._stop.wait(0.1):
-            for w in list(self.workers):
-                if not w.keep or w.alive():
-                    died.pop(w, None)
-                    continue
-                t = died.setdefault(w, time.monotonic())
-                if time.monotonic() - t >= self.restart_delay_s:
-                    w.start()
-                    w.restarts += 1
-                    self.restarts += 1
-                    died.pop(w, None)
+    def state(self):
+        from cluster.ops.supervisor import Supervisor
+
+        sup = Supervisor(self.run_dir)
+        for _ in range(50):  # the keeper replaces the file atomically; a read never sees half
+            try:
+                sup.load()
+                return sup
+            except Exception:
+                time.sleep(0.05)
+        sup.load()
+        return sup
+
+    def record(self, name: str):
+        return self.state().record(name)
+
+    @property
+    def workers(self) -> list[Worker]:
+        return [Worker(self, r.name) for r in self.state().records
+                if r.role in ("synthesis", "aggregate", "prove") and not r.by_hand]
+
+    @property
+    def restarts(self) -> int:
+        return sum(r.restarts for r in self.state().records)
 
     def by_role(self, role: str) -> list[Worker]:
         return [w for w in self.workers if w.role == role]
 
     def worker_of(self, worker_id: str | None) -> Worker | None:
-        """The harness's worker whose registry id is ``worker_id`` (a prover: by device)."""
+        """The worker whose registry id is ``worker_id`` (a prover: by device)."""
         if not worker_id:
             return None
         role = worker_id.split(".")[0]
@@ -264,37 +290,52 @@ class FaultCluster:
         self.faults.append(Fault(time.time(), f"SIGKILL {why}", w.name))
         log(f"SIGKILL {w.name} ({why})")
 
-    def wait_all_ready(self, timeout_s: float = 120.0) -> None:
+    def wait_all_ready(self, timeout_s: float = 180.0) -> None:
         end = time.monotonic() + timeout_s
-        for w in self.workers:
-            while not w.alive() and time.monotonic() < end:
-                time.sleep(0.1)
+        for w in [Worker(self, "redis"), *self.workers, Worker(self, "keeper")]:
             w.wait_ready(max(1.0, end - time.monotonic()))
 
     def restart_redis(self, down_s: float) -> None:
-        self.server.proc.kill()  # SIGKILL: what is in the AOF is what survives
-        self.server.proc.wait(5)
-        self.faults.append(Fault(time.time(), "redis SIGKILL", "redis"))
-        log(f"redis killed; restarting in {down_s:.1f} s")
-        time.sleep(down_s)
-        self.server.start(timeout_s=30)
-        self.restarts += 1
+        """Redis SIGKILLed and kept down ``down_s`` (its keeper frozen meanwhile), then the keeper
+        brings it back from its AOF."""
+        keeper = Worker(self, "keeper")
+        keeper.signal(signal.SIGSTOP, group=False)
+        try:
+            self.kill(Worker(self, "redis"), "redis")
+            self.faults[-1].kind = "redis SIGKILL"
+            time.sleep(down_s)
+        finally:
+            keeper.signal(signal.SIGCONT, group=False)
+        Worker(self, "redis").wait_ready(60)
+
+    def back_to_ready(self, name: str, since: float, old_pid: int, timeout_s: float = 180.0) -> float | None:
+        """Seconds from ``since`` until ``name`` is a new process (not ``old_pid``) that passed
+        its readiness check (the keeper records ``ready_at``), or None. (Not by start time:
+        psutil's create_time is boot time, whole seconds, plus ticks, so it can read up to 1 s
+        early, before the fault, for a process the keeper started at once.)"""
+        end = time.monotonic() + timeout_s
+        while time.monotonic() < end:
+            rec = self.record(name)
+            if name == "keeper":  # revived by a worker, which does not wait for its readiness
+                if rec is not None and rec.pid != old_pid and rec.process() is not None:
+                    return max(0.0, time.time() - since)
+            elif rec is not None and rec.pid != old_pid and rec.ready_at > since:
+                return rec.ready_at - since
+            time.sleep(0.1)
+        return None
 
     def stop(self) -> None:
-        self._stop.set()
-        for w in self.workers:
-            w.keep = False
-        for w in self.workers:
-            w.signal(signal.SIGCONT)
-            w.signal(signal.SIGTERM)
-        for w in self.workers:
-            w.stop()
+        for r in self.state().records:  # nothing left frozen: the warm shutdown needs them awake
+            try:
+                os.killpg(r.pid, signal.SIGCONT) if r.process() else None
+            except (ProcessLookupError, PermissionError):
+                pass
         # the app points back where it pointed before (its pools and result consumer of this
         # Redis closed while it is still up)
         from cluster.pipeline.app import app, configure
         configure(self._previous)
         forget_broker(app)
-        self.server.stop()
+        log(self.zkhive("down", "--grace", "20").stdout.strip().splitlines()[-1])
 
     # -- jobs -----------------------------------------------------------------------------------
     def doc(self, i: int) -> dict:
@@ -555,52 +596,174 @@ def duplicates(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, 
 
 
 def corrupt_vk(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spacing_s: float):
-    """The aggregate worker's key cache holds a verifying key with one flipped byte."""
-    import shutil
-
-    agg = c.by_role("aggregate")[0]
-    bad = c.root / "bad-keys"
-    shutil.copytree(c.rt.keys.root, bad, dirs_exist_ok=True)
-    vk = bad / c.rt.keys.path(c.circuit, "vk").name
-    raw = bytearray(vk.read_bytes())
+    """The key cache's verifying key with one flipped bit; the aggregate worker restarted on
+    purpose (`zkhive restart aggregate`) so it reads it; the good key back after."""
+    vk = c.rt.keys.path(c.circuit, "vk")
+    good = vk.read_bytes()
+    raw = bytearray(good)
     raw[rng.randrange(64, len(raw))] ^= 1 << rng.randrange(8)
     vk.write_bytes(bytes(raw))
-    agg.stop()
-    broken = Worker(c, "aggregate", env={"ZKHIVE_SRS__PARAM_CACHE": str(bad)})
-    c.workers[c.workers.index(agg)] = broken
-    broken.wait_ready()
-    c.faults.append(Fault(time.time(), "corrupt verifying key", broken.name))
     jobs = []
     try:
+        c.zkhive("restart", "aggregate")
+        c.faults.append(Fault(time.time(), "corrupt verifying key", "aggregate-0"))
         for i in range(n_faults):
             j = f"{prefix}-{len(jobs)}"
             jobs.append(j)
             c.submit(j, len(jobs) - 1)
         c.wait_jobs(jobs, 120)
     finally:
-        broken.stop()
-        good = Worker(c, "aggregate")
-        c.workers[c.workers.index(broken)] = good
-        good.wait_ready()
+        vk.write_bytes(good)
+        c.zkhive("restart", "aggregate")
+    return jobs
+
+
+def _trigger_for(c: FaultCluster, w: Worker) -> tuple[str, str | None]:
+    """The event after which ``w`` has work in hand, and the queue it must name (provers)."""
+    if w.role == "synthesis":
+        return "synthesis_start", None
+    if w.role == "aggregate":
+        return "aggregate_start", None
+    return "prove_routed", f"cpu{w.device.split(':')[1]}"
+
+
+def _kill_when_busy(c: FaultCluster, rng, w: Worker, job: str, since: float, why: str) -> None:
+    """SIGKILL ``w`` once it has the job's work in hand (its trigger event), or after 15 s."""
+    kind, queue = _trigger_for(c, w)
+    end = time.monotonic() + 15
+    while time.monotonic() < end:
+        evs = [e for e in c.events(job) if e["event"] == kind and e["t"] > since
+               and (queue is None or str(e.get("queue", "")).endswith(queue))]
+        if evs:
+            time.sleep(rng.uniform(0, 0.3))
+            break
+        time.sleep(0.01)
+    c.kill(w, why)
+
+
+def sustained(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spacing_s: float):
+    """Every role killed in turn, over and over, each kill within 60 s of the process's start
+    and after it was ready and had work (issue 27: the old keeper counted these as failed
+    starts and, after 5, left the only synthesis and aggregate workers stopped)."""
+    names = ["synthesis-0", "aggregate-0"] + [w.name for w in c.by_role("prove")]
+    per_role = max(1, -(-n_faults // len(names)))
+    plan = [names[min(i // per_role, len(names) - 1)] for i in range(n_faults)]  # each in a row
+    jobs = []
+    for name in plan:
+        w = Worker(c, name)
+        c.wait_all_ready()
+        since = time.time()
+        j = f"{prefix}-{len(jobs)}"
+        jobs.append(j)
+        c.submit(j, len(jobs) - 1)
+        age = time.time() - w.record().create_time
+        old = w.pid
+        _kill_when_busy(c, rng, w, j, since, f"sustained: {age:.0f} s after its start")
+        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t, old)))
+        time.sleep(spacing_s)
+    return jobs
+
+
+def redis_during_restart(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str,
+                         spacing_s: float):
+    """A worker killed, then Redis killed while the keeper waits for that worker's readiness
+    (issue 27: Redis stayed down 181 s behind a prover's readiness wait)."""
+    jobs = []
+    for i in range(n_faults):
+        c.wait_all_ready()
+        since = time.time()
+        for _ in range(2):
+            j = f"{prefix}-{len(jobs)}"
+            jobs.append(j)
+            c.submit(j, len(jobs) - 1)
+        w = rng.choice(c.workers)
+        old_pid = w.pid
+        _kill_when_busy(c, rng, w, jobs[-2], since, "before a Redis kill")
+        old = c.faults[-1].t
+        end = time.monotonic() + 30
+        while time.monotonic() < end:  # the keeper started it again: not ready yet
+            rec = w.record()
+            if rec.pid != old_pid and rec.process() is not None:
+                break
+            time.sleep(0.02)
+        time.sleep(rng.uniform(0, 0.5))
+        redis_pid = Worker(c, "redis").pid
+        c.kill(Worker(c, "redis"), f"while the keeper waits for {w.name}")
+        c.recover.append(("redis", c.back_to_ready("redis", c.faults[-1].t, redis_pid)))
+        c.recover.append((w.name, c.back_to_ready(w.name, old, old_pid)))
+        time.sleep(spacing_s)
+    return jobs
+
+
+def keeper_kill(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spacing_s: float):
+    """The keeper SIGKILLed, then a worker mid-job: a worker brings the keeper back
+    (``ZKHIVE_KEEPER_WATCH_S``, 5 s), which brings the worker back."""
+    jobs = []
+    for i in range(n_faults):
+        c.wait_all_ready()
+        since = time.time()
+        keeper_pid = Worker(c, "keeper").pid
+        c.kill(Worker(c, "keeper"), "the keeper")
+        keeper_killed = c.faults[-1].t
+        j = f"{prefix}-{len(jobs)}"
+        jobs.append(j)
+        c.submit(j, len(jobs) - 1)
+        w = rng.choice(c.workers)
+        old_pid = w.pid
+        _kill_when_busy(c, rng, w, j, since, "with the keeper dead")
+        c.recover.append(("keeper", c.back_to_ready("keeper", keeper_killed, keeper_pid)))
+        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t, old_pid)))
+        time.sleep(spacing_s)
+    return jobs
+
+
+def frozen_sole(c: FaultCluster, rng: random.Random, n_faults: int, prefix: str, spacing_s: float):
+    """The only synthesis worker frozen (SIGSTOP) mid-synthesis and never woken: the keeper
+    kills and replaces it (issue 27: its unit waited in a queue nobody else consumes)."""
+    jobs = []
+    for i in range(n_faults):
+        c.wait_all_ready()
+        since = time.time()
+        j = f"{prefix}-{len(jobs)}"
+        jobs.append(j)
+        c.submit(j, len(jobs) - 1)
+        w = Worker(c, "synthesis-0")
+        c.first_event([j], "synthesis_start", since=since)
+        time.sleep(rng.uniform(0, 0.3))
+        pid = w.pid
+        w.signal(signal.SIGSTOP)
+        c.faults.append(Fault(time.time(), "SIGSTOP the sole synthesis worker", w.name))
+        log(f"SIGSTOP {w.name} (pid {pid}), the only synthesis worker, mid-synthesis ({j})")
+        c.recover.append((w.name, c.back_to_ready(w.name, c.faults[-1].t, pid)))
+        try:
+            os.killpg(pid, signal.SIGCONT)  # in case it is still there (it should not be)
+        except ProcessLookupError:
+            pass
+        time.sleep(spacing_s)
     return jobs
 
 
 RUNNERS = {"worker-kill": worker_kill, "redis-restart": redis_restart, "sigstop": sigstop,
-           "duplicates": duplicates, "corrupt-vk": corrupt_vk}
+           "duplicates": duplicates, "corrupt-vk": corrupt_vk, "sustained": sustained,
+           "redis-during-restart": redis_during_restart, "keeper-kill": keeper_kill,
+           "frozen-sole": frozen_sole}
 #: faults per scenario at --scale 1
-FAULTS = {"worker-kill": 24, "redis-restart": 8, "sigstop": 3, "duplicates": 4, "corrupt-vk": 2}
+FAULTS = {"worker-kill": 24, "redis-restart": 8, "sigstop": 3, "duplicates": 4, "corrupt-vk": 2,
+          "sustained": 24, "redis-during-restart": 6, "keeper-kill": 4, "frozen-sole": 3}
 
 
 def run_scenario(c: FaultCluster, name: str, n_faults: int, *, seed: int, spacing_s: float = 8.0,
                  bound_s: float = 180.0) -> Outcome:
     rng = random.Random(f"{seed}/{name}")
     restarts0 = c.restarts
+    recover0 = len(c.recover)
     t0 = time.time()
     log(f"scenario {name}: {n_faults} faults")
     jobs = RUNNERS[name](c, rng, n_faults, name, spacing_s)
     c.wait_jobs(jobs, bound_s)
     out = c.judge(Outcome(name), jobs, t0)
     out.restarts = c.restarts - restarts0
+    out.recover = c.recover[recover0:]
     log(out.row())
     return out
 
@@ -612,14 +775,13 @@ def main(argv=None) -> int:
     ap.add_argument("--scale", type=float, default=1.0, help="faults per scenario, times this")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--spacing", type=float, default=8.0, help="seconds between faults")
-    ap.add_argument("--restart-delay", type=float, default=1.0)
     ap.add_argument("--root", default=None, help="run directory (default: a new one under /tmp)")
     args = ap.parse_args(argv)
 
     import tempfile
 
     root = Path(args.root or tempfile.mkdtemp(prefix="zkhive-faults-"))
-    c = FaultCluster(root, args.params, restart_delay_s=args.restart_delay)
+    c = FaultCluster(root, args.params)
     outs = []
     try:
         t = time.time()
@@ -630,8 +792,9 @@ def main(argv=None) -> int:
                                      spacing_s=args.spacing))
     finally:
         c.stop()
-    print(f"# {args.params}, 2 CPU provers, 1 synthesis worker, 1 aggregate worker, default delivery "
-          f"settings; {os.cpu_count()} cores; seed {args.seed}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"# `zkhive up` with its keeper: {args.params}, 2 CPU provers, 1 synthesis worker, 1 aggregate "
+          f"worker, default delivery settings; {os.cpu_count()} cores; seed {args.seed}; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(HEADER)
     for o in outs:
         print(o.row())
@@ -642,7 +805,16 @@ def main(argv=None) -> int:
             print(f"- {o.scenario} wait {w[0]:.1f} s: {w[1]} unit {w[2]}: {w[3]}")
         for u in o.unexplained:
             print(f"- {o.scenario} re-dispatch without a fault before it: {u}")
-    bad = [o for o in outs if o.lost or o.doubled or o.longest_wait() > 60
+        back: dict = {}
+        for name, t in o.recover:
+            if t is not None:
+                back[name] = max(back.get(name, 0.0), t)
+        if back:
+            print(f"- {o.scenario} back to ready, longest: "
+                  + ", ".join(f"{n} {t:.1f} s" for n, t in sorted(back.items())))
+        for name in o.never_back():
+            print(f"- {o.scenario}: {name} never came back")
+    bad = [o for o in outs if o.lost or o.doubled or o.longest_wait() > 30 or o.never_back()
            or any("DOES NOT VERIFY" in e for e in o.failed.values())]
     return 1 if bad else 0
 

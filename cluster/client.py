@@ -98,15 +98,9 @@ def cancel(job_id: str) -> bool:
     a task already taken by a worker finds the job cancelled and does nothing (a prove already
     running finishes and is discarded). False when the job had already ended."""
     from cluster.pipeline.app import runtime
+    from cluster.pipeline.workflow import cancel_job
 
-    rt = runtime()
-    if rt.jobs.get(job_id) is None:
-        raise KeyError(f"no job {job_id!r}")
-    if not rt.jobs.cancel(job_id):
-        return False
-    dropped = rt.dispatch.drop_queued(rt.redis, job_id)
-    rt.jobs.event(job_id, "dequeued", messages=dropped)
-    return True
+    return cancel_job(runtime(), job_id)
 
 
 def get_job(job_id: str) -> Job:

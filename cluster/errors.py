@@ -5,6 +5,7 @@ into a failed job with the message, never a worker crash.
     ├── SettingsError       a settings file or ZKHIVE_*__* variable: unknown key, bad value (names it)
     ├── RedisServerError    the Redis we start ourselves: no binary, port taken, no PING
     ├── BlobError           a blob reference is malformed, its blob missing, size or sha256 wrong
+    ├── BlobStoreFull       the blob store's disk has no room (back-pressure: retried, or refused at submit)
     ├── JobError            a submission: bad job id, priority, parameter set (names the field)
     │   └── JobConflict     a job id already names a job with another C1 input
     ├── JobFailed           the job failed or was cancelled; carries the reason (the client
@@ -32,6 +33,11 @@ class RedisServerError(ClusterError, RuntimeError):
 
 class BlobError(ClusterError, ValueError):
     pass
+
+
+class BlobStoreFull(ClusterError, OSError):
+    """No room in the blob store (ENOSPC, EDQUOT, or under ``blobs.min_free_bytes`` at submit): a
+    condition that passes, never a reason to fail accepted work."""
 
 
 class JobError(ClusterError, ValueError):

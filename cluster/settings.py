@@ -101,6 +101,9 @@ class BlobSettings(Section):
     """Largest payload the ``redis`` store accepts (Redis holds it in memory)."""
     max_bytes: int = Field(16 << 30, gt=0)
     """Largest blob any reference may claim; a bigger size in a message is refused before reading."""
+    min_free_bytes: int = Field(1 << 30, ge=0)
+    """``dir`` store: a submit is refused (naming the free space) while its disk has less free than
+    this, instead of accepting a job whose assignments cannot be written; 0 turns the check off."""
     ttl_s: int = Field(7 * 86400, gt=0)
     """How long ``redis`` blobs live. ``dir`` blobs are not expired by zkhive: remove old ones by
     age (``find DIR -type f -mtime +7 -delete``)."""
@@ -400,10 +403,16 @@ def load(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = 
     try:
         settings = Settings(**data, source=source)
     except ValidationError as e:
+        from synthesis.limits import schema_message
+
         err = e.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
-        where = f"settings file {source}" if source else "settings"
+        # blame the variable when the value came from one, not the settings file (issue 27)
+        var = next((v for v in env if v.startswith(ENV_PREFIX) and "__" in v
+                    and v[len(ENV_PREFIX):].lower().partition("__")[::2] == tuple(map(str, err["loc"][:2]))),
+                   None)
+        where = f"environment variable {var}" if var else (f"settings file {source}" if source else "settings")
         if err["type"] == "extra_forbidden":
             raise SettingsError(f"{where}: unknown key {key}") from None
-        raise SettingsError(f"{where}: {key}: {err['msg']}") from None
+        raise SettingsError(f"{where}: {key}: {schema_message(err)}") from None
     return settings.check()

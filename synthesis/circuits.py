@@ -19,7 +19,7 @@ class C1Error(ValueError):
     (``partitions[3].challenges[7].tree_d_path[2]``), ``partition`` the partition index."""
 
     def __init__(self, message: str, *, field: str | None = None, partition: int | None = None):
-        self.field, self.partition = field, partition
+        self.field, self.partition, self.message = field, partition, message
         where = []
         if partition is not None:
             where.append(f"partition {partition}")

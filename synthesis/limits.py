@@ -287,3 +287,50 @@ def _string(s: str, path: tuple, bound: int, what: str, setting: str) -> int:
         raise InputError(f"a {what} of {n} bytes, over the limit of {bound} ({setting})",
                          field=_where(path if what == "string" else path + (s,)))
     return n
+
+
+def schema_message(err: dict) -> str:
+    """One of pydantic's error dicts (``ValidationError.errors()[i]``) in our one-line wording:
+    what is wrong with the value, never pydantic's class names or its documentation URL."""
+    kind, ctx, value = err.get("type", ""), err.get("ctx") or {}, err.get("input")
+    got = type(value).__name__
+    if kind == "missing":
+        return "is missing"
+    if kind == "extra_forbidden":
+        return "is not a field of this document"
+    if kind == "string_pattern_mismatch":
+        return f"{clip(value)} does not match {ctx.get('pattern')}"
+    if kind in ("string_type", "str_type"):
+        return f"must be a string, not {got}"
+    if kind in ("int_type", "int_parsing", "int_from_float"):
+        return f"must be an integer, not {clip(value)}"
+    if kind in ("list_type", "tuple_type"):
+        return f"must be a list, not {got}"
+    if kind in ("dict_type", "model_type", "model_attributes_type"):
+        return f"must be an object, not {got}"
+    if kind in ("bool_type", "bool_parsing"):
+        return f"must be true or false, not {clip(value)}"
+    if kind == "too_short":
+        return f"has {ctx.get('actual_length')} items, at least {ctx.get('min_length')} expected"
+    if kind == "too_long":
+        return f"has {ctx.get('actual_length')} items, at most {ctx.get('max_length')} allowed"
+    if kind == "string_too_short":
+        return f"is shorter than {ctx.get('min_length')} characters"
+    if kind == "string_too_long":
+        return f"is longer than {ctx.get('max_length')} characters"
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
+        op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
+        bound = next(iter(ctx.values()), "?")
+        return f"{clip(value)} is not {op} {bound}"
+    if kind == "literal_error":
+        return f"{clip(value)} is not one of {ctx.get('expected')}"
+    if kind == "value_error":  # our own validators' messages, without pydantic's "Value error, "
+        return str(ctx.get("error") or err.get("msg", "")).removeprefix("Value error, ")
+    return str(err.get("msg", kind)).splitlines()[0]
+
+
+def validation_line(e) -> tuple[tuple, str]:
+    """(location, one line) of a pydantic ValidationError: its first error, and how many more."""
+    err = e.errors()[0]
+    more = f" (and {e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
+    return tuple(err["loc"]), schema_message(err) + more

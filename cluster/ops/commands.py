@@ -75,6 +75,11 @@ def hints(args) -> tuple[str, str]:
 
 def cmd_up(args) -> int:
     s = settings_for(args)
+    from .membership import revive_keeper
+
+    # a running cluster whose keeper was killed: `up` brings the keeper back (and refuses the rest)
+    if revive_keeper(run_dir_for(args), out=lambda m: print(f"zkhive up: {m}")) is not None:
+        return 0
     t0 = time.monotonic()
     sup = start_cluster(args, s)
     status, down = hints(args)
@@ -88,6 +93,18 @@ def cmd_up(args) -> int:
     for note in sup.meta.get("device_notes") or ():  # fewer provers than asked, and why
         print(f"  note     {note}")
     return 0
+
+
+def _mark_stopping(sup: Supervisor) -> None:
+    """Record that ``down`` has begun, before the keeper is stopped: from then on no worker
+    brings the keeper back (cluster.ops.keeper.watch_keeper) and no keeper restarts anything."""
+    try:
+        with sup.locked(wait_s=5.0):
+            if sup.load():
+                sup.meta["stopping"] = time.time()
+                sup.save()
+    except SupervisorError:
+        pass  # a keeper mid-restart holds it: it is stopped next, and stop_all follows
 
 
 def _stop_keeper(sup: Supervisor) -> None:
@@ -113,6 +130,7 @@ def cmd_down(args) -> int:
         current.forget(sup.state_dir)
         print(f"no cluster recorded in {sup.state_file}: nothing to stop")
         return 0
+    _mark_stopping(sup)
     _stop_keeper(sup)
     try:
         # a keeper killed mid-restart released the lock with its life; `up` may still hold it
@@ -128,17 +146,58 @@ def _down_locked(sup: Supervisor, args) -> int:
             print(f"no cluster recorded in {sup.state_file}: nothing to stop")
             return 0
         live = sup.alive()
-        print(f"stopping {len(live)} of {len(sup.records)} recorded processes "
-              f"(warm shutdown: tasks in hand finish first)")
-        sup.stop_all(grace_s=getattr(args, "grace", None),
-                     on_stopped=lambda r, how: print(f"  {r.name:<14} pid {r.pid:<7} {how}"))
+        hand = [r for r in live if r.by_hand]
+        print(f"stopping {len(live)} of {len(sup.records)} recorded processes"
+              + (f", {len(hand)} of them started by hand" if hand else "")
+              + " (warm shutdown: tasks in hand finish first)")
+        stopped = []
+
+        def on_stopped(r, how):
+            print(f"  {r.name:<14} pid {r.pid:<7} {how}")
+            if how != "already gone":
+                stopped.append(f"{r.name} (pid {r.pid})")
+        sup.stop_all(grace_s=getattr(args, "grace", None), on_stopped=on_stopped)
     except SupervisorError as e:
         raise CommandError(str(e)) from None
     from . import current
 
     current.forget(sup.state_dir)
-    print("every process is gone and every port released")
+    print(f"stopped {len(stopped)} processes ({', '.join(stopped) or 'none was running'}); "
+          f"every process is gone and every port released")
     return 0
+
+
+def supervision_lines(s, run_dir=None) -> list[str]:
+    """``zkhive status``'s lines about the processes of ``up`` whose Redis is ``s``'s: where
+    Flower and the metrics are, and warnings: the keeper gone (nothing dead comes back), a
+    process left stopped or retried at the ceiling, a process gone."""
+    from . import current
+    from .keeper import KEEPER
+
+    sup = Supervisor(current.resolve_run_dir(run_dir))
+    try:
+        if not sup.load() or sup.meta.get("redis") != s.redis.url:
+            return []
+    except SupervisorError as e:
+        return [f"cluster: {e}"]
+    lines = [f"cluster of `up`: {sup.state_file} ({len(sup.alive())}/{len(sup.records)} processes running)"]
+    if sup.meta.get("flower"):
+        lines.append(f"  Flower   {sup.meta['flower']}  (user {sup.meta.get('flower_user')}, password "
+                     f"{sup.meta.get('flower_password')})")
+    if sup.meta.get("metrics"):
+        lines.append(f"  metrics  {sup.meta['metrics']}")
+    keeper = sup.record(KEEPER)
+    if keeper is not None and keeper.process() is None:
+        lines.append(f"  WARNING: the keeper (pid {keeper.pid}) is not running: a process that dies "
+                     f"stays dead until a worker or `{cli_name()} up` starts the keeper again")
+    for r in sup.records:
+        if r.given_up:
+            lines.append(f"  WARNING: {r.name} left stopped by the keeper: {r.given_up.splitlines()[0]}")
+        elif r.note:
+            lines.append(f"  WARNING: {r.name}: {r.note}")
+        elif r.process() is None and r.name != KEEPER:
+            lines.append(f"  WARNING: {r.name} (pid {r.pid}) is not running")
+    return lines
 
 
 def cmd_ps(args) -> int:
@@ -156,6 +215,8 @@ def cmd_ps(args) -> int:
               f"{r.address:<28} log {r.log}")
         if r.given_up:
             print("    left stopped by the keeper: " + r.given_up.replace("\n", "\n    "))
+        elif r.note:
+            print(f"    {r.note}")
     if sup.meta.get("flower"):
         print(f"Flower {sup.meta['flower']} (user {sup.meta.get('flower_user')}, password "
               f"{sup.meta.get('flower_password')})")
@@ -166,6 +227,73 @@ def cmd_ps(args) -> int:
     return 0 if all(r.process() for r in sup.records) else 1
 
 
+def cmd_logs(args) -> int:
+    """The log of one process of `up` (its last ``--lines`` lines; ``-f`` follows it, across the
+    keeper's restarts: the same file is appended to)."""
+    from .supervisor import log_tail
+
+    sup = Supervisor(run_dir_for(args))
+    try:
+        if not sup.load():
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+    except SupervisorError as e:
+        raise CommandError(str(e)) from None
+    rec = sup.record(args.name)
+    if rec is None:
+        raise CommandError(f"nothing named {args.name!r} in {sup.state_file}; recorded: "
+                           + ", ".join(r.name for r in sup.records))
+    if rec.by_hand:
+        raise CommandError(f"{rec.name} was started by hand: its output is in the terminal that started it")
+    path = Path(rec.log)
+    if args.lines:
+        text = log_tail(path, args.lines)
+        if text:
+            print(text)
+    if not args.follow:
+        return 0
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            while True:
+                line = f.readline()
+                if line:
+                    sys.stdout.write(line.decode("utf-8", "replace"))
+                    sys.stdout.flush()
+                else:
+                    time.sleep(0.2)
+    except KeyboardInterrupt:
+        return 0
+    except FileNotFoundError:
+        raise CommandError(f"{path}: no such log") from None
+
+
+def cmd_gc(args) -> int:
+    """Remove dir-store blobs older than the TTL that no job record references."""
+    import redis as redis_py
+
+    from .gc import collect
+
+    s = settings_for(args)
+    if s.blobs.backend != "dir":
+        print(f"blobs.backend is {s.blobs.backend}: its blobs expire by themselves (blobs.ttl_s)")
+        return 0
+    root = Path(s.blobs.dir)
+    if not root.is_dir():
+        print(f"no blob store at {root}: nothing to collect")
+        return 0
+    r = redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=10)
+    older = s.blobs.ttl_s if args.older_than is None else args.older_than
+    try:
+        got = collect(root, r, older, dry_run=args.dry_run)
+    except redis_py.exceptions.RedisError as e:
+        # without the job records every blob looks unreferenced: collect nothing
+        raise CommandError(f"cannot read the job records at {s.redis.url} ({e}); nothing removed") from None
+    verb = "would remove" if args.dry_run else "removed"
+    print(f"{verb} {len(got.removed)} blobs ({got.removed_bytes} bytes) older than {older:.0f} s from {root}; "
+          f"kept {got.kept_referenced} still referenced by a job and {got.kept_young} younger")
+    return 0
+
+
 def cmd_restart(args) -> int:
     """Replace one recorded process, or every process of a role, one at a time: each is
     warm-stopped, started again from ``up``'s plan and waited for before the next."""
@@ -173,8 +301,8 @@ def cmd_restart(args) -> int:
     try:
         if not sup.load():
             raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
-        names = [r.name for r in sup.records
-                 if r.name == args.target or r.name.startswith(args.target + "-")]
+        names = [r.name for r in sup.records if not r.by_hand
+                 and (r.name == args.target or r.name.startswith(args.target + "-"))]
         if not names:
             raise CommandError(f"nothing named {args.target!r} in {sup.state_file}; recorded: "
                                + ", ".join(r.name for r in sup.records))
@@ -186,9 +314,11 @@ def cmd_restart(args) -> int:
                 if rec is None or spec is None:
                     raise CommandError(f"{name}: not in the cluster's plan any more")
                 how = sup.stop_one(rec, grace_s=args.grace) if rec.process() else "was not running"
-                rec.given_up, rec.failures = "", 0
+                rec.given_up, rec.failures, rec.unready, rec.note = "", 0, 0, ""
                 new = sup.replace(spec)
                 took = sup.wait_ready(spec, new)
+                new.ready_at = time.time()
+                sup.save()
                 print(f"  {name:<14} {how}; pid {new.pid} ready in {took:.1f} s "
                       f"(restarts {new.restarts})")
     except SupervisorError as e:
@@ -220,8 +350,25 @@ def cmd_keep(args) -> int:
         except redis_py.exceptions.RedisError as e:
             print(f"keeper: could not record {event} in the timeline: {e}", flush=True)
 
+    def client():
+        import redis as redis_py
+
+        if not redis_client:
+            redis_client.append(redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2))
+        return redis_client[0]
+
+    def heartbeats():
+        # {pid: last heartbeat} of this host's workers, for the freeze check; None: Redis away
+        import redis as redis_py
+
+        from cluster.pipeline import registry
+        try:
+            return {w.pid: w.heartbeat_at for w in registry.workers(client()) if w.host == s.worker.host}
+        except redis_py.exceptions.RedisError:
+            return None
+
     keeper = Keeper(run_dir, lambda: replan(sup, args), on_event=on_event,
-                    out=lambda m: print(m, flush=True))
+                    out=lambda m: print(m, flush=True), heartbeats=heartbeats)
     keeper.step()
     (run_dir / "keeper.ready").write_text(f"{os.getpid()}\n")
     keeper.run()
@@ -244,6 +391,7 @@ def cmd_flower(args) -> int:
     # through the environment: a password in argv would show in `ps` to every user
     os.environ["FLOWER_BASIC_AUTH"] = f"{s.flower.user}:{password}"
     _metrics_behind_auth()
+    _terminate_cancels_the_job()
     from cluster.pipeline.bounds import bound_flower_requests
 
     bound_flower_requests(s)  # request bodies decoded within [limits]; broker-full is one line
@@ -274,6 +422,54 @@ def _metrics_behind_auth() -> None:
     if not getattr(Metrics.get, "_zkhive_authenticated", False):
         Metrics.get = tornado.web.authenticated(Metrics.get)
         Metrics.get._zkhive_authenticated = True
+
+
+def task_unit(r, task_id: str) -> tuple[str, str] | None:
+    """(job id, unit) whose lease names ``task_id``: the zkhive unit that task is running."""
+    from cluster.pipeline.jobs import ACTIVE
+    from cluster.pipeline.lease import Lease, leases_key
+
+    for raw_job in r.smembers(ACTIVE):
+        job_id = raw_job.decode()
+        for unit, raw in r.hgetall(leases_key(job_id)).items():
+            if Lease.from_json(unit.decode(), raw).task_id == task_id:
+                return job_id, unit.decode()
+    return None
+
+
+def _terminate_cancels_the_job() -> None:
+    """Flower's Terminate (``POST /api/task/revoke/<id>?terminate=true``) on a running zkhive task
+    answered "Revoked" while the proof went on (the solo pool cannot terminate its own task).
+    For a task that holds a unit's lease it now does what ``zkhive cancel JOB`` does: the job is
+    cancelled, its queued messages dropped, the running task's result discarded, and the answer
+    says so. Other tasks are revoked as before."""
+    import asyncio
+
+    import tornado.web
+    from flower.api.control import TaskRevoke
+
+    if getattr(TaskRevoke.post, "_zkhive_cancel", False):
+        return
+    original = TaskRevoke.post
+
+    async def post(self, taskid):
+        if self.get_argument("terminate", default=False, type=bool) and not self.application.options.read_only:
+            from cluster.pipeline.app import runtime
+            from cluster.pipeline.workflow import cancel_job
+
+            rt = runtime()
+            found = await asyncio.get_running_loop().run_in_executor(None, task_unit, rt.redis, taskid)
+            if found is not None:
+                job_id, unit = found
+                done = await asyncio.get_running_loop().run_in_executor(None, cancel_job, rt, job_id)
+                self.write({"message": f"Cancelled job {job_id} (task '{taskid}' was running its unit "
+                                       f"{unit}): as `zkhive cancel {job_id}`; the running task's result is "
+                                       f"discarded" if done else f"job {job_id} had already finished"})
+                return
+        return await original(self, taskid)
+    post = tornado.web.authenticated(post)  # as Flower's own handler: 401 without the credentials
+    post._zkhive_cancel = True
+    TaskRevoke.post = post
 
 
 def cmd_ready(args) -> int:
@@ -352,6 +548,22 @@ def register(sub) -> None:
     add_config(p)
     add_run_dir(p)
     p.set_defaults(func=cmd_restart)
+
+    p = sub.add_parser("logs", help="the log of one process of `zkhive up` (-f: follow it)")
+    p.add_argument("name", help="a process name from `zkhive ps` (redis, synthesis-0, prove-cpu0, keeper, ...)")
+    p.add_argument("-f", "--follow", action="store_true", help="keep printing what it writes (Ctrl-C stops)")
+    p.add_argument("-n", "--lines", type=int, default=50, metavar="N", help="last N lines first (default 50)")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_logs)
+
+    p = sub.add_parser("gc", help="remove dir-store blobs older than blobs.ttl_s that no job references")
+    p.add_argument("--older-than", type=float, default=None, metavar="S",
+                   help="age in seconds (default blobs.ttl_s)")
+    p.add_argument("--dry-run", action="store_true", help="say what would be removed, remove nothing")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_gc)
 
     p = sub.add_parser("keep", help="(internal) the keeper process that `up` starts")
     add_config(p)

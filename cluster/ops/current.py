@@ -6,19 +6,27 @@
   passwords moved into 0600 files beside it (``<run dir>/secrets/``); its processes are started
   with it as ``ZKHIVE_CONFIG``;
 - a pointer to the run directory in the user's state directory (``$ZKHIVE_STATE_DIR``, else
-  ``$XDG_STATE_HOME/zkhive``, else ``~/.local/state/zkhive``), file ``current.json``.
+  ``$XDG_STATE_HOME/zkhive``, else ``~/.local/state/zkhive``), one per checkout: file
+  ``current-<digest of the checkout's path>.json``, which names the checkout it belongs to. A
+  command run from another checkout (another clone, another ``./run`` venv) reads its own pointer
+  and never sees, uses or stops this cluster (issue 27: one per-user pointer made a fresh clone's
+  ``./run demo`` refuse over, and offer to stop, another checkout's cluster), as compose scopes
+  its containers by project.
 
 A later command that is not told which cluster to use (no ``--config``, no ``$ZKHIVE_CONFIG``,
 no ``$ZKHIVE_REDIS__URL``) loads ``settings.toml`` of the live cluster it finds: the one in
-``--run-dir`` when given, else the one the pointer names, else the one in ``./var/up``; other
+``--run-dir`` (or ``$ZKHIVE_RUN_DIR``) when given, else the one this checkout's pointer names,
+else the one in ``./var/up``; other
 ``ZKHIVE_<SECTION>__<KEY>`` variables still override single keys. This is what makes
 ``ZKHIVE_REDIS__URL=... ./run demo`` in one shell and ``./run status`` in another talk to the
 same Redis. ``down`` removes the pointer when it names the cluster it stopped.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import sys
 from pathlib import Path
 
 from cluster.settings import CONFIG_ENV, Settings
@@ -34,6 +42,18 @@ def state_dir() -> Path:
         return Path(explicit)
     base = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
     return Path(base) / "zkhive"
+
+
+def checkout() -> str:
+    """This code's checkout: the directory above the ``cluster`` package, and the interpreter's
+    prefix (a venv of its own, for a non-editable install, whose package dir is shared by no
+    other checkout)."""
+    return f"{Path(__file__).resolve().parents[2]}{os.pathsep}{Path(sys.prefix).resolve()}"
+
+
+def pointer_file() -> Path:
+    digest = hashlib.sha256(checkout().encode()).hexdigest()[:16]
+    return state_dir() / f"current-{digest}.json"
 
 
 def told_which_cluster(explicit_config: str | None) -> bool:
@@ -52,16 +72,20 @@ def _alive(run_dir: Path) -> bool:
 
 
 def pointed_run_dir() -> Path | None:
+    """The run directory this checkout's ``up`` last recorded (never another checkout's)."""
     try:
-        doc = json.loads((state_dir() / POINTER_FILE).read_text())
+        doc = json.loads(pointer_file().read_text())
+        if doc.get("checkout") != checkout():
+            return None
         return Path(doc["run_dir"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
 def resolve_run_dir(explicit: str | os.PathLike | None) -> Path:
-    """``--run-dir`` when given; else the pointer's run directory when its cluster is alive; else
-    ``var/up`` (relative to the current directory)."""
+    """``--run-dir`` (or ``$ZKHIVE_RUN_DIR``) when given; else this checkout's pointer's run
+    directory when its cluster is alive; else ``var/up`` (relative to the current directory)."""
+    explicit = explicit or os.environ.get("ZKHIVE_RUN_DIR")
     if explicit:
         return Path(explicit)
     pointed = pointed_run_dir()
@@ -176,9 +200,9 @@ def point_at(run_dir: Path) -> None:
     d = state_dir()
     try:
         d.mkdir(parents=True, exist_ok=True)
-        tmp = d / (POINTER_FILE + f".{os.getpid()}")
-        tmp.write_text(json.dumps({"run_dir": str(run_dir.resolve())}))
-        os.replace(tmp, d / POINTER_FILE)
+        tmp = d / (pointer_file().name + f".{os.getpid()}")
+        tmp.write_text(json.dumps({"run_dir": str(run_dir.resolve()), "checkout": checkout()}))
+        os.replace(tmp, pointer_file())
     except OSError:
         pass  # a read-only home: commands still find ./var/up
 
@@ -186,4 +210,4 @@ def point_at(run_dir: Path) -> None:
 def forget(run_dir: Path) -> None:
     pointed = pointed_run_dir()
     if pointed is not None and pointed.resolve() == run_dir.resolve():
-        (state_dir() / POINTER_FILE).unlink(missing_ok=True)
+        pointer_file().unlink(missing_ok=True)

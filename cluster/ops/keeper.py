@@ -1,4 +1,4 @@
-"""The keeper: brings a crashed process of ``zkhive up`` back, with backoff, and knows when to stop.
+"""The keeper: brings a crashed or frozen process of ``zkhive up`` back; degrades, never abandons.
 
 The seeds' operators fought both failures of supervision: a worker that died and stayed dead
 (every partition routed to it waited), and a supervisor that brought a daemon back when they
@@ -6,18 +6,35 @@ meant to stop it. The keeper is one process that ``zkhive up`` starts last and `
 stops first, so nothing it supervises can come back after ``down``:
 
 - every ``poll_s`` it reads the state file; a recorded process that is gone (its PID and start
-  time no longer name a live process) is started again from its service spec, under the state
-  directory's lock, after a delay that doubles with each consecutive short-lived run
-  (``backoff_s`` .. ``max_backoff_s``); a run that stays up ``stable_s`` resets the count;
-- a process that fails its start (or dies young) ``max_failures`` times in a row is left
-  stopped, with the reason and its log tail recorded (``zkhive ps`` / ``status`` show them);
-  ``zkhive restart NAME`` clears that and tries again;
+  time no longer name a live process) is started again from its service spec, after a delay
+  that doubles with each consecutive short-lived run (``backoff_s`` .. ``max_backoff_s``); a run
+  that stays up ``stable_s`` resets the count;
+- restarts run in parallel, each in its own thread: the spawn is recorded under the state
+  directory's lock (milliseconds) and the readiness wait happens outside it, so Redis is never
+  restarted behind a worker's readiness wait (issue 27: Redis stayed down 181 s while the keeper
+  waited for a prover). Redis goes first: while it is gone or not yet ready, no worker is started
+  (a worker needs it to register);
+- the give-up counts only runs that **never became ready** (``ProcessRecord.unready``): a worker
+  that was ready and proved jobs, then was killed young, is a crash, not a failed start. After
+  ``max_failures`` unready runs in a row a process is left stopped, with the reason and its log
+  tail, **unless it is the last live process of its role**: then it is retried every
+  ``max_backoff_s`` (the ceiling) with a note saying so, because a role without a process stops
+  every job (``zkhive ps`` / ``status`` show both); ``zkhive restart NAME`` clears either;
+- a **frozen** worker (SIGSTOPped, or its heartbeat in the registry older than ``frozen_s``
+  while Redis answers: a stuck VM, a deadlock) is SIGKILLed with its children and then restarted
+  like a crashed one: its units' leases lapse anyway, but a frozen last worker of a role would
+  leave their re-dispatched copies in a queue nobody consumes;
 - each restart is recorded in the state file (``restarts``) and told through ``on_event``
   (the ``cluster`` timeline in Redis: ``zkhive timeline cluster``).
 
+Who watches the keeper: ``zkhive status`` warns when it is gone, ``zkhive up`` on a running
+cluster starts it again, and so does every worker ``up`` started (``watch_keeper`` in
+cluster.ops.membership, a thread of ``zkhive worker``), unless ``down`` has begun
+(``meta["stopping"]``).
+
 Stopping: SIGTERM ends the loop between steps; a restart in progress is already in the state
-file (``Supervisor.replace`` saves before waiting for readiness), so the ``down`` that follows
-stops the new process too.
+file (the spawn is saved before the readiness wait), so the ``down`` that follows stops the new
+process too.
 """
 from __future__ import annotations
 
@@ -27,10 +44,14 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from .supervisor import Busy, ServiceSpec, StartFailure, Supervisor, SupervisorError
+import psutil
+
+from .supervisor import Busy, ProcessRecord, ServiceSpec, StartFailure, Supervisor, SupervisorError
 
 #: the keeper's own record name in the state file (never restarted by itself)
 KEEPER = "keeper"
+#: roles whose processes report a heartbeat in the registry (checked for freezing)
+WORKER_ROLES = ("aggregate", "synthesis", "prove")
 
 
 @dataclass
@@ -40,29 +61,44 @@ class KeeperPolicy:
     max_backoff_s: float = 60.0
     #: a run that lived this long was healthy: its failure count starts again from zero
     stable_s: float = 60.0
-    #: consecutive failed or short-lived runs after which the process is left stopped
+    #: consecutive runs that never became ready after which the process is left stopped
+    #: (when another process of its role is alive)
     max_failures: int = 5
+    #: a worker whose registry heartbeat is this old (Redis answering), or that is stopped
+    #: (SIGSTOP) this long, is frozen: killed and restarted
+    frozen_s: float = 20.0
+    stopped_s: float = 5.0
+    #: Redis's delay never grows past this: every job stops while it is down, and it starts in
+    #: well under a second (the campaign's Redis kills, 8 in 3 minutes, had it waiting 60 s)
+    redis_max_backoff_s: float = 2.0
 
     def delay(self, failures: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2 ** max(0, failures - 1)))
 
 
 class Keeper:
-    """Restarts the gone processes of one state directory. ``specs()`` returns the service
-    spec of each restartable name (``zkhive up``'s plan); ``on_event(event, **fields)`` is told
-    about restarts and give-ups."""
+    """Restarts the gone (and frozen) processes of one state directory. ``specs()`` returns the
+    service spec of each restartable name (``zkhive up``'s plan); ``on_event(event, **fields)``
+    is told about restarts and give-ups; ``heartbeats()`` returns ``{pid: heartbeat_at}`` of this
+    host's registry entries, or None when Redis cannot be read (no freeze is judged then)."""
 
     def __init__(self, state_dir, specs: Callable[[], dict[str, ServiceSpec]], *,
                  policy: KeeperPolicy | None = None,
-                 on_event: Callable[..., None] | None = None, out=print):
+                 on_event: Callable[..., None] | None = None, out=print,
+                 heartbeats: Callable[[], dict[int, float] | None] | None = None):
         self.sup = Supervisor(state_dir)
         self.specs = specs
         self.policy = policy or KeeperPolicy()
         self.on_event = on_event or (lambda event, **f: None)
         self.out = out
+        self.heartbeats = heartbeats or (lambda: None)
         self._due: dict[str, float] = {}  # name -> when the next start may happen
         self._spec_cache: dict[str, ServiceSpec] | None = None
         self._last_reason: dict[str, str] = {}
+        self._starting: dict[str, threading.Thread] = {}  # readiness waits in flight
+        self._suspect: dict[str, float] = {}  # name -> since when it looks frozen
+        self._redis_back_at: float | None = 0.0  # when heartbeats could last be read again
+        self._mutex = threading.Lock()  # one thread at a time edits self.sup
         self.stopping = threading.Event()
 
     def _spec(self, name: str) -> ServiceSpec | None:
@@ -70,68 +106,188 @@ class Keeper:
             self._spec_cache = self.specs()
         return self._spec_cache.get(name)
 
+    # -- one look -----------------------------------------------------------------------------------
     def step(self, now: float | None = None) -> list[str]:
-        """One look at the state file; returns the names restarted (or given up) this step."""
+        """One look at the state file; returns the names restarted (or given up, or killed as
+        frozen) this step. Readiness waits go on in threads (``wait()`` joins them)."""
         now = time.time() if now is None else now
-        try:
-            if not self.sup.load():
-                self.stopping.set()  # `down` removed the state file: nothing left to keep
+        with self._mutex:
+            try:
+                if not self.sup.load() or self.sup.meta.get("stopping"):
+                    self.stopping.set()  # `down` began or removed the state file: nothing to keep
+                    return []
+            except SupervisorError as e:
+                self.out(f"keeper: {e}")
                 return []
-        except SupervisorError as e:
-            self.out(f"keeper: {e}")
-            return []
-        acted = []
-        for rec in list(self.sup.records):
-            if rec.name == KEEPER or rec.given_up or self.stopping.is_set():
+            records = [r for r in self.sup.records if r.name != KEEPER and not r.by_hand]
+        acted = self._thaw_frozen(records, now)
+        # Redis first: a worker started while Redis is away fails to register and counts unready
+        redis_down = any(r.role == "redis" and (r.name in self._starting or r.process() is None)
+                         for r in records)
+        for rec in sorted(records, key=lambda r: r.role != "redis"):
+            if rec.given_up or self.stopping.is_set():
                 continue
             if rec.process() is not None:
                 self._due.pop(rec.name, None)
                 continue
-            died_young = rec.create_time and now - rec.create_time < self.policy.stable_s
+            if redis_down and rec.role != "redis":
+                continue
+            died_young = bool(rec.create_time) and now - rec.create_time < self.policy.stable_s
             failures = rec.failures + 1 if died_young else 0
-            due = self._due.setdefault(rec.name, now + self.policy.delay(max(failures, 1)))
+            unready = 0 if rec.ready_at else rec.unready + 1
+            last = self._last_of_role(records, rec)
+            # the last of a role is retried at the ceiling once it has failed too often
+            delay = self.policy.max_backoff_s if last and unready >= self.policy.max_failures \
+                else self.policy.delay(max(failures, 1))
+            if rec.role == "redis":
+                delay = min(delay, self.policy.redis_max_backoff_s)
+            due = self._due.setdefault(rec.name, now + delay)
             if now < due:
                 continue
-            if self._restart(rec.name, failures):
+            if self._restart(rec.name, failures, unready, last):
                 acted.append(rec.name)
-        return acted
+        return list(dict.fromkeys(acted))  # a frozen one killed and restarted: named once
 
-    def _restart(self, name: str, failures: int) -> bool:
+    @staticmethod
+    def _last_of_role(records: list[ProcessRecord], rec: ProcessRecord) -> bool:
+        return not any(r is not rec and r.role == rec.role and r.process() is not None
+                       for r in records)
+
+    def _thaw_frozen(self, records: list[ProcessRecord], now: float) -> list[str]:
+        """SIGKILL (with its children) each ready worker that is stopped or whose heartbeat is
+        stale; the next step restarts it like any gone process."""
+        beats = None
+        killed = []
+        for rec in records:
+            if rec.role not in WORKER_ROLES or not rec.ready_at or rec.name in self._starting:
+                self._suspect.pop(rec.name, None)
+                continue
+            proc = rec.process()
+            if proc is None:
+                self._suspect.pop(rec.name, None)
+                continue
+            try:
+                stopped = proc.status() == psutil.STATUS_STOPPED
+            except psutil.NoSuchProcess:
+                continue
+            why = None
+            if stopped:
+                since = self._suspect.setdefault(rec.name, now)
+                if now - since >= self.policy.stopped_s:
+                    why = f"stopped (SIGSTOP) for {now - since:.0f} s"
+            else:
+                if beats is None:
+                    beats = self.heartbeats()
+                    if beats is None:  # Redis away: nobody's heartbeat can be judged
+                        self._suspect.clear()
+                        self._redis_back_at = None
+                        return killed
+                    if self._redis_back_at is None:  # (back): heartbeats are judged from now on
+                        self._redis_back_at = now
+                at = beats.get(rec.pid)
+                if at is not None and now - at < self.policy.frozen_s:
+                    self._suspect.pop(rec.name, None)
+                    continue
+                since = self._suspect.setdefault(rec.name, max(now if at is None else at, self._redis_back_at))
+                if now - since >= self.policy.frozen_s:
+                    why = (f"no heartbeat in the registry for {now - since:.0f} s" if at is None
+                           else f"its heartbeat is {now - at:.0f} s old")
+            if why is None:
+                continue
+            self._suspect.pop(rec.name, None)
+            self._kill_family(proc)
+            self.out(f"keeper: {rec.name} (pid {rec.pid}) is frozen ({why}): killed; it is restarted next")
+            self.on_event("worker_frozen", name=rec.name, pid=rec.pid, reason=why)
+            # a frozen run was ready: the restart is a crash's, without the young-death backoff
+            self._due[rec.name] = now
+            killed.append(rec.name)
+        return killed
+
+    @staticmethod
+    def _kill_family(proc: psutil.Process) -> None:
+        try:
+            family = [proc] + proc.children(recursive=True)
+        except psutil.NoSuchProcess:
+            return
+        for p in family:
+            try:
+                p.send_signal(signal.SIGKILL)
+            except psutil.NoSuchProcess:
+                pass
+        psutil.wait_procs(family, timeout=5)
+
+    # -- restarting ---------------------------------------------------------------------------------
+    def _restart(self, name: str, failures: int, unready: int, last: bool) -> bool:
         spec = self._spec(name)
         if spec is None:
             return False  # not a service of this plan (a record from an older version)
         try:
-            with self.sup.locked():
+            with self._mutex, self.sup.locked():
                 self.sup.load()
                 rec = self.sup.record(name)
-                if rec is None or rec.process() is not None or rec.given_up:
+                if rec is None or rec.process() is not None or rec.given_up or self.sup.meta.get("stopping"):
                     return False  # `zkhive restart` or `down` got there first
-                rec.failures = failures
-                if failures >= self.policy.max_failures:
-                    last = self._last_reason.get(name)
-                    return self._give_up(rec, f"failed {failures} times in a row (failed to start "
-                                              f"or died within {self.policy.stable_s:.0f} s)"
-                                              + (f"; last: {last}" if last else ""))
+                rec.failures, rec.unready = failures, unready
+                reason = self._last_reason.get(name)
+                if unready >= self.policy.max_failures:
+                    why = (f"failed to become ready {unready} times in a row"
+                           + (f"; last: {reason}" if reason else ""))
+                    if not last:
+                        return self._give_up(rec, why)
+                    rec.note = (f"{why}; the last {rec.role} process, so it is retried every "
+                                f"{self.policy.max_backoff_s:.0f} s")
+                    self.sup.save()
                 new = self.sup.replace(spec)
                 self.out(f"keeper: {name} was gone; started again as pid {new.pid} "
                          f"(restart {new.restarts})")
-                try:
-                    self.sup.wait_ready(spec, new)
-                except StartFailure as e:
-                    # counted as a short-lived run by the next step, which also applies the backoff
-                    self.sup.stop_one(new, grace_s=5)
-                    self._last_reason[name] = e.reason
-                    self.out(f"keeper: {name} failed to start: {e.reason}")
-                    self.on_event("worker_start_failed", name=name, reason=e.reason,
-                                  failures=failures + 1)
-                    self._due.pop(name, None)
-                    return True
-                self._due.pop(name, None)
-                self._last_reason.pop(name, None)
-                self.on_event("worker_restarted", name=name, pid=new.pid, restarts=new.restarts)
-                return True
         except Busy:
             return False  # `up`, `down` or `restart` holds the state: look again next step
+        self._due.pop(name, None)
+        t = threading.Thread(target=self._await_ready, args=(spec, new), daemon=True,
+                             name=f"keeper-{name}")
+        self._starting[name] = t  # before start: its finally removes only itself
+        t.start()
+        return True
+
+    def _await_ready(self, spec: ServiceSpec, new: ProcessRecord) -> None:
+        try:
+            try:
+                self.sup.wait_ready(spec, new)
+            except StartFailure as e:
+                # counted as an unready run by the next step, which also applies the backoff
+                self._stop_pid(new)
+                self._last_reason[spec.name] = e.reason
+                self.out(f"keeper: {spec.name} failed to start: {e.reason}")
+                self.on_event("worker_start_failed", name=spec.name, reason=e.reason,
+                              failures=new.unready + 1)
+                return
+            self._update(new, ready_at=time.time(), unready=0, note="")
+            self._last_reason.pop(spec.name, None)
+            self.on_event("worker_restarted", name=spec.name, pid=new.pid, restarts=new.restarts)
+        finally:
+            if self._starting.get(spec.name) is threading.current_thread():
+                del self._starting[spec.name]
+
+    def _stop_pid(self, new: ProcessRecord) -> None:
+        self.sup.stop_one(new, grace_s=5)
+
+    def _update(self, new: ProcessRecord, **fields) -> None:
+        """Set fields of ``new``'s record, if the state file still records that same run."""
+        for _ in range(100):
+            try:
+                with self._mutex, self.sup.locked(wait_s=1.0):
+                    if not self.sup.load():
+                        return
+                    rec = self.sup.record(new.name)
+                    if rec is None or rec.pid != new.pid:
+                        return
+                    for k, v in fields.items():
+                        setattr(rec, k, v)
+                    self.sup.save()
+                    return
+            except Busy:
+                if self.stopping.is_set():
+                    return
 
     def _give_up(self, rec, reason: str, tail: str | None = None) -> bool:
         from .supervisor import log_tail
@@ -142,6 +298,12 @@ class Keeper:
         self.out(f"keeper: leaving {rec.name} stopped: {reason}")
         self.on_event("worker_given_up", name=rec.name, reason=reason)
         return True
+
+    def wait(self, timeout_s: float = 60.0) -> None:
+        """Join the readiness waits in flight (tests)."""
+        end = time.monotonic() + timeout_s
+        for t in list(self._starting.values()):
+            t.join(max(0.0, end - time.monotonic()))
 
     def run(self) -> None:
         """Loop until SIGTERM/SIGINT or until the state file is gone."""

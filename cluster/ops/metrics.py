@@ -217,6 +217,8 @@ class ClusterCollector:
                                   labels=["worker", "role", "host", "device"])
         inflight = GaugeMetricFamily("zkhive_worker_inflight", "Partitions a worker has in hand", labels=wl)
         nkeys = GaugeMetricFamily("zkhive_resident_keys", "Proving keys resident on a device", labels=wl)
+        loading = GaugeMetricFamily("zkhive_key_loading", "1 while a prover loads the proving key of params "
+                                    "(preload before ready, or a job's first partition)", labels=wl + ["params"])
         key = GaugeMetricFamily("zkhive_resident_key", "1 for each resident proving key",
                                 labels=wl + ["params"])
         free = GaugeMetricFamily("zkhive_device_memory_free_bytes", "Device memory left for keys", labels=wl)
@@ -235,6 +237,8 @@ class ClusterCollector:
             lv = [w.worker_id, w.host, dev]
             inflight.add_metric(lv, len(w.inflight))
             nkeys.add_metric(lv, len(w.resident_keys))
+            for name in w.loading:
+                loading.add_metric(lv + [name], 1.0)
             for name in w.resident_keys:
                 key.add_metric(lv + [name], 1.0)
             if w.free_memory is not None:
@@ -251,11 +255,24 @@ class ClusterCollector:
             depth.add_metric([q, *device_queues[q]], queue_depth(self.r, q))
         active = GaugeMetricFamily("zkhive_jobs_active", "Jobs submitted and not finished")
         active.add_metric([], self.r.scard(ACTIVE))
-        return [ready, inflight, nkeys, key, free, used, total, depth, active]
+        # the prove in hand longest (picked up, no prove_end yet) among unfinished jobs: a stuck
+        # device or a lost unit shows here before any job deadline
+        now = time.time()
+        oldest = GaugeMetricFamily("zkhive_oldest_running_partition_seconds",
+                                   "Age of the oldest partition proof in hand (0 when none)")
+        picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
+        oldest.add_metric([], max((now - t for t in picked), default=0.0))
+        return [ready, inflight, nkeys, key, loading, free, used, total, depth, active, oldest]
 
     def collect(self):
         import redis
 
+        from cluster.version import code_digest, package_version
+
+        build = GaugeMetricFamily("zkhive_build_info", "The exporter's zkhive version and code digest",
+                                  labels=["version", "code"])
+        build.add_metric([package_version(), code_digest()], 1.0)
+        yield build
         up = GaugeMetricFamily("zkhive_up", "1 when the exporter could read the cluster's Redis")
         with self._lock:
             try:

@@ -54,6 +54,8 @@ def _child_env(args, run_dir: Path, extra: dict[str, str] | None = None) -> dict
     if root not in paths:
         env["PYTHONPATH"] = os.pathsep.join([root, *paths])
     env["PYTHONUNBUFFERED"] = "1"
+    # whose process it is: a worker started by `up` watches this cluster's keeper (cluster.ops.keeper)
+    env["ZKHIVE_RUN_DIR"] = str(run_dir.resolve())
     env.update(extra or {})
     return env
 

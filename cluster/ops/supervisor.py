@@ -141,6 +141,21 @@ class ProcessRecord:
     failures: int = 0
     #: set when the keeper stopped restarting it: the reason and the log tail
     given_up: str = ""
+    #: when this run passed its readiness check (0: never): a run that was ready and then died
+    #: is not a failed start, however young
+    ready_at: float = 0.0
+    #: consecutive runs that never became ready (the keeper's give-up counter)
+    unready: int = 0
+    #: why the keeper keeps retrying a failing process it may not leave stopped (the last of its role)
+    note: str = ""
+    #: a ``zkhive worker`` started by hand against this cluster: ``down`` stops it, the keeper
+    #: never restarts it (it has no spec in ``up``'s plan)
+    by_hand: bool = False
+
+    @property
+    def role(self) -> str:
+        """``prove`` of prove-cpu0, ``synthesis`` of synthesis-1, ``redis`` of redis."""
+        return self.name.split("-", 1)[0]
 
     def process(self) -> psutil.Process | None:
         """The live process this record names, or None when it exited or its PID was reused."""
@@ -268,8 +283,12 @@ class Supervisor:
         if not isinstance(doc, dict) or doc.get("version") != STATE_VERSION:
             raise SupervisorError(f"state file {self.state_file}: unknown format "
                                   f"(version {doc.get('version') if isinstance(doc, dict) else '?'})")
+        known = set(ProcessRecord.__dataclass_fields__)
         try:
-            self.records = [ProcessRecord(**r) for r in doc["processes"]]
+            # fields a newer zkhive added are dropped, not fatal: the keeper of a running cluster
+            # may be older or newer than the command reading its state
+            self.records = [ProcessRecord(**{k: v for k, v in r.items() if k in known})
+                            for r in doc["processes"]]
         except (KeyError, TypeError) as e:
             raise SupervisorError(f"state file {self.state_file}: bad process record ({e})") from None
         self.meta = doc.get("meta", {})
@@ -330,7 +349,8 @@ class Supervisor:
         popen, create_time = self._spawn(spec)
         rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
                             list(spec.ports), spec.stop_grace_s, spec.address, old.group,
-                            restarts=old.restarts + 1, failures=old.failures)
+                            restarts=old.restarts + 1, failures=old.failures, unready=old.unready,
+                            note=old.note)
         rec._popen = popen  # type: ignore[attr-defined]
         self.records[i] = rec
         self.save()
@@ -402,6 +422,8 @@ class Supervisor:
                 recs = [self.start(spec, gid) for spec in group]
                 for spec, rec in zip(group, recs):
                     took = self.wait_ready(spec, rec)
+                    rec.ready_at = time.time()
+                    self.save()
                     started.append(rec)
                     if on_ready:
                         on_ready(spec, rec, took)

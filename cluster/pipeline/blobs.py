@@ -13,11 +13,13 @@ Arrays travel as ``.npy`` (``np.load(..., allow_pickle=False)``), documents as J
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any, Literal
@@ -25,7 +27,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from cluster.errors import BlobError
+from cluster.errors import BlobError, BlobStoreFull
 
 _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 
@@ -112,9 +114,16 @@ def parse_ref(ref: BlobRef | dict) -> BlobRef:
         return ref
     if not isinstance(ref, dict):
         raise BlobError(f"a blob reference must be an object, got {type(ref).__name__}")
+    from pydantic import ValidationError
+
+    from synthesis.limits import json_path, validation_line
+
     try:
         return BlobRef(**ref)
-    except Exception as e:  # pydantic.ValidationError: name the field
+    except ValidationError as e:  # one line naming the field, not pydantic's dump
+        loc, msg = validation_line(e)
+        raise BlobError(f"malformed blob reference: field {json_path(loc) or '?'}: {msg}") from None
+    except TypeError as e:
         raise BlobError(f"malformed blob reference: {e}") from None
 
 
@@ -141,10 +150,26 @@ class DirBlobStore(BlobStore):
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)
+            except OSError as e:
+                Path(tmp).unlink(missing_ok=True)
+                if e.errno in (errno.ENOSPC, errno.EDQUOT):  # back-pressure, not a bad job
+                    raise BlobStoreFull(f"blob store {self.root}: no room for a {kind} of {len(data)} "
+                                        f"bytes ({self.free_bytes()} bytes free)") from None
+                raise
             except BaseException:
                 Path(tmp).unlink(missing_ok=True)
                 raise
         return BlobRef(store="dir", sha256=sha, size=len(data), kind=kind)
+
+    def free_bytes(self) -> int:
+        return shutil.disk_usage(self.root).free
+
+    def check_room(self, min_free: int) -> None:
+        """Refuse new work while the store's disk has less than ``min_free`` bytes free."""
+        free = self.free_bytes()
+        if min_free and free < min_free:
+            raise BlobStoreFull(f"blob store {self.root}: {free} bytes free, under blobs.min_free_bytes="
+                                f"{min_free}: free space (or lower the setting) and submit again")
 
     def _read(self, ref: BlobRef) -> bytes:
         path = self._path(ref.sha256)

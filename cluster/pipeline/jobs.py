@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import time
 from typing import Any
 
@@ -45,13 +44,13 @@ from synthesis.limits import clip
 
 from . import timeline
 from .blobs import BlobRef
+from .jobkeys import JOB_ID, PREFIX, check_job_id, key  # noqa: F401  (the job's keys, in one place)
 
 log = logging.getLogger(__name__)
 
-PREFIX = "zkhive:job:"
 INDEX = "zkhive:jobs"
 ACTIVE = "zkhive:active"
-JOB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$")
+
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
 TERMINAL = (DONE, FAILED, CANCELLED)
@@ -71,13 +70,6 @@ class JobRecord(BaseModel):
     deadline_at: float
 
 
-def check_job_id(job_id: str) -> str:
-    if not isinstance(job_id, str) or not JOB_ID.match(job_id):
-        raise JobError(f"job id {clip(job_id)} is invalid: 1-128 characters of letters, digits, '.', '_', ':', '-', "
-                       "starting with a letter or digit")
-    return job_id
-
-
 def priority_value(priority: str | int) -> int:
     if isinstance(priority, str):
         if priority not in PRIORITIES:
@@ -86,10 +78,6 @@ def priority_value(priority: str | int) -> int:
     if not isinstance(priority, int) or not 0 <= priority <= 9:
         raise JobError(f"priority {clip(priority)} must be 0 (first) to 9 (last)")
     return priority
-
-
-def key(job_id: str, *parts: Any) -> str:
-    return PREFIX + job_id + "".join(f":{p}" for p in parts)
 
 
 def _loads(raw) -> Any:

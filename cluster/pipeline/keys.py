@@ -72,6 +72,11 @@ class KeyCache:
 
     def _need(self, circuit, kind: str) -> Path:
         p = self.find(circuit, kind)
+        want = p if p is not None else self.path(circuit, kind)
+        if want.is_dir():  # one line, not an IsADirectoryError traceback at open
+            raise KeyMissing(f"{'proving' if kind == 'params' else 'verifying'} key for parameter set "
+                             f"{circuit.name!r}: {want} is a directory, not a key file")
+        p = self.find(circuit, kind)
         if p is None:
             want = self.path(circuit, kind)
             raise KeyMissing(f"no {'proving' if kind == 'params' else 'verifying'} key for parameter set "

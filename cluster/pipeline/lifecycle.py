@@ -110,8 +110,12 @@ class WorkerLifecycle:
                 info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
                 for name in s.srs.preload:
                     t0 = time.time()
+                    info.loading = [name]  # `zkhive status`: loading, not just "not ready"
+                    self.heartbeat.beat()
                     self.prover.load(get_circuit(name))
+                    info.loading = []
                     log.info("loaded the proving key of %s in %.2f s", name, time.time() - t0)
+                self.heartbeat.beat()
             elif self.role == "synthesis":
                 # build the preloaded circuits' matrices before the first job, not inside it
                 # (prefork children inherit them)
@@ -220,6 +224,7 @@ class WorkerLifecycle:
                 "-E"]
 
     def run(self, loglevel: str = "INFO") -> int:
+        quiet_chord_errors()
         self.start()
         try:
             app.worker_main(self.celery_argv(loglevel))
@@ -228,6 +233,31 @@ class WorkerLifecycle:
         finally:
             self.shutdown()
         return 0
+
+
+class _ChordOfAFailedJob(logging.Filter):
+    """Celery's Redis backend logs ``Chord %r raised: %r`` with a traceback at ERROR when a chord's
+    member failed; ours fail on purpose when their job fails (bad input, retries spent), which
+    the job's error already says in one line. Every bad job wrote a ChordError traceback into a
+    worker's log (issue 27): now one WARNING line, no traceback. Any other ChordError (a join
+    error of the backend itself) keeps its ERROR and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from celery.exceptions import ChordError
+
+        args = record.args if isinstance(record.args, tuple) else ()
+        if record.msg == "Chord %r raised: %r" and len(args) == 2 and isinstance(args[1], ChordError) \
+                and "JobFailed" in str(args[1]):
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+            record.msg, record.args = "chord %s not run: its job failed (%s)", (args[0], str(args[1])[:300])
+        return True
+
+
+def quiet_chord_errors() -> None:
+    logger = logging.getLogger("celery.backends.redis")
+    if not any(isinstance(f, _ChordOfAFailedJob) for f in logger.filters):
+        logger.addFilter(_ChordOfAFailedJob())
 
 
 class TimeLimits:

@@ -52,6 +52,9 @@ class WorkerInfo(BaseModel):
     resident_keys: list[str] = []
     #: parameter sets whose proving keys this prover makes in its own process ([srs] in_process)
     makes_keys: list[str] = []
+    #: parameter sets whose proving keys are being loaded now (preload before ready, or a job's
+    #: first partition of a set that was not resident): ``zkhive status`` says ``loading``
+    loading: list[str] = []
     ready: bool = False
     #: (job, partition) being worked on, or None
     inflight: list[str] = []

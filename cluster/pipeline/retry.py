@@ -37,7 +37,7 @@ from synthesis.assignment import AssignmentError
 from synthesis.circuits import C1Error
 from synthesis.r1cs import UnsatisfiedConstraint
 
-from cluster.errors import BlobError, KeyMissing
+from cluster.errors import BlobError, BlobStoreFull, KeyMissing
 
 
 def _broker_errors() -> tuple[type[BaseException], ...]:
@@ -60,6 +60,7 @@ PERMANENT: tuple[tuple[type[BaseException], str], ...] = (
     (AssignmentError, "assignment unreadable"),
 )
 TRANSIENT: tuple[tuple[type[BaseException], str], ...] = (
+    (BlobStoreFull, "blob store full"),  # back-pressure: the disk frees up, the job goes on
     (GpuOutOfMemory, "device out of memory"),
     (GpuLaunchError, "device error"),
     (GpuUnavailable, "device unavailable"),

@@ -22,6 +22,7 @@ Each body first checks that its job still wants the work.
 from __future__ import annotations
 
 import logging
+import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, NoReturn
@@ -278,6 +279,7 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
+            _load_key(rt, prover, circuit, job_id, k, who, evicted)
             with timeline_stage(rt, "fetch_assignment", job_id, k, who["device"]):
                 z = _fetch_assignment(rt, circuit, ref)
             timer = StageTimer(job=job_id, partition=k, device=who["device"])
@@ -310,6 +312,48 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         # re-proved alone, or one was, or the body already fired early): send it now
         rt.dispatch.aggregate(rec)
     return {"partition": k, "duplicate": not won, **who}
+
+
+def _load_key(rt, prover, circuit, job_id, k, who, evicted) -> None:
+    """A key that is not resident is loaded as a stage of its own (``key_load``: a timeline bar,
+    ``zkhive_stage_seconds{stage="key_load"}``), after a ``key_load_wait`` event that says why the
+    partition waits, with the prover's registry entry saying ``loading`` meanwhile (issue 27: the
+    first job after `up` without preload stalled ~75 s with no sign of it anywhere)."""
+    from . import registry
+
+    import redis
+
+    if prover.is_resident(circuit):
+        return
+    try:  # what is said about the load is best-effort: Redis away must not cost the proof
+        rt.jobs.event(job_id, "key_load_wait", partition=k, key=circuit.name,
+                      note=f"the proving key of {circuit.name} is not resident on {who['device']} "
+                           f"(not in [srs] preload): loading it first", **who)
+    except redis.RedisError as e:
+        log.warning("could not record key_load_wait of job %s partition %s: %s", job_id, k, e)
+    info = rt.worker
+    if info is not None:
+        info.loading = [circuit.name]
+        _publish(rt, registry, info)
+    t0 = time.time()
+    try:
+        prover.load(circuit, on_evict=evicted)
+    finally:
+        if info is not None:
+            info.loading = []
+            info.resident_keys = prover.resident_names()
+            _publish(rt, registry, info)
+    end = time.time()
+    durable(lambda: rt.jobs.event(job_id, "stage", partition=k, t=t0, stage="key_load", start=t0, end=end,
+                                  seconds=end - t0, device=who["device"]),
+            f"job {job_id} partition {k}: key_load stage event")
+
+
+def _publish(rt, registry, info) -> None:
+    try:
+        registry.publish(rt.redis, info, rt.settings.worker.registry_ttl_s)
+    except Exception as e:  # the heartbeat publishes it again within heartbeat_s
+        log.warning("could not update the registry entry: %s", e)
 
 
 def _num_variables(circuit) -> int:

@@ -5,8 +5,9 @@ Events (``event`` field): ``queued``, ``synthesis_start``/``synthesis_end``, ``p
 start and end, from gpu.timing.StageTimer), ``prove_end``, ``duplicate`` (a second proof of a
 partition, discarded), ``lease_lapsed`` (a unit's worker stopped renewing its lease),
 ``unaccounted`` (a unit neither queued, leased nor done: lost in the hand-over), ``redispatched``
-(with ``waited_s``), ``redelivered``, ``verify_failed``, ``aggregated``, ``failed``,
-``cancelled``. ``zkhive timeline JOB`` prints them and draws a Gantt chart.
+(with ``waited_s``), ``redelivered``, ``key_load_wait`` (a partition waits for its proving key
+to load: not resident, not preloaded; the load is then the ``key_load`` stage), ``verify_failed``,
+``aggregated``, ``failed``, ``cancelled``. ``zkhive timeline JOB`` prints them and draws a Gantt chart.
 """
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterable
 
+from .jobkeys import key as job_key
 
 
 def key(job_id: str) -> str:
-    """The job's event list (one of the job keys listed in cluster.pipeline.jobs)."""
-    return f"zkhive:job:{job_id}:events"
+    """The job's event list (one of the job keys listed in cluster.pipeline.jobs; the id is
+    checked by cluster.pipeline.jobkeys)."""
+    return job_key(job_id, "events")
 
 
 def emit(r, job_id: str, event: str, *, partition: int | None = None, ttl_s: int = 7 * 86400,

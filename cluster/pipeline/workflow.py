@@ -161,11 +161,15 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobError(f"field params: {e.args[0]}") from None
     prio = priority_value(priority)
     job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
+    _check_schema(circuit, doc)
     c1_sha = hashlib.sha256(c1).hexdigest()
 
     existing = rt.jobs.get(job_id)
     if existing is None:
         _check_keys_exist(rt, circuit)
+        check_room = getattr(rt.blobs, "check_room", None)
+        if check_room is not None:  # refused now, with the free space, not failed later
+            check_room(rt.settings.blobs.min_free_bytes)
         now = time.time()
         created, refusals = False, bounds.oom_refusals(rt.redis)
         try:
@@ -188,6 +192,33 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobConflict(f"job {job_id} already exists with another C1 input "
                           f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
     return existing, False
+
+
+def cancel_job(rt, job_id: str) -> bool:
+    """Cancel a job (``zkhive cancel``, the client, Flower's Terminate): its queued messages are
+    removed; a task already taken finds the job cancelled (a running prove finishes and is
+    discarded). False when the job had already ended; KeyError when there is none."""
+    if rt.jobs.get(job_id) is None:
+        raise KeyError(f"no job {job_id!r}")
+    if not rt.jobs.cancel(job_id):
+        return False
+    dropped = rt.dispatch.drop_queued(rt.redis, job_id)
+    rt.jobs.event(job_id, "dequeued", messages=dropped)
+    return True
+
+
+def _check_schema(circuit, doc) -> None:
+    """Everything the C1 schema checks (types, hex, sizes, partition and challenge counts) is
+    checked before the job is accepted, and named at the job's level (``field
+    partitions[1].challenges[0].column[0]: ...``), not as the failure of its partition 0
+    (issue 27). What needs the vanilla proof (Merkle paths, labels) is synthesis's."""
+    from synthesis.circuits import C1Error
+
+    try:
+        circuit.parse_c1(doc)
+    except C1Error as e:
+        where = f"field {e.field}: " if e.field else ""
+        raise JobError(f"bad C1 input: {where}{e.message}") from None
 
 
 def _check_keys_exist(rt, circuit) -> None:

@@ -49,9 +49,18 @@ def cmd_worker(args) -> int:
 
     if args.role == "prove" and not args.device:
         raise CommandError("a prove worker needs --device (cpu, cpu:N or cuda:N)")
+    from cluster.ops import membership
+
     try:
         life = WorkerLifecycle(args.role, args.device)
-        return life.run(args.loglevel)
+        # started by `up`: watch its keeper; started by hand against a cluster of `up`: join its
+        # state file, so `down` stops this process too (cluster.ops.membership)
+        joined = membership.attach(life.rt.settings, args.role, args.device)
+        try:
+            return life.run(args.loglevel)
+        finally:
+            if joined is not None:
+                joined.leave()
     except (WorkerStartError, DeviceSpecError) as e:
         raise CommandError(str(e)) from None
 
@@ -150,14 +159,20 @@ def status_text(rt, *, jobs: int = 5) -> str:
     ws = registry.workers(rt.redis)
     mine = code_digest()
     lines = [f"workers ({len(ws)}):",
-             f"  {'worker':<28} {'role':<9} {'device':<7} {'ready':<5} {'free':>8}  {'resident keys':<22} "
+             f"  {'worker':<28} {'role':<9} {'device':<7} {'ready':<7} {'free':>8}  {'resident keys':<22} "
              f"{'version':<20} {'started (UTC)':<19} beat"]
     for w in ws:
         ver = f"{w.version}+{w.code_digest}" + ("" if w.code_digest == mine else " *")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.started_at))
-        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {'yes' if w.ready else 'no':<5} "
+        state = "loading" if w.loading else ("yes" if w.ready else "no")
+        lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {state:<7} "
                      f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
                      f"{now - w.heartbeat_at:.1f}s")
+    for w in ws:
+        if w.loading:
+            lines.append(f"  {w.worker_id} is loading the proving key of {', '.join(w.loading)}"
+                         + ("" if w.ready else " (ready after it)")
+                         + (f"; in hand: {', '.join(w.inflight)}" if w.inflight else ""))
     if any(w.code_digest != mine for w in ws):
         lines.append(f"  * runs other code than this checkout (code {mine}): restart it after a deploy")
     queues = [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
@@ -212,7 +227,10 @@ def cmd_status(args) -> int:
     if args.json:
         print(json.dumps(status_doc(rt, jobs=args.jobs), indent=2))
     else:
-        print(status_text(rt, jobs=args.jobs))
+        from cluster.ops.commands import supervision_lines
+
+        print("\n".join([status_text(rt, jobs=args.jobs),
+                         *supervision_lines(rt.settings, getattr(args, "run_dir", None))]))
     return 0
 
 
@@ -273,6 +291,8 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true",
                    help="as JSON: {workers: [registry entries], queues: {name: depth}, jobs: {active, recent}}")
     p.add_argument("--jobs", type=int, default=5, help="recent jobs to list")
+    p.add_argument("--run-dir", default=None,
+                   help="the cluster of `up` to report on (default: this checkout's, else var/up)")
     _add_config(p)
     p.set_defaults(func=cmd_status)
 

@@ -90,10 +90,17 @@ def cmd_verify(args) -> int:
     from gpu.groth16 import ProofFormatError, split_proofs
 
     circuit, c1 = load_c1(args.c1)
+    cache = _keys(args)
     try:
-        vk = _keys(args).load_vk(circuit)
+        vk = cache.load_vk(circuit)
     except KeyMissing as e:
-        raise CommandError(str(e)) from None
+        if cache.path(circuit, "vk").is_dir():
+            raise CommandError(str(e)) from None
+        # not `keys setup`: a new setup makes another key under the same name, and no proof made
+        # with the cluster's key would verify against it
+        raise CommandError(f"no verifying key for parameter set {circuit.name!r} in {cache.root}: "
+                           f"pass --keys with the key cache the proofs were made with (the cluster's "
+                           f"[srs] param_cache)") from None
     try:
         proofs = split_proofs(Path(args.proof).read_bytes())
     except (FileNotFoundError, ProofFormatError) as e:

@@ -64,11 +64,10 @@ def validate(model: type[M], doc: Any, *, partition_of=partition_of) -> M:
     try:
         return model.model_validate(doc)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = tuple(err["loc"])
-        more = f" (and {e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
-        raise C1Error(err["msg"] + more, field=json_path(loc) or None,
-                      partition=partition_of(loc)) from None
+        from ..limits import validation_line
+
+        loc, msg = validation_line(e)
+        raise C1Error(msg, field=json_path(loc) or None, partition=partition_of(loc)) from None
 
 
 def check_params(found: str, want: str) -> None:

@@ -98,11 +98,11 @@ def test_bad_c1_fails_naming_the_field_and_workers_keep_serving(cluster, standar
     from cluster.client import JobFailed, submit
     from cluster.pipeline.jobs import JobError
 
-    # a field that does not parse
+    # a field that does not parse: refused at submission, naming the field (issue 27)
     doc = make_c1(SQUARES_A, seed=6)
     doc["partitions"][1]["x"] = "0xnot-hex"
-    with pytest.raises(JobFailed, match=r"partitions\[1\]\.x"):
-        submit(doc, job_id="bad-parse").result(timeout=60)
+    with pytest.raises(JobError, match=r"^bad C1 input: field partitions\[1\]\.x: "):
+        submit(doc, job_id="bad-parse")
     # a partition whose "vanilla proof" (y) does not check
     with pytest.raises(JobFailed, match=r"partition 1; field partitions\[1\]\.y"):
         submit(make_c1(SQUARES_A, seed=7, bad_y_partition=1), job_id="bad-y").result(timeout=60)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -57,6 +58,8 @@ def test_a_killed_process_is_started_again_and_recorded(tmp_path):
         assert _step_until(keeper, lambda: (keeper.sup.record("web").process() is not None
                                             and keeper.sup.record("web").pid != rec.pid))
         took = time.monotonic() - t0
+        keeper.wait()  # its readiness wait runs in a thread of its own
+        keeper.sup.load()
         new = keeper.sup.record("web")
         assert new.restarts == 1 and new.failures == 1 and not new.given_up
         assert ("worker_restarted", {"name": "web", "pid": new.pid, "restarts": 1}) in events
@@ -71,36 +74,127 @@ def test_a_killed_process_is_started_again_and_recorded(tmp_path):
         s.load() and s.stop_all()
 
 
-def test_a_process_that_keeps_failing_is_left_stopped_with_its_log_tail(tmp_path):
+def _breakable(tmp_path, name):
+    """An HTTP server that is healthy until the marker file exists; then every start exits 3."""
     port = free_port()
-    # healthy at first (the marker file is absent), then every start exits at once
-    marker = tmp_path / "broken"
+    marker = tmp_path / f"{name}.broken"
     code = (f"import os, sys, http.server\n"
             f"if os.path.exists({str(marker)!r}):\n"
             f"    print('cannot open the key cache: permission denied', flush=True); sys.exit(3)\n"
             f"http.server.test(HandlerClass=http.server.SimpleHTTPRequestHandler, port={port}, bind='127.0.0.1')\n")
-    spec = http_server(tmp_path, port=port)
+    spec = http_server(tmp_path, name=name, port=port)
     spec.argv = [PY, "-c", code]
+    return spec, marker
+
+
+def test_a_process_that_keeps_failing_is_left_stopped_with_its_log_tail(tmp_path):
+    """Given up after max_failures runs that never became ready, when another process of its
+    role (``web-1``) is alive."""
+    spec, marker = _breakable(tmp_path, "web-0")
+    peer = http_server(tmp_path, name="web-1")
     sup = Supervisor(tmp_path / "run")
-    [rec] = sup.start_all([spec])
+    [rec, _] = sup.start_all([[spec, peer]])
     events = []
-    keeper = Keeper(tmp_path / "run", lambda: {"web": spec}, policy=FAST,
+    keeper = Keeper(tmp_path / "run", lambda: {"web-0": spec, "web-1": peer}, policy=FAST,
                     on_event=lambda e, **f: events.append(e), out=lambda m: None)
     try:
         marker.write_text("x")
         _kill(rec.pid)
-        assert _step_until(keeper, lambda: bool(keeper.sup.record("web").given_up), timeout_s=30)
-        rec = keeper.sup.record("web")
-        assert "failed 3 times in a row" in rec.given_up
+        assert _step_until(keeper, lambda: bool(keeper.sup.record("web-0").given_up), timeout_s=30)
+        rec = keeper.sup.record("web-0")
+        # the first death was a ready run's (a crash): 3 unready runs after it, then the give-up
+        assert "failed to become ready 3 times in a row" in rec.given_up
         assert "exited with status 3" in rec.given_up
         assert "cannot open the key cache: permission denied" in rec.given_up  # the log tail
-        assert events.count("worker_start_failed") == 2 and events[-1] == "worker_given_up"
-        starts = (tmp_path / "web.log").read_text().count("starting web")
+        assert events.count("worker_start_failed") == 3 and events[-1] == "worker_given_up"
+        starts = (tmp_path / "web-0.log").read_text().count("starting web-0")
         for _ in range(10):  # given up: no more starts
             keeper.step()
             time.sleep(0.05)
-        assert (tmp_path / "web.log").read_text().count("starting web") == starts
+        assert (tmp_path / "web-0.log").read_text().count("starting web-0") == starts
     finally:
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
+
+
+def test_the_last_of_its_role_is_never_left_stopped(tmp_path):
+    """The same failures without a live peer: retried at the backoff ceiling with a note, and
+    back for good once its fault is gone."""
+    spec, marker = _breakable(tmp_path, "web")
+    sup = Supervisor(tmp_path / "run")
+    [rec] = sup.start_all([spec])
+    keeper = Keeper(tmp_path / "run", lambda: {"web": spec}, policy=FAST, out=lambda m: None)
+    try:
+        marker.write_text("x")
+        _kill(rec.pid)
+        assert _step_until(keeper, lambda: "the last web process" in keeper.sup.record("web").note,
+                           timeout_s=30)
+        assert not keeper.sup.record("web").given_up
+        assert "retried every 1 s" in keeper.sup.record("web").note
+        marker.unlink()
+        assert _step_until(keeper, lambda: keeper.sup.record("web").ready_at > 0
+                           and keeper.sup.record("web").process() is not None, timeout_s=30)
+        new = keeper.sup.record("web")
+        assert new.unready == 0 and new.note == "" and not new.given_up
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
+
+
+def test_a_ready_run_that_dies_young_is_a_crash_not_a_failed_start(tmp_path):
+    """Killed within stable_s of each start, but ready each time: backoff grows, no give-up."""
+    spec = http_server(tmp_path, name="web-0")
+    peer = http_server(tmp_path, name="web-1")
+    sup = Supervisor(tmp_path / "run")
+    sup.start_all([[spec, peer]])
+    keeper = Keeper(tmp_path / "run", lambda: {"web-0": spec, "web-1": peer}, policy=FAST,
+                    out=lambda m: None)
+    try:
+        for i in range(FAST.max_failures + 2):
+            keeper.sup.load()
+            old = keeper.sup.record("web-0")
+            _kill(old.pid)
+            assert _step_until(keeper, lambda: keeper.sup.record("web-0").pid != old.pid
+                               and keeper.sup.record("web-0").ready_at > 0, timeout_s=30), i
+        rec = keeper.sup.record("web-0")
+        assert not rec.given_up and rec.unready == 0 and rec.failures == FAST.max_failures + 2
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
+
+
+def test_restarts_run_in_parallel_and_redis_goes_first(tmp_path):
+    """A worker whose readiness wait takes long does not hold back ``redis``: both gone, redis is
+    started first, and is ready while the slow one still waits."""
+    redis_like = http_server(tmp_path, name="redis")
+    slow = http_server(tmp_path, name="synthesis-0", ready_timeout_s=30)
+    gate = tmp_path / "slow.ready"
+    inner = slow.ready
+    slow.ready = lambda rec: gate.exists() and inner(rec)
+    sup = Supervisor(tmp_path / "run")
+    gate.write_text("")
+    recs = sup.start_all([redis_like, [slow]])
+    gate.unlink()
+    keeper = Keeper(tmp_path / "run", lambda: {"redis": redis_like, "synthesis-0": slow}, policy=FAST,
+                    out=lambda m: None)
+    try:
+        _kill(recs[1].pid)
+        assert _step_until(keeper, lambda: keeper.sup.record("synthesis-0").pid != recs[1].pid)
+        _kill(recs[0].pid)  # redis dies while the worker's readiness wait is in flight
+        t0 = time.monotonic()
+        assert _step_until(keeper, lambda: keeper.sup.record("redis").pid != recs[0].pid
+                           and keeper.sup.record("redis").ready_at > 0, timeout_s=15)
+        assert time.monotonic() - t0 < 10
+        assert keeper.sup.record("synthesis-0").ready_at == 0  # still waiting, not in the way
+        gate.write_text("")
+        assert _step_until(keeper, lambda: keeper.sup.record("synthesis-0").ready_at > 0)
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
         s = Supervisor(tmp_path / "run")
         s.load() and s.stop_all()
 
@@ -121,6 +215,7 @@ def test_nothing_comes_back_once_the_state_file_is_gone(tmp_path):
 @pytest.mark.integration
 def test_up_restarts_a_killed_worker_restart_replaces_one_and_down_stops_everything(tmp_path):
     setup = Setup(tmp_path)
+    setup.env["ZKHIVE_KEEPER_WATCH_S"] = "15"  # the workers look at the keeper every 15 s
     setup.up(check=0)
     try:
         sup = Supervisor(setup.run_dir)
@@ -153,7 +248,107 @@ def test_up_restarts_a_killed_worker_restart_replaces_one_and_down_stops_everyth
         assert sup.record("synthesis-0").pid != new.pid and sup.record("synthesis-0").restarts == 2
         res = zkhive(*setup.args("restart", "nosuch", "--run-dir", str(setup.run_dir)), env=setup.env)
         assert res.returncode != 0 and "nothing named 'nosuch'" in res.stderr
+
+        # the sole synthesis worker frozen (SIGSTOP): killed and replaced by the keeper
+        sup.load()
+        frozen = sup.record("synthesis-0")
+        os.kill(frozen.pid, signal.SIGSTOP)
+        assert _wait_record(sup, "synthesis-0", lambda r: r.pid != frozen.pid and r.ready_at > 0, 90), \
+            (setup.run_dir / "logs" / "keeper.log").read_text()
+        assert "synthesis-0 (pid %d) is frozen (stopped (SIGSTOP)" % frozen.pid in \
+            (setup.run_dir / "logs" / "keeper.log").read_text()
+
+        # the keeper SIGKILLed: `status` warns; a worker brings it back within its watch interval
+        from cluster.ops.commands import supervision_lines
+        from cluster.settings import load
+
+        keeper = sup.record("keeper")
+        _kill(keeper.pid)
+        # what `zkhive status` appends (read at once: a worker revives the keeper within 15 s)
+        lines = supervision_lines(load(setup.config), setup.run_dir)
+        assert any(line.startswith(f"  WARNING: the keeper (pid {keeper.pid}) is not running: a process "
+                                   f"that dies stays dead until a worker or `") for line in lines), lines
+        assert _wait_record(sup, "keeper", lambda r: r.pid != keeper.pid and r.process() is not None, 40)
+        st = zkhive(*setup.args("status", "--run-dir", str(setup.run_dir)), env=setup.env)
+        assert "WARNING" not in st.stdout and "(7/7 processes running)" in st.stdout, st.stdout
+
+        # a worker started by hand joins the state file; `down` stops it and names it
+        hand = subprocess.Popen([PY, "-m", "cluster", "worker", "synthesis", "--config",
+                                 str(setup.run_dir / "settings.toml")], env=setup.env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        assert _wait_record(sup, f"synthesis-hand-{hand.pid}", lambda r: r.by_hand, 60)
     finally:
-        setup.down()
+        down = setup.down()
+    assert f"synthesis-hand-{hand.pid}" in down.stdout and "1 of them started by hand" in down.stdout
+    assert hand.wait(10) is not None
     time.sleep(3)  # the keeper was stopped first: nothing it supervised comes back
     assert setup.ours() == []
+
+
+def _wait_record(sup, name, cond, timeout_s):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        sup.load()
+        r = sup.record(name)
+        if r is not None and cond(r):
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_worker_without_a_heartbeat_is_frozen_and_replaced_but_not_while_redis_is_away(tmp_path):
+    """The registry heartbeat check on the clock step() is given: a fresh beat keeps it, Redis
+    away judges nothing, a beat older than frozen_s (Redis answering) kills and restarts it."""
+    spec = http_server(tmp_path, name="synthesis-0")
+    sup = Supervisor(tmp_path / "run")
+    [rec] = sup.start_all([spec])
+    policy = KeeperPolicy(poll_s=0.1, backoff_s=0.2, max_backoff_s=1.0, frozen_s=5.0)
+    beats: dict = {"now": {}}
+    events = []
+    keeper = Keeper(tmp_path / "run", lambda: {"synthesis-0": spec}, policy=policy,
+                    heartbeats=lambda: beats["now"], on_event=lambda e, **f: events.append((e, f)),
+                    out=lambda m: None)
+    try:
+        t = time.time()
+        beats["now"] = {rec.pid: t}
+        assert keeper.step(t + 4.9) == []  # a beat 4.9 s old: alive
+        beats["now"] = None  # Redis away: nobody is judged, however old the last beat
+        assert keeper.step(t + 30) == [] and rec.process() is not None
+        beats["now"] = {rec.pid: t}  # Redis back, with the old beat: judged from its return
+        assert keeper.step(t + 31) == [] and rec.process() is not None
+        assert keeper.step(t + 36) == ["synthesis-0"]  # 5 s since Redis came back, no new beat
+        assert rec.process() is None
+        assert events[0] == ("worker_frozen", {"name": "synthesis-0", "pid": rec.pid,
+                                               "reason": "its heartbeat is 36 s old"})
+        assert _step_until(keeper, lambda: keeper.sup.record("synthesis-0").pid != rec.pid
+                           and keeper.sup.record("synthesis-0").process() is not None)
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
+
+
+def test_redis_is_never_backed_off_past_its_cap(tmp_path):
+    """Five young deaths in a row would put a worker 16 s out; Redis waits at most 2 s."""
+    spec = http_server(tmp_path, name="redis")
+    sup = Supervisor(tmp_path / "run")
+    [rec] = sup.start_all([spec])
+    with sup.locked():
+        sup.load()
+        sup.record("redis").failures = 4
+        sup.save()
+    keeper = Keeper(tmp_path / "run", lambda: {"redis": spec}, policy=KeeperPolicy(), out=lambda m: None)
+    try:
+        _kill(rec.pid)
+        now = rec.create_time + 1.0  # died young: the fifth short run
+        assert keeper.step(now) == []
+        assert keeper.step(now + KeeperPolicy().redis_max_backoff_s - 0.01) == []
+        assert keeper.step(now + KeeperPolicy().redis_max_backoff_s) == ["redis"]
+        keeper.sup.load()
+        assert keeper.sup.record("redis").failures == 5 and KeeperPolicy().delay(5) == 16.0
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()

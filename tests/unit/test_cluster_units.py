@@ -53,6 +53,20 @@ def test_settings_reject_bad_keys_naming_key_and_file(tmp_path, text, message):
     assert "bad.toml" in str(e.value)
 
 
+def test_a_bad_value_from_a_variable_is_blamed_on_the_variable(tmp_path):
+    """Issue 27: a bad ZKHIVE_* value was reported as the settings file's."""
+    f = tmp_path / "good.toml"
+    f.write_text("[worker]\npartition_workers = 2\n")
+    with pytest.raises(settings.SettingsError) as e:
+        settings.load(f, env={"ZKHIVE_WORKER__PARTITION_WORKERS": "0"})
+    assert str(e.value) == "environment variable ZKHIVE_WORKER__PARTITION_WORKERS: worker.partition_workers: 0 is not >= 1"
+    f.write_text("[worker]\npartition_workers = 0\n")
+    with pytest.raises(settings.SettingsError) as e:
+        settings.load(f, env={"ZKHIVE_WORKER__HEARTBEAT_S": "3"})
+    assert str(e.value) == f"settings file {f}: worker.partition_workers: 0 is not >= 1"
+    assert settings.load(tmp_path / "good.toml", env={"ZKHIVE_WORKER__PARTITION_WORKERS": "3"}).worker.partition_workers == 3
+
+
 def test_settings_reject_unknown_environment_keys():
     with pytest.raises(settings.SettingsError, match="ZKHIVE_WORKER__HEARTBEAT: unknown key worker.heartbeat"):
         settings.load(env={"ZKHIVE_WORKER__HEARTBEAT": "1"})

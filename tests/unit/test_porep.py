@@ -164,7 +164,7 @@ def test_tampered_commitments_and_seed_are_rejected(small):
 
 @pytest.mark.parametrize("path,fn,field,match", [
     (CH + ["tree_d_path", 2], lambda v: hex(F.MODULUS), f"{AT}.tree_d_path[2]", "modulus"),
-    (CH + ["tree_d_path", 2], lambda v: "12", f"{AT}.tree_d_path[2]", "pattern"),
+    (CH + ["tree_d_path", 2], lambda v: "12", f"{AT}.tree_d_path[2]", "does not match"),
     (CH + ["tree_d_path"], lambda v: v[:-1], f"{AT}.tree_d_path", "2 levels, 3 expected"),
     (CH + ["tree_r_path", 0], lambda v: v[:-1], f"{AT}.tree_r_path[0]", "at least 7"),
     (CH + ["parents"], lambda v: v[:1], f"{AT}.parents", "1 parents, 2 expected"),
@@ -173,7 +173,7 @@ def test_tampered_commitments_and_seed_are_rejected(small):
     (["partitions", 1, "challenges"], lambda v: v * 3000, "partitions[1].challenges", "at most 4096"),
     (["partitions", 1, "challenges"], lambda v: v * 2, "partitions[1].challenges", "4 challenges, 2 expected"),
     (["partitions"], lambda v: v[:1], "partitions", "1 partitions, 2 expected"),
-    (CH + ["extra"], lambda v: 1, f"{AT}.extra", "Extra inputs"),
+    (CH + ["extra"], lambda v: 1, f"{AT}.extra", "is not a field of this document"),
 ])
 def test_malformed_c1_is_rejected_naming_the_field(small, path, fn, field, match):
     circuit, _, doc = small

@@ -121,7 +121,7 @@ def test_tampered_inputs_are_named_by_partition_challenge_and_layer(tiny):
     _expect(circuit, d, r"partition 0; .*tree_d_path: challenge 0, TreeD: data leaf")
     d = copy.deepcopy(doc)
     d["partitions"][0]["challenges"][0]["column"][0] = "0x" + "f" * 64  # not a SHA-254 value
-    _expect(circuit, d, r"partitions\[0\]\.challenges\[0\]\.column\[0\]: Value error, SHA-254 value")
+    _expect(circuit, d, r"partitions\[0\]\.challenges\[0\]\.column\[0\]: SHA-254 value")
     d = copy.deepcopy(doc)
     d["partitions"][0]["challenges"][0]["tree_d_path"].pop()
     _expect(circuit, d, r"partition 0; field partitions\[0\]\.challenges\[0\]\.tree_d_path: has 2 levels, 3 expected")
