@@ -93,7 +93,21 @@ struct part_source {
 // range t a single open run).
 // PREFETCH: load entry k + 1 before adding entry k (hides the gather's latency; costs one
 // item's registers: 24 for G1, 48 for G2, where the accumulator already takes 96).
-template <class F, class Src, bool PREFETCH = true>
+// ADD_IN: a finished run is added to what its bucket holds instead of replacing it (one full
+// addition a run): the chunks of one MSM then share one set of buckets (zeroed = identities
+// before the first chunk), and the window reduction runs once for all of them.
+template <class F, bool ADD_IN>
+CURVE_FN void bucket_store(xyzz_t<F>* buckets, uint32_t key, const xyzz_t<F>& acc) {
+    if (ADD_IN) {
+        xyzz_t<F> b = buckets[key];
+        b.add(acc);
+        buckets[key] = b;
+    } else {
+        buckets[key] = acc;
+    }
+}
+
+template <class F, class Src, bool PREFETCH = true, bool ADD_IN = false>
 CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* keys,
                                const Src& src, xyzz_t<F>* buckets, uint32_t* out_keys,
                                xyzz_t<F>* out_parts) {
@@ -120,7 +134,7 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
             if (key != cur) {
                 if (cur != MSM_SENTINEL) {
                     if (first && first_open) { ka = cur; pa = acc; }
-                    else buckets[cur] = acc;
+                    else bucket_store<F, ADD_IN>(buckets, cur, acc);
                 }
                 first = false;
                 cur = key;
@@ -129,7 +143,7 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
             Src::add(acc, item);
         }
         if (cur != MSM_SENTINEL) {
-            if (!((first && first_open) || last_open)) buckets[cur] = acc;
+            if (!((first && first_open) || last_open)) bucket_store<F, ADD_IN>(buckets, cur, acc);
             else if (first) { ka = cur; pa = acc; kb = cur; }  // one run, open: pb stays identity
             else { kb = cur; pb = acc; }
         }
@@ -143,14 +157,15 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
 }
 
 // Segment j of window w (buckets j G + 1 .. (j + 1) G): running sums from the top give
-// sum (b - j G) S_b; adding j G times the segment's plain sum gives sum b S_b.
+// sum (b - j G) S_b; adding j G times the segment's plain sum gives sum b S_b. counts = null:
+// every bucket was written (the chunked MSM zeroes its buckets, and zero is the identity).
 template <class F>
 CURVE_FN xyzz_t<F> reduce_segment(int w, int64_t j, int64_t B, int64_t G,
                                   const xyzz_t<F>* buckets, const uint32_t* counts) {
     xyzz_t<F> run = xyzz_t<F>::identity(), tot = xyzz_t<F>::identity();
     for (int64_t b = (j + 1) * G - 1; b >= j * G; b--) {
         int64_t key = w * B + b;
-        if (counts[key]) run.add(buckets[key]);
+        if (!counts || counts[key]) run.add(buckets[key]);
         tot.add(run);
     }
     tot.add(run.mul_small((uint32_t)(j * G)));
