@@ -199,6 +199,10 @@ def main() -> int:
         proof = prove(pk, circuit, blob, backend=be)  # warm-up: NTT tables, workspaces
         row["first_prove_s"] = time.time() - t
         row["first_verifies"] = verify(vk, pub, proof)
+        row["held_after_first_proof_bytes"] = DeviceBuffer.live - live0
+        print(f"  held after the first proof (NTT tables made): {row['held_after_first_proof_bytes']:,} "
+              f"bytes = {row['held_after_first_proof_bytes'] / GiB:.2f} GiB (plan "
+              f"{row['plan_resident_bytes'] / GiB:.2f})", flush=True)
         print(f"  first proof {row['first_prove_s']:.2f} s, verifies={row['first_verifies']}", flush=True)
         DeviceBuffer.reset_peak()
         before = DeviceBuffer.live
@@ -213,6 +217,11 @@ def main() -> int:
               f"(plan {row['plan_working_set_bytes'] / GiB:.2f}); all DeviceBuffers peak "
               f"{row['device_peak_bytes'] / GiB:.2f} GiB; driver: {row['driver_used_bytes'] / GiB:.2f} GiB used",
               flush=True)
+        res = be._on_device[pk.circuit_digest][0]
+        if res.compact is not None:
+            row["long_rows"] = {k: res.compact.long_rows(k) for k in "abc"}
+            print(f"  rows of more than 32 terms (a warp each), header / all copies: {row['long_rows']}",
+                  flush=True)
         row["matvec_probe"] = matvec_probe(be, pk)
         print("  matvec probe (each product alone, CUDA events, median of 3): " + ", ".join(
             f"{k} {v['ms']:.1f} ms ({v['nnz'] / 1e6:.0f} M nonzeros, {v['rows'] / 1e6:.1f} M rows, "

@@ -198,12 +198,13 @@ def tail_engine_bytes(group: str, capacity: int) -> int:
     return capacity * (AFFINE[group] + 32) + work + (48 << 20)
 
 
-def dense_engine_bytes(group: str, chunk: int) -> int:
-    """The chunked dense MSM's workspace (gpu/cuda/msm.py DenseEngine): a Pippenger workspace
-    for one chunk at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it), plus its
-    page-locked window sums (host memory, not booked)."""
-    w = int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or None
-    return pippenger_workspace(group, chunk, w)
+def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int:
+    """The chunked dense MSM (gpu/cuda/msm.py DenseEngine): a Pippenger workspace for one chunk
+    at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it) and a second set of buckets,
+    the running sums (its page-locked window sums are host memory, not booked)."""
+    from gpu.msm_input import window_bits, windows
+    c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
+    return pippenger_workspace(group, chunk, c) + windows(c) * (1 << (c - 1)) * XYZZ[group]
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,8 @@ _host_combine = None
 #: which module of gpu/kernels holds a kernel (msm.cu was split so that a cold build compiles
 #: its heavy kernels in parallel: one module per heavy kernel)
 _MODULE_OF = {
-    "g1_accumulate_bases": "msm_g1_acc", "g1_accumulate_bases_add": "msm_g1_add",
-    "g1_accumulate_parts": "msm_g1_parts", "g1_accumulate_parts_add": "msm_g1_parts",
+    "g1_accumulate_bases": "msm_g1_acc", "g1_merge_buckets": "msm_merge",
+    "g1_accumulate_parts": "msm_g1_parts",
     "g2_accumulate_bases_np": "msm_g2_acc", "g2_accumulate_parts": "msm_g2_parts",
     "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
 }
@@ -307,7 +307,7 @@ class DeviceBases:
         self._launch("msm_scatter", _grid(n), np.int64(n), _u(sc), np.int32(c), _u(ws.cursor),
                      _u(ws.keys), _u(ws.vals), stream=stream)
         mark("sort")
-        self._accumulate(ws, self._bases.ptr, stream, add_in=False)
+        self._accumulate(ws, self._bases.ptr, stream)
         mark("accumulate")
         src = self._reduce(ws, counts=ws.counts.ptr, stream=stream)
         mark("reduce")
@@ -333,12 +333,11 @@ class DeviceBases:
         self._launch("msm_scan_add", _grid(K), np.int64(K), _u(ws.cursor), _u(ws.sums),
                      stream=stream)
 
-    def _accumulate(self, ws: _Workspace, bases_ptr: int, stream=None, *, add_in: bool) -> None:
+    def _accumulate(self, ws: _Workspace, bases_ptr: int, stream=None) -> None:
         """Level 1 over T1 equal ranges of the sorted digits, then partial-sum levels until one
-        range holds everything (add_in: finished runs are added into the buckets)."""
+        range holds everything."""
         T = ws.T1
-        acc, parts = ("accumulate_bases_add", "accumulate_parts_add") if add_in else (
-            "accumulate_bases", "accumulate_parts")
+        acc, parts = "accumulate_bases", "accumulate_parts"
         self._launch(acc, _grid(T, ws.block1), np.int64(T), _u(ws.flags), _u(ws.keys),
                      _u(ws.vals), np.uintp(bases_ptr), _u(ws.buckets), _u(ws.part_keys[0]),
                      _u(ws.parts[0]), block=ws.block1, stream=stream)
@@ -407,12 +406,13 @@ class DeviceBases:
 class DenseEngine:
     """The chunked MSM for queries larger than one Pippenger workspace whose scalars are dense
     (the H query at 2^27: 2^27 - 1 random scalars): straight over the resident bases (no
-    gather into compact buffers), a chunk of ``chunk`` scalars at a time, every chunk's runs
-    added into one set of buckets (``g1_accumulate_bases_add``: one full addition a run, ~3.5 ms
-    a 2^24 chunk at 20-bit windows, where a reduction of its own would cost ~13 ms), one window
-    reduction and one read-back at the end; no host round trip between the chunks, so the
-    whole query is queued on a stream at once (``start``) and collected later (``finish``)
-    while other streams run.
+    gather into compact buffers), a chunk of ``chunk`` scalars at a time: each chunk's buckets
+    made as any MSM's, then merged into the MSM's running buckets (``g1_merge_buckets``: one
+    full addition a bucket the chunk wrote, ~3.5 ms a 2^24 chunk at 20-bit windows, where a
+    reduction of its own costs ~13 ms), one window reduction and one read-back at the end; no
+    host round trip between the chunks, so the whole query is queued on a stream at once
+    (``start``) and collected later (``finish``) while other streams run. Memory: one
+    Pippenger workspace for a chunk plus a second set of buckets (the running sums).
 
     Sort: ``msm_histogram_dense``/``msm_scatter_dense`` (no warp match: random digits rarely
     meet within a warp; ZKHIVE_MSM_DENSE_SORT=match takes the matching kernels, which skewed
@@ -431,26 +431,25 @@ class DenseEngine:
         shell.last_profile = {}
         shell._bind_kernels()
         shell._work, shell._scalars, shell._bases = {}, None, None
-        for k in ("accumulate_bases_add", "accumulate_parts_add"):
-            shell._f[k] = kernel(f"g1_{k}")
-        # level 1's thread count comes from the kernel that runs it (its registers)
-        shell._f["accumulate_bases"] = shell._f["accumulate_bases_add"]
+        shell._f["merge"] = kernel("g1_merge_buckets")
         shell._f["hist_match"] = kernel("msm_histogram_first")
         shell._f["hist_plain"] = kernel("msm_histogram_dense")
         shell._f["scatter_match"] = shell._f["msm_scatter"]
         shell._f["scatter_plain"] = kernel("msm_scatter_dense")
         self.shell = shell
-        self.ws = None
+        self.ws = self.acc = None
         self.host = None
 
     @staticmethod
     def estimate_bytes(group, chunk: int, window: int | None = None) -> int:
-        from gpu.budget import pippenger_workspace
-        return pippenger_workspace(group_of(group).name, chunk, window)
+        from gpu.budget import dense_engine_bytes
+        return dense_engine_bytes(group_of(group).name, chunk, window)
 
     def warm(self) -> None:
         if self.ws is None:
             self.ws = self.shell._workspace(self.window)
+            self.acc = DeviceBuffer(self.ws.K * self.shell.point_bytes, what="dense MSM running buckets")
+            self.ws.buffers.append(self.acc)
             W = self.ws.W
             self.host = loader.driver().pagelocked_empty(W * self.shell.point_bytes // 8 + 1,
                                                          np.uint64)
@@ -467,7 +466,7 @@ class DenseEngine:
         sh, ws, cuda = self.shell, self.ws, loader.driver()
         c, K, pb = self.window, ws.K, sh.point_bytes
         sort = "match" if os.environ.get("ZKHIVE_MSM_DENSE_SORT", "plain") == "match" else "plain"
-        sh._memset(ws.buckets.ptr, 0, K * pb // 4, stream)  # zero = the identity
+        sh._memset(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
         sh._memset_ones(ws.flags, 4, stream)                 # flags[1] = the bad index
         chunks = 0
         for lo in range(0, n, self.chunk):
@@ -480,10 +479,17 @@ class DenseEngine:
             sh._scan(ws, stream)
             sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c), _u(ws.cursor),
                        _u(ws.keys), _u(ws.vals), stream=stream)
-            sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream, add_in=True)
+            sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
+            sh._launch("merge", _grid(K), np.int64(K), _u(ws.counts), _u(ws.buckets),
+                       _u(self.acc), stream=stream)
             chunks += 1
         sh.n = self.chunk
-        src = sh._reduce(ws, counts=0, stream=stream)
+        # the reduction reads the running buckets (every one written: zero is the identity)
+        buckets, ws.buckets = ws.buckets, self.acc
+        try:
+            src = sh._reduce(ws, counts=0, stream=stream)
+        finally:
+            ws.buckets = buckets
         W = ws.W
         with loader.guard(kernel="download window sums", shape=W):
             if stream is None:
@@ -500,8 +506,8 @@ class DenseEngine:
         return self.start(bases, scalars, n, stream).finish()
 
     def close(self) -> None:
-        self.shell.close()
-        self.ws = None
+        self.shell.close()  # the workspace's buffers, the running buckets among them
+        self.ws = self.acc = None
         if self.host is not None:
             getattr(self.host.base, "free", lambda: None)()
             self.host = None

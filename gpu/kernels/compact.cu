@@ -7,15 +7,53 @@
 
 #define TID ((i64)blockIdx.x * blockDim.x + threadIdx.x)
 
+// One thread a row; skip_long: rows of more than REP_LONG terms are left to rep_spmv_long.
 extern "C" __global__ void rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
                                     const int32_t* h_col, const uint32_t* h_coef, const i64* b_ptr,
                                     const int32_t* b_col, const uint32_t* b_coef,
                                     const uint32_t* table, const i64* base, const i64* stride,
-                                    const uint32_t* __restrict__ z, uint32_t* __restrict__ out) {
+                                    const uint32_t* __restrict__ z, uint32_t* __restrict__ out,
+                                    int skip_long) {
     i64 r = TID;
     if (r >= rows) return;
     rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
+    if (skip_long && rep_row_len(m, r) > REP_LONG) return;
     rep_store(out + 8 * r, rep_row(m, r, z));
+}
+
+__device__ __forceinline__ fr_t warp_sum(fr_t x) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        fr_t y;
+#pragma unroll
+        for (int i = 0; i < 8; i++) y.v[i] = __shfl_xor_sync(0xffffffffu, x.v[i], o);
+        x += y;
+    }
+    return x;
+}
+
+// The long rows, a warp each: task t < nh is header row long_h[t]; the others are block row
+// long_b[u % nb] of copy u / nb (u = t - nh). Lane l takes terms l, l + 32, ... (rep_row_part),
+// the lanes' sums are added across the warp (rep_row_lanes is the same on the host).
+extern "C" __global__ void rep_spmv_long(i64 tasks, i64 nh, i64 nb, const i64* long_h,
+                                         const i64* long_b, i64 hrows, i64 brows, const i64* h_ptr,
+                                         const int32_t* h_col, const uint32_t* h_coef,
+                                         const i64* b_ptr, const int32_t* b_col,
+                                         const uint32_t* b_coef, const uint32_t* table,
+                                         const i64* base, const i64* stride,
+                                         const uint32_t* __restrict__ z, uint32_t* __restrict__ out) {
+    i64 t = TID >> 5;
+    int lane = threadIdx.x & 31;
+    if (t >= tasks) return;  // whole warps: tasks is per warp
+    rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
+    i64 r = t < nh ? long_h[t] : hrows + ((t - nh) / nb) * brows + long_b[(t - nh) % nb];
+    fr_t plain = fr_t::zero(), mont = fr_t::zero();
+    bool any_mont = false;
+    rep_row_part(m, r, z, lane, 32, plain, mont, any_mont);
+    plain = warp_sum(plain);
+    mont = warp_sum(mont);
+    any_mont = __any_sync(0xffffffffu, any_mont);
+    if (lane == 0) rep_store(out + 8 * r, rep_finish(plain, mont, any_mont));
 }
 
 extern "C" __global__ void rep_spmv_t_pieces(i64 tasks, i64 npieces, i64 hrows, i64 brows,

@@ -8,6 +8,7 @@
 #include <vector>
 #include "curve_io.cuh"
 #include "msm_core.cuh"
+#include "msm_merge.cuh"
 
 typedef int64_t i64;
 
@@ -37,9 +38,9 @@ i64 load_bases(i64 n, const uint32_t* raw, std::vector<affine_t<F>>& out) {
 // The whole MSM through the msm_core steps. T1: level-1 ranges; L2: partials per range at
 // later levels (>= 4, so each level shrinks); G: buckets per reduction segment. chunk > 0: the
 // device's chunked dense MSM (gpu/cuda/msm.py DenseEngine): the scalars sorted a chunk at a
-// time, every chunk's runs added into one set of buckets zeroed first (ADD_IN), one window
-// reduction over all of them without the counts (every bucket holds a point, maybe the identity).
-template <class F, bool ADD_IN>
+// time, each chunk's buckets merged into running buckets zeroed first (msm_merge.cuh), one
+// window reduction over those without the counts (every bucket holds a point, maybe the identity).
+template <class F>
 void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
                       const uint32_t* scalars, int c, i64 T1, i64 L2,
                       std::vector<xyzz_t<F>>& buckets, std::vector<uint32_t>& counts) {
@@ -79,9 +80,8 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
     base_source<F> src{bases.data() + lo, vals.data()};
 #pragma omp parallel for schedule(dynamic, 1)
     for (i64 t = 0; t < T1; t++)
-        accumulate_range<F, base_source<F>, true, ADD_IN>(t, L, M, keys.data(), src,
-                                                          buckets.data(), part_keys.data(),
-                                                          parts.data());
+        accumulate_range<F>(t, L, M, keys.data(), src, buckets.data(), part_keys.data(),
+                            parts.data());
     for (i64 T = T1; T > 1;) {
         i64 Mp = 2 * T, Tn = Mp / L2 + (Mp % L2 != 0);
         next.assign(2 * Tn, P::identity());
@@ -89,9 +89,8 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
         part_source<F> ps{parts.data()};
 #pragma omp parallel for schedule(dynamic, 1)
         for (i64 t = 0; t < Tn; t++)
-            accumulate_range<F, part_source<F>, true, ADD_IN>(t, L2, Mp, part_keys.data(), ps,
-                                                              buckets.data(), next_keys.data(),
-                                                              next.data());
+            accumulate_range<F>(t, L2, Mp, part_keys.data(), ps, buckets.data(),
+                                next_keys.data(), next.data());
         parts.swap(next);
         part_keys.swap(next_keys);
         T = Tn;
@@ -110,11 +109,16 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     std::vector<P> buckets(W * B, P::identity());
     std::vector<uint32_t> counts;
     if (chunk <= 0) {
-        accumulate_chunk<F, false>(0, n, bases, scalars, c, T1, L2, buckets, counts);
+        accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts);
     } else {
-        for (i64 lo = 0; lo < n; lo += chunk)
-            accumulate_chunk<F, true>(lo, n - lo < chunk ? n - lo : chunk, bases,
-                                      scalars + 8 * lo, c, T1, L2, buckets, counts);
+        // the chunk's buckets hold stale sums where it wrote nothing: merge by its counts
+        std::vector<P> mine(W * B, P::identity());
+        for (i64 lo = 0; lo < n; lo += chunk) {
+            accumulate_chunk<F>(lo, n - lo < chunk ? n - lo : chunk, bases, scalars + 8 * lo, c,
+                                T1, L2, mine, counts);
+            for (i64 k = 0; k < W * B; k++) merge_bucket<F>(k, counts.data(), mine.data(),
+                                                            buckets.data());
+        }
     }
     const uint32_t* cnt = chunk <= 0 ? counts.data() : nullptr;
     // 4: window reduction in segments, then the segments of each window summed
