@@ -50,6 +50,8 @@ _MODULE_OF = {
     "g1_accumulate_bases": "msm_g1_acc", "g1_merge_buckets": "msm_merge",
     "g1_accumulate_parts": "msm_g1_parts",
     "g2_accumulate_bases_np": "msm_g2_acc", "g2_accumulate_parts": "msm_g2_parts",
+    "g2_gen_bases": "msm_g2_gen", "g2_combine": "msm_g2_combine",
+    "g2_reduce_segments": "msm_g2_reduce", "g2_sum_groups": "msm_g2_sum",
     "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
 }
 

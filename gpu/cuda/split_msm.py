@@ -149,11 +149,14 @@ class SplitMsm:
 
     def __init__(self, capacity: dict | None = None):
         self._cuda = loader.driver()
-        mods = {"g1": loader.load_module("split_msm"), "g2": loader.load_module("split_msm_g2")}
-        self._f = {k: loader.get_function(mods["g1"], k) for k in ("split_classify", "split_gather")}
-        for g in ("g1", "g2"):
-            for k in ("sum_ones", "sum_parts", "store_point"):
-                self._f[f"{g}_{k}"] = loader.get_function(mods[g], f"{g}_{k}")
+        # modules: split_msm (classify, gather, G1), split_msm_g2 (G2's ones-sum),
+        # split_msm_g2_parts (G2's folds and result): built in parallel
+        g1, g2 = loader.load_module("split_msm"), loader.load_module("split_msm_g2")
+        g2p = loader.load_module("split_msm_g2_parts")
+        self._f = {k: loader.get_function(g1, k) for k in ("split_classify", "split_gather")}
+        for k in ("sum_ones", "sum_parts", "store_point"):
+            self._f[f"g1_{k}"] = loader.get_function(g1, f"g1_{k}")
+            self._f[f"g2_{k}"] = loader.get_function(g2 if k == "sum_ones" else g2p, f"g2_{k}")
         dev = self._cuda.Context.get_device()
         self._sms = dev.get_attribute(self._cuda.device_attribute.MULTIPROCESSOR_COUNT)
         self.capacity = {g: chunk_capacity(g) for g in ("g1", "g2")}

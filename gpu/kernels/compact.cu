@@ -7,6 +7,30 @@
 
 #define TID ((i64)blockIdx.x * blockDim.x + threadIdx.x)
 
+// s_i * P into the Montgomery affine layout of gpu/cuda/msm.py's resident bases (load_bases' output).
+template <class F>
+__device__ __forceinline__ void fixed_base_mont(i64 n, const uint32_t* table, const uint32_t* scalars,
+                                                affine_t<F>* out) {
+    i64 i = TID;
+    if (i >= n) return;
+    out[i] = fixed_base_mul<F>(table, scalars + 8 * i);
+}
+// The batched variant (fixed_base_batch.cuh): XYZZ sums into scratch, then one thread a range of
+// FB_BATCH points converts them with one shared inversion.
+#define FB_BATCH_KERNELS(G, F)                                                                     \
+    extern "C" __global__ void fixed_base_acc_##G(i64 n, const uint32_t* table,                  \
+                                                  const uint32_t* scalars, xyzz_t<F>* acc) {       \
+        i64 i = TID;                                                                               \
+        if (i >= n) return;                                                                        \
+        acc[i] = fixed_base_acc<F>(table, scalars + 8 * i);                                        \
+    }                                                                                              \
+    extern "C" __global__ void fixed_base_affine_##G(i64 n, const xyzz_t<F>* acc,                 \
+                                                     affine_t<F>* out) {                           \
+        i64 lo = TID * FB_BATCH;                                                                   \
+        if (lo >= n) return;                                                                       \
+        fixed_base_batch_affine<F>(lo, lo + FB_BATCH < n ? lo + FB_BATCH : n, acc, out);           \
+    }
+#ifndef COMPACT_G2_ONLY  // compact_g2.cu: the G2 fixed-base kernels alone (see there)
 // One thread a row; skip_long: rows of more than REP_LONG terms are left to rep_spmv_long.
 extern "C" __global__ void rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
                                     const int32_t* h_col, const uint32_t* h_coef, const i64* b_ptr,
@@ -113,40 +137,12 @@ extern "C" __global__ void setup_lincomb(i64 n, const uint32_t* u, const uint32_
                 fr_t::from_limbs(consts + 16), out);
 }
 
-// s_i * P into the Montgomery affine layout of gpu/cuda/msm.py's resident bases (load_bases' output).
-template <class F>
-__device__ __forceinline__ void fixed_base_mont(i64 n, const uint32_t* table, const uint32_t* scalars,
-                                                affine_t<F>* out) {
-    i64 i = TID;
-    if (i >= n) return;
-    out[i] = fixed_base_mul<F>(table, scalars + 8 * i);
-}
 extern "C" __global__ void fixed_base_mont_g1(i64 n, const uint32_t* table, const uint32_t* scalars,
                                               affine_t<fq_t>* out) {
     fixed_base_mont<fq_t>(n, table, scalars, out);
 }
-extern "C" __global__ void fixed_base_mont_g2(i64 n, const uint32_t* table, const uint32_t* scalars,
-                                              affine_t<fq2_t>* out) {
-    fixed_base_mont<fq2_t>(n, table, scalars, out);
-}
 
-// The batched variant (fixed_base_batch.cuh): XYZZ sums into scratch, then one thread a range of
-// FB_BATCH points converts them with one shared inversion.
-#define FB_BATCH_KERNELS(G, F)                                                                     \
-    extern "C" __global__ void fixed_base_acc_##G(i64 n, const uint32_t* table,                  \
-                                                  const uint32_t* scalars, xyzz_t<F>* acc) {       \
-        i64 i = TID;                                                                               \
-        if (i >= n) return;                                                                        \
-        acc[i] = fixed_base_acc<F>(table, scalars + 8 * i);                                        \
-    }                                                                                              \
-    extern "C" __global__ void fixed_base_affine_##G(i64 n, const xyzz_t<F>* acc,                 \
-                                                     affine_t<F>* out) {                           \
-        i64 lo = TID * FB_BATCH;                                                                   \
-        if (lo >= n) return;                                                                       \
-        fixed_base_batch_affine<F>(lo, lo + FB_BATCH < n ? lo + FB_BATCH : n, acc, out);           \
-    }
 FB_BATCH_KERNELS(g1, fq_t)
-FB_BATCH_KERNELS(g2, fq2_t)
 
 extern "C" __global__ void expand_assignment(i64 n, const uint32_t* other, const uint32_t* one,
                                              const uint32_t* offs, const uint32_t* fes, uint32_t* z) {
@@ -154,3 +150,12 @@ extern "C" __global__ void expand_assignment(i64 n, const uint32_t* other, const
     if (i >= n) return;
     expand_one(i, other, one, offs, fes, z);
 }
+#endif  // COMPACT_G2_ONLY
+
+#ifdef COMPACT_G2_ONLY
+extern "C" __global__ void fixed_base_mont_g2(i64 n, const uint32_t* table, const uint32_t* scalars,
+                                              affine_t<fq2_t>* out) {
+    fixed_base_mont<fq2_t>(n, table, scalars, out);
+}
+FB_BATCH_KERNELS(g2, fq2_t)
+#endif

@@ -91,18 +91,23 @@ __device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>
 
 // ---- entry points (G: g1 / g2, F: fq_t / fq2_t) ----------------------------------------------
 
-#define MSM_LOAD_BASES(G, F)                                                                     \
+// One macro a kernel (msm_g2*.cu: one module each, the G2 ones being the slow ones to build),
+// and MSM_LOAD_BASES / MSM_REDUCE for a group's set in one module (msm_g1.cu).
+#define MSM_KERNEL_LOAD(G, F)                                                                    \
     extern "C" __global__ void G##_load_bases(i64 n, const uint32_t* raw, affine_t<F>* out,      \
                                               unsigned long long* bad) {                         \
         load_bases<F>(n, raw, out, bad);                                                         \
-    }                                                                                            \
+    }
+#define MSM_KERNEL_GEN(G, F)                                                                     \
     extern "C" __global__ void G##_gen_bases(i64 n, i64 m2, const affine_t<F>* A,                \
                                              const affine_t<F>* Bt, uint32_t* out) {             \
         gen_bases<F>(n, m2, A, Bt, out);                                                         \
-    }                                                                                            \
+    }
+#define MSM_KERNEL_COMBINE(G, F)                                                                 \
     extern "C" __global__ void G##_combine(int W, int c, const xyzz_t<F>* win, uint32_t* out) {  \
         combine<F>(W, c, win, out);                                                              \
     }
+#define MSM_LOAD_BASES(G, F) MSM_KERNEL_LOAD(G, F) MSM_KERNEL_GEN(G, F) MSM_KERNEL_COMBINE(G, F)
 
 // Level 1 (NAME: the kernel's name; PREFETCH, ADD_IN as in msm_core.cuh's accumulate_range).
 #define MSM_ACCUMULATE_BASES(NAME, F, PREFETCH, ADD_IN, BOUNDS)                                  \
@@ -120,12 +125,14 @@ __device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>
         accumulate_parts<F, ADD_IN>(T, L, M, keys, parts, buckets, out_keys, out_parts);         \
     }
 
-#define MSM_REDUCE(G, F)                                                                         \
+#define MSM_KERNEL_REDUCE(G, F)                                                                  \
     extern "C" __global__ void G##_reduce_segments(int W, i64 B, i64 G_, const xyzz_t<F>* bk,    \
                                                    const uint32_t* counts, xyzz_t<F>* seg) {     \
         reduce_segments<F>(W, B, G_, bk, counts, seg);                                           \
-    }                                                                                            \
+    }
+#define MSM_KERNEL_SUM(G, F)                                                                     \
     extern "C" __global__ void G##_sum_groups(i64 rows, i64 len, i64 g, const xyzz_t<F>* in,     \
                                               xyzz_t<F>* out) {                                  \
         sum_groups<F>(rows, len, g, in, out);                                                    \
     }
+#define MSM_REDUCE(G, F) MSM_KERNEL_REDUCE(G, F) MSM_KERNEL_SUM(G, F)

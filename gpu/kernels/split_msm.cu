@@ -127,10 +127,22 @@ __device__ void store_point(const xyzz_t<F>* in, uint32_t* out) {
         store_point<F>(in, out);                                                                 \
     }
 
-// G1's entry points here, G2's in split_msm_g2.cu (which includes this file with
-// SPLIT_MSM_G2_ONLY): two modules that nvcc builds in parallel.
-#ifdef SPLIT_MSM_G2_ONLY
-SPLIT_ENTRY_POINTS(g2, fq2_t)
+// G1's entry points here, G2's in split_msm_g2.cu (g2_sum_ones) and split_msm_g2_parts.cu (the
+// rest), which include this file with SPLIT_MSM_G2_ONLY (and SPLIT_MSM_G2_PARTS): modules that
+// nvcc builds in parallel.
+#if defined(SPLIT_MSM_G2_ONLY) && !defined(SPLIT_MSM_G2_PARTS)
+extern "C" __global__ void g2_sum_ones(i64 T, i64 M, const uint32_t* lists,
+                                       const affine_t<fq2_t>* bases, xyzz_t<fq2_t>* parts) {
+    sum_ones<fq2_t>(T, M, lists, bases, parts);
+}
+#elif defined(SPLIT_MSM_G2_ONLY)  // split_msm_g2_parts.cu: the folds and the affine result
+extern "C" __global__ void g2_sum_parts(i64 len, i64 g, const xyzz_t<fq2_t>* in,
+                                        xyzz_t<fq2_t>* out) {
+    sum_parts<fq2_t>(len, g, in, out);
+}
+extern "C" __global__ void g2_store_point(const xyzz_t<fq2_t>* in, uint32_t* out) {
+    store_point<fq2_t>(in, out);
+}
 #else
 SPLIT_ENTRY_POINTS(g1, fq_t)
 #endif
