@@ -207,17 +207,20 @@ class DeviceBases:
         self._cuda = loader.driver()
         self._f = {k: kernel(k) for k in (
             "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
-        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
-                  "sum_groups", "combine"):
+        for k in ("load_bases", "accumulate_parts", "reduce_segments", "sum_groups", "combine"):
             self._f[k] = kernel(f"{g.name}_{k}")
+        # level 1: only the kernel this run uses is looked up (a variant's module, msm_variants.cu,
+        # is not precompiled: looking it up would compile it, ~45 s of nvcc at the first G2 base
+        # set, as calls 1 and 2 of issue 25 did inside the setup's b_g2 stage)
+        acc = f"{g.name}_accumulate_bases"
         if g.name == "g1" and os.environ.get("ZKHIVE_MSM_G1_LB", "0") == "1":
-            # the level-1 kernel capped at 168 registers (msm_variants.cu)
-            self._f["accumulate_bases"] = kernel("g1_accumulate_bases_lb")
-        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") == "1":
-            # G2's level-1 kernel with the next-base prefetch (msm_variants.cu): its 48 registers
-            # spill on top of the 96-register accumulator; measured 202.9 against 153.7 ms (the
-            # default, g2_accumulate_bases_np) at 2^22 on the H200 (docs/performance.md).
-            self._f["accumulate_bases"] = kernel("g2_accumulate_bases")
+            acc = "g1_accumulate_bases_lb"  # capped at 168 registers (msm_variants.cu)
+        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") != "1":
+            # G2's default level-1 kernel has no next-base prefetch: its 48 registers spill on top
+            # of the 96-register accumulator; the prefetching one (msm_variants.cu,
+            # ZKHIVE_MSM_G2_PREFETCH=1) measured 202.9 against 153.7 ms at 2^22 on the H200
+            acc = "g2_accumulate_bases_np"
+        self._f["accumulate_bases"] = kernel(acc)
         self._device = loader.device_name()
 
     def _launch(self, name: str, grid, *args, block: int = BLOCK, stream=None) -> None:
