@@ -93,21 +93,7 @@ struct part_source {
 // range t a single open run).
 // PREFETCH: load entry k + 1 before adding entry k (hides the gather's latency; costs one
 // item's registers: 24 for G1, 48 for G2, where the accumulator already takes 96).
-// ADD_IN: a finished run is added to what its bucket holds instead of replacing it (one full
-// addition a run): the chunks of one MSM then share one set of buckets (zeroed = identities
-// before the first chunk), and the window reduction runs once for all of them.
-template <class F, bool ADD_IN>
-CURVE_FN void bucket_store(xyzz_t<F>* buckets, uint32_t key, const xyzz_t<F>& acc) {
-    if (ADD_IN) {
-        xyzz_t<F> b = buckets[key];
-        b.add(acc);
-        buckets[key] = b;
-    } else {
-        buckets[key] = acc;
-    }
-}
-
-template <class F, class Src, bool PREFETCH = true, bool ADD_IN = false>
+template <class F, class Src, bool PREFETCH = true>
 CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* keys,
                                const Src& src, xyzz_t<F>* buckets, uint32_t* out_keys,
                                xyzz_t<F>* out_parts) {
@@ -134,7 +120,7 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
             if (key != cur) {
                 if (cur != MSM_SENTINEL) {
                     if (first && first_open) { ka = cur; pa = acc; }
-                    else bucket_store<F, ADD_IN>(buckets, cur, acc);
+                    else buckets[cur] = acc;
                 }
                 first = false;
                 cur = key;
@@ -143,7 +129,7 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
             Src::add(acc, item);
         }
         if (cur != MSM_SENTINEL) {
-            if (!((first && first_open) || last_open)) bucket_store<F, ADD_IN>(buckets, cur, acc);
+            if (!((first && first_open) || last_open)) buckets[cur] = acc;
             else if (first) { ka = cur; pa = acc; kb = cur; }  // one run, open: pb stays identity
             else { kb = cur; pb = acc; }
         }

@@ -1,9 +1,9 @@
 // The chunked MSM's bucket merge (gpu/cuda/msm.py DenseEngine), for host and device: a chunk's
 // buckets are made as any MSM's (msm_core.cuh), then each bucket the chunk wrote (counts[k] != 0)
 // is added into the MSM's running buckets, one thread a bucket, and the window reduction runs
-// once after the last chunk. Adding inside the accumulation loop instead (accumulate_range's
-// ADD_IN) measured 2.4x slower on the H200: a warp's lanes end their runs at different trips,
-// so nearly every trip ran the full addition for some lane.
+// once after the last chunk. Adding each run into its bucket inside the accumulation loop
+// instead measured 2.4x slower on the H200 (issue 25, call 1): a warp's lanes end their runs at
+// different trips, so nearly every trip ran the full addition for some lane.
 #pragma once
 #include "curve.cuh"
 

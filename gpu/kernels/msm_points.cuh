@@ -30,7 +30,7 @@ __device__ void load_bases(i64 n, const uint32_t* raw, affine_t<F>* out, unsigne
 }
 
 // Level 1: T ranges over the M sorted digits (M read from the device: no host round trip).
-template <class F, bool PREFETCH, bool ADD_IN = false>
+template <class F, bool PREFETCH>
 __device__ __forceinline__ void accumulate_bases(i64 T, const unsigned long long* m,
                                                  const uint32_t* keys, const uint32_t* vals,
                                                  const affine_t<F>* bases, xyzz_t<F>* buckets,
@@ -40,19 +40,18 @@ __device__ __forceinline__ void accumulate_bases(i64 T, const unsigned long long
     i64 M = (i64)*m, L = (M + T - 1) / T;
     if (L < 1) L = 1;
     base_source<F> src{bases, vals};
-    accumulate_range<F, base_source<F>, PREFETCH, ADD_IN>(t, L, M, keys, src, buckets, out_keys,
-                                                          out_parts);
+    accumulate_range<F, base_source<F>, PREFETCH>(t, L, M, keys, src, buckets, out_keys,
+                                                  out_parts);
 }
 
-template <class F, bool ADD_IN = false>
+template <class F>
 __device__ void accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,
                                  const xyzz_t<F>* parts, xyzz_t<F>* buckets, uint32_t* out_keys,
                                  xyzz_t<F>* out_parts) {
     i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t >= T) return;
     part_source<F> src{parts};
-    accumulate_range<F, part_source<F>, true, ADD_IN>(t, L, M, keys, src, buckets, out_keys,
-                                                      out_parts);
+    accumulate_range<F>(t, L, M, keys, src, buckets, out_keys, out_parts);
 }
 
 template <class F>
@@ -109,20 +108,19 @@ __device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>
     }
 #define MSM_LOAD_BASES(G, F) MSM_KERNEL_LOAD(G, F) MSM_KERNEL_GEN(G, F) MSM_KERNEL_COMBINE(G, F)
 
-// Level 1 (NAME: the kernel's name; PREFETCH, ADD_IN as in msm_core.cuh's accumulate_range).
-#define MSM_ACCUMULATE_BASES(NAME, F, PREFETCH, ADD_IN, BOUNDS)                                  \
+// Level 1 (NAME: the kernel's name; PREFETCH as in msm_core.cuh's accumulate_range).
+#define MSM_ACCUMULATE_BASES(NAME, F, PREFETCH, BOUNDS)                                          \
     extern "C" __global__ void BOUNDS NAME(                                                      \
         i64 T, const unsigned long long* m, const uint32_t* keys, const uint32_t* vals,          \
         const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys, xyzz_t<F>* out_parts) { \
-        accumulate_bases<F, PREFETCH, ADD_IN>(T, m, keys, vals, bases, buckets, out_keys,        \
-                                              out_parts);                                        \
+        accumulate_bases<F, PREFETCH>(T, m, keys, vals, bases, buckets, out_keys, out_parts);    \
     }
 
-#define MSM_ACCUMULATE_PARTS(NAME, F, ADD_IN)                                                    \
+#define MSM_ACCUMULATE_PARTS(NAME, F)                                                            \
     extern "C" __global__ void NAME(i64 T, i64 L, i64 M, const uint32_t* keys,                   \
                                     const xyzz_t<F>* parts, xyzz_t<F>* buckets,                  \
                                     uint32_t* out_keys, xyzz_t<F>* out_parts) {                  \
-        accumulate_parts<F, ADD_IN>(T, L, M, keys, parts, buckets, out_keys, out_parts);         \
+        accumulate_parts<F>(T, L, M, keys, parts, buckets, out_keys, out_parts);                 \
     }
 
 #define MSM_KERNEL_REDUCE(G, F)                                                                  \

@@ -3,5 +3,5 @@
 // G1 capped at 168 registers (3 blocks of 128 an SM; ZKHIVE_MSM_G1_LB=1) and G2 with the
 // next-base prefetch (ZKHIVE_MSM_G2_PREFETCH=1).
 #include "msm_points.cuh"
-MSM_ACCUMULATE_BASES(g1_accumulate_bases_lb, fq_t, true, false, __launch_bounds__(128, 3))
-MSM_ACCUMULATE_BASES(g2_accumulate_bases, fq2_t, true, false, )
+MSM_ACCUMULATE_BASES(g1_accumulate_bases_lb, fq_t, true, __launch_bounds__(128, 3))
+MSM_ACCUMULATE_BASES(g2_accumulate_bases, fq2_t, true, )
