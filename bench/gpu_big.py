@@ -16,6 +16,7 @@ for byte, and the full-vector assignment must give the same five sums as the blo
 from __future__ import annotations
 
 import argparse
+import os
 import json
 import statistics
 import sys
@@ -28,12 +29,90 @@ GiB = 1 << 30
 SEED = b"zkhive-bench-dev-ceremony"
 
 
+def measure(be, prove, verify, pk, vk, pub, circuit, blob, runs: int) -> dict:
+    """``runs`` timed proofs: wall medians, per-stage medians, per-stream busy (the union of
+    that stream's stage intervals) against the device span (first stage start to last end)."""
+    from gpu.timing import StageTimer
+    totals, stages, busy, spans = [], {}, {}, []
+    for _ in range(runs):
+        timer = StageTimer()
+        t = time.time()
+        proof = prove(pk, circuit, blob, backend=be, timer=timer)
+        totals.append(time.time() - t)
+        for k, v in timer.totals().items():
+            stages.setdefault(k, []).append(v)
+        dev = [r for r in timer.records if r.get("device")]
+        spans.append(max(r["end"] for r in dev) - min(r["start"] for r in dev))
+        for name in {r.get("stream", "main") for r in dev}:
+            iv = sorted((r["start"], r["end"]) for r in dev if r.get("stream", "main") == name)
+            tot, cur_s, cur_e = 0.0, None, None
+            for s_, e_ in iv:
+                if cur_e is None or s_ > cur_e:
+                    tot += (cur_e - cur_s) if cur_e is not None else 0.0
+                    cur_s, cur_e = s_, e_
+                else:
+                    cur_e = max(cur_e, e_)
+            tot += (cur_e - cur_s) if cur_e is not None else 0.0
+            busy.setdefault(name, []).append(tot)
+        streams = {r["stage"]: r.get("stream", "main") for r in dev}
+    return dict(prove_s=statistics.median(totals), prove_all_s=totals,
+                stages_s={k: statistics.median(v) for k, v in stages.items()},
+                stage_streams=streams, device_span_s=statistics.median(spans),
+                stream_busy_s={k: statistics.median(v) for k, v in busy.items()},
+                msm_paths=dict(be.last_msm), verifies=verify(vk, pub, proof),
+                rejects_wrong_input=not verify(vk, [pub[0] ^ 1, *pub[1:]], proof))
+
+
+def matvec_probe(be, pk) -> dict:
+    """Each of A z, B z, C z alone over the resident compact matrices (any z does
+    for timing; every limb 1 here, not zeros), CUDA events, median of 3; gathers counted as 32 bytes a nonzero."""
+    from gpu.cuda.memory import DeviceBuffer
+    res = be._on_device[pk.circuit_digest][0]
+    if res.compact is None:
+        return {}
+    cuda = be.cuda
+    out = {}
+    nv, m = res.num_vars, res.compact.rows
+    with DeviceBuffer(32 * nv, what="probe z") as z, DeviceBuffer(32 * m, what="probe out") as o:
+        cuda.memset_d32(z.ptr, 1, 8 * nv)  # every limb 1: a canonical nonzero value
+        for name in "abc":
+            p = res.compact.parts[name]
+            ts = []
+            for _ in range(3):
+                a, b = cuda.Event(), cuda.Event()
+                a.record()
+                res.compact.spmv(name, z, o)
+                b.record()
+                b.synchronize()
+                ts.append(b.time_since(a))
+            ms = statistics.median(ts)
+            out[name] = {"ms": ms, "nnz": int(p["nnz"]), "rows": int(p["rows"]),
+                         "gather_gbps": 32 * int(p["nnz"]) / ms / 1e6}
+    return out
+
+
+def report(row: dict, tag: str) -> None:
+    print(f"  {tag}prove median {row['prove_s'] * 1e3:.1f} ms over {len(row['prove_all_s'])} "
+          f"({', '.join(f'{x * 1e3:.0f}' for x in row['prove_all_s'])}); device span "
+          f"{row['device_span_s'] * 1e3:.1f} ms, busy per stream "
+          + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in row["stream_busy_s"].items()) + "; stages "
+          + ", ".join(f"{k} {v * 1e3:.1f} ({row['stage_streams'].get(k, '-')})"
+                      for k, v in row["stages_s"].items())
+          + f"; verifies={row['verifies']} rejects_wrong_input={row['rejects_wrong_input']}", flush=True)
+    print(f"    {tag}paths: " + "; ".join(
+        f"{q}: {i['path']} 0={i.get('zeros', '-')} 1={i.get('ones', '-')} other={i.get('tail', '-')} "
+        f"chunks={i['chunks']}" for q, i in row["msm_paths"].items()), flush=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", default="sdr-32g-1")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default="gpu_big.json")
     ap.add_argument("--compare-host", default="", help="sets to check against the host-part setup")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="NAME:ENV=V,ENV=V: also --runs proofs with those variables set (e.g. "
+                         "serial:ZKHIVE_MSM_OVERLAP=0); each row verified")
     ap.add_argument("--refuse-on-gib", type=float, default=0,
                     help="first ask a ledger of a card this size (GiB) to make the key: must refuse")
     args = ap.parse_args()
@@ -120,36 +199,52 @@ def main() -> int:
         proof = prove(pk, circuit, blob, backend=be)  # warm-up: NTT tables, workspaces
         row["first_prove_s"] = time.time() - t
         row["first_verifies"] = verify(vk, pub, proof)
+        row["held_after_first_proof_bytes"] = DeviceBuffer.live - live0
+        print(f"  held after the first proof (NTT tables made): {row['held_after_first_proof_bytes']:,} "
+              f"bytes = {row['held_after_first_proof_bytes'] / GiB:.2f} GiB (plan "
+              f"{row['plan_resident_bytes'] / GiB:.2f})", flush=True)
         print(f"  first proof {row['first_prove_s']:.2f} s, verifies={row['first_verifies']}", flush=True)
-        totals, stages = [], {}
         DeviceBuffer.reset_peak()
         before = DeviceBuffer.live
-        for _ in range(args.runs):
-            timer = StageTimer()
-            t = time.time()
-            proof = prove(pk, circuit, blob, backend=be, timer=timer)
-            totals.append(time.time() - t)
-            for k, v in timer.totals().items():
-                stages.setdefault(k, []).append(v)
+        measured = measure(be, prove, verify, pk, vk, pub, circuit, blob, args.runs)
+        row.update(measured)
         row["prove_peak_working_bytes"] = DeviceBuffer.peak - before
         row["device_peak_bytes"] = DeviceBuffer.peak - live0
         free_now, _ = be.memory_info()
         row["driver_used_bytes"] = total - free_now
-        row.update(prove_s=statistics.median(totals), prove_all_s=totals,
-                   stages_s={k: statistics.median(v) for k, v in stages.items()},
-                   msm_paths=dict(be.last_msm), verifies=verify(vk, pub, proof),
-                   rejects_wrong_input=not verify(vk, [pub[0] ^ 1, *pub[1:]], proof))
-        print(f"  prove median {row['prove_s'] * 1e3:.1f} ms over {args.runs} "
-              f"({', '.join(f'{x * 1e3:.0f}' for x in totals)}): "
-              + ", ".join(f"{k} {v * 1e3:.1f}" for k, v in row["stages_s"].items())
-              + f"; verifies={row['verifies']} rejects_wrong_input={row['rejects_wrong_input']}", flush=True)
+        report(row, "")
         print(f"  proof working set peak {row['prove_peak_working_bytes'] / GiB:.2f} GiB "
               f"(plan {row['plan_working_set_bytes'] / GiB:.2f}); all DeviceBuffers peak "
               f"{row['device_peak_bytes'] / GiB:.2f} GiB; driver: {row['driver_used_bytes'] / GiB:.2f} GiB used",
               flush=True)
-        print("    paths: " + "; ".join(
-            f"{q}: {i['path']} 0={i['zeros']} 1={i['ones']} other={i['tail']} chunks={i['chunks']}"
-            for q, i in row["msm_paths"].items()), flush=True)
+        res = be._on_device[pk.circuit_digest][0]
+        if res.compact is not None:
+            row["long_rows"] = {k: res.compact.long_rows(k) for k in "abc"}
+            print(f"  rows of more than 32 terms (a warp each), header / all copies: {row['long_rows']}",
+                  flush=True)
+        row["matvec_probe"] = matvec_probe(be, pk)
+        print("  matvec probe (each product alone, CUDA events, median of 3): " + ", ".join(
+            f"{k} {v['ms']:.1f} ms ({v['nnz'] / 1e6:.0f} M nonzeros, {v['rows'] / 1e6:.1f} M rows, "
+            f"{v['gather_gbps']:.0f} GB/s of z gathers)" for k, v in row["matvec_probe"].items()),
+            flush=True)
+        row["variants"] = {}
+        for spec in args.variant:
+            vname, _, assigns = spec.partition(":")
+            env = dict(a.split("=", 1) for a in assigns.split(",") if a)
+            old_env = {k: os.environ.get(k) for k in env}
+            os.environ.update(env)
+            try:
+                v = measure(be, prove, verify, pk, vk, pub, circuit, blob, args.runs)
+            finally:
+                for k, x in old_env.items():
+                    if x is None:
+                        os.environ.pop(k, None)
+                    else:
+                        os.environ[k] = x
+            v["env"] = env
+            row["variants"][vname] = v
+            report(v, f"[{vname}] ")
+            ok &= v["verifies"] and v["rejects_wrong_input"]
         ok &= row["verifies"] and row["rejects_wrong_input"] and row["first_verifies"]
 
         if name in args.compare_host.split(","):

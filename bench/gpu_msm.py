@@ -81,7 +81,8 @@ def fq_mul_rate(cuda) -> float:
     dev = cuda.Context.get_device()
     sms = dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
     threads, block, iters = sms * 1024, 256, 256
-    k = loader.get_function(loader.load_module("msm"), "fq_mul_rate")
+    from gpu.cuda.msm import kernel
+    k = kernel("fq_mul_rate")
     rng = np.random.default_rng()
     data = rng.integers(0, 2**32, size=(threads * 4, 12), dtype=np.uint32)
     data[:, 11] &= 0x0FFFFFFF  # below p
@@ -113,7 +114,41 @@ def kernel_info(bases) -> dict:
     return {"accumulate_regs": f.num_regs, "accumulate_local_bytes": f.local_size_bytes}
 
 
-def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, variants=False):
+def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
+    """The chunked dense engine (gpu.cuda.msm.DenseEngine: the H query's path) on the same
+    bases: chunks of n, n/2 and n/8 scalars into one set of buckets, its sort without and with
+    the warp match; each configuration checked by the known-log identity first."""
+    from gpu.cuda.msm import DenseEngine
+    n, rows = 1 << log_n, []
+    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
+    try:
+        for d, s in zip(dev, sets):
+            d.upload(s)
+        for div in (1, 2, 8):
+            e = DenseEngine(group, n // div)
+            try:
+                for sort in ("plain", "match"):
+                    os.environ["ZKHIVE_MSM_DENSE_SORT"] = sort
+                    ok = e.msm(bases, dev[0], n) == want
+                    e.msm(bases, dev[1], n)
+                    t = statistics.median(timed(cuda, lambda i: e.msm(bases, dev[i % 3], n)))
+                    fl = floor_ms(group, n, e.window, rate)
+                    rows.append({"group": group, "log_n": log_n, "window": e.window,
+                                 "inputs": f"random, dense engine, chunk n/{div}, sort {sort}",
+                                 "ok": bool(ok), "resident_ms": t, **fl})
+                    print(f"  {group} 2^{log_n} dense chunk n/{div} sort {sort}: {t:.2f} ms "
+                          f"(floor {fl['floor_ms']:.2f}), ok={ok}", flush=True)
+            finally:
+                os.environ.pop("ZKHIVE_MSM_DENSE_SORT", None)
+                e.close()
+    finally:
+        for d in dev:
+            d.free()
+    return rows
+
+
+def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, variants=False,
+             dense=False):
     from gpu.cuda.msm import DeviceBases, known_log_bases
     m, a, b, pa, pb = tables[group]
     n = 1 << log_n
@@ -170,6 +205,9 @@ def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, varia
             print(f"  {group} 2^{log_n} c={c}: {row['resident_ms']:.2f} ms resident, "
                   f"{row['host_ms']:.2f} ms from host, ok={ok}, "
                   f"stages {', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
+        if dense:
+            rows += run_dense(cuda, group, log_n, bases, sets, expected(group, sets[0], m, a, b),
+                              rate)
         if skewed:
             # PoRep-like: half zeros, a quarter ones, the rest random; and all-equal scalars
             for name in ("porep-like", "all equal"):
@@ -195,8 +233,9 @@ def main() -> None:
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
-    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:w=c/c/c] (s: skewed "
-                    "scalars too, v: kernel variants, w: windows), e.g. g1:24:s:v:w=19/20/21")
+    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:w=c/c/c] (s: skewed "
+                    "scalars too, v: kernel variants, d: the chunked dense engine, w: windows), "
+                    "e.g. g1:24:s:v:w=19/20/21")
     args = ap.parse_args()
     loader.init_context(0)
     cuda = loader.driver()
@@ -221,11 +260,11 @@ def main() -> None:
             f = item.split(":")
             w = next((x[2:] for x in f[2:] if x.startswith("w=")), None)
             plan.append((f[0], int(f[1]), [int(c) for c in w.split("/")] if w else None,
-                         "s" in f[2:], "v" in f[2:]))
+                         "s" in f[2:], "v" in f[2:], "d" in f[2:]))
     else:
-        plan = [(*p, False) for p in plan]
-    for group, log_n, windows, skewed, variants in plan:
-        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants)
+        plan = [(*p, False, False) for p in plan]
+    for group, log_n, windows, skewed, variants, dense in plan:
+        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants, dense)
         if args.out:  # after every size, so a run cut short keeps its numbers
             Path(args.out).write_text(json.dumps({"device": dev.name(), "fq_mul_per_s": rate,
                                                   "rows": rows}, indent=1))

@@ -198,6 +198,15 @@ def tail_engine_bytes(group: str, capacity: int) -> int:
     return capacity * (AFFINE[group] + 32) + work + (48 << 20)
 
 
+def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int:
+    """The chunked dense MSM (gpu/cuda/msm.py DenseEngine): a Pippenger workspace for one chunk
+    at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it) and a second set of buckets,
+    the running sums (its page-locked window sums are host memory, not booked)."""
+    from gpu.msm_input import window_bits, windows
+    c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
+    return pippenger_workspace(group, chunk, c) + windows(c) * (1 << (c - 1)) * XYZZ[group]
+
+
 @dataclass(frozen=True)
 class ProofShape:
     """The sizes that decide a circuit's device memory (no key or matrix needed)."""
@@ -227,6 +236,10 @@ class ProofShape:
         for group, n in biggest.items():
             if n:
                 out[f"{group} tail engine"] = tail_engine_bytes(group, min(n, chunk_capacity(group)))
+            if group == "g1" and n > chunk_capacity(group):
+                # gpu/cuda/msm.py DenseEngine: the chunked dense MSM (H at 2^27) straight over
+                # the resident bases: one chunk's sorted digits and one set of buckets
+                out["g1 dense engine"] = dense_engine_bytes(group, chunk_capacity(group))
         return out
 
     def resident_bytes(self) -> int:

@@ -263,7 +263,8 @@ class CudaBackend(Backend):
             self.budget.release_resident(hit[1])
 
     def _warm_split(self, res: Resident) -> None:
-        """The split MSM's tail engines, their workspaces allocated now (booked with the key)."""
+        """The split MSM's tail engines and the chunked dense engine, their workspaces allocated
+        now (booked with the key: gpu/budget.py ProofShape.resident)."""
         from gpu.cuda.split_msm import SplitMsm
         if self._split is None:
             self._split = SplitMsm()
@@ -273,6 +274,9 @@ class CudaBackend(Backend):
                 biggest[group] = max(biggest.get(group, 0), res.bases[name].n)
         for group, n in biggest.items():
             self._split.tail(group, n).warm()
+            dense = self._split.dense(group, n)  # G1 queries above a chunk: H at 2^27
+            if dense is not None:
+                dense.warm()
 
     def release(self) -> None:
         """Free everything this backend holds on the device (worker shutdown)."""
@@ -355,8 +359,11 @@ class CudaBackend(Backend):
         a, b, c = (buf(32 * n, f"{x} evaluations") for x in "abc")
         flag = buf(8, "first unsatisfied")
         with loader.guard(kernel="qap", shape=(m, n)):
+            # the products write every row below m; only the domain's rows past m are zeroed
+            # (a 2^27 domain: 12.9 GB of memset before, 3 x 32 (n - m) bytes now)
             for dst in (a, b, c):
-                cuda.memset_d32(dst.ptr, 0, 8 * n)
+                if n > m:
+                    cuda.memset_d32(dst.ptr + 32 * m, 0, 8 * (n - m))
             for name, dst in (("a", a), ("b", b), ("c", c)):
                 if res.compact is not None:
                     res.compact.spmv(name, zb, dst)
@@ -384,35 +391,90 @@ class CudaBackend(Backend):
                            "check does not: a device fault", device=self.device, kernel="qap")
         self.ntt.compute_h_device(a, b, c, log_n)  # H into a
         mark("ntt_h")
-        # the five MSMs through the split MSM: each scalar vector classified once (0, 1, the
-        # rest), the path chosen per query from those counts (gpu/cuda/split_msm.py)
+        # the five MSMs. H (dense: n - 1 random scalars) goes first, whole, onto the main
+        # stream: the chunked dense engine where H is larger than a chunk (no host round trip
+        # until its result), else Pippenger. The four witness MSMs run meanwhile on the side
+        # stream through the split MSM (each scalar vector classified once: 0, 1, the rest; the
+        # path chosen per query from those counts, gpu/cuda/split_msm.py), their host reads
+        # waiting for the side stream only. ZKHIVE_MSM_OVERLAP=0: everything on one stream, one
+        # query after the other (the stage table then sums to the wall).
         naux = res.num_vars - 1 - res.num_public
         aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * naux, "z aux")
         h = DeviceView(a, 0, 32 * (n - 1), "H")
         lists = buf(4 * max(n, res.num_vars), "split MSM index lists")
         split = self._split
         split.last = {}
+        overlap = os.environ.get("ZKHIVE_MSM_OVERLAP", "1") != "0"
+        s_main, s_side = self._streams() if overlap else (None, None)
+        stream_of = {}
+
+        def smark(name, stream, label):
+            e = cuda.Event()
+            e.record(stream)
+            ev[name] = e
+            stream_of[name] = label
+
         out, cls = {}, {}
+        h_bases = res.bases.get("h_query")
+        h_pending = None
+        smark("msm_start_main", s_main, "main")
+        if h_bases is not None:
+            dense = split.dense("g1", n - 1)
+            if dense is not None:
+                h_pending = dense.start(h_bases, h, n - 1, s_main)
+                split.last["h"] = {"n": n - 1, "path": "dense", "chunks": h_pending.chunks}
+            else:
+                out["h"] = h_bases.msm(h, stream=s_main)
+                split.last["h"] = {"n": n - 1, "path": "pippenger", "chunks": 1}
+        else:
+            out["h"] = _identity("h_query")
+        smark("msm_h", s_main, "main")
+        smark("msm_start_side", s_side, "side")
         for key, name, scalars, count in (("a", "a_query", zb, res.num_vars),
                                           ("b_g1", "b_g1_query", zb, res.num_vars),
                                           ("b_g2", "b_g2_query", zb, res.num_vars),
-                                          ("l", "l_query", aux, naux), ("h", "h_query", h, n - 1)):
+                                          ("l", "l_query", aux, naux)):
             bases = res.bases.get(name)
             if bases is None:
                 out[key] = _identity(name)
             else:
                 if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
-                    cls = {"of": scalars, "c": split.classify(scalars, count, lists)}
-                out[key] = split.msm(bases, cls["c"], name=key)
-            mark(f"msm_{key}")
+                    cls = {"of": scalars, "c": split.classify(scalars, count, lists, s_side)}
+                out[key] = split.msm(bases, cls["c"], name=key, stream=s_side,
+                                     dense_ok=h_pending is None)
+            smark(f"msm_{key}", s_side, "side")
+        if h_pending is not None:
+            out["h"] = h_pending.finish()
         self.last_msm = dict(split.last)
         cuda.Context.synchronize()
-        names = list(ev)
+        # stages: each from the event before it on its stream (the pre-MSM stages and the
+        # main stream's H one chain, the side stream's queries another); records say which
+        # stream, so a timeline's busy time is the union, never a sum above the wall
         t0 = ev["start"]
+        chain = {"main": "ntt_h", "side": "ntt_h"}
+        names = list(ev)
         for prev, cur in zip(names, names[1:]):
-            timer.add(cur, t_host + t0.time_till(ev[prev]) / 1e3, t_host + t0.time_till(ev[cur]) / 1e3,
-                      device=self.device)
+            if cur in stream_of:
+                break
+            timer.add(cur, t_host + t0.time_till(ev[prev]) / 1e3,
+                      t_host + t0.time_till(ev[cur]) / 1e3, device=self.device, stream="main")
+        for cur, label in stream_of.items():
+            prev = chain[label]
+            chain[label] = cur
+            if cur.startswith("msm_start"):
+                continue
+            timer.add(cur, t_host + t0.time_till(ev[prev]) / 1e3,
+                      t_host + t0.time_till(ev[cur]) / 1e3, device=self.device,
+                      stream=label if overlap else "main")
         return ProofTerms(**out)
+
+    def _streams(self):
+        """(main, side): two CUDA streams of this backend's context, made once. Blocking
+        streams (flags 0), so anything still issued on the default stream orders itself
+        against both (it would cost overlap, never correctness)."""
+        if getattr(self, "_stream_pair", None) is None:
+            self._stream_pair = (self.cuda.Stream(), self.cuda.Stream())
+        return self._stream_pair
 
     def _unsatisfied(self, res, zb, i: int) -> None:
         """Raise UnsatisfiedConstraint for row i of compact matrices, from the few z values

@@ -50,7 +50,8 @@ class DeviceCompactR1CS:
         self.rows = rows.pop()
         self._mod = module()
         self._f = {k: loader.get_function(self._mod, k) for k in (
-            "rep_spmv", "rep_spmv_t_pieces", "rep_spmv_t_gather", "rep_spmv_t_header", "fr_add_into")}
+            "rep_spmv", "rep_spmv_long", "rep_spmv_t_pieces", "rep_spmv_t_gather",
+            "rep_spmv_t_header", "fr_add_into")}
         self.buffers: list[DeviceBuffer] = []
         self.dev: dict[str, dict] = {}
         self.tdev: dict[str, dict] = {}
@@ -63,6 +64,11 @@ class DeviceCompactR1CS:
                     if key not in shared:
                         shared[key] = self._up(p[name], f"column map {name}")
                     d[name] = shared[key]
+                # rows of more than REP_LONG terms: a warp each (rep_spmv_long)
+                lh, lb = host.long_rows(p)
+                d["long_h"] = self._up(lh, f"matrix {k.upper()} long header rows")
+                d["long_b"] = self._up(lb, f"matrix {k.upper()} long block rows")
+                d["nlong"] = (len(lh), len(lb))
                 self.dev[k] = d
             if transposed:
                 for k, p in self.parts.items():
@@ -94,12 +100,27 @@ class DeviceCompactR1CS:
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self.buffers)
 
-    def spmv(self, name: str, z: DeviceBuffer, out: DeviceBuffer) -> None:
+    def spmv(self, name: str, z: DeviceBuffer, out: DeviceBuffer, stream=None) -> None:
+        """out = M z: one thread a row, rows of more than REP_LONG terms a warp each."""
         p, d = self.parts[name], self.dev[name]
+        nh, nb = d["nlong"]
+        tasks = nh + p["copies"] * nb
+        brows = np.int64(max(p["brows"], 1))
+        mat = (*(_u(d[k]) for k in _ARRAYS), _u(d["base"]), _u(d["stride"]))
         with loader.guard(kernel="rep_spmv", shape=(p["rows"], p["nnz"])):
-            self._f["rep_spmv"](np.int64(p["rows"]), np.int64(p["hrows"]), np.int64(max(p["brows"], 1)),
-                                *(_u(d[k]) for k in _ARRAYS), _u(d["base"]), _u(d["stride"]),
-                                _u(z), _u(out), block=(BLOCK, 1, 1), grid=_grid(p["rows"]))
+            self._f["rep_spmv"](np.int64(p["rows"]), np.int64(p["hrows"]), brows, *mat, _u(z),
+                                _u(out), np.int32(1 if tasks else 0), block=(BLOCK, 1, 1),
+                                grid=_grid(p["rows"]), stream=stream)
+            if tasks:
+                self._f["rep_spmv_long"](np.int64(tasks), np.int64(nh), np.int64(max(nb, 1)),
+                                         _u(d["long_h"]), _u(d["long_b"]), np.int64(p["hrows"]),
+                                         brows, *mat, _u(z), _u(out), block=(BLOCK, 1, 1),
+                                         grid=_grid(32 * tasks), stream=stream)
+
+    def long_rows(self, name: str) -> tuple[int, int]:
+        """(header rows, rows in all copies) that the warp-a-row kernel computes."""
+        nh, nb = self.dev[name]["nlong"]
+        return nh, self.parts[name]["copies"] * nb
 
     def spmv_t(self, name: str, L: DeviceBuffer, out: DeviceBuffer, *, inputs: DeviceBuffer | None = None) -> None:
         """out (num_vars elements) = M^T L over the matrix's rows; ``inputs``: the QAP's input

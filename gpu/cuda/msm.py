@@ -44,6 +44,64 @@ _NO_INDEX = 0xFFFFFFFFFFFFFFFF
 _host_combine = None
 
 
+#: which module of gpu/kernels holds a kernel (msm.cu was split so that a cold build compiles
+#: its heavy kernels in parallel: one module per heavy kernel)
+_MODULE_OF = {
+    "g1_accumulate_bases": "msm_g1_acc", "g1_merge_buckets": "msm_merge",
+    "g1_accumulate_parts": "msm_g1_parts",
+    "g2_accumulate_bases_np": "msm_g2_acc", "g2_accumulate_parts": "msm_g2_parts",
+    "g2_gen_bases": "msm_g2_gen", "g2_combine": "msm_g2_combine",
+    "g2_reduce_segments": "msm_g2_reduce", "g2_sum_groups": "msm_g2_sum",
+    "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
+}
+
+
+def kernel(name: str):
+    """An MSM kernel by name, from the module that holds it (loaded once per context):
+    msm_* and fq_mul_rate from msm.cu, g1_*/g2_* from msm_g1*.cu / msm_g2*.cu."""
+    mod = _MODULE_OF.get(name)
+    if mod is None:
+        mod = "msm_g1" if name.startswith("g1_") else "msm_g2" if name.startswith("g2_") else "msm"
+    return loader.get_function(loader.load_module(mod), name)
+
+
+def host_combine():
+    """gpu.native.curve.combine once the host build loaded, False when it cannot be built."""
+    global _host_combine
+    if _host_combine is None:
+        try:
+            from gpu.native import curve
+            curve.lib()
+            _host_combine = curve.combine
+        except Exception:  # no g++ (arith.native.NativeBuildError) or a broken build
+            _host_combine = False
+    return _host_combine
+
+
+_pinned: dict[int, np.ndarray] = {}
+
+
+def _pinned_scratch(words: int) -> np.ndarray:
+    """A page-locked uint64 array of ``words`` (kept per size; read back and consumed at once,
+    under the device lock, so one per size is enough)."""
+    arr = _pinned.get(words)
+    if arr is None:
+        arr = _pinned[words] = loader.driver().pagelocked_empty(words, np.uint64)
+    return arr
+
+
+def read_back(host: np.ndarray, ptr: int, stream=None) -> None:
+    """Copy device memory at ptr into ``host``; with a stream, ordered on it and waited for
+    (the other streams run on)."""
+    cuda = loader.driver()
+    with loader.guard(kernel="read back", shape=host.shape):
+        if stream is None:
+            cuda.memcpy_dtoh(host, ptr)
+        else:
+            cuda.memcpy_dtoh_async(host, ptr, stream)
+            stream.synchronize()
+
+
 def _u(x) -> np.uintp:
     return np.uintp(x.ptr if hasattr(x, "ptr") else x)
 
@@ -143,39 +201,45 @@ class DeviceBases:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _bind_kernels(self) -> None:
-        """The msm module's kernels for this group (with the measured per-group variants);
-        also used by gpu.cuda.split_msm's TailEngine over a base buffer of its own."""
+        """The msm modules' kernels for this group (with the measured per-group variants);
+        also used by gpu.cuda.split_msm's engines over base buffers of their own."""
         g = self.group
         self._cuda = loader.driver()
-        self._mod = loader.load_module("msm")
-        self._f = {k: loader.get_function(self._mod, k) for k in (
+        self._f = {k: kernel(k) for k in (
             "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
-        for k in ("load_bases", "accumulate_bases", "accumulate_parts", "reduce_segments",
-                  "sum_groups", "combine"):
-            self._f[k] = loader.get_function(self._mod, f"{g.name}_{k}")
+        for k in ("load_bases", "accumulate_parts", "reduce_segments", "sum_groups", "combine"):
+            self._f[k] = kernel(f"{g.name}_{k}")
+        # level 1: only the kernel this run uses is looked up (a variant's module, msm_variants.cu,
+        # is not precompiled: looking it up would compile it, ~45 s of nvcc at the first G2 base
+        # set, as calls 1 and 2 of issue 25 did inside the setup's b_g2 stage)
+        acc = f"{g.name}_accumulate_bases"
         if g.name == "g1" and os.environ.get("ZKHIVE_MSM_G1_LB", "0") == "1":
-            # the level-1 kernel capped at 168 registers (msm.cu)
-            self._f["accumulate_bases"] = loader.get_function(self._mod, "g1_accumulate_bases_lb")
-        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") == "0":
-            # G2's level-1 kernel without the next-base prefetch: its 48 registers spill on
-            # top of the 96-register accumulator; measured 153.7 against 202.9 ms at 2^22 on
-            # the H200 (docs/performance.md). ZKHIVE_MSM_G2_PREFETCH=1 takes the prefetching one.
-            self._f["accumulate_bases"] = loader.get_function(self._mod, "g2_accumulate_bases_np")
+            acc = "g1_accumulate_bases_lb"  # capped at 168 registers (msm_variants.cu)
+        if g.name == "g2" and os.environ.get("ZKHIVE_MSM_G2_PREFETCH", "0") != "1":
+            # G2's default level-1 kernel has no next-base prefetch: its 48 registers spill on top
+            # of the 96-register accumulator; the prefetching one (msm_variants.cu,
+            # ZKHIVE_MSM_G2_PREFETCH=1) measured 202.9 against 153.7 ms at 2^22 on the H200
+            acc = "g2_accumulate_bases_np"
+        self._f["accumulate_bases"] = kernel(acc)
         self._device = loader.device_name()
 
-
-    def _launch(self, name: str, grid, *args, block: int = BLOCK) -> None:
+    def _launch(self, name: str, grid, *args, block: int = BLOCK, stream=None) -> None:
         with loader.guard(kernel=name, shape=self.n):
-            self._f[name](*args, block=(block, 1, 1), grid=grid)
+            self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
 
-    def _memset_ones(self, buf: DeviceBuffer, words: int) -> None:
+    def _memset(self, ptr: int, value: int, words: int, stream=None) -> None:
         with loader.guard(kernel="memset", shape=words):
-            self._cuda.memset_d32(buf.ptr, 0xFFFFFFFF, words)
+            if stream is None:
+                self._cuda.memset_d32(ptr, value, words)
+            else:
+                self._cuda.memset_d32_async(ptr, value, words, stream)
 
-    def _read_u64(self, buf: DeviceBuffer, offset: int = 0) -> int:
-        out = np.zeros(1, dtype=np.uint64)
-        with loader.guard(kernel="read flag"):
-            self._cuda.memcpy_dtoh(out, buf.ptr + offset)
+    def _memset_ones(self, buf: DeviceBuffer, words: int, stream=None) -> None:
+        self._memset(buf.ptr, 0xFFFFFFFF, words, stream)
+
+    def _read_u64(self, buf: DeviceBuffer, offset: int = 0, stream=None) -> int:
+        out = np.zeros(1, dtype=np.uint64) if stream is None else _pinned_scratch(1)
+        read_back(out, buf.ptr + offset, stream)
         return int(out[0])
 
     def _level1_threads(self) -> tuple[int, int]:
@@ -207,10 +271,11 @@ class DeviceBases:
 
     # -- the MSM ----------------------------------------------------------------------------
 
-    def msm(self, scalars, *, window: int | None = None):
+    def msm(self, scalars, *, window: int | None = None, stream=None):
         """sum_i scalars[i] * bases[i]. ``scalars``: canonical Fr vector (n, 4) uint64 on the
         host, or a DeviceBuffer holding one (checked on the device: a scalar >= r raises
-        MsmInputError naming it)."""
+        MsmInputError naming it). ``stream``: every launch, copy and event on that CUDA stream
+        (the host waits for that stream only); None: the context's default stream."""
         if self._bases is None:
             raise GpuError(f"{self.group.name} base set is closed")
         c = window or self.window or window_bits(self.n)
@@ -234,52 +299,26 @@ class DeviceBases:
         def mark(name):
             if profile:
                 ev = self._cuda.Event()
-                ev.record()
+                ev.record(stream)
                 marks.append((name, ev))
 
         n, W, B, K = self.n, ws.W, ws.B, ws.K
         mark("start")
-        with loader.guard(kernel="memset", shape=K):
-            self._cuda.memset_d32(ws.counts.ptr, 0, K)
-        self._memset_ones(ws.flags, 4)
+        self._memset(ws.counts.ptr, 0, K, stream)
+        self._memset_ones(ws.flags, 4, stream)
         self._launch("msm_histogram", _grid(n), np.int64(n), _u(sc), np.int32(c),
-                     _u(ws.counts), np.uintp(ws.flags.ptr + 8))
-        nb = -(-K // _SCAN_CHUNK)
-        self._launch("msm_scan_chunks", (nb, 1), np.int64(K), _u(ws.counts), _u(ws.cursor),
-                     _u(ws.sums), block=1024)
-        self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(ws.sums), _u(ws.flags),
-                     block=1024)
-        self._launch("msm_scan_add", _grid(K), np.int64(K), _u(ws.cursor), _u(ws.sums))
+                     _u(ws.counts), np.uintp(ws.flags.ptr + 8), stream=stream)
+        self._scan(ws, stream)
         self._launch("msm_scatter", _grid(n), np.int64(n), _u(sc), np.int32(c), _u(ws.cursor),
-                     _u(ws.keys), _u(ws.vals))
+                     _u(ws.keys), _u(ws.vals), stream=stream)
         mark("sort")
-        T = ws.T1
-        self._launch("accumulate_bases", _grid(T, ws.block1), np.int64(T), _u(ws.flags),
-                     _u(ws.keys), _u(ws.vals), _u(self._bases), _u(ws.buckets),
-                     _u(ws.part_keys[0]), _u(ws.parts[0]), block=ws.block1)
+        self._accumulate(ws, self._bases.ptr, stream)
         mark("accumulate")
-        src = 0
-        while T > 1:
-            Mp, Tn = 2 * T, -(-2 * T // LEVEL_WIDTH)
-            self._launch("accumulate_parts", _grid(Tn, 32), np.int64(Tn), np.int64(LEVEL_WIDTH),
-                         np.int64(Mp), _u(ws.part_keys[src]), _u(ws.parts[src]), _u(ws.buckets),
-                         _u(ws.part_keys[1 - src]), _u(ws.parts[1 - src]), block=32)
-            src, T = 1 - src, Tn
-        mark("partials")
-        S = ws.segs
-        self._launch("reduce_segments", _grid(W * S, 64), np.int32(W), np.int64(B),
-                     np.int64(ws.G), _u(ws.buckets), _u(ws.counts), _u(ws.seg[0]), block=64)
-        src, length = 0, S
-        while length > 1:
-            grp = min(length, 32)
-            q = -(-length // grp)
-            self._launch("sum_groups", _grid(W * q, 32), np.int64(W), np.int64(length),
-                         np.int64(grp), _u(ws.seg[src]), _u(ws.seg[1 - src]), block=32)
-            src, length = 1 - src, q
+        src = self._reduce(ws, counts=ws.counts.ptr, stream=stream)
         mark("reduce")
-        out = self._combine(ws, src, W, c)
+        out = self._combine(ws, src, W, c, stream)
         mark("combine")
-        bad = self._read_u64(ws.flags, 8)
+        bad = self._read_u64(ws.flags, 8, stream)
         if bad != _NO_INDEX:
             raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=int(bad),
                                 device=self._device, kernel="msm_histogram", shape=n)
@@ -288,28 +327,65 @@ class DeviceBases:
                                  for i, (name, ev) in enumerate(marks) if i}
         return decode_point(out, self.group)
 
-    def _combine(self, ws: _Workspace, src: int, W: int, c: int) -> np.ndarray:
+    def _scan(self, ws: _Workspace, stream=None) -> None:
+        """Exclusive scan of the bucket counts into the scatter's cursors; M into flags[0]."""
+        K = ws.K
+        nb = -(-K // _SCAN_CHUNK)
+        self._launch("msm_scan_chunks", (nb, 1), np.int64(K), _u(ws.counts), _u(ws.cursor),
+                     _u(ws.sums), block=1024, stream=stream)
+        self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(ws.sums), _u(ws.flags),
+                     block=1024, stream=stream)
+        self._launch("msm_scan_add", _grid(K), np.int64(K), _u(ws.cursor), _u(ws.sums),
+                     stream=stream)
+
+    def _accumulate(self, ws: _Workspace, bases_ptr: int, stream=None) -> None:
+        """Level 1 over T1 equal ranges of the sorted digits, then partial-sum levels until one
+        range holds everything."""
+        T = ws.T1
+        acc, parts = "accumulate_bases", "accumulate_parts"
+        self._launch(acc, _grid(T, ws.block1), np.int64(T), _u(ws.flags), _u(ws.keys),
+                     _u(ws.vals), np.uintp(bases_ptr), _u(ws.buckets), _u(ws.part_keys[0]),
+                     _u(ws.parts[0]), block=ws.block1, stream=stream)
+        src = 0
+        while T > 1:
+            Mp, Tn = 2 * T, -(-2 * T // LEVEL_WIDTH)
+            self._launch(parts, _grid(Tn, 32), np.int64(Tn), np.int64(LEVEL_WIDTH),
+                         np.int64(Mp), _u(ws.part_keys[src]), _u(ws.parts[src]), _u(ws.buckets),
+                         _u(ws.part_keys[1 - src]), _u(ws.parts[1 - src]), block=32,
+                         stream=stream)
+            src, T = 1 - src, Tn
+
+    def _reduce(self, ws: _Workspace, *, counts: int, stream=None) -> int:
+        """Segmented window reduction, then per-window sums; returns which seg buffer holds the
+        W window sums. counts = 0: every bucket holds a point (the chunked MSM zeroes them)."""
+        W, B, S = ws.W, ws.B, ws.segs
+        self._launch("reduce_segments", _grid(W * S, 64), np.int32(W), np.int64(B),
+                     np.int64(ws.G), _u(ws.buckets), np.uintp(counts), _u(ws.seg[0]), block=64,
+                     stream=stream)
+        src, length = 0, S
+        while length > 1:
+            grp = min(length, 32)
+            q = -(-length // grp)
+            self._launch("sum_groups", _grid(W * q, 32), np.int64(W), np.int64(length),
+                         np.int64(grp), _u(ws.seg[src]), _u(ws.seg[1 - src]), block=32,
+                         stream=stream)
+            src, length = 1 - src, q
+        return src
+
+    def _combine(self, ws: _Workspace, src: int, W: int, c: int, stream=None) -> np.ndarray:
         """sum_w 2^(c w) W_w -> xy limbs: the W window sums come back (W x 96/192 bytes) and the
         host build of the same Horner loop runs on the CPU (gpu/native/curve_host.cpp), under a
         millisecond; on one GPU thread it took 10 ms (G1) and 27 ms (G2) at every size. Without
         a C++ compiler for the host build, the one-thread kernel does it."""
-        global _host_combine
-        if _host_combine is None:
-            try:
-                from gpu.native import curve
-                curve.lib()
-                _host_combine = curve.combine
-            except Exception:  # no g++ (arith.native.NativeBuildError) or a broken build
-                _host_combine = False
-        if _host_combine:
-            win = np.empty((W, self.point_bytes // 4), dtype=np.uint32)
-            with loader.guard(kernel="download window sums", shape=W):
-                self._cuda.memcpy_dtoh(win, ws.seg[src].ptr)
+        if host_combine():
+            win = np.empty((W, self.point_bytes // 4), dtype=np.uint32) if stream is None else \
+                _pinned_scratch(W * self.point_bytes // 8).view(np.uint32).reshape(W, -1)
+            read_back(win, ws.seg[src].ptr, stream)
             return _host_combine(self.group, win, c)
         self._launch("combine", (1, 1), np.int32(W), np.int32(c), _u(ws.seg[src]), _u(ws.out),
-                     block=1)
+                     block=1, stream=stream)
         out = np.zeros(self.group.limbs, dtype=np.uint32)
-        ws.out.download(out)
+        read_back(out, ws.out.ptr, stream)
         return out
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -332,6 +408,138 @@ class DeviceBases:
         self.close()
 
 
+class DenseEngine:
+    """The chunked MSM for queries larger than one Pippenger workspace whose scalars are dense
+    (the H query at 2^27: 2^27 - 1 random scalars): straight over the resident bases (no
+    gather into compact buffers), a chunk of ``chunk`` scalars at a time: each chunk's buckets
+    made as any MSM's, then merged into the MSM's running buckets (``g1_merge_buckets``: one
+    full addition a bucket the chunk wrote, ~3.5 ms a 2^24 chunk at 20-bit windows, where a
+    reduction of its own costs ~13 ms), one window reduction and one read-back at the end; no
+    host round trip between the chunks, so the whole query is queued on a stream at once
+    (``start``) and collected later (``finish``) while other streams run. Memory: one
+    Pippenger workspace for a chunk plus a second set of buckets (the running sums).
+
+    Sort: ``msm_histogram_dense``/``msm_scatter_dense`` (no warp match: random digits rarely
+    meet within a warp; ZKHIVE_MSM_DENSE_SORT=match takes the matching kernels, which skewed
+    scalars want). G1 only (the kernels with add-in exist for G1)."""
+
+    def __init__(self, group, chunk: int, *, window: int | None = None):
+        g = group_of(group)
+        if g.name != "g1":
+            raise GpuError("the chunked dense MSM exists for G1 only")
+        self.group, self.chunk = g, int(chunk)
+        self.window = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or \
+            window_bits(self.chunk)
+        shell = DeviceBases.__new__(DeviceBases)
+        shell.group, shell.n, shell.window = g, self.chunk, self.window
+        shell.point_bytes = 4 * 2 * g.limbs
+        shell.last_profile = {}
+        shell._bind_kernels()
+        shell._work, shell._scalars, shell._bases = {}, None, None
+        shell._f["merge"] = kernel("g1_merge_buckets")
+        shell._f["hist_match"] = kernel("msm_histogram_first")
+        shell._f["hist_plain"] = kernel("msm_histogram_dense")
+        shell._f["scatter_match"] = shell._f["msm_scatter"]
+        shell._f["scatter_plain"] = kernel("msm_scatter_dense")
+        self.shell = shell
+        self.ws = self.acc = None
+        self.host = None
+
+    @staticmethod
+    def estimate_bytes(group, chunk: int, window: int | None = None) -> int:
+        from gpu.budget import dense_engine_bytes
+        return dense_engine_bytes(group_of(group).name, chunk, window)
+
+    def warm(self) -> None:
+        if self.ws is None:
+            self.ws = self.shell._workspace(self.window)
+            self.acc = DeviceBuffer(self.ws.K * self.shell.point_bytes, what="dense MSM running buckets")
+            self.ws.buffers.append(self.acc)
+            W = self.ws.W
+            self.host = loader.driver().pagelocked_empty(W * self.shell.point_bytes // 8 + 1,
+                                                         np.uint64)
+
+    def start(self, bases: "DeviceBases", scalars, n: int, stream=None) -> "DensePending":
+        """Queue sum_{i < n} scalars[i] bases[i] on ``stream``; ``scalars``: a device buffer
+        (or view) of at least n canonical Fr values."""
+        if bases.group.name != self.group.name or bases.n < n:
+            raise MsmInputError(f"dense MSM: {n} scalars for {bases.n} {bases.group.name} bases")
+        if scalars.nbytes < 32 * n:
+            raise MsmInputError(f"scalar buffer holds {scalars.nbytes} bytes, {n} scalars need "
+                                f"{32 * n}")
+        self.warm()
+        sh, ws, cuda = self.shell, self.ws, loader.driver()
+        c, K, pb = self.window, ws.K, sh.point_bytes
+        sort = "match" if os.environ.get("ZKHIVE_MSM_DENSE_SORT", "plain") == "match" else "plain"
+        sh._memset(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
+        sh._memset_ones(ws.flags, 4, stream)                 # flags[1] = the bad index
+        chunks = 0
+        for lo in range(0, n, self.chunk):
+            k = min(self.chunk, n - lo)
+            sh.n = k
+            sptr = np.uintp(scalars.ptr + 32 * lo)
+            sh._memset(ws.counts.ptr, 0, K, stream)
+            sh._launch(f"hist_{sort}", _grid(k), np.int64(k), sptr, np.int32(c), _u(ws.counts),
+                       np.uintp(ws.flags.ptr + 8), np.int64(lo), stream=stream)
+            sh._scan(ws, stream)
+            sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c), _u(ws.cursor),
+                       _u(ws.keys), _u(ws.vals), stream=stream)
+            sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
+            sh._launch("merge", _grid(K), np.int64(K), _u(ws.counts), _u(ws.buckets),
+                       _u(self.acc), stream=stream)
+            chunks += 1
+        sh.n = self.chunk
+        # the reduction reads the running buckets (every one written: zero is the identity)
+        buckets, ws.buckets = ws.buckets, self.acc
+        try:
+            src = sh._reduce(ws, counts=0, stream=stream)
+        finally:
+            ws.buckets = buckets
+        W = ws.W
+        with loader.guard(kernel="download window sums", shape=W):
+            if stream is None:
+                cuda.memcpy_dtoh(self.host[:-1], ws.seg[src].ptr)
+                cuda.memcpy_dtoh(self.host[-1:], ws.flags.ptr + 8)
+            else:
+                cuda.memcpy_dtoh_async(self.host[:-1], ws.seg[src].ptr, stream)
+                cuda.memcpy_dtoh_async(self.host[-1:], ws.flags.ptr + 8, stream)
+        done = cuda.Event()
+        done.record(stream)
+        return DensePending(self, done, W, c, n, chunks)
+
+    def msm(self, bases: "DeviceBases", scalars, n: int, stream=None):
+        return self.start(bases, scalars, n, stream).finish()
+
+    def close(self) -> None:
+        self.shell.close()  # the workspace's buffers, the running buckets among them
+        self.ws = self.acc = None
+        if self.host is not None:
+            getattr(self.host.base, "free", lambda: None)()
+            self.host = None
+
+
+class DensePending:
+    """A queued DenseEngine MSM: ``finish()`` waits for its stream's work and returns the point."""
+
+    def __init__(self, engine: DenseEngine, done, W: int, c: int, n: int, chunks: int):
+        self.engine, self.done, self.W, self.c, self.n, self.chunks = engine, done, W, c, n, chunks
+
+    def finish(self):
+        e = self.engine
+        with loader.guard(kernel="dense msm", shape=self.n):
+            self.done.synchronize()
+        bad = int(e.host[-1])
+        if bad != _NO_INDEX:
+            raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=bad,
+                                kernel="msm_histogram_dense", shape=self.n)
+        win = e.host[:-1].view(np.uint32).reshape(self.W, -1)
+        if host_combine():
+            out = _host_combine(e.group, win.copy(), self.c)
+        else:
+            raise GpuError("the dense MSM needs the host build of the combination (g++)")
+        return decode_point(out, e.group)
+
+
 def known_log_bases(group, a_points: list, b_points: list, n: int) -> np.ndarray:
     """Test and benchmark inputs: n xy bases P_i = a_points[i // m2] + b_points[i % m2]
     (m2 = len(b_points)), made on the device. With a_points = a_j G and b_points = b_l G the
@@ -342,10 +550,9 @@ def known_log_bases(group, a_points: list, b_points: list, n: int) -> np.ndarray
     m2 = len(b_points)
     if len(a_points) * m2 < n:
         raise ValueError(f"{len(a_points)} x {m2} table points give fewer than {n} bases")
-    mod = loader.load_module("msm")
     cuda = loader.driver()
-    load = loader.get_function(mod, f"{g.name}_load_bases")
-    gen = loader.get_function(mod, f"{g.name}_gen_bases")
+    load = kernel(f"{g.name}_load_bases")
+    gen = kernel(f"{g.name}_gen_bases")
     ta, tb = encode_points(a_points, g), encode_points(b_points, g)
     out = np.empty((n, g.limbs), dtype=np.uint32)
     with DeviceBuffer(ta.nbytes, what="table A") as da, DeviceBuffer(tb.nbytes, what="table B") \

@@ -101,8 +101,8 @@ def setup_on_device(backend, cr, *, seed: bytes | None = None, timer=None):
     n = domain_of(m, npub)
     stage("matrices")
     tau, alpha, beta, gamma, delta = trapdoor(digest, n, seed)
-    mod = loader.load_module("compact")
-    f = {k: loader.get_function(mod, k) for k in (
+    mod, mod_g2 = loader.load_module("compact"), loader.load_module("compact_g2")
+    f = {k: loader.get_function(mod_g2 if k.endswith("_g2") else mod, k) for k in (
         "setup_lagrange", "setup_powers", "setup_lincomb", "fixed_base_mont_g1", "fixed_base_mont_g2",
         "fixed_base_acc_g1", "fixed_base_acc_g2", "fixed_base_affine_g1", "fixed_base_affine_g2")}
     temps: list[DeviceBuffer] = []

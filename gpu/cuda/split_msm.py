@@ -112,7 +112,7 @@ class TailEngine:
     def estimate_bytes(group, capacity: int) -> int:
         return tail_engine_bytes(group_of(group).name, capacity)
 
-    def msm(self, k: int):
+    def msm(self, k: int, stream=None):
         """Pippenger over the first k compact pairs (k <= capacity), with the window for k (not
         for the capacity: a 1.5 M tail with 2^24-sized windows spends its time in 2^19-bucket
         reductions). One workspace, sized for the capacity, re-made when the window changes
@@ -127,7 +127,7 @@ class TailEngine:
             e._workspace(c)  # sized by e.n, the capacity, before e.n changes
         e.n = int(k)  # the histogram and scatter run over k scalars; the workspace stays sized
         try:          # for the capacity
-            return e.msm(self.scalars, window=c)
+            return e.msm(self.scalars, window=c, stream=stream)
         finally:
             e.n = self.capacity
 
@@ -149,25 +149,48 @@ class SplitMsm:
 
     def __init__(self, capacity: dict | None = None):
         self._cuda = loader.driver()
-        mod = loader.load_module("split_msm")
-        self._f = {k: loader.get_function(mod, k) for k in ("split_classify", "split_gather")}
-        for g in ("g1", "g2"):
-            for k in ("sum_ones", "sum_parts", "store_point"):
-                self._f[f"{g}_{k}"] = loader.get_function(mod, f"{g}_{k}")
+        # modules: split_msm (classify, gather, G1), split_msm_g2 (G2's ones-sum),
+        # split_msm_g2_parts (G2's folds and result): built in parallel
+        g1, g2 = loader.load_module("split_msm"), loader.load_module("split_msm_g2")
+        g2p = loader.load_module("split_msm_g2_parts")
+        self._f = {k: loader.get_function(g1, k) for k in ("split_classify", "split_gather")}
+        for k in ("sum_ones", "sum_parts", "store_point"):
+            self._f[f"g1_{k}"] = loader.get_function(g1, f"g1_{k}")
+            self._f[f"g2_{k}"] = loader.get_function(g2 if k == "sum_ones" else g2p, f"g2_{k}")
         dev = self._cuda.Context.get_device()
         self._sms = dev.get_attribute(self._cuda.device_attribute.MULTIPROCESSOR_COUNT)
         self.capacity = {g: chunk_capacity(g) for g in ("g1", "g2")}
         self.capacity.update(capacity or {})
         self._tails: dict[str, TailEngine] = {}
+        self._dense: dict[str, object] = {}  # gpu.cuda.msm.DenseEngine per group (G1)
         self.last: dict = {}  # per query: path, counts, chunks (the benchmark reports them)
         self._flags = DeviceBuffer(16, what="split counts and bad index")
         self._out = DeviceBuffer(4 * 48, what="split result")
         self._parts = {}
 
     # -- plumbing -------------------------------------------------------------------------
-    def _launch(self, name, grid, *args, block=BLOCK, shape=None):
+    def _launch(self, name, grid, *args, block=BLOCK, shape=None, stream=None):
         with loader.guard(kernel=name, shape=shape):
-            self._f[name](*args, block=(block, 1, 1), grid=grid)
+            self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
+
+    def _memset(self, ptr, value, words, stream=None):
+        with loader.guard(kernel="memset", shape=words):
+            if stream is None:
+                self._cuda.memset_d32(ptr, value, words)
+            else:
+                self._cuda.memset_d32_async(ptr, value, words, stream)
+
+    def dense(self, group: str, n: int):
+        """The chunked dense MSM engine of a group (G1 only; None for G2 or a query that fits
+        one chunk, which plain Pippenger serves)."""
+        from gpu.cuda.msm import DenseEngine
+        g = group_of(group).name
+        if g != "g1" or n <= self.capacity[g]:
+            return None
+        e = self._dense.get(g)
+        if e is None:
+            e = self._dense[g] = DenseEngine(g, self.capacity[g])
+        return e
 
     def tail(self, group: str, n: int) -> TailEngine:
         g = group_of(group).name
@@ -180,19 +203,19 @@ class SplitMsm:
         return t
 
     # -- classification -------------------------------------------------------------------
-    def classify(self, scalars: DeviceBuffer, n: int, lists: DeviceBuffer) -> Classified:
+    def classify(self, scalars: DeviceBuffer, n: int, lists: DeviceBuffer,
+                 stream=None) -> Classified:
         """One pass over n device scalars; raises MsmInputError naming a scalar >= r."""
+        from gpu.cuda.msm import _pinned_scratch, read_back
         if lists.nbytes < 4 * n or scalars.nbytes < 32 * n:
             raise MsmInputError(f"split MSM buffers too small for {n} scalars")
-        with loader.guard(kernel="memset", shape=n):
-            self._cuda.memset_d32(self._flags.ptr, 0, 2)
-            self._cuda.memset_d32(self._flags.ptr + 8, 0xFFFFFFFF, 2)
+        self._memset(self._flags.ptr, 0, 2, stream)
+        self._memset(self._flags.ptr + 8, 0xFFFFFFFF, 2, stream)
         if n:
             self._launch("split_classify", _grid(n), np.int64(n), _u(scalars), _u(lists),
-                         _u(self._flags), np.uintp(self._flags.ptr + 8), shape=n)
-        out = np.zeros(2, dtype=np.uint64)
-        with loader.guard(kernel="read split counts"):
-            self._cuda.memcpy_dtoh(out, self._flags.ptr)
+                         _u(self._flags), np.uintp(self._flags.ptr + 8), shape=n, stream=stream)
+        out = np.zeros(2, dtype=np.uint64) if stream is None else _pinned_scratch(2)
+        read_back(out, self._flags.ptr, stream)
         counts = out[:1].view(np.uint32)
         if int(out[1]) != _NO_INDEX:
             raise MsmInputError(f"MSM scalar {int(out[1])} is not below the Fr modulus",
@@ -200,28 +223,39 @@ class SplitMsm:
         return Classified(n, int(counts[0]), int(counts[1]), lists, scalars)
 
     # -- the MSM --------------------------------------------------------------------------
-    def msm(self, bases, cls: Classified, *, name: str = "msm"):
-        """sum_i s_i P_i over the first cls.n bases of a resident DeviceBases."""
+    def msm(self, bases, cls: Classified, *, name: str = "msm", stream=None,
+            dense_ok: bool = True):
+        """sum_i s_i P_i over the first cls.n bases of a resident DeviceBases. ``stream``: all
+        of it on that stream (the host waits for it only); ``dense_ok``: a dense query larger
+        than a chunk may take the chunked dense engine (False when another stream uses it)."""
         g = bases.group
         if bases.n < cls.n:
             raise MsmInputError(f"{name}: {cls.n} scalars for {bases.n} bases")
         cap = min(cls.n, self.capacity[g.name]) or 1
         path = choose(cls.n, cls.ones, cls.tail, cap)
+        if path == "split" and mode() == "auto" and dense_ok and cls.n > cap and \
+                cls.tail > (1.0 - DENSE_SHARE) * cls.n and self.dense(g.name, cls.n) is not None:
+            path = "dense"
         info = {**cls.stats(), "path": path, "chunks": 0}
         self.last[name] = info
         if path == "pippenger":
-            return bases.msm(cls.scalars)
+            return bases.msm(cls.scalars, stream=stream)
+        if path == "dense":
+            e = self.dense(g.name, cls.n)
+            pending = e.start(bases, cls.scalars, cls.n, stream)
+            info["chunks"] = pending.chunks
+            return pending.finish()
         total = None
         if cls.ones:
-            total = self._sum_ones(bases, cls)
+            total = self._sum_ones(bases, cls, stream)
         if cls.tail:
             t = self.tail(g.name, cls.n)
             for lo in range(0, cls.tail, t.capacity):
                 k = min(t.capacity, cls.tail - lo)
                 self._launch("split_gather", _grid(k), np.int64(k), np.int64(lo), np.int64(cls.n),
                              _u(cls.lists), _u(cls.scalars), _u(bases._bases), np.int32(t.words16),
-                             _u(t.scalars), _u(t.bases), shape=k)
-                part = t.msm(k)
+                             _u(t.scalars), _u(t.bases), shape=k, stream=stream)
+                part = t.msm(k, stream)
                 total = part if total is None else total + part
                 info["chunks"] += 1
         if total is None:
@@ -229,7 +263,7 @@ class SplitMsm:
             total = G2Point.identity() if g.name == "g2" else G1Point.identity()
         return total
 
-    def _sum_ones(self, bases, cls: Classified):
+    def _sum_ones(self, bases, cls: Classified, stream=None):
         g = bases.group.name
         point = 8 * bases.group.limbs  # XYZZ: four coordinates
         T = max(1, min(cls.ones, self._sms * 1024))
@@ -241,22 +275,28 @@ class SplitMsm:
             parts = self._parts[g] = (DeviceBuffer(point * self._sms * 1024, what=f"{g} ones partials"),
                                       DeviceBuffer(point * (self._sms * 32 + 1), what=f"{g} ones partials"))
         self._launch(f"{g}_sum_ones", _grid(T, 128), np.int64(T), np.int64(cls.ones), _u(cls.lists),
-                     _u(bases._bases), _u(parts[0]), block=128, shape=T)
+                     _u(bases._bases), _u(parts[0]), block=128, shape=T, stream=stream)
         src, length = 0, T
         while length > 1:
             q = -(-length // 32)
             self._launch(f"{g}_sum_parts", _grid(q, 64), np.int64(length), np.int64(32),
-                         _u(parts[src]), _u(parts[1 - src]), block=64, shape=length)
+                         _u(parts[src]), _u(parts[1 - src]), block=64, shape=length, stream=stream)
             src, length = 1 - src, q
-        self._launch(f"{g}_store_point", (1, 1), _u(parts[src]), _u(self._out), block=1)
-        out = np.zeros(bases.group.limbs, dtype=np.uint32)
-        self._out.download(out)
+        self._launch(f"{g}_store_point", (1, 1), _u(parts[src]), _u(self._out), block=1,
+                     stream=stream)
+        from gpu.cuda.msm import _pinned_scratch, read_back
+        out = np.zeros(bases.group.limbs, dtype=np.uint32) if stream is None else \
+            _pinned_scratch(bases.group.limbs // 2).view(np.uint32)
+        read_back(out, self._out.ptr, stream)
         return decode_point(out, bases.group)
 
     def close(self) -> None:
         for t in self._tails.values():
             t.close()
         self._tails = {}
+        for e in self._dense.values():
+            e.close()
+        self._dense = {}
         for parts in self._parts.values():
             for p in parts:
                 p.free()

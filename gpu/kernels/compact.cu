@@ -7,15 +7,77 @@
 
 #define TID ((i64)blockIdx.x * blockDim.x + threadIdx.x)
 
+// s_i * P into the Montgomery affine layout of gpu/cuda/msm.py's resident bases (load_bases' output).
+template <class F>
+__device__ __forceinline__ void fixed_base_mont(i64 n, const uint32_t* table, const uint32_t* scalars,
+                                                affine_t<F>* out) {
+    i64 i = TID;
+    if (i >= n) return;
+    out[i] = fixed_base_mul<F>(table, scalars + 8 * i);
+}
+// The batched variant (fixed_base_batch.cuh): XYZZ sums into scratch, then one thread a range of
+// FB_BATCH points converts them with one shared inversion.
+#define FB_BATCH_KERNELS(G, F)                                                                     \
+    extern "C" __global__ void fixed_base_acc_##G(i64 n, const uint32_t* table,                  \
+                                                  const uint32_t* scalars, xyzz_t<F>* acc) {       \
+        i64 i = TID;                                                                               \
+        if (i >= n) return;                                                                        \
+        acc[i] = fixed_base_acc<F>(table, scalars + 8 * i);                                        \
+    }                                                                                              \
+    extern "C" __global__ void fixed_base_affine_##G(i64 n, const xyzz_t<F>* acc,                 \
+                                                     affine_t<F>* out) {                           \
+        i64 lo = TID * FB_BATCH;                                                                   \
+        if (lo >= n) return;                                                                       \
+        fixed_base_batch_affine<F>(lo, lo + FB_BATCH < n ? lo + FB_BATCH : n, acc, out);           \
+    }
+#ifndef COMPACT_G2_ONLY  // compact_g2.cu: the G2 fixed-base kernels alone (see there)
+// One thread a row; skip_long: rows of more than REP_LONG terms are left to rep_spmv_long.
 extern "C" __global__ void rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
                                     const int32_t* h_col, const uint32_t* h_coef, const i64* b_ptr,
                                     const int32_t* b_col, const uint32_t* b_coef,
                                     const uint32_t* table, const i64* base, const i64* stride,
-                                    const uint32_t* __restrict__ z, uint32_t* __restrict__ out) {
+                                    const uint32_t* __restrict__ z, uint32_t* __restrict__ out,
+                                    int skip_long) {
     i64 r = TID;
     if (r >= rows) return;
     rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
+    if (skip_long && rep_row_len(m, r) > REP_LONG) return;
     rep_store(out + 8 * r, rep_row(m, r, z));
+}
+
+__device__ __forceinline__ fr_t warp_sum(fr_t x) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) {
+        fr_t y;
+#pragma unroll
+        for (int i = 0; i < 8; i++) y.v[i] = __shfl_xor_sync(0xffffffffu, x.v[i], o);
+        x += y;
+    }
+    return x;
+}
+
+// The long rows, a warp each: task t < nh is header row long_h[t]; the others are block row
+// long_b[u % nb] of copy u / nb (u = t - nh). Lane l takes terms l, l + 32, ... (rep_row_part),
+// the lanes' sums are added across the warp (rep_row_lanes is the same on the host).
+extern "C" __global__ void rep_spmv_long(i64 tasks, i64 nh, i64 nb, const i64* long_h,
+                                         const i64* long_b, i64 hrows, i64 brows, const i64* h_ptr,
+                                         const int32_t* h_col, const uint32_t* h_coef,
+                                         const i64* b_ptr, const int32_t* b_col,
+                                         const uint32_t* b_coef, const uint32_t* table,
+                                         const i64* base, const i64* stride,
+                                         const uint32_t* __restrict__ z, uint32_t* __restrict__ out) {
+    i64 t = TID >> 5;
+    int lane = threadIdx.x & 31;
+    if (t >= tasks) return;  // whole warps: tasks is per warp
+    rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
+    i64 r = t < nh ? long_h[t] : hrows + ((t - nh) / nb) * brows + long_b[(t - nh) % nb];
+    fr_t plain = fr_t::zero(), mont = fr_t::zero();
+    bool any_mont = false;
+    rep_row_part(m, r, z, lane, 32, plain, mont, any_mont);
+    plain = warp_sum(plain);
+    mont = warp_sum(mont);
+    any_mont = __any_sync(0xffffffffu, any_mont);
+    if (lane == 0) rep_store(out + 8 * r, rep_finish(plain, mont, any_mont));
 }
 
 extern "C" __global__ void rep_spmv_t_pieces(i64 tasks, i64 npieces, i64 hrows, i64 brows,
@@ -75,40 +137,12 @@ extern "C" __global__ void setup_lincomb(i64 n, const uint32_t* u, const uint32_
                 fr_t::from_limbs(consts + 16), out);
 }
 
-// s_i * P into the Montgomery affine layout of gpu/cuda/msm.py's resident bases (load_bases' output).
-template <class F>
-__device__ __forceinline__ void fixed_base_mont(i64 n, const uint32_t* table, const uint32_t* scalars,
-                                                affine_t<F>* out) {
-    i64 i = TID;
-    if (i >= n) return;
-    out[i] = fixed_base_mul<F>(table, scalars + 8 * i);
-}
 extern "C" __global__ void fixed_base_mont_g1(i64 n, const uint32_t* table, const uint32_t* scalars,
                                               affine_t<fq_t>* out) {
     fixed_base_mont<fq_t>(n, table, scalars, out);
 }
-extern "C" __global__ void fixed_base_mont_g2(i64 n, const uint32_t* table, const uint32_t* scalars,
-                                              affine_t<fq2_t>* out) {
-    fixed_base_mont<fq2_t>(n, table, scalars, out);
-}
 
-// The batched variant (fixed_base_batch.cuh): XYZZ sums into scratch, then one thread a range of
-// FB_BATCH points converts them with one shared inversion.
-#define FB_BATCH_KERNELS(G, F)                                                                     \
-    extern "C" __global__ void fixed_base_acc_##G(i64 n, const uint32_t* table,                  \
-                                                  const uint32_t* scalars, xyzz_t<F>* acc) {       \
-        i64 i = TID;                                                                               \
-        if (i >= n) return;                                                                        \
-        acc[i] = fixed_base_acc<F>(table, scalars + 8 * i);                                        \
-    }                                                                                              \
-    extern "C" __global__ void fixed_base_affine_##G(i64 n, const xyzz_t<F>* acc,                 \
-                                                     affine_t<F>* out) {                           \
-        i64 lo = TID * FB_BATCH;                                                                   \
-        if (lo >= n) return;                                                                       \
-        fixed_base_batch_affine<F>(lo, lo + FB_BATCH < n ? lo + FB_BATCH : n, acc, out);           \
-    }
 FB_BATCH_KERNELS(g1, fq_t)
-FB_BATCH_KERNELS(g2, fq2_t)
 
 extern "C" __global__ void expand_assignment(i64 n, const uint32_t* other, const uint32_t* one,
                                              const uint32_t* offs, const uint32_t* fes, uint32_t* z) {
@@ -116,3 +150,12 @@ extern "C" __global__ void expand_assignment(i64 n, const uint32_t* other, const
     if (i >= n) return;
     expand_one(i, other, one, offs, fes, z);
 }
+#endif  // COMPACT_G2_ONLY
+
+#ifdef COMPACT_G2_ONLY
+extern "C" __global__ void fixed_base_mont_g2(i64 n, const uint32_t* table, const uint32_t* scalars,
+                                              affine_t<fq2_t>* out) {
+    fixed_base_mont<fq2_t>(n, table, scalars, out);
+}
+FB_BATCH_KERNELS(g2, fq2_t)
+#endif

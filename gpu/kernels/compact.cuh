@@ -34,30 +34,114 @@ FF_FN bool rep_is_one(const uint32_t* p) {
     return acc == 0;
 }
 
+// One element (8 limbs, 32-byte aligned: every vector and table here is): on the device two
+// 16-byte loads instead of eight 4-byte ones (the product's z gathers were eight transactions
+// an element); the host build reads the limbs.
+FF_FN fr_t rep_load(const uint32_t* p) {
+#ifdef __CUDA_ARCH__
+    const uint4* q = reinterpret_cast<const uint4*>(p);
+    uint4 a = q[0], b = q[1];
+    fr_t r;
+    r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
+    r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
+    return r;
+#else
+    return fr_t::from_limbs(p);
+#endif
+}
+
+FF_FN bool rep_is_one(const fr_t& c) { return rep_is_one(c.v); }
+
+// Terms lo + first, lo + first + step, ... of a row, REP_BATCH at a time: the batch's column and
+// coefficient indices are read, then all its z and coefficient loads issued, then the products,
+// so a thread has up to REP_BATCH gathers in flight instead of one dependent chain a term.
+// step = 1: a whole row (one thread a row); step = 32: a warp's lane of a long row.
+#ifndef REP_BATCH
+#define REP_BATCH 4
+#endif
+// Rows longer than this go to rep_spmv_long (a warp a row): sdr's A holds packing rows of
+// hundreds of terms among rows of one to three, and one thread walking such a row kept its
+// warp and the kernel's tail waiting (A z 209 ms against B z 9 ms at 2^27 on the H200).
+#ifndef REP_LONG
+#define REP_LONG 32
+#endif
+FF_FN void rep_terms(fr_t& plain, fr_t& mont, bool& any_mont, i64 lo, i64 hi, int first,
+                     int step, const int32_t* cols, const uint32_t* coefs, const uint32_t* table,
+                     const uint32_t* z, const i64* base, const i64* stride, i64 j) {
+    for (i64 k0 = lo + first; k0 < hi; k0 += (i64)step * REP_BATCH) {
+        const uint32_t* zp[REP_BATCH];
+        const uint32_t* cp[REP_BATCH];
+#pragma unroll
+        for (int u = 0; u < REP_BATCH; u++) {
+            i64 k = k0 + (i64)u * step < hi ? k0 + (i64)u * step : lo;  // past the row: term lo
+            i64 x = cols[k];
+            zp[u] = z + 8 * (base ? base[x] + j * stride[x] : x);
+            cp[u] = table + 8 * (i64)coefs[k];
+        }
+        fr_t zv[REP_BATCH], cv[REP_BATCH];
+#pragma unroll
+        for (int u = 0; u < REP_BATCH; u++) {
+            zv[u] = rep_load(zp[u]);
+            cv[u] = rep_load(cp[u]);
+        }
+#pragma unroll
+        for (int u = 0; u < REP_BATCH; u++) {
+            if (k0 + (i64)u * step >= hi) break;
+            if (rep_is_one(cv[u])) plain += zv[u];
+            else { mont += cv[u] * zv[u]; any_mont = true; }
+        }
+    }
+}
+
+// Number of terms of row r.
+FF_FN i64 rep_row_len(const rep_matrix_t& m, i64 r) {
+    if (r < m.hrows) return m.h_ptr[r + 1] - m.h_ptr[r];
+    i64 rr = (r - m.hrows) % m.brows;
+    return m.b_ptr[rr + 1] - m.b_ptr[rr];
+}
+
+// The terms first, first + step, ... of row r into (plain, mont, any_mont).
+FF_FN void rep_row_part(const rep_matrix_t& m, i64 r, const uint32_t* z, int first, int step,
+                        fr_t& plain, fr_t& mont, bool& any_mont) {
+    if (r < m.hrows) {
+        rep_terms(plain, mont, any_mont, m.h_ptr[r], m.h_ptr[r + 1], first, step, m.h_col,
+                  m.h_coef, m.table, z, nullptr, nullptr, 0);
+    } else {
+        i64 q = r - m.hrows, j = q / m.brows, rr = q - j * m.brows;
+        rep_terms(plain, mont, any_mont, m.b_ptr[rr], m.b_ptr[rr + 1], first, step, m.b_col,
+                  m.b_coef, m.table, z, m.base, m.stride, j);
+    }
+}
+
+// plain + mont R (mont holds c z R^-1 sums: one product with R^2 moves them back)
+FF_FN fr_t rep_finish(fr_t plain, const fr_t& mont, bool any_mont) {
+    if (any_mont) plain += mont * fr_t::r2();
+    return plain;
+}
+
 // <row r, z>: the unit coefficients summed directly, the others as c z R^-1, moved back by one
 // product with R^2 (arith/include/spmv.cuh does the same for full CSR).
 FF_FN fr_t rep_row(const rep_matrix_t& m, i64 r, const uint32_t* z) {
     fr_t plain = fr_t::zero(), mont = fr_t::zero();
     bool any_mont = false;
-    if (r < m.hrows) {
-        for (i64 k = m.h_ptr[r]; k < m.h_ptr[r + 1]; k++) {
-            fr_t zk = fr_t::from_limbs(z + 8 * (i64)m.h_col[k]);
-            const uint32_t* ck = m.table + 8 * (i64)m.h_coef[k];
-            if (rep_is_one(ck)) plain += zk;
-            else { mont += fr_t::from_limbs(ck) * zk; any_mont = true; }
-        }
-    } else {
-        i64 q = r - m.hrows, j = q / m.brows, rr = q - j * m.brows;
-        for (i64 k = m.b_ptr[rr]; k < m.b_ptr[rr + 1]; k++) {
-            i64 x = m.b_col[k];
-            fr_t zk = fr_t::from_limbs(z + 8 * (m.base[x] + j * m.stride[x]));
-            const uint32_t* ck = m.table + 8 * (i64)m.b_coef[k];
-            if (rep_is_one(ck)) plain += zk;
-            else { mont += fr_t::from_limbs(ck) * zk; any_mont = true; }
-        }
+    rep_row_part(m, r, z, 0, 1, plain, mont, any_mont);
+    return rep_finish(plain, mont, any_mont);
+}
+
+// The same row as `lanes` strided parts summed (what rep_spmv_long's warp does; the host
+// build checks it against rep_row).
+FF_FN fr_t rep_row_lanes(const rep_matrix_t& m, i64 r, const uint32_t* z, int lanes) {
+    fr_t plain = fr_t::zero(), mont = fr_t::zero();
+    bool any_mont = false;
+    for (int lane = 0; lane < lanes; lane++) {
+        fr_t p = fr_t::zero(), q = fr_t::zero();
+        bool a = false;
+        rep_row_part(m, r, z, lane, lanes, p, q, a);
+        plain += p;
+        mont += q;
+        any_mont |= a;
     }
-    if (any_mont) plain += mont * fr_t::r2();
-    return plain;
+    return rep_finish(plain, mont, any_mont);
 }
 
 // sum_k coef_k * x[rows_k] over one column of a transposed (CSC) block, canonical.
@@ -76,8 +160,14 @@ FF_FN fr_t rep_col_dot(i64 lo, i64 hi, const int32_t* rows, const uint32_t* coef
 }
 
 FF_FN void rep_store(uint32_t* p, const fr_t& v) {
+#ifdef __CUDA_ARCH__
+    uint4* q = reinterpret_cast<uint4*>(p);
+    q[0] = make_uint4(v.v[0], v.v[1], v.v[2], v.v[3]);
+    q[1] = make_uint4(v.v[4], v.v[5], v.v[6], v.v[7]);
+#else
 #pragma unroll
     for (int i = 0; i < 8; i++) p[i] = v.v[i];
+#endif
 }
 
 // The transposed block product, balanced: a block column's entries come in pieces of at most a

@@ -1,9 +1,8 @@
-// Pippenger MSM on the device: thin extern "C" entry points over msm_core.cuh's per-thread
-// steps (the host build runs the same bodies). Driver: gpu/cuda/msm.py, which documents the
-// launch sequence and buffer sizes.
-//
-// Scalar-side kernels (digits, sort) do not depend on the group; the point kernels exist once
-// per group, g1_* over Fq and g2_* over Fq2.
+// Pippenger MSM on the device, the scalar side: digits and the counting sort, which do not
+// depend on the group (thin extern "C" entry points over msm_core.cuh's per-thread steps; the
+// host build runs the same bodies). Driver: gpu/cuda/msm.py, which documents the launch sequence
+// and buffer sizes. The point kernels are in msm_points.cuh, compiled per group and per heavy
+// kernel in msm_g1*.cu / msm_g2*.cu, so a cold build compiles them in parallel.
 #include "curve_io.cuh"
 #include "msm_core.cuh"
 
@@ -29,18 +28,22 @@ __device__ __forceinline__ void load_scalar(const uint32_t* scalars, i64 i, uint
 }
 
 // Lanes of a warp that share a key count once (__match_any_sync): all-equal and 0/1-heavy
-// scalars would otherwise serialise their atomics on a few counters.
+// scalars would otherwise serialise their atomics on a few counters. MATCH = false (the "dense"
+// kernels, for uniformly random scalars such as the H query's, whose digits rarely meet within
+// a warp): one plain atomic a digit, no match. `first` is the index of scalar 0 within the whole
+// MSM (the chunked MSM sorts a chunk at a time), so `bad` names the scalar in the whole vector.
 
 // counts[w B + |d| - 1] += 1 for every nonzero digit; bad = smallest index of a scalar >= r.
-extern "C" __global__ void msm_histogram(i64 n, const uint32_t* scalars, int c, uint32_t* counts,
-                                         unsigned long long* bad) {
+template <bool MATCH>
+__device__ __forceinline__ void histogram(i64 n, const uint32_t* scalars, int c, uint32_t* counts,
+                                          unsigned long long* bad, i64 first) {
     i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     bool live = i < n;
     unsigned active = __ballot_sync(0xffffffffu, live);
     if (!live) return;
     uint32_t s[8];
     load_scalar(scalars, i, s);
-    if (!fr_canonical(s)) atomicMin(bad, (unsigned long long)i);
+    if (!fr_canonical(s)) atomicMin(bad, (unsigned long long)(first + i));
     const int W = msm_windows(c);
     const uint32_t B = 1u << (c - 1);
     digit_iter it(s, c);
@@ -49,16 +52,21 @@ extern "C" __global__ void msm_histogram(i64 n, const uint32_t* scalars, int c, 
         uint32_t d = it.next(&neg);
         // zero digits take no bucket; they still take part in the match so all lanes agree
         uint32_t key = d ? w * B + d - 1 : MSM_SENTINEL;
-        unsigned peers = __match_any_sync(active, key);
-        int lane = threadIdx.x & 31;
-        if (d && lane == __ffs(peers) - 1) atomicAdd(counts + key, (uint32_t)__popc(peers));
+        if (MATCH) {
+            unsigned peers = __match_any_sync(active, key);
+            int lane = threadIdx.x & 31;
+            if (d && lane == __ffs(peers) - 1) atomicAdd(counts + key, (uint32_t)__popc(peers));
+        } else if (d) {
+            atomicAdd(counts + key, 1u);
+        }
     }
 }
 
 // keys/vals[cursor[key]++] = (key, i | sign): the scatter of the counting sort. The order inside
 // a bucket is whatever the atomics give; the bucket sum does not depend on it.
-extern "C" __global__ void msm_scatter(i64 n, const uint32_t* scalars, int c, uint32_t* cursor,
-                                       uint32_t* keys, uint32_t* vals) {
+template <bool MATCH>
+__device__ __forceinline__ void scatter(i64 n, const uint32_t* scalars, int c, uint32_t* cursor,
+                                        uint32_t* keys, uint32_t* vals) {
     i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
     bool live = i < n;
     unsigned active = __ballot_sync(0xffffffffu, live);
@@ -72,16 +80,46 @@ extern "C" __global__ void msm_scatter(i64 n, const uint32_t* scalars, int c, ui
         bool neg;
         uint32_t d = it.next(&neg);
         uint32_t key = d ? w * B + d - 1 : MSM_SENTINEL;
-        unsigned peers = __match_any_sync(active, key);
-        if (!d) continue;  // peers of a zero digit are all zero digits: none of them adds
-        int lane = threadIdx.x & 31, leader = __ffs(peers) - 1;
-        uint32_t base = 0;
-        if (lane == leader) base = atomicAdd(cursor + key, (uint32_t)__popc(peers));
-        base = __shfl_sync(peers, base, leader);
-        uint32_t pos = base + __popc(peers & ((1u << lane) - 1));
+        uint32_t pos;
+        if (MATCH) {
+            unsigned peers = __match_any_sync(active, key);
+            if (!d) continue;  // peers of a zero digit are all zero digits: none of them adds
+            int lane = threadIdx.x & 31, leader = __ffs(peers) - 1;
+            uint32_t base = 0;
+            if (lane == leader) base = atomicAdd(cursor + key, (uint32_t)__popc(peers));
+            base = __shfl_sync(peers, base, leader);
+            pos = base + __popc(peers & ((1u << lane) - 1));
+        } else {
+            if (!d) continue;
+            pos = atomicAdd(cursor + key, 1u);
+        }
         keys[pos] = key;
         vals[pos] = (uint32_t)i | (neg ? MSM_NEG_BIT : 0);
     }
+}
+
+extern "C" __global__ void msm_histogram(i64 n, const uint32_t* scalars, int c, uint32_t* counts,
+                                         unsigned long long* bad) {
+    histogram<true>(n, scalars, c, counts, bad, 0);
+}
+extern "C" __global__ void msm_scatter(i64 n, const uint32_t* scalars, int c, uint32_t* cursor,
+                                       uint32_t* keys, uint32_t* vals) {
+    scatter<true>(n, scalars, c, cursor, keys, vals);
+}
+extern "C" __global__ void msm_histogram_dense(i64 n, const uint32_t* scalars, int c,
+                                               uint32_t* counts, unsigned long long* bad,
+                                               i64 first) {
+    histogram<false>(n, scalars, c, counts, bad, first);
+}
+extern "C" __global__ void msm_scatter_dense(i64 n, const uint32_t* scalars, int c,
+                                             uint32_t* cursor, uint32_t* keys, uint32_t* vals) {
+    scatter<false>(n, scalars, c, cursor, keys, vals);
+}
+// The chunked MSM's histogram with the match (for skewed scalars over many chunks).
+extern "C" __global__ void msm_histogram_first(i64 n, const uint32_t* scalars, int c,
+                                               uint32_t* counts, unsigned long long* bad,
+                                               i64 first) {
+    histogram<true>(n, scalars, c, counts, bad, first);
 }
 
 // Exclusive scan of counts into offsets, in chunks of SCAN_CHUNK per block; chunk totals go to
@@ -158,88 +196,6 @@ extern "C" __global__ void msm_scan_add(i64 K, uint32_t* offsets, const uint32_t
     if (k < K) offsets[k] += sums[k / SCAN_CHUNK];
 }
 
-// ---- points ---------------------------------------------------------------------------------
-
-// Canonical xy -> Montgomery affine; bad = smallest index of a point off the curve (or with a
-// coordinate >= p).
-template <class F>
-__device__ void load_bases(i64 n, const uint32_t* raw, affine_t<F>* out, unsigned long long* bad) {
-    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    const int S = 2 * coord_limbs<F>::N;
-    const uint32_t* p = raw + S * i;
-    bool ok = coords_reduced<F>(p);
-    affine_t<F> a = affine_t<F>::identity();
-    if (ok) {
-        a = load_affine<F>(p);
-        ok = a.on_curve(curve_b((const F*)0));
-    }
-    if (!ok) {
-        atomicMin(bad, (unsigned long long)i);
-        a = affine_t<F>::identity();
-    }
-    out[i] = a;
-}
-
-// Level 1: T ranges over the M sorted digits (M read from the device: no host round trip).
-template <class F, bool PREFETCH>
-__device__ __forceinline__ void accumulate_bases(i64 T, const unsigned long long* m,
-                                                 const uint32_t* keys, const uint32_t* vals,
-                                                 const affine_t<F>* bases, xyzz_t<F>* buckets,
-                                                 uint32_t* out_keys, xyzz_t<F>* out_parts) {
-    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T) return;
-    i64 M = (i64)*m, L = (M + T - 1) / T;
-    if (L < 1) L = 1;
-    base_source<F> src{bases, vals};
-    accumulate_range<F, base_source<F>, PREFETCH>(t, L, M, keys, src, buckets, out_keys,
-                                                  out_parts);
-}
-
-template <class F>
-__device__ void accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,
-                                 const xyzz_t<F>* parts, xyzz_t<F>* buckets, uint32_t* out_keys,
-                                 xyzz_t<F>* out_parts) {
-    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (t >= T) return;
-    part_source<F> src{parts};
-    accumulate_range<F>(t, L, M, keys, src, buckets, out_keys, out_parts);
-}
-
-template <class F>
-__device__ void reduce_segments(int W, i64 B, i64 G, const xyzz_t<F>* buckets,
-                                const uint32_t* counts, xyzz_t<F>* seg) {
-    i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x, S = B / G;
-    if (k >= W * S) return;
-    seg[k] = reduce_segment<F>((int)(k / S), k % S, B, G, buckets, counts);
-}
-
-template <class F>
-__device__ void sum_groups(i64 rows, i64 len, i64 g, const xyzz_t<F>* in, xyzz_t<F>* out) {
-    i64 q = (len + g - 1) / g, k = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (k >= rows * q) return;
-    out[k] = sum_group<F>(k / q, k % q, len, g, in);
-}
-
-// One thread: Horner over the window sums, then affine and canonical limbs.
-template <class F>
-__device__ void combine(int W, int c, const xyzz_t<F>* win, uint32_t* out) {
-    if (blockIdx.x || threadIdx.x) return;
-    store_affine<F>(combine_windows<F>(W, c, win).to_affine(), out);
-}
-
-// Test inputs with known discrete logs: P_i = A[i / m2] + B[i % m2] (affine, canonical out).
-// m1 + m2 scalar multiplications on the host give m1 m2 distinct random-looking bases.
-template <class F>
-__device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>* Bt,
-                          uint32_t* out) {
-    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= n) return;
-    xyzz_t<F> p = xyzz_t<F>::from_affine(A[i / m2]);
-    p.add_affine(Bt[i % m2]);
-    store_affine<F>(p.to_affine(), out + 2 * coord_limbs<F>::N * i);
-}
-
 // The Fq multiplication rate (bench/gpu_msm.py: the arithmetic floor): 4 iters products per
 // thread in two independent chains, on the thread's 4 elements (48 limbs), written back.
 extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
@@ -257,62 +213,3 @@ extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
     store_limbs(c, p + 24);
     store_limbs(d, p + 36);
 }
-
-#define MSM_ENTRY_POINTS(G, F)                                                                   \
-    extern "C" __global__ void G##_load_bases(i64 n, const uint32_t* raw, affine_t<F>* out,      \
-                                              unsigned long long* bad) {                         \
-        load_bases<F>(n, raw, out, bad);                                                         \
-    }                                                                                            \
-    extern "C" __global__ void G##_accumulate_bases(                                             \
-        i64 T, const unsigned long long* m, const uint32_t* keys, const uint32_t* vals,          \
-        const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys, xyzz_t<F>* out_parts) { \
-        accumulate_bases<F, G##_PREFETCH>(T, m, keys, vals, bases, buckets, out_keys, out_parts); \
-    }                                                                                            \
-    extern "C" __global__ void G##_accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,   \
-                                                    const xyzz_t<F>* parts, xyzz_t<F>* buckets,  \
-                                                    uint32_t* out_keys, xyzz_t<F>* out_parts) {  \
-        accumulate_parts<F>(T, L, M, keys, parts, buckets, out_keys, out_parts);                 \
-    }                                                                                            \
-    extern "C" __global__ void G##_reduce_segments(int W, i64 B, i64 G_, const xyzz_t<F>* bk,    \
-                                                   const uint32_t* counts, xyzz_t<F>* seg) {     \
-        reduce_segments<F>(W, B, G_, bk, counts, seg);                                           \
-    }                                                                                            \
-    extern "C" __global__ void G##_sum_groups(i64 rows, i64 len, i64 g, const xyzz_t<F>* in,     \
-                                              xyzz_t<F>* out) {                                  \
-        sum_groups<F>(rows, len, g, in, out);                                                    \
-    }                                                                                            \
-    extern "C" __global__ void G##_combine(int W, int c, const xyzz_t<F>* win, uint32_t* out) {  \
-        combine<F>(W, c, win, out);                                                              \
-    }                                                                                            \
-    extern "C" __global__ void G##_gen_bases(i64 n, i64 m2, const affine_t<F>* A,                \
-                                             const affine_t<F>* Bt, uint32_t* out) {             \
-        gen_bases<F>(n, m2, A, Bt, out);                                                         \
-    }
-
-// Prefetching the next base pays on G1; on G2 its 48 registers go on top of a 96-register
-// accumulator (g2_accumulate_bases_np: the variant without, bench/gpu_msm.py compares them).
-#define g1_PREFETCH true
-#define g2_PREFETCH true
-#ifndef MSM_NO_G1
-MSM_ENTRY_POINTS(g1, fq_t)
-#endif
-#ifndef MSM_NO_G1
-// The same level-1 kernel capped at 168 registers (3 blocks of 128 an SM: 12 warps instead of
-// the 9 that 212+ registers leave); bench/gpu_msm.py compares it (ZKHIVE_MSM_G1_LB=1).
-extern "C" __global__ void __launch_bounds__(128, 3)
-g1_accumulate_bases_lb(i64 T, const unsigned long long* m, const uint32_t* keys,
-                       const uint32_t* vals, const affine_t<fq_t>* bases, xyzz_t<fq_t>* buckets,
-                       uint32_t* out_keys, xyzz_t<fq_t>* out_parts) {
-    accumulate_bases<fq_t, true>(T, m, keys, vals, bases, buckets, out_keys, out_parts);
-}
-#endif
-#ifndef MSM_NO_G2
-MSM_ENTRY_POINTS(g2, fq2_t)
-extern "C" __global__ void g2_accumulate_bases_np(i64 T, const unsigned long long* m,
-                                                  const uint32_t* keys, const uint32_t* vals,
-                                                  const affine_t<fq2_t>* bases,
-                                                  xyzz_t<fq2_t>* buckets, uint32_t* out_keys,
-                                                  xyzz_t<fq2_t>* out_parts) {
-    accumulate_bases<fq2_t, false>(T, m, keys, vals, bases, buckets, out_keys, out_parts);
-}
-#endif

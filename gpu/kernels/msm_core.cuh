@@ -143,14 +143,15 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
 }
 
 // Segment j of window w (buckets j G + 1 .. (j + 1) G): running sums from the top give
-// sum (b - j G) S_b; adding j G times the segment's plain sum gives sum b S_b.
+// sum (b - j G) S_b; adding j G times the segment's plain sum gives sum b S_b. counts = null:
+// every bucket was written (the chunked MSM zeroes its buckets, and zero is the identity).
 template <class F>
 CURVE_FN xyzz_t<F> reduce_segment(int w, int64_t j, int64_t B, int64_t G,
                                   const xyzz_t<F>* buckets, const uint32_t* counts) {
     xyzz_t<F> run = xyzz_t<F>::identity(), tot = xyzz_t<F>::identity();
     for (int64_t b = (j + 1) * G - 1; b >= j * G; b--) {
         int64_t key = w * B + b;
-        if (counts[key]) run.add(buckets[key]);
+        if (!counts || counts[key]) run.add(buckets[key]);
         tot.add(run);
     }
     tot.add(run.mul_small((uint32_t)(j * G)));

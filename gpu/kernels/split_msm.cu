@@ -27,6 +27,7 @@ __device__ __forceinline__ bool split_fr_canonical(const uint32_t* s) {
     return false;
 }
 
+#ifndef SPLIT_MSM_G2_ONLY
 // lists[0 .. ones) = indices of scalars equal to 1; lists[n - 1 - j] for j < tail = indices of
 // the other nonzero scalars; counts = (ones, tail); bad = smallest index of a scalar >= r (it is
 // put in the tail, so Pippenger's histogram sees it too). Launch with whole warps.
@@ -72,6 +73,8 @@ extern "C" __global__ void split_gather(i64 k, i64 from, i64 n, const uint32_t* 
     out_scalars[2 * j + 1] = scalars[2 * i + 1];
     for (int w = 0; w < words16; w++) out_bases[j * words16 + w] = bases[i * words16 + w];
 }
+
+#endif  // SPLIT_MSM_G2_ONLY
 
 // parts[t] = sum of bases[lists[k]] over range t of the M ones, T equal ranges.
 template <class F>
@@ -124,5 +127,22 @@ __device__ void store_point(const xyzz_t<F>* in, uint32_t* out) {
         store_point<F>(in, out);                                                                 \
     }
 
+// G1's entry points here, G2's in split_msm_g2.cu (g2_sum_ones) and split_msm_g2_parts.cu (the
+// rest), which include this file with SPLIT_MSM_G2_ONLY (and SPLIT_MSM_G2_PARTS): modules that
+// nvcc builds in parallel.
+#if defined(SPLIT_MSM_G2_ONLY) && !defined(SPLIT_MSM_G2_PARTS)
+extern "C" __global__ void g2_sum_ones(i64 T, i64 M, const uint32_t* lists,
+                                       const affine_t<fq2_t>* bases, xyzz_t<fq2_t>* parts) {
+    sum_ones<fq2_t>(T, M, lists, bases, parts);
+}
+#elif defined(SPLIT_MSM_G2_ONLY)  // split_msm_g2_parts.cu: the folds and the affine result
+extern "C" __global__ void g2_sum_parts(i64 len, i64 g, const xyzz_t<fq2_t>* in,
+                                        xyzz_t<fq2_t>* out) {
+    sum_parts<fq2_t>(len, g, in, out);
+}
+extern "C" __global__ void g2_store_point(const xyzz_t<fq2_t>* in, uint32_t* out) {
+    store_point<fq2_t>(in, out);
+}
+#else
 SPLIT_ENTRY_POINTS(g1, fq_t)
-SPLIT_ENTRY_POINTS(g2, fq2_t)
+#endif

@@ -177,6 +177,7 @@ def lib() -> ctypes.CDLL:
                                              include_dirs=(_KERNELS,))))
             i64, vp = ctypes.c_int64, ctypes.c_void_p
             L.host_rep_spmv.argtypes = [i64, i64, i64] + [vp] * 11
+            L.host_rep_spmv_lanes.argtypes = [i64, i64, i64] + [vp] * 11 + [ctypes.c_int]
             L.host_rep_spmv_t.argtypes = [i64] * 5 + [vp] * 7 + [i64] + [vp] * 7
             L.host_lagrange.argtypes = [i64, i64] + [vp] * 5
             L.host_powers.argtypes = [i64, i64] + [vp] * 3
@@ -190,14 +191,32 @@ def _p(a: np.ndarray):
     return a.ctypes.data
 
 
-def spmv(p: dict, z: np.ndarray) -> np.ndarray:
-    """(rows, 4) canonical: the matrix times z, through the kernels' own row code."""
+def spmv(p: dict, z: np.ndarray, *, lanes: int = 0) -> np.ndarray:
+    """(rows, 4) canonical: the matrix times z, through the kernels' own row code (lanes > 0:
+    each row as that many strided parts summed, the device's warp-a-row order for long rows)."""
     z = np.ascontiguousarray(z, dtype=np.uint64)
     out = np.zeros((p["rows"], 4), np.uint64)
-    lib().host_rep_spmv(p["rows"], p["hrows"], max(p["brows"], 1), *(_p(p[k]) for k in (
+    args = [p["rows"], p["hrows"], max(p["brows"], 1), *(_p(p[k]) for k in (
         "h_ptr", "h_col", "h_coef", "b_ptr", "b_col", "b_coef", "table", "base", "stride")),
-        _p(z), _p(out))
+        _p(z), _p(out)]
+    if lanes:
+        lib().host_rep_spmv_lanes(*args, int(lanes))
+    else:
+        lib().host_rep_spmv(*args)
     return out
+
+
+#: rows longer than this go to the device's warp-a-row kernel (compact.cuh REP_LONG)
+REP_LONG = 32
+
+
+def long_rows(p: dict) -> tuple[np.ndarray, np.ndarray]:
+    """(header rows, block rows) of more than REP_LONG terms, as int64 row indices (block rows
+    template-local: rep_spmv_long runs each once per copy)."""
+    h = np.flatnonzero(np.diff(p["h_ptr"]) > REP_LONG).astype(np.int64)
+    b = np.flatnonzero(np.diff(p["b_ptr"]) > REP_LONG).astype(np.int64) if p.get("copies") else \
+        np.zeros(0, np.int64)
+    return h, b
 
 
 def spmv_t(p: dict, t: dict, L: np.ndarray, num_vars: int) -> np.ndarray:

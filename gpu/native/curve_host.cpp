@@ -8,6 +8,7 @@
 #include <vector>
 #include "curve_io.cuh"
 #include "msm_core.cuh"
+#include "msm_merge.cuh"
 
 typedef int64_t i64;
 
@@ -35,18 +36,20 @@ i64 load_bases(i64 n, const uint32_t* raw, std::vector<affine_t<F>>& out) {
 }
 
 // The whole MSM through the msm_core steps. T1: level-1 ranges; L2: partials per range at
-// later levels (>= 4, so each level shrinks); G: buckets per reduction segment.
+// later levels (>= 4, so each level shrinks); G: buckets per reduction segment. chunk > 0: the
+// device's chunked dense MSM (gpu/cuda/msm.py DenseEngine): the scalars sorted a chunk at a
+// time, each chunk's buckets merged into running buckets zeroed first (msm_merge.cuh), one
+// window reduction over those without the counts (every bucket holds a point, maybe the identity).
 template <class F>
-i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
-        i64 G, uint32_t* out) {
+void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
+                      const uint32_t* scalars, int c, i64 T1, i64 L2,
+                      std::vector<xyzz_t<F>>& buckets, std::vector<uint32_t>& counts) {
     typedef xyzz_t<F> P;
-    std::vector<affine_t<F>> bases;
-    i64 bad = load_bases<F>(n, raw_bases, bases);
-    if (bad >= 0) return bad;
     const int W = msm_windows(c);
     const i64 B = (i64)1 << (c - 1);
     // 1-2: digits, counting sort
-    std::vector<uint32_t> counts(W * B, 0), cursor(W * B);
+    counts.assign(W * B, 0);
+    std::vector<uint32_t> cursor(W * B);
     for (i64 i = 0; i < n; i++) {
         digit_iter it(scalars + 8 * i, c);
         for (int w = 0; w < W; w++) {
@@ -70,11 +73,11 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
         }
     }
     // 3: bucket accumulation, levels until one range holds everything
-    std::vector<P> buckets(W * B), parts(2 * T1), next;
+    std::vector<P> parts(2 * T1), next;
     std::vector<uint32_t> part_keys(2 * T1), next_keys;
     i64 L = M / T1 + (M % T1 != 0);
     if (L < 1) L = 1;
-    base_source<F> src{bases.data(), vals.data()};
+    base_source<F> src{bases.data() + lo, vals.data()};
 #pragma omp parallel for schedule(dynamic, 1)
     for (i64 t = 0; t < T1; t++)
         accumulate_range<F>(t, L, M, keys.data(), src, buckets.data(), part_keys.data(),
@@ -92,13 +95,39 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
         part_keys.swap(next_keys);
         T = Tn;
     }
+}
+
+template <class F>
+i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
+        i64 G, i64 chunk, uint32_t* out) {
+    typedef xyzz_t<F> P;
+    std::vector<affine_t<F>> bases;
+    i64 bad = load_bases<F>(n, raw_bases, bases);
+    if (bad >= 0) return bad;
+    const int W = msm_windows(c);
+    const i64 B = (i64)1 << (c - 1);
+    std::vector<P> buckets(W * B, P::identity());
+    std::vector<uint32_t> counts;
+    if (chunk <= 0) {
+        accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts);
+    } else {
+        // the chunk's buckets hold stale sums where it wrote nothing: merge by its counts
+        std::vector<P> mine(W * B, P::identity());
+        for (i64 lo = 0; lo < n; lo += chunk) {
+            accumulate_chunk<F>(lo, n - lo < chunk ? n - lo : chunk, bases, scalars + 8 * lo, c,
+                                T1, L2, mine, counts);
+            for (i64 k = 0; k < W * B; k++) merge_bucket<F>(k, counts.data(), mine.data(),
+                                                            buckets.data());
+        }
+    }
+    const uint32_t* cnt = chunk <= 0 ? counts.data() : nullptr;
     // 4: window reduction in segments, then the segments of each window summed
     if (G > B) G = B;
     i64 S = B / G;
     std::vector<P> seg(W * S);
 #pragma omp parallel for schedule(dynamic, 1)
     for (i64 k = 0; k < W * S; k++)
-        seg[k] = reduce_segment<F>((int)(k / S), k % S, B, G, buckets.data(), counts.data());
+        seg[k] = reduce_segment<F>((int)(k / S), k % S, B, G, buckets.data(), cnt);
     for (i64 len = S; len > 1;) {
         i64 g = len < 8 ? len : 8, q = len / g + (len % g != 0);
         std::vector<P> red(W * q);
@@ -157,13 +186,14 @@ int g2_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32
     return point_op<fq2_t>(op, a, b, k, out);
 }
 // Returns -1, or the index of the first base that is not a reduced point on the curve.
+// chunk > 0: the chunked MSM with buckets shared by the chunks (the device's DenseEngine).
 i64 g1_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           uint32_t* out) {
-    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, out);
+           i64 chunk, uint32_t* out) {
+    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, chunk, out);
 }
 i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           uint32_t* out) {
-    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, out);
+           i64 chunk, uint32_t* out) {
+    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, chunk, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {

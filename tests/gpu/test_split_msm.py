@@ -144,10 +144,56 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
         monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "auto")
         cls, got = run(small, bases, s)
         info = small.last["q"]
-        assert info["path"] == "split" and info["chunks"] == -(-cls.tail // 512) > 1
+        if group == "g1" and zeros + ones == 0:
+            # dense and longer than a chunk: the chunked dense engine, straight over the bases
+            assert info["path"] == "dense" and info["chunks"] == -(-len(s) // 512) > 1
+        else:
+            assert info["path"] == "split" and info["chunks"] == -(-cls.tail // 512) > 1
         assert got == t.expected(s)
     finally:
         small.close()
+
+
+@pytest.mark.parametrize("chunk", [512, 1000, 6000])
+@pytest.mark.parametrize("sort", ["plain", "match"])
+def test_dense_engine_chunks_share_buckets(resident, chunk, sort, monkeypatch):
+    """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
+    of buckets, queued on a stream and collected later; == the known-log identity for random,
+    skewed and 0/1 scalars, a chunk size that does and does not divide n, either sort; a scalar
+    >= r in a later chunk is named by its index in the whole vector, and the engine keeps serving."""
+    from gpu.cuda import loader
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.cuda.msm import DenseEngine
+    from gpu.errors import MsmInputError
+    group, t, xy, bases = resident
+    if group != "g1":
+        with pytest.raises(Exception, match="G1 only"):
+            DenseEngine(group, chunk)
+        return
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_SORT", sort)
+    n = len(xy)
+    e = DenseEngine(group, chunk)
+    stream = loader.driver().Stream()
+    try:
+        for s in (mix(n, 0.0, 0.0), mix(n, 0.45, 0.45), mix(n, 0.5, 0.5)):
+            with DeviceBuffer(32 * n, what="scalars") as sb:
+                sb.upload(np.ascontiguousarray(s))
+                pending = e.start(bases, sb, n, stream)
+                assert pending.chunks == -(-n // chunk)
+                assert pending.finish() == t.expected(s)
+                assert e.msm(bases, sb, n - 1) == t.expected(s[: n - 1])
+        s = mix(n, 0.0, 0.0)
+        s[n - 3] = R
+        with DeviceBuffer(32 * n, what="scalars") as sb:
+            sb.upload(np.ascontiguousarray(s))
+            with pytest.raises(MsmInputError, match=f"scalar {n - 3} ") as err:
+                e.msm(bases, sb, n, stream)
+            assert err.value.index == n - 3
+            s[n - 3] = 7
+            sb.upload(np.ascontiguousarray(s))
+            assert e.msm(bases, sb, n) == t.expected(s)
+    finally:
+        e.close()
 
 
 def test_chooser_takes_the_path_the_statistics_call_for(resident, split, monkeypatch):

@@ -29,7 +29,16 @@ def test_products_equal_full_csr(which, sdr):
         p = C.parts(m, name)
         C.check_columns(p, nv, name)
         full = m.to_sparse()
-        assert np.array_equal(C.spmv(p, z), native.spmv(full.indptr, full.indices, full.coeffs, z))
+        want_z = native.spmv(full.indptr, full.indices, full.coeffs, z)
+        assert np.array_equal(C.spmv(p, z), want_z)
+        # the device's warp-a-row order for long rows (32 strided parts summed), and an odd split
+        for lanes in (32, 3):
+            assert np.array_equal(C.spmv(p, z, lanes=lanes), want_z), lanes
+        lh, lb = C.long_rows(p)
+        lengths = np.diff(full.indptr)
+        long_all = set(lh.tolist()) | {p["hrows"] + j * p["brows"] + int(r) for j in range(p["copies"])
+                                       for r in lb}
+        assert long_all == set(np.flatnonzero(lengths > C.REP_LONG).tolist())
         L = F.vec_from_ints([int(x) for x in rng.integers(0, 2**62, p["rows"])]) if which != "toy" else \
             F.vec_from_ints([F.random_element() for _ in range(p["rows"])])
         want = native.spmv_t(full.indptr, full.indices, full.coeffs, L, nv)

@@ -156,6 +156,26 @@ def test_host_msm_edge_scalars(group, shape):
         assert curve.msm(g, xy, vec_from_ints(ints), **shape) == reference(P, pts, ints), name
 
 
+@pytest.mark.parametrize("chunk", [1, 7, 32, 100])
+def test_host_chunked_msm_shares_buckets_across_chunks(group, chunk):
+    """The device's chunked dense MSM (DenseEngine: chunks sorted one after the other, each
+    chunk's runs added into one set of buckets, one reduction without counts) == arkworks, for
+    chunk sizes that do and do not divide n, random and edge scalars; a changed scalar in the
+    last chunk changes the result."""
+    g, P = group
+    n = 70 if g == "g1" else 24
+    pts = rand_points(P, n)
+    xy = M.encode_points(pts, g)
+    cases = [("random", [rng.randrange(MODULUS) for _ in range(n)])] + list(edge_cases(n))[:5]
+    for name, ints in cases:
+        ref = reference(P, pts, ints)
+        for shape in (dict(), dict(ranges=7, level_width=4, segment=1)):
+            assert curve.msm(g, xy, vec_from_ints(ints), chunk=chunk, **shape) == ref, (name, shape)
+    ints = list(cases[0][1])
+    ints[-1] = (ints[-1] + 1) % MODULUS
+    assert curve.msm(g, xy, vec_from_ints(ints), chunk=chunk) != reference(P, pts, cases[0][1])
+
+
 def test_host_msm_repeated_and_identity_bases(group):
     g, P = group
     a, b = rand_points(P, 2)

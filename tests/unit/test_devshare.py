@@ -28,7 +28,7 @@ def test_two_provers_at_2_27_become_one_owner_with_prove_ahead_2():
     p = plan_device("cuda:0", 2, ["sdr-32g"], H200, shape_of=lambda n: _sdr32g_shape())
     assert (p.provers, p.prove_ahead) == (1, 2)
     assert "cuda:0: 2 provers asked (worker.gpu_workers_per_device = 2)" in p.note
-    assert "own copy of sdr-32g (9" in p.note and "budget of 128.62 GiB" in p.note
+    assert "own copy of sdr-32g (10" in p.note and "budget of 128.62 GiB" in p.note
     # three asked: still one copy fits, the owner stands in for two slots (prove-ahead at most 2)
     assert plan_device("cuda:0", 3, ["sdr-32g"], H200, shape_of=lambda n: _sdr32g_shape()).prove_ahead == 2
 
@@ -50,7 +50,8 @@ def test_key_shape_from_counts_matches_the_ledger_at_2_27():
 
     shape = key_shape(get_circuit("sdr-32g"))
     assert shape.domain == 1 << 27 and 130_000_000 < shape.num_vars < 131_000_000
-    assert 90 * GiB < shape.resident_bytes() < 100 * GiB  # docs/gpu.md: 97.8 GiB with compact CSR
+    # docs/gpu.md: 97.8 GiB with compact CSR, + 4.13 GiB of the chunked dense MSM (issue 25)
+    assert 95 * GiB < shape.resident_bytes() < 105 * GiB
     assert 2 * (shape.resident_bytes() + shape.working_set_bytes()) > H200 > shape.resident_bytes() + shape.working_set_bytes()
 
 
