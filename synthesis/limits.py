@@ -321,7 +321,9 @@ def schema_message(err: dict) -> str:
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         op = {"greater_than_equal": ">=", "greater_than": ">", "less_than_equal": "<=", "less_than": "<"}[kind]
         bound = next(iter(ctx.values()), "?")
-        return f"{clip(value)} is not {op} {bound}"
+        # a number, also one given as text (an environment variable), reads as the number
+        shown = value if isinstance(value, (int, float)) or (isinstance(value, str) and len(value) <= 40) else clip(value)
+        return f"{shown} is not {op} {bound}"
     if kind == "literal_error":
         return f"{clip(value)} is not one of {ctx.get('expected')}"
     if kind == "value_error":  # our own validators' messages, without pydantic's "Value error, "
