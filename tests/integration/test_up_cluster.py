@@ -294,7 +294,8 @@ def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(t
     while any(_alive(r["pid"], r["create_time"]) for r in state["processes"]) and time.monotonic() < deadline:
         time.sleep(0.1)
     ps = zkhive(*s.args("ps", "--run-dir", str(s.run_dir)), env=s.env, check=1)
-    assert ps.stdout.count(" gone ") == 7, ps.stdout  # the keeper too: nothing came back
+    # every process of the state file, the keeper and the gateway too: nothing came back
+    assert ps.stdout.count(" gone ") == len(state["processes"]) == 8, ps.stdout
     try:
         again = s.up(check=0)
         assert "stale state file" in again.stdout and "is running any more" in again.stdout
