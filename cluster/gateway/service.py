@@ -45,7 +45,7 @@ PRIORITIES = {pb.PRIORITY_UNSPECIFIED: "normal", pb.LOW: "bulk", pb.NORMAL: "nor
 #: cuzk's name of the one kind zkhive proves (its QueueStatus.proof_kind, GPUStatus.current_proof_kind)
 POREP = "porep-c2"
 #: timeline stages that are not device compute (cluster.pipeline.tasks)
-NOT_COMPUTE = ("fetch_assignment", "load_key")
+NOT_COMPUTE = ("fetch_assignment", "key_load")
 POLL_S = 0.2
 #: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
 KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
@@ -73,7 +73,7 @@ def timings(events: list[dict], submitted_at: float, finished_at: float | None) 
         elif ev == "synthesis_end" and k in starts:
             synth += max(0.0, e["t"] - starts.pop(k))
         elif ev == "stage":
-            if e.get("stage") == "load_key":
+            if e.get("stage") == "key_load":
                 load += float(e.get("seconds") or 0)
             elif e.get("stage") not in NOT_COMPUTE:
                 compute += float(e.get("seconds") or 0)

@@ -286,9 +286,6 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
             terms = None
         else:  # proved ahead while the previous task finished: only the combination is left
             terms, timer = got
-        if terms is None and not prover.is_resident(circuit):  # its own stage: srs_load of the gateway
-            with timeline_stage(rt, "load_key", job_id, k, who["device"]):
-                prover.load(circuit, evicted)
         try:
             proof = (prover.prove(circuit, z, timer, on_evict=evicted) if terms is None
                      else prover.finish(circuit, terms, timer))

@@ -122,7 +122,7 @@ def test_prove_a_commit2_input_as_curio_does(gw, porep):
     # the stage timings come from the job's timeline: synthesis and prover stages both ran
     assert res.synthesis_ms > 0 and res.gpu_compute_ms > 0 and res.total_ms >= res.queue_wait_ms
     # porep-lite-4k was not preloaded: the first partition's prover loaded its key in the job
-    assert any(e["event"] == "stage" and e["stage"] == "load_key" for e in gw.events("porep-1000-7"))
+    assert any(e["event"] == "stage" and e["stage"] == "key_load" for e in gw.events("porep-1000-7"))
     # the same request_id again is the same job, answered from the store, with the same bytes
     again = gw.call("Prove", pb.ProveRequest(submit=submit("porep-1000-7", c2))).result
     assert (again.status, again.proof) == (pb.AwaitProofResponse.COMPLETED, res.proof)
@@ -234,8 +234,8 @@ def test_preload_and_evict_move_keys_on_and_off_the_provers(gw):
     assert ev.was_loaded and ev.freed_bytes > 0
     assert _resident(gw, name, False)
     assert not gw.call("EvictSRS", pb.EvictSrsRequest(circuit_id=name)).was_loaded
-    code, msg = _code(lambda: gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id="porep-32g")))
-    assert code == grpc.StatusCode.NOT_FOUND and "porep-32g" in msg and SQUARES_A.name in msg
+    code, msg = _code(lambda: gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id="nosuch-32g")))
+    assert code == grpc.StatusCode.NOT_FOUND and "nosuch-32g" in msg and SQUARES_A.name in msg
 
 
 def _until(cond, timeout_s=60.0, every=0.05):

@@ -200,7 +200,7 @@ def test_timings_come_from_the_timeline():
           {"t": 10.5, "event": "synthesis_start", "partition": 0}, {"t": 10.6, "event": "synthesis_start", "partition": 1},
           {"t": 11.5, "event": "synthesis_end", "partition": 0}, {"t": 12.6, "event": "synthesis_end", "partition": 1},
           {"t": 11.6, "event": "stage", "partition": 0, "stage": "fetch_assignment", "seconds": 0.1},
-          {"t": 11.7, "event": "stage", "partition": 0, "stage": "load_key", "seconds": 0.25},
+          {"t": 11.7, "event": "stage", "partition": 0, "stage": "key_load", "seconds": 0.25},
           {"t": 12.0, "event": "stage", "partition": 0, "stage": "msm", "seconds": 0.75},
           {"t": 12.7, "event": "stage", "partition": 1, "stage": "ntt_h", "seconds": 0.5}]
     assert timings(ev, 10.0, 14.0) == {"queue_wait_ms": 500, "srs_load_ms": 250, "synthesis_ms": 3000,
