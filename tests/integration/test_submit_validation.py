@@ -30,12 +30,13 @@ def good():
     (lambda d: d["partitions"][1]["challenges"][0].update(node="x7"),
      "bad C1 input: field partitions[1].challenges[0].node: must be an integer, not 'x7'"),
 ])
-def test_submit_refuses_what_the_schema_can_check(cluster, good, change, message):
+def test_submit_refuses_what_the_schema_can_check(cluster, good, change, message, tmp_path):
     from cluster.errors import JobError
     from cluster.pipeline.workflow import submit_job
 
     cluster.flush()
-    cluster.configure_here()
+    # a key cache of its own: the session's holds porep-lite-4k's keys once another test made them
+    cluster.configure_here(ZKHIVE_SRS__PARAM_CACHE=str(tmp_path / "no-keys"))
     rt = cluster.runtime()
     doc = copy.deepcopy(good)
     change(doc)
@@ -46,6 +47,7 @@ def test_submit_refuses_what_the_schema_can_check(cluster, good, change, message
     # the unchanged document passes the same check (it then needs keys, which this test has not)
     with pytest.raises(JobError, match="^field params: no keys for parameter set 'porep-lite-4k'"):
         submit_job(rt, copy.deepcopy(good), job_id="accepted-by-the-schema")
+    cluster.configure_here()
 
 
 def test_a_malformed_blob_reference_is_one_line():
