@@ -99,7 +99,10 @@ port = {ports['gateway']}
     t0 = time.time()
     KeyCache(tmp / "keys").setup(circuit, backend=args.setup_backend)
     print(f"keys for {args.params} in {time.time() - t0:.1f} s")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
+    # the settings come from cfg alone; the rest of the environment (ZKHIVE_CACHE_DIR with the
+    # carried cubins above all: without it the H200's workers ran nvcc for minutes) goes along
+    env = {k: v for k, v in os.environ.items()
+           if not (k.startswith("ZKHIVE_") and ("__" in k or k == "ZKHIVE_CONFIG"))}
     env["ZKHIVE_STATE_DIR"] = str(tmp / "state")
     zk = [sys.executable, "-m", "cluster"]
     subprocess.run(zk + ["up", "--config", str(cfg), "--run-dir", str(tmp / "run"), "--devices", args.devices],

@@ -235,10 +235,13 @@ def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_b
                 if len(value) > limits.array_items:
                     raise InputError(f"an array of {len(value)} items, over the limit of "
                                      f"{limits.array_items} (limits.array_items)", field=_where(path))
-                if value and _small_ints(value, limits):
-                    # a flat array of in-bound integers (serde's [u8; 32] domains: 30M of them in a
-                    # 32 GiB Filecoin C1) costs one pass, not a stack entry an item
-                    size += 12 * len(value)
+                width = _small_ints(value, limits) if value else 0
+                if width:
+                    # a flat array of in-bound integers (serde's [u8; 32] domains: 10M of them in a
+                    # 32 GiB Filecoin C1) costs one pass, not a stack entry an item; counted at the
+                    # widest item's width and a comma each (a flat 12 bytes an item put the 36 MB
+                    # text of a 32 GiB C1 at 124 MB, over the 64 MiB bound: the H200 run, stop 23)
+                    size += width * len(value)
                 else:
                     for i in range(len(value) - 1, -1, -1):
                         stack.append((value[i], path + (i,), depth + 1))
@@ -251,7 +254,7 @@ def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_b
             if value.bit_length() > limits.int_digits * 3.33 or len(str(value)) > limits.int_digits:
                 raise InputError(f"an integer of {_digits(value)} digits, over the limit of "
                                  f"{limits.int_digits} (limits.int_digits)", field=_where(path))
-            size += 12
+            size += len(str(value)) + 1
         elif isinstance(value, float):
             if not math.isfinite(value):
                 raise InputError(f"the number {value} is not finite", field=_where(path))
@@ -264,13 +267,17 @@ def check(doc: Any, limits: Limits = DEFAULT, *, setting: str = "limits.c1_max_b
             raise InputError(f"over {limits.document_bytes} bytes ({setting}) by field {json_path(path)}")
 
 
-def _small_ints(items: list, limits: Limits) -> bool:
-    """Every item a plain int within ``limits.int_digits`` (else the caller walks them one by one
-    and reports the first bad one with its path)."""
+def _small_ints(items: list, limits: Limits) -> int:
+    """When every item is a plain int within ``limits.int_digits``: the bytes the widest one takes
+    in JSON text with its comma (an upper bound for each); else 0 (the caller walks them one by
+    one and reports the first bad one with its path)."""
     if not all(type(x) is int for x in items):
-        return False
+        return 0
     bound = 10 ** limits.int_digits
-    return -bound < min(items) and max(items) < bound
+    lo, hi = min(items), max(items)
+    if not (-bound < lo and hi < bound):
+        return 0
+    return max(len(str(lo)), len(str(hi))) + 1
 
 
 def _string(s: str, path: tuple, bound: int, what: str, setting: str) -> int:

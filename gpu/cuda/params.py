@@ -18,12 +18,13 @@ def fill(q, buffer) -> None:
     points="full" subgroup.cu ``check_points`` ([r] P = O) first. Host memory: one chunk."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
+    from gpu.cuda.msm import kernel as msm_kernel
 
     sec = q.lay.sections[q.section]
     g = "g1" if sec.kind == 1 else "g2"
     w = sec.width
     cuda = loader.driver()
-    load = loader.get_function(loader.load_module("msm"), f"{g}_load_bases")
+    load = msm_kernel(f"{g}_load_bases")  # whichever MSM module holds it since the split
     check = (loader.get_function(loader.load_module("subgroup"), f"{g}_check_points")
              if q.points == "full" else None)
     convert = loader.get_function(loader.load_module("params"), f"{g}_load_file_points")

@@ -83,6 +83,22 @@ def test_document_bytes_of_a_decoded_document():
         check_c1(_settings(c1_max_bytes=200, string_bytes=1000), {"a": ["x" * 10] * 20})
 
 
+def test_flat_integer_arrays_count_at_their_text_width():
+    """serde's byte arrays (10 M small integers in a 32 GiB Filecoin C1, 36 MB of text) are
+    counted at their widest item's width plus a comma: an upper bound of the compact text, near
+    enough that a real C1 fits the bound its text fits (a flat 12 bytes an item refused the
+    H200's 32 GiB job at 124 MB against 64 MiB)."""
+    doc = {"d": [[i * 8 % 256 for i in range(32)] for _ in range(1000)], "n": [-5, 123456]}
+    text = len(json.dumps(doc, separators=(",", ":")))
+    check(doc, Limits(document_bytes=text * 6 // 5, array_items=2000))  # within 20% of the text
+    with pytest.raises(InputError, match=r"^over \d+ bytes \(limits\.c1_max_bytes\) by field d\[\d+\]$"):
+        check(doc, Limits(document_bytes=text - 1, array_items=2000))  # never under the text
+    # an integer alone counts its digits, not 12
+    check({"n": 10 ** 30}, Limits(document_bytes=2 + 5 + 32, int_digits=40))
+    with pytest.raises(InputError, match=r"by field n$"):
+        check({"n": 10 ** 30}, Limits(document_bytes=30, int_digits=40))
+
+
 def test_c1_max_bytes_bounds_the_canonical_text():
     s = _settings(c1_max_bytes=100)
     check_canonical_size(s, b"x" * 100)
