@@ -12,7 +12,7 @@ import numpy as np
 
 from synthesis import field
 from synthesis.compact import CompactMatrix, Replicated
-from synthesis.sdr.circuit import CompactR1CS
+from synthesis.compact import CompactR1CS
 
 P = field.MODULUS
 # local columns: 0 one, 1 p, 2 s (stride 0), 3 x, 4 y, 5 t (stride 3 from base 3, 4, 5)

@@ -1,5 +1,5 @@
 """The ``filecoin`` family's Circuit: Filecoin's StackedDRG PoRep partition (``stacked.py``) with
-compact matrices and a compact assignment, as ``synthesis.sdr.circuit`` does it.
+compact matrices and a compact assignment (``synthesis.compact``), as the sdr family does.
 
 Variables (bellperson's numbering): z = (ONE | replica_id, comm_d, comm_r, then per challenge its
 18 inputs in ``generate_public_inputs`` order | header aux | challenge 0 aux | challenge 1 aux |
@@ -36,7 +36,7 @@ from ..circuits import C1Error
 from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
 from ..gadgets.core import Num, Synth, const_vec
 from ..r1cs import R1CS
-from ..sdr.circuit import CompactR1CS, _expand
+from ..compact import CompactR1CS, expand_segments
 from ..bellpepper import AllocatedBit, Boolean
 from . import c1 as c1mod
 from . import stacked
@@ -159,7 +159,7 @@ def build(prm: FilecoinParams) -> tuple[CompactR1CS, dict]:
         [a + 3, a + SHARED, rid0, 0],                   # the replica id bits
         [a + SHARED, nvar, aux0 + hdr.num_aux, ch_locals],  # this challenge's own variables
     ], dtype=np.int64)
-    base, stride = _expand(segments, nvar)
+    base, stride = expand_segments(segments, nvar)
     mats = []
     for hm, cm in zip(hdr.mats, ch.mats):
         h = CompactMatrix(hm.indptr, hmap[hm.cols].astype(np.int32), hm.coef, hm.table)

@@ -27,10 +27,7 @@ from sha256_host.cpp, Poseidon's from poseidon_host.cpp; the result is a ``Compa
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
-import struct
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -42,7 +39,8 @@ from ..builder import LinearCombination
 from ..circuits import C1Error
 from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
 from ..family.circuit import vec_from_hex as _vec
-from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
+from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices
+from ..compact import expand_segments as _expand
 from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
 from ..gadgets.core import FeBlock, const_vec, small_ints_vec
 from ..gadgets.sha256 import Bits, alloc_bits, bits_to_num, cond_swap_bits, num_to_bits, sha254_bits
@@ -248,102 +246,6 @@ def record(prm: SdrParams, *, header: bool) -> Block:
         pub["rid_bits"] = _spread(s, rid, None)
         challenge_gadget(s, prm, pub, None)
     return Block(compact_matrices(cs), cs.num_public, cs.num_aux)
-
-
-@dataclass
-class CompactR1CS:
-    """A partition's matrices, compact: ``a``, ``b``, ``c`` are ``Replicated``."""
-    num_public: int
-    num_aux: int
-    a: Replicated
-    b: Replicated
-    c: Replicated
-    segments: np.ndarray  # the challenge block's column map (see build_compact); base/stride shared
-
-    @property
-    def num_constraints(self) -> int:
-        return self.a.rows
-
-    @property
-    def num_variables(self) -> int:
-        return 1 + self.num_public + self.num_aux
-
-    @property
-    def nnz(self) -> int:
-        return self.a.nnz + self.b.nnz + self.c.nnz
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes held: three header + block matrices and one shared base/stride map."""
-        m = sum(x.header.nbytes + x.block.nbytes for x in (self.a, self.b, self.c))
-        return m + self.a.base.nbytes + self.a.stride.nbytes
-
-    def digest(self) -> bytes:
-        """SHA-256 over the sizes and the compact arrays (header, block, column map of A, B, C):
-        names the circuit in keys. The compact form determines the full matrices, so this is a
-        name for them too; ``to_r1cs()`` gives its R1CS this digest, so a key made from either
-        form (CPU host setup, CUDA device setup) names the same circuit. Computed once."""
-        d = self.__dict__.get("_digest")
-        if d is None:
-            h = hashlib.sha256(b"zkhive-compact-r1cs-v1")
-            h.update(struct.pack("<QQQ", self.num_public, self.num_aux, self.num_constraints))
-            for m in (self.a, self.b, self.c):
-                h.update(struct.pack("<Q", m.copies))
-                for cm in (m.header, m.block):
-                    for arr in (cm.indptr, cm.cols, cm.coef, cm.table):
-                        h.update(struct.pack("<Q", arr.size) + np.ascontiguousarray(arr).tobytes())
-                h.update(np.ascontiguousarray(m.base).tobytes() + np.ascontiguousarray(m.stride).tobytes())
-            d = self.__dict__["_digest"] = h.digest()
-        return d
-
-    def to_r1cs(self) -> R1CS:
-        """The full CSR matrices with Fr coefficients, as every backend takes them (carrying the
-        compact form's digest: see ``digest``)."""
-        r = R1CS(self.num_public, self.num_aux, self.a.to_sparse(), self.b.to_sparse(),
-                 self.c.to_sparse())
-        r.validate()
-        r.__dict__["_digest"] = self.digest()  # R1CS.digest's cached value (frozen dataclass)
-        return r
-
-    def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        arrays = {"sizes": np.array([self.num_public, self.num_aux, len(self.a.base), self.a.copies],
-                                    dtype=np.int64), "segments": self.segments}
-        for name, m in (("a", self.a), ("b", self.b), ("c", self.c)):
-            for part, cm in (("h", m.header), ("t", m.block)):
-                for f in ("indptr", "cols", "coef", "table"):
-                    arrays[f"{name}_{part}_{f}"] = getattr(cm, f)
-        fd, tmp = tempfile.mkstemp(suffix=".npz.tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-
-    @classmethod
-    def load(cls, path: Path) -> "CompactR1CS":
-        with np.load(path, allow_pickle=False) as z:
-            num_public, num_aux, nvar, copies = (int(x) for x in z["sizes"])
-            segments = z["segments"]
-            base, stride = _expand(segments, nvar)
-            mats = []
-            for name in "abc":
-                parts = [CompactMatrix(*(z[f"{name}_{part}_{f}"] for f in ("indptr", "cols", "coef", "table")))
-                         for part in ("h", "t")]
-                mats.append(Replicated(parts[0], parts[1], base, stride, copies))
-        return cls(num_public, num_aux, *mats, segments=segments)
-
-
-def _expand(segments: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
-    """base, stride per template column from (start, end, first global column, stride) rows."""
-    base = np.zeros(nvar, dtype=np.int64)
-    stride = np.zeros(nvar, dtype=np.int64)
-    for lo, hi, b0, st in segments.tolist():
-        base[lo:hi] = b0 + np.arange(hi - lo)
-        stride[lo:hi] = st
-    return base, stride
 
 
 def build_compact(prm: SdrParams) -> CompactR1CS:
