@@ -56,13 +56,18 @@ _MODULE_OF = {
 }
 
 
-def kernel(name: str):
-    """An MSM kernel by name, from the module that holds it (loaded once per context):
-    msm_* and fq_mul_rate from msm.cu, g1_*/g2_* from msm_g1*.cu / msm_g2*.cu."""
+def module_of(name: str) -> str:
+    """The module of gpu/kernels that holds MSM kernel ``name``: msm_* and fq_mul_rate in
+    msm.cu, g1_*/g2_* in msm_g1.cu / msm_g2.cu unless ``_MODULE_OF`` names another."""
     mod = _MODULE_OF.get(name)
     if mod is None:
         mod = "msm_g1" if name.startswith("g1_") else "msm_g2" if name.startswith("g2_") else "msm"
-    return loader.get_function(loader.load_module(mod), name)
+    return mod
+
+
+def kernel(name: str):
+    """An MSM kernel by name, from the module that holds it (loaded once per context)."""
+    return loader.get_function(loader.load_module(module_of(name)), name)
 
 
 def host_combine():
