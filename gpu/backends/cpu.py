@@ -11,6 +11,8 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from arith import native
 from gpu.groth16 import curve, qap
+from gpu.groth16.fixed_base import cpu_fixed_base
+from gpu.groth16.points import PointArray
 
 from .base import Backend, ProofTerms
 from .forms import assignment_vector, circuit_digest, full_r1cs
@@ -65,5 +67,5 @@ class CpuBackend(Backend):
             out = {k: f.result() for k, f in futures.items()}
         return ProofTerms(**out)
 
-    def fixed_base(self, base, scalars: np.ndarray) -> list:
-        return curve.fixed_base(base, scalars)
+    def fixed_base(self, base, scalars: np.ndarray) -> PointArray:
+        return cpu_fixed_base(base, scalars)

@@ -18,6 +18,7 @@ from synthesis import field
 from synthesis.r1cs import R1CS
 
 from . import curve
+from .fixed_base import cpu_fixed_base
 from .keys import ProvingKey, VerifyingKey
 from .qap import domain_size
 
@@ -96,10 +97,12 @@ def _fixed_base(backend):
     """The batched fixed-base multiplication to use: a backend object's own (the CUDA backend's
     runs on the device, issue 8), or for "cpu" the host one. A backend given by any other name is
     resolved by the caller (``gpu.backends.get_backend(name)``): this module sits below the
-    backends, which call ``setup`` themselves, so it must not import them."""
+    backends, which call ``setup`` themselves, so it must not import them. The host one is
+    gpu/native/fixed_base_cpu.cpp on every core (arkworks point by point, ``curve.fixed_base``,
+    is its reference in the tests: ~5-10x slower, hours for a 2^22 circuit)."""
     if not isinstance(backend, str):
         return backend.fixed_base
     if backend == "cpu":
-        return curve.fixed_base
+        return cpu_fixed_base
     raise ValueError(f"setup: backend {backend!r} given by name; pass the object "
                      f"gpu.backends.get_backend({backend!r}) (only 'cpu' is taken by name)")
