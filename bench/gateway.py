@@ -63,7 +63,11 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=200)
     ap.add_argument("--devices", default="cpu:0")
     ap.add_argument("--setup-backend", default="cpu", choices=["cpu", "cuda", "auto"],
-                    help="where the development key is made (cuda: filecoin-2k in seconds on a GPU)")
+                    help="where the development key is made (cuda: filecoin-2k in seconds on a GPU, "
+                         "cpu: ~8 minutes on 2 cores)")
+    ap.add_argument("--param-cache", type=Path, default=None,
+                    help="a key cache to use (and fill when empty) instead of a fresh one: a key "
+                         "made once serves every run")
     args = ap.parse_args()
 
     import grpc
@@ -78,6 +82,7 @@ def main() -> int:
     ports = {k: free_port() for k in ("redis", "flower", "metrics", "gateway")}
     pw = os.urandom(8).hex()
     cfg = tmp / "zkhive.toml"
+    keys = (args.param_cache or tmp / "keys").resolve()
     cfg.write_text(f"""
 [redis]
 url = "redis://127.0.0.1:{ports['redis']}/0"
@@ -85,7 +90,7 @@ password = "{pw}"
 [blobs]
 dir = "{tmp / 'blobs'}"
 [srs]
-param_cache = "{tmp / 'keys'}"
+param_cache = "{keys}"
 preload = ["{args.params}"]
 [flower]
 port = {ports['flower']}
@@ -97,7 +102,7 @@ port = {ports['gateway']}
 """)
     circuit = get_circuit(args.params)
     t0 = time.time()
-    KeyCache(tmp / "keys").setup(circuit, backend=args.setup_backend)
+    KeyCache(keys).setup(circuit, backend=args.setup_backend)
     print(f"keys for {args.params} in {time.time() - t0:.1f} s")
     # the settings come from cfg alone; the rest of the environment (ZKHIVE_CACHE_DIR with the
     # carried cubins above all: without it the H200's workers ran nvcc for minutes) goes along
@@ -119,7 +124,7 @@ port = {ports['gateway']}
         from gpu.groth16 import Proof, verify
 
         inputs = [commit2_input(args.params, 1000 + i) for i in range(2 * args.jobs)]
-        vk = KeyCache(tmp / "keys").load_vk(circuit)
+        vk = KeyCache(keys).load_vk(circuit)  # read back from the bellperson .vk
         for i in range(args.jobs):
             t = time.monotonic()
             submit(inputs[2 * i][0], job_id=f"direct-{i}").result(timeout=1800)
