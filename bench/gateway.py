@@ -130,6 +130,9 @@ port = {ports['gateway']}
             submit(inputs[2 * i][0], job_id=f"direct-{i}").result(timeout=1800)
             direct.append(time.monotonic() - t)
             doc, raw = inputs[2 * i + 1]
+            c2 = tmp / f"commit2-gw-{i}.json"  # the Commit2 input file as lotus-bench writes it,
+            c2.write_bytes(raw)                 # and what Curio reads back and sends
+            raw = c2.read_bytes()
             req = pb.SubmitProofRequest(request_id=f"gw-{i}", proof_kind=pb.POREP_SEAL_COMMIT, vanilla_proof=raw)
             t = time.monotonic()
             res = stub.Prove(pb.ProveRequest(submit=req), timeout=1800).result
