@@ -15,8 +15,8 @@ from cluster.pipeline.keys import KeyCache
 from synthesis.circuits import get_circuit
 from synthesis.sdr import TINY, c1_document, generate, interactive_seed
 
-# the CPU trusted setup of 193k variables runs past 15 minutes on the 2-core dev machine (one
-# G1/G2 scalar multiplication a variable in Python): slow, with its own time limit
+# the CPU trusted setup of 193k variables and the proofs take minutes on a 2-core machine (the
+# setup's fixed-base multiplications: gpu/native/fixed_base_cpu.cpp): slow, with its own time limit
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(7200)]
 
 SEED = b"\x51" * 32
