@@ -102,3 +102,29 @@ def test_snarkjs_checks_the_exported_2k_r1cs_and_witness(sealed, tmp_path):
     import re
     at = int(re.search(r"aborting checking process at constraint (\d+)", res.stdout + res.stderr).group(1))
     assert at < 571  # the header's rows: where our own check names it too
+
+
+@pytest.mark.skipif(os.environ.get("ZKHIVE_LONG_FILECOIN") != "1",
+                    reason="a filecoin-2k key takes ~8 minutes and a proof ~2 on 2 cores: "
+                           "ZKHIVE_LONG_FILECOIN=1 runs it (bench/gateway.py --params filecoin-2k "
+                           "runs the same through the cluster)")
+def test_a_sealed_2k_partition_proves_on_the_cpu_and_verifies_with_the_bellperson_vk(sealed, tmp_path):
+    """The CPU backend end to end on Filecoin's smallest circuit: the key made on the CPU and
+    written in bellperson's format, read back, a proof of the sealed sector's partition verified
+    with the .vk; a wrong public input and another sector's inputs rejected, 192 bytes."""
+    from cluster.pipeline.keys import KeyCache
+    from gpu.groth16 import Proof, prove, verify
+    from synthesis.filecoin.samples import sample_c1
+
+    circuit, c1 = sealed["circuit"], sealed["c1"]
+    keys = KeyCache(tmp_path / "keys")
+    keys.setup(circuit, backend="cpu")
+    pk, vk = keys.load_pk(circuit), keys.load_vk(circuit)
+    proof = prove(pk, circuit, circuit.synthesize_compact(c1, 0), "cpu")
+    raw = proof.to_bytes()
+    assert len(raw) == 192
+    pub = circuit.public_inputs(c1, 0)
+    assert verify(vk, pub, Proof.from_bytes(raw))
+    assert not verify(vk, [pub[0]] + [(pub[1] + 1) % field.MODULUS] + pub[2:], proof)
+    other = circuit.parse_c1(json.loads(json.dumps(sample_c1(circuit.prm, 4))))
+    assert circuit.public_inputs(other, 0) != pub and not verify(vk, circuit.public_inputs(other, 0), proof)
