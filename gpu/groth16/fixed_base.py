@@ -22,8 +22,7 @@ from arith import native
 from .points import WIDTH, PointArray
 
 WINDOWS, ENTRIES = 32, 256
-_lib = None
-_cpu_lib = None
+_libs: dict[str, ctypes.CDLL] = {}
 _lock = threading.Lock()
 
 
@@ -45,49 +44,46 @@ _NATIVE = Path(__file__).resolve().parent.parent / "native"
 _KERNELS = _NATIVE.parent / "kernels"
 
 
-def _host():
-    global _lib
+def _library(source: str, stem: str, prefix: str, include_dirs: tuple[Path, ...] = ()) -> ctypes.CDLL:
+    """The native library built from gpu/native/``source`` (once a process), its
+    ``<prefix>_g1`` / ``<prefix>_g2`` entry points typed: (n, table, scalars, out)."""
     with _lock:
-        if _lib is None:
-            L = ctypes.CDLL(str(native.build(_NATIVE / "setup_host.cpp", stem="setup",
-                                             include_dirs=(_KERNELS,))))
-            for name in ("host_fixed_base_g1", "host_fixed_base_g2"):
-                getattr(L, name).argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3
-            _lib = L
-    return _lib
+        if stem not in _libs:
+            L = ctypes.CDLL(str(native.build(_NATIVE / source, stem=stem, include_dirs=include_dirs)))
+            for g in ("g1", "g2"):
+                getattr(L, f"{prefix}_{g}").argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3
+            _libs[stem] = L
+    return _libs[stem]
 
 
-def host_fixed_base(base, scalars: np.ndarray) -> PointArray:
-    """[s * base for s in scalars] on the CPU cores (zeros give the identity)."""
+def _host() -> ctypes.CDLL:
+    return _library("setup_host.cpp", "setup", "host_fixed_base", (_KERNELS,))
+
+
+def _cpu() -> ctypes.CDLL:
+    return _library("fixed_base_cpu.cpp", "fixed_base_cpu", "cpu_fixed_base")
+
+
+def _multiply(fn_of_group, base, scalars: np.ndarray) -> PointArray:
+    """[s * base for s in scalars] through ``fn_of_group("g1" | "g2")`` over base's table."""
     kind = type(base)
     scalars = np.ascontiguousarray(scalars, dtype=np.uint64).reshape(-1, 4)
-    t = table(base)
     out = PointArray.empty(kind, len(scalars))
-    fn = _host().host_fixed_base_g1 if kind is G1Point else _host().host_fixed_base_g2
-    fn(len(scalars), t.ctypes.data, scalars.ctypes.data, out.raw.ctypes.data)
+    if len(scalars):
+        t = table(base)
+        fn = fn_of_group("g1" if kind is G1Point else "g2")
+        fn(len(scalars), t.ctypes.data, scalars.ctypes.data, out.raw.ctypes.data)
     return out
 
 
-def _cpu():
-    global _cpu_lib
-    with _lock:
-        if _cpu_lib is None:
-            L = ctypes.CDLL(str(native.build(_NATIVE / "fixed_base_cpu.cpp", stem="fixed_base_cpu")))
-            for name in ("cpu_fixed_base_g1", "cpu_fixed_base_g2"):
-                getattr(L, name).argtypes = [ctypes.c_int64] + [ctypes.c_void_p] * 3
-            _cpu_lib = L
-    return _cpu_lib
+def host_fixed_base(base, scalars: np.ndarray) -> PointArray:
+    """[s * base for s in scalars] on the CPU cores (zeros give the identity), through the
+    kernels' host build: what the GPU code is tested against."""
+    return _multiply(lambda g: getattr(_host(), f"host_fixed_base_{g}"), base, scalars)
 
 
 def cpu_fixed_base(base, scalars: np.ndarray) -> PointArray:
     """[s * base for s in scalars] on every CPU core, 64-bit limbs (zeros give the identity):
     what the CPU backend's setup computes a proving key's queries with. ``scalars``: canonical
     Fr, (n, 4) uint64; the result equals arkworks' point by point, byte for byte."""
-    kind = type(base)
-    scalars = np.ascontiguousarray(scalars, dtype=np.uint64).reshape(-1, 4)
-    out = PointArray.empty(kind, len(scalars))
-    if len(scalars):
-        t = table(base)
-        fn = _cpu().cpu_fixed_base_g1 if kind is G1Point else _cpu().cpu_fixed_base_g2
-        fn(len(scalars), t.ctypes.data, scalars.ctypes.data, out.raw.ctypes.data)
-    return out
+    return _multiply(lambda g: getattr(_cpu(), f"cpu_fixed_base_{g}"), base, scalars)

@@ -38,7 +38,6 @@ struct Fq {
     static Fq zero() { Fq r; memset(r.l, 0, sizeof r.l); return r; }
     static Fq one() { Fq r; memcpy(r.l, R1, sizeof r.l); return r; }
     bool is_zero() const { return !(l[0] | l[1] | l[2] | l[3] | l[4] | l[5]); }
-    bool operator==(const Fq& o) const { return !memcmp(l, o.l, sizeof l); }
 
     // t (with its carry word hi) reduced below p by one conditional subtraction: t < 2p
     static Fq reduce(const u64 t[6], u64 hi) {

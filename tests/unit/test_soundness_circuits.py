@@ -58,22 +58,6 @@ def test_sdr_challenge_gadget_is_sound():
     assert len(rep.booleanity) > 40_000 and len(rep.determined) > 80_000
 
 
-def _filecoin_tree_path(rng, node: int, arity: int, depth: int):
-    """(leaf, siblings (depth, arity - 1, 4), root) of a Poseidon-``arity`` tree of random
-    siblings around ``node``'s leaf (neptune's hash, as TreeC and TreeR)."""
-    from synthesis import field
-    from synthesis.bellpepper import neptune
-    leaf = int(rng.integers(1, 1 << 62))
-    cur, pos, sibs = leaf, node, []
-    for _ in range(depth):
-        p = pos % arity
-        others = [int(x) for x in rng.integers(1, 1 << 62, arity - 1)]
-        cur = neptune.hash_ints(others[:p] + [cur] + others[p:])
-        sibs.append(field.vec_from_ints(others))
-        pos //= arity
-    return leaf, np.stack(sibs), cur
-
-
 def test_filecoin_por_and_column_gadgets_are_sound():
     """Filecoin's Poseidon PoR (8-ary: `insert_8`'s nor/and/picks, the index bits packed into an
     input, the root equality) and a column hash (neptune's arity 11, as `hash_single_column`):
@@ -86,15 +70,15 @@ def test_filecoin_por_and_column_gadgets_are_sound():
     from synthesis.builder import ConstraintSystem
     from synthesis.filecoin import stacked
     from synthesis.gadgets.core import Synth
+    from tests.unit.test_filecoin_circuit import _tree, fr_rand
 
-    rng = np.random.default_rng(26)
     depth, arity, B = 3, 8, 4
     nodes = np.array([0o000, 0o777, 0o135, 0o642])
-    paths = [_filecoin_tree_path(rng, int(n), arity, depth) for n in nodes]
-    leaves = field.vec_from_ints([p[0] for p in paths])
-    roots = field.vec_from_ints([p[2] for p in paths])
-    sibs = np.stack([p[1] for p in paths])          # (B, depth, 7, 4)
-    column = field.vec_from_ints([int(x) for x in rng.integers(1, 1 << 62, B * 11)]).reshape(B, 11, 4)
+    leaves = fr_rand(B)
+    paths = [_tree(int(n), arity, depth, leaves[b]) for b, n in enumerate(nodes)]
+    roots = field.vec_from_ints([root for _, root in paths])
+    sibs = np.stack([sib for sib, _ in paths])      # (B, depth, 7, 4)
+    column = fr_rand(B * 11).reshape(B, 11, 4)
 
     def build(positions):
         s = Synth(cs=ConstraintSystem(with_values=False), batch=B)
