@@ -183,6 +183,8 @@ def lib() -> ctypes.CDLL:
             L.host_powers.argtypes = [i64, i64] + [vp] * 3
             L.host_lincomb.argtypes = [i64] + [vp] * 5
             L.host_expand.argtypes = [i64] + [vp] * 5
+            L.host_planes.argtypes = [i64, i64] + [vp] * 5
+            L.host_planes.restype = ctypes.c_int
             _lib = L
     return _lib
 
@@ -318,6 +320,45 @@ def planes(blob: bytes, num_vars: int):
     if count and ((int(ow[0]) & 1) or not (int(one[0]) & 1)):
         raise A.AssignmentError("assignment[0] must be the constant 1")
     return ow, one.view(np.uint32), offs, fes
+
+
+def planes_layout(blob, num_vars: int) -> tuple[int, int, int]:
+    """(words, byte offset of the field elements, total bytes) of :func:`planes_into`'s buffer
+    for this blob. Its header and length are checked here (planes()' AssignmentError), so that
+    no buffer is sized from a header that the blob's length does not bear out."""
+    from synthesis import assignment as A
+    if len(blob) < A._HEADER.size:
+        planes(blob, num_vars)  # raises
+    magic, count, m = A._HEADER.unpack_from(blob)
+    if magic != A.MAGIC or count != num_vars or \
+            len(blob) != A._HEADER.size + 2 * ((count + 7) // 8) + 32 * m:
+        planes(blob, num_vars)  # raises
+    words = -(-num_vars // 32)
+    off = (12 * words + 15) & ~15
+    return words, off, off + 32 * int(m)
+
+
+def planes_into(blob, num_vars: int, out: np.ndarray) -> tuple[int, int]:
+    """:func:`planes`' arrays and checks on every core, written into one byte buffer ``out``
+    (page-locked, so that one copy takes them to the device): other words, one words, offsets,
+    then the field elements at the 16-byte boundary after them (:func:`planes_layout`). Returns
+    (words, element offset). A bad blob raises planes()' AssignmentError (the same words)."""
+    from synthesis import assignment as A
+    from synthesis import field
+    words, off, total = planes_layout(blob, num_vars)
+    if out.dtype != np.uint8 or not out.flags.c_contiguous or out.nbytes < total:
+        raise ValueError(f"planes_into needs a contiguous uint8 buffer of {total} bytes")
+    _, count, m = A._HEADER.unpack_from(blob)
+    plane = (count + 7) // 8
+    raw = np.frombuffer(blob, np.uint8)
+    at = np.zeros(1, np.int64)
+    base = raw.ctypes.data
+    code = lib().host_planes(count, m, base + A._HEADER.size, base + A._HEADER.size + 2 * plane,
+                             _p(field._MOD_LIMBS), _p(out), _p(at))
+    if code:
+        planes(blob, num_vars)  # names what is wrong, as the numpy checks word it
+        raise A.AssignmentError(f"assignment blob rejected (check {code} at {int(at[0])})")
+    return words, off
 
 
 def expand(blob: bytes, num_vars: int) -> np.ndarray:

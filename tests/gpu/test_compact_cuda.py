@@ -58,7 +58,8 @@ def test_blob_expands_on_the_device(backend):
     from gpu.cuda.memory import DeviceBuffer
 
     rng = np.random.default_rng()
-    for n in (1, 31, 32, 33, 1000, 70_001):
+    # growing, then smaller again: the page-locked staging buffer is reused and regrown
+    for n in (1, 31, 32, 33, 1000, 70_001, 999):
         z = random_z(n, rng)
         blob = assignment.encode(z)
         with DeviceBuffer(32 * n) as zb:
@@ -67,6 +68,13 @@ def test_blob_expands_on_the_device(backend):
             got = np.zeros((n, 4), np.uint64)
             zb.download(got)
         assert np.array_equal(got, z), n
+    # a field element >= r is refused before anything reaches the device, by its index
+    bad = bytearray(blob)
+    _, m, plane = assignment.read_header(blob, n)
+    off = assignment._HEADER.size + 2 * plane + 32 * (m - 1)
+    bad[off:off + 32] = F.MODULUS.to_bytes(32, "little")
+    with DeviceBuffer(32 * n) as zb, pytest.raises(F.FieldError, match=f"element {m - 1} is not"):
+        expand_assignment(bytes(bad), n, zb)
 
 
 def test_device_setup_is_the_host_setup(backend):

@@ -177,6 +177,61 @@ def test_expand_equals_decode_and_rejects_bad_blobs():
         C.planes(assignment.encode(z), 100)
 
 
+def _planes_into(blob, n):
+    words, off, total = C.planes_layout(blob, n)
+    out = np.full(total, 0xA5, np.uint8)  # poisoned: padding and offsets must be written
+    assert C.planes_into(blob, n, out) == (words, off)
+    return out, words, off
+
+
+def test_planes_on_every_core_equal_the_numpy_planes():
+    rng = np.random.default_rng()
+    for n in (1, 7, 8, 31, 32, 33, 64, 999, 70_001):
+        z = random_z(n, rng)
+        blob = assignment.encode(z)
+        out, words, off = _planes_into(blob, n)
+        other, one, offs, fes = C.planes(blob, n)
+        assert np.array_equal(out[:4 * words].view(np.uint32), other)
+        assert np.array_equal(out[4 * words:8 * words].view(np.uint32), one)
+        assert np.array_equal(out[8 * words:12 * words].view(np.uint32), offs)
+        assert off % 16 == 0 and np.array_equal(out[off:].view(np.uint64).reshape(-1, 4), fes)
+
+
+def test_planes_on_every_core_reject_what_the_numpy_planes_reject():
+    """Each native check on its own: the call must raise without the numpy checks' help, so a
+    native check that lets a bad blob through fails here."""
+    rng = np.random.default_rng()
+    n = 70_001
+    z = random_z(n, rng)  # z[0] = 1
+    good = assignment.encode(z)
+    count, m, plane = assignment.read_header(good, n)
+    h = assignment._HEADER.size
+    other = np.frombuffer(good, np.uint8, count=plane, offset=h)
+    one = np.frombuffer(good, np.uint8, count=plane, offset=h + plane)
+    fe_byte = int(np.flatnonzero(other[1:])[-1]) + 1  # a byte of `other` with a field element
+    cases = []
+    b = bytearray(good); b[h + plane - 1] |= 0x80  # a bit past the last value (n % 8 = 1)
+    cases.append((b, "bits set past its last value"))
+    one_byte = int(np.flatnonzero(one[1:] & ~other[1:])[-1]) + 1
+    bit = int(one[one_byte] & ~other[one_byte]).bit_length() - 1
+    b = bytearray(good); b[h + one_byte] |= 1 << bit  # ... made "other" too; count now off by one
+    b[h + fe_byte] &= ~(int(other[fe_byte]) & -int(other[fe_byte])) & 0xFF  # keep the count
+    cases.append((b, f"value {8 * one_byte + bit} is marked both"))
+    b = bytearray(good); b[h + fe_byte] &= ~(int(other[fe_byte]) & -int(other[fe_byte])) & 0xFF
+    cases.append((b, "as field elements, its header says"))
+    b = bytearray(good); k = m // 2  # element k set to r itself
+    b[h + 2 * plane + 32 * k:h + 2 * plane + 32 * k + 32] = F.MODULUS.to_bytes(32, "little")
+    cases.append((b, f"element {k} is not below the Fr modulus"))
+    zz = z.copy(); zz[0] = 0
+    cases.append((bytearray(assignment.encode(zz)), r"assignment\[0\]"))
+    for blob, words in cases:
+        with pytest.raises((assignment.AssignmentError, F.FieldError), match=words):
+            _planes_into(bytes(blob), n)
+    with pytest.raises(assignment.AssignmentError, match="its header says"):
+        C.planes_layout(good[:-1], n)  # no buffer is sized from a header the length denies
+    _planes_into(good, n)  # and the good blob still passes
+
+
 def test_column_maps_that_would_race_are_refused():
     cr = toy(3)
     p = C.parts(cr.a)
