@@ -30,7 +30,7 @@ __device__ __forceinline__ void fixed_base_mont(i64 n, const uint32_t* table, co
         if (lo >= n) return;                                                                       \
         fixed_base_batch_affine<F>(lo, lo + FB_BATCH < n ? lo + FB_BATCH : n, acc, out);           \
     }
-#ifndef COMPACT_G2_ONLY  // compact_g2.cu: the G2 fixed-base kernels alone (see there)
+#if !defined(COMPACT_G2_ONLY) && !defined(COMPACT_G2_MONT)  // compact_g2*.cu: G2 fixed-base alone
 // One thread a row; skip_long: rows of more than REP_LONG terms are left to rep_spmv_long.
 extern "C" __global__ void rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
                                     const int32_t* h_col, const uint32_t* h_coef, const i64* b_ptr,
@@ -150,12 +150,14 @@ extern "C" __global__ void expand_assignment(i64 n, const uint32_t* other, const
     if (i >= n) return;
     expand_one(i, other, one, offs, fes, z);
 }
-#endif  // COMPACT_G2_ONLY
+#endif  // !COMPACT_G2_ONLY && !COMPACT_G2_MONT
 
 #ifdef COMPACT_G2_ONLY
+FB_BATCH_KERNELS(g2, fq2_t)
+#endif
+#ifdef COMPACT_G2_MONT
 extern "C" __global__ void fixed_base_mont_g2(i64 n, const uint32_t* table, const uint32_t* scalars,
                                               affine_t<fq2_t>* out) {
     fixed_base_mont<fq2_t>(n, table, scalars, out);
 }
-FB_BATCH_KERNELS(g2, fq2_t)
 #endif
