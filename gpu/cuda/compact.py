@@ -202,7 +202,7 @@ def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer) -> dict:
     words, off, total = host.planes_layout(blob, num_vars)
     with _staging.lock:
         stage = _staging.get(total)
-        words, off = host.planes_into(blob, num_vars, stage)
+        host.planes_into(blob, num_vars, stage)
         m = (total - off) // 32
         with DeviceBuffer(max(total, 8), what="assignment planes and field elements") as d:
             d.upload(stage)

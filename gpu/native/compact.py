@@ -282,17 +282,7 @@ def planes(blob: bytes, num_vars: int):
     blob is checked as synthesis.assignment.decode_compact checks it (AssignmentError)."""
     from synthesis import assignment, field
     A = assignment
-    if len(blob) < A._HEADER.size:
-        raise A.AssignmentError(f"assignment blob of {len(blob)} bytes is shorter than its header")
-    magic, count, m = A._HEADER.unpack_from(blob)
-    if magic != A.MAGIC:
-        raise A.AssignmentError(f"assignment blob starts with {magic!r}, not {A.MAGIC!r}")
-    if count != num_vars:
-        raise A.AssignmentError(f"assignment has {count} values, the circuit has {num_vars} variables")
-    plane = (count + 7) // 8
-    want = A._HEADER.size + 2 * plane + 32 * m
-    if len(blob) != want:
-        raise A.AssignmentError(f"assignment blob is {len(blob)} bytes, its header says {want}")
+    count, m, plane = A.read_header(blob, num_vars)
     words = -(-count // 32)
     raw = np.frombuffer(blob, dtype=np.uint8, offset=A._HEADER.size, count=2 * plane)
     other = np.zeros(4 * words, np.uint8)
@@ -322,20 +312,19 @@ def planes(blob: bytes, num_vars: int):
     return ow, one.view(np.uint32), offs, fes
 
 
-def planes_layout(blob, num_vars: int) -> tuple[int, int, int]:
-    """(words, byte offset of the field elements, total bytes) of :func:`planes_into`'s buffer
-    for this blob. Its header and length are checked here (planes()' AssignmentError), so that
-    no buffer is sized from a header that the blob's length does not bear out."""
-    from synthesis import assignment as A
-    if len(blob) < A._HEADER.size:
-        planes(blob, num_vars)  # raises
-    magic, count, m = A._HEADER.unpack_from(blob)
-    if magic != A.MAGIC or count != num_vars or \
-            len(blob) != A._HEADER.size + 2 * ((count + 7) // 8) + 32 * m:
-        planes(blob, num_vars)  # raises
+def _offsets(num_vars: int, m: int) -> tuple[int, int, int]:
     words = -(-num_vars // 32)
     off = (12 * words + 15) & ~15
     return words, off, off + 32 * int(m)
+
+
+def planes_layout(blob, num_vars: int) -> tuple[int, int, int]:
+    """(words, byte offset of the field elements, total bytes) of :func:`planes_into`'s buffer
+    for this blob. Its header and length are checked here (``assignment.read_header``), so that
+    no buffer is sized from a header that the blob's length does not bear out."""
+    from synthesis import assignment as A
+    _, m, _ = A.read_header(blob, num_vars)
+    return _offsets(num_vars, m)
 
 
 def planes_into(blob, num_vars: int, out: np.ndarray) -> tuple[int, int]:
@@ -345,11 +334,10 @@ def planes_into(blob, num_vars: int, out: np.ndarray) -> tuple[int, int]:
     (words, element offset). A bad blob raises planes()' AssignmentError (the same words)."""
     from synthesis import assignment as A
     from synthesis import field
-    words, off, total = planes_layout(blob, num_vars)
+    count, m, plane = A.read_header(blob, num_vars)
+    words, off, total = _offsets(num_vars, m)
     if out.dtype != np.uint8 or not out.flags.c_contiguous or out.nbytes < total:
         raise ValueError(f"planes_into needs a contiguous uint8 buffer of {total} bytes")
-    _, count, m = A._HEADER.unpack_from(blob)
-    plane = (count + 7) // 8
     raw = np.frombuffer(blob, np.uint8)
     at = np.zeros(1, np.int64)
     base = raw.ctypes.data
