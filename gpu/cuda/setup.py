@@ -161,7 +161,7 @@ def setup_on_device(backend, cr, *, seed: bytes | None = None, timer=None):
 
         def fixed_base(gname, scalars: DeviceBuffer, offset: int, count: int):
             width = 96 if gname == "g1" else 192
-            fn = f[f"fixed_base_mont_{gname}"]
+            fn = None if BATCH_AFFINE else f[f"fixed_base_mont_{gname}"]
 
             def fill(out: DeviceBuffer):
                 for lo in range(0, count, FB_CHUNK):
