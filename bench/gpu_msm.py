@@ -116,8 +116,9 @@ def kernel_info(bases) -> dict:
 
 def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
     """The chunked dense engine (gpu.cuda.msm.DenseEngine: the H query's path) on the same
-    bases: chunks of n, n/2 and n/8 scalars into one set of buckets, its sort without and with
-    the warp match; each configuration checked by the known-log identity first."""
+    bases: chunks of n, n/2 and n/8 scalars into one set of buckets, its three sorts (radix,
+    one level without and with the warp match); each configuration checked by the known-log
+    identity first."""
     from gpu.cuda.msm import DenseEngine
     n, rows = 1 << log_n, []
     dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
@@ -127,7 +128,7 @@ def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
         for div in (1, 2, 8):
             e = DenseEngine(group, n // div)
             try:
-                for sort in ("plain", "match"):
+                for sort in ("radix", "plain", "match"):
                     os.environ["ZKHIVE_MSM_DENSE_SORT"] = sort
                     ok = e.msm(bases, dev[0], n) == want
                     e.msm(bases, dev[1], n)
@@ -147,8 +148,70 @@ def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
     return rows
 
 
+def run_radix(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict]:
+    """The plain MSM with the radix sort (ZKHIVE_MSM_SORT=radix) at each window, with its
+    stage profile; checked by the known-log identity first."""
+    n, rows = 1 << log_n, []
+    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
+    os.environ["ZKHIVE_MSM_SORT"] = "radix"
+    try:
+        for d, s in zip(dev, sets):
+            d.upload(s)
+        for c in windows:
+            ok = bases.msm(dev[0], window=c) == want
+            bases.msm(dev[1], window=c)
+            t = statistics.median(timed(cuda, lambda i: bases.msm(dev[i % 3], window=c)))
+            os.environ["ZKHIVE_MSM_PROFILE"] = "1"
+            bases.msm(dev[2], window=c)
+            prof = dict(bases.last_profile)
+            os.environ.pop("ZKHIVE_MSM_PROFILE")
+            rows.append({"group": group, "log_n": log_n, "window": c, "inputs": "random, radix sort",
+                         "ok": bool(ok), "resident_ms": t, "profile_ms": prof,
+                         **floor_ms(group, n, c, rate)})
+            print(f"  {group} 2^{log_n} c={c} radix sort: {t:.2f} ms, ok={ok}, stages "
+                  f"{', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
+    finally:
+        os.environ.pop("ZKHIVE_MSM_SORT", None)
+        for d in dev:
+            d.free()
+    return rows
+
+
+def run_precomputed(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict]:
+    """gpu.cuda.precomputed.PrecomputedBases (every window's multiples made once, one set of
+    buckets) at each window: table time and bytes, then checked by the known-log identity and
+    timed. Floor: n W mixed additions + one reduction of 2^(c-1) buckets."""
+    from gpu.cuda.precomputed import PrecomputedBases, table_bytes
+    n, rows = 1 << log_n, []
+    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
+    try:
+        for d, s in zip(dev, sets):
+            d.upload(s)
+        for c in windows:
+            t0 = time.perf_counter()
+            with PrecomputedBases(bases, c) as pre:
+                made = time.perf_counter() - t0
+                ok = pre.msm(dev[0]) == want
+                pre.msm(dev[1])
+                t = statistics.median(timed(cuda, lambda i: pre.msm(dev[i % 3])))
+                W = M.windows(c)
+                madd, add = FQ_MULS[group]
+                muls = n * W * madd + 2 * (1 << (c - 1)) * add
+                rows.append({"group": group, "log_n": log_n, "window": c,
+                             "inputs": "random, precomputed", "ok": bool(ok), "resident_ms": t,
+                             "table_s": made, "table_bytes": table_bytes(n, c), "fq_muls": muls,
+                             "floor_ms": muls / rate * 1e3})
+                print(f"  {group} 2^{log_n} c={c} precomputed ({W} tables, "
+                      f"{table_bytes(n, c) / 2**30:.2f} GiB, made in {made:.2f} s): {t:.2f} ms "
+                      f"(floor {muls / rate * 1e3:.2f}), ok={ok}", flush=True)
+    finally:
+        for d in dev:
+            d.free()
+    return rows
+
+
 def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, variants=False,
-             dense=False):
+             dense=False, radix=False, precomputed=None):
     from gpu.cuda.msm import DeviceBases, known_log_bases
     m, a, b, pa, pb = tables[group]
     n = 1 << log_n
@@ -205,6 +268,12 @@ def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, varia
             print(f"  {group} 2^{log_n} c={c}: {row['resident_ms']:.2f} ms resident, "
                   f"{row['host_ms']:.2f} ms from host, ok={ok}, "
                   f"stages {', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
+        want0 = expected(group, sets[0], m, a, b)
+        if radix:
+            rows += run_radix(cuda, group, log_n, bases, sets, want0,
+                               windows or [M.window_bits(n)], rate)
+        if precomputed:
+            rows += run_precomputed(cuda, group, log_n, bases, sets, want0, precomputed, rate)
         if dense:
             rows += run_dense(cuda, group, log_n, bases, sets, expected(group, sets[0], m, a, b),
                               rate)
@@ -233,9 +302,10 @@ def main() -> None:
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
-    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:w=c/c/c] (s: skewed "
-                    "scalars too, v: kernel variants, d: the chunked dense engine, w: windows), "
-                    "e.g. g1:24:s:v:w=19/20/21")
+    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:r][:w=c/c/c][:p=c/c] "
+                    "(s: skewed scalars too, v: kernel variants, d: the chunked dense engine, "
+                    "r: the radix sort, w: windows, p: precomputed tables at these windows), "
+                    "e.g. g1:24:s:v:w=19/20/21, g1:24:r:p=22/24")
     args = ap.parse_args()
     loader.init_context(0)
     cuda = loader.driver()
@@ -259,12 +329,15 @@ def main() -> None:
         for item in args.plan.split(","):
             f = item.split(":")
             w = next((x[2:] for x in f[2:] if x.startswith("w=")), None)
+            pre = next((x[2:] for x in f[2:] if x.startswith("p=")), None)
             plan.append((f[0], int(f[1]), [int(c) for c in w.split("/")] if w else None,
-                         "s" in f[2:], "v" in f[2:], "d" in f[2:]))
+                         "s" in f[2:], "v" in f[2:], "d" in f[2:], "r" in f[2:],
+                         [int(c) for c in pre.split("/")] if pre else None))
     else:
-        plan = [(*p, False, False) for p in plan]
-    for group, log_n, windows, skewed, variants, dense in plan:
-        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants, dense)
+        plan = [(*p, False, False, False, None) for p in plan]
+    for group, log_n, windows, skewed, variants, dense, radix, pre in plan:
+        rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants, dense,
+                         radix, pre)
         if args.out:  # after every size, so a run cut short keeps its numbers
             Path(args.out).write_text(json.dumps({"device": dev.name(), "fq_mul_per_s": rate,
                                                   "rows": rows}, indent=1))

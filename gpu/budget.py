@@ -176,13 +176,24 @@ def chunk_capacity(group: str) -> int:
     return 1 << int(os.environ.get("ZKHIVE_SPLIT_CHUNK_LOG", "24"))
 
 
+def dense_chunk() -> int:
+    """Scalars per chunk of the dense engine (the H query at 2^27): 2^ZKHIVE_DENSE_CHUNK_LOG,
+    default 2^25: a larger chunk merges its buckets into the running ones fewer times (3.5 ms a
+    merge at c = 20) for 16 bytes a digit more of sorted lists (filecoin-32g on the H200:
+    1,636.8 / 1,610.7 / 1,613.1 ms a partition at 2^24 / 2^25 / 2^26)."""
+    return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "25"))
+
+
 def pippenger_workspace(group: str, n: int, c: int | None = None) -> int:
     """Bytes of one Pippenger workspace for n scalars and c-bit windows (gpu/cuda/msm.py's
-    _Workspace; c defaults to window_bits(n))."""
+    _Workspace, with the radix sort's second list when that sort is on; c defaults to
+    window_bits(n))."""
     from gpu.msm_input import window_bits, windows
+    from gpu.msm_sort import radix_sort_bytes, sort_kind
     c = c or window_bits(n)
     W, B = windows(c), 1 << (c - 1)
-    return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20)
+    radix = radix_sort_bytes(n, W) if sort_kind() == "radix" else 0
+    return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20) + radix
 
 
 #: the smallest window a tail engine uses (its one workspace is sized for the capacity)
@@ -200,11 +211,18 @@ def tail_engine_bytes(group: str, capacity: int) -> int:
 
 def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int:
     """The chunked dense MSM (gpu/cuda/msm.py DenseEngine): a Pippenger workspace for one chunk
-    at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it) and a second set of buckets,
-    the running sums (its page-locked window sums are host memory, not booked)."""
+    at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it), a second set of buckets, the
+    running sums, and the radix sort's second list (its page-locked window sums are host
+    memory, not booked)."""
+    from gpu.msm_sort import dense_sort, radix_sort_bytes
     from gpu.msm_input import window_bits, windows
     c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
-    return pippenger_workspace(group, chunk, c) + windows(c) * (1 << (c - 1)) * XYZZ[group]
+    K = windows(c) * (1 << (c - 1))
+    from gpu.msm_sort import sort_kind
+    # the workspace books the radix list when the plain MSM sorts that way; else book it here
+    radix = radix_sort_bytes(chunk, windows(c)) \
+        if dense_sort() == "radix" and sort_kind() != "radix" else 0
+    return pippenger_workspace(group, chunk, c) + K * XYZZ[group] + radix
 
 
 @dataclass(frozen=True)
@@ -239,7 +257,7 @@ class ProofShape:
             if group == "g1" and n > chunk_capacity(group):
                 # gpu/cuda/msm.py DenseEngine: the chunked dense MSM (H at 2^27) straight over
                 # the resident bases: one chunk's sorted digits and one set of buckets
-                out["g1 dense engine"] = dense_engine_bytes(group, chunk_capacity(group))
+                out["g1 dense engine"] = dense_engine_bytes(group, dense_chunk())
         return out
 
     def resident_bytes(self) -> int:

@@ -30,6 +30,7 @@ from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
+from gpu.msm_sort import RADIX_TILE, dense_sort, radix_blocks, radix_passes, sort_kind
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
 LEVEL_WIDTH = 8
@@ -53,6 +54,8 @@ _MODULE_OF = {
     "g2_gen_bases": "msm_g2_gen", "g2_combine": "msm_g2_combine",
     "g2_reduce_segments": "msm_g2_reduce", "g2_sum_groups": "msm_g2_sum",
     "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
+    "msm_radix_digits": "msm_sort", "msm_radix_upsweep": "msm_sort",
+    "msm_radix_downsweep": "msm_sort",
 }
 
 
@@ -118,8 +121,12 @@ def _grid(n: int, block: int = BLOCK) -> tuple:
 class _Workspace:
     """Device buffers for one window size (reused across MSMs of a base set)."""
 
-    def __init__(self, n: int, c: int, point_bytes: int, T1: int, segs: int):
-        W, B = windows(c), 1 << (c - 1)
+    def __init__(self, n: int, c: int, point_bytes: int, T1: int, segs: int,
+                 bucket_windows: int | None = None):
+        # bucket_windows: the sets of buckets (1 over precomputed bases, where every window's
+        # digits share one set); the sorted lists still hold n windows(c) digits
+        nw, B = windows(c), 1 << (c - 1)
+        W = bucket_windows or nw
         K = W * B
         self.c, self.W, self.B, self.K, self.T1, self.segs = c, W, B, K, T1, segs
         self.buffers = []
@@ -132,8 +139,8 @@ class _Workspace:
             self.cursor = buf(4 * K, "msm bucket offsets")
             self.sums = buf(4 * (-(-K // _SCAN_CHUNK)), "msm scan chunk totals")
             self.flags = buf(16, "msm total and bad index")  # u64 M, u64 bad scalar index
-            self.keys = buf(4 * n * W, "msm sorted keys")
-            self.vals = buf(4 * n * W, "msm sorted point indices")
+            self.keys = buf(4 * n * nw, "msm sorted keys")
+            self.vals = buf(4 * n * nw, "msm sorted point indices")
             self.buckets = buf(point_bytes * K, "msm buckets")
             self.part_keys = [buf(4 * 2 * T1, "msm partial keys") for _ in range(2)]
             self.parts = [buf(point_bytes * 2 * T1, "msm partial sums") for _ in range(2)]
@@ -143,10 +150,54 @@ class _Workspace:
             self.free()
             raise
 
+    def radix(self, n: int) -> "_RadixSort":
+        """The radix sort's buffers for up to n scalars (made once, freed with the workspace)."""
+        rs = getattr(self, "_radix", None)
+        if rs is None or rs.n < n:
+            if rs is not None:  # a longer tail than before: its lists may still be in use
+                loader.driver().Context.synchronize()
+                rs.free(self.buffers)
+            rs = self._radix = _RadixSort(n, windows(self.c), self.buffers)
+        return rs
+
     def free(self) -> None:
         for b in self.buffers:
             b.free()
         self.buffers = []
+        self._radix = None
+
+
+class _RadixSort:
+    """The radix sort's buffers (msm_sort.cu): the second (key, point) list the passes
+    alternate with the workspace's, the (digit, block) counts and their offsets, the scan's
+    chunk totals and its grand total (not M: M is the digits kernel's)."""
+
+    def __init__(self, n: int, W: int, owner: list):
+        self.n, self.mine = int(n), []
+        blocks = radix_blocks(n * W)
+
+        def buf(nbytes, what):
+            b = DeviceBuffer(max(int(nbytes), 8), what=what)
+            self.mine.append(b)
+            owner.append(b)
+            return b
+        try:
+            self.keys = buf(4 * n * W, "msm radix keys")
+            self.vals = buf(4 * n * W, "msm radix values")
+            self.hist = buf(4 * 256 * blocks, "msm radix digit counts")
+            self.offs = buf(4 * 256 * blocks, "msm radix digit offsets")
+            self.sums = buf(4 * -(-256 * blocks // _SCAN_CHUNK), "msm radix scan totals")
+            self.total = buf(8, "msm radix scan total")
+        except Exception:
+            self.free(owner)
+            raise
+
+    def free(self, owner: list) -> None:
+        for b in self.mine:
+            b.free()
+            if b in owner:
+                owner.remove(b)
+        self.mine = []
 
 
 class DeviceBases:
@@ -211,7 +262,8 @@ class DeviceBases:
         g = self.group
         self._cuda = loader.driver()
         self._f = {k: kernel(k) for k in (
-            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter")}
+            "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter",
+            "msm_radix_digits", "msm_radix_upsweep", "msm_radix_downsweep")}
         for k in ("load_bases", "accumulate_parts", "reduce_segments", "sum_groups", "combine"):
             self._f[k] = kernel(f"{g.name}_{k}")
         # level 1: only the kernel this run uses is looked up (a variant's module, msm_variants.cu,
@@ -259,17 +311,17 @@ class DeviceBases:
         block = 32 * best[1]
         return sms * (warps // best[1]) * block, block
 
-    def _workspace(self, c: int) -> _Workspace:
+    def _workspace(self, c: int, bucket_windows: int | None = None) -> _Workspace:
         ws = self._work.get(c)
         if ws is None:
             T1, block = self._level1_threads()
-            B = 1 << (c - 1)
+            B, W = 1 << (c - 1), bucket_windows or windows(c)
             # segments of G buckets: enough reduction threads to fill the chip SEG_FACTOR
             # times over (each runs a serial chain of 2G additions, latency-bound)
             G, want = 1, T1 * float(os.environ.get("ZKHIVE_MSM_SEG_FACTOR", SEG_FACTOR))
-            while G < B and windows(c) * B // (2 * G) >= want:
+            while G < B and W * B // (2 * G) >= want:
                 G *= 2
-            ws = _Workspace(self.n, c, self.point_bytes, T1, B // G)
+            ws = _Workspace(self.n, c, self.point_bytes, T1, B // G, bucket_windows)
             ws.block1, ws.G = block, G
             self._work[c] = ws
         return ws
@@ -309,17 +361,21 @@ class DeviceBases:
 
         n, W, B, K = self.n, ws.W, ws.B, ws.K
         mark("start")
-        self._memset(ws.counts.ptr, 0, K, stream)
         self._memset_ones(ws.flags, 4, stream)
-        self._launch("msm_histogram", _grid(n), np.int64(n), _u(sc), np.int32(c),
-                     _u(ws.counts), np.uintp(ws.flags.ptr + 8), stream=stream)
-        self._scan(ws, stream)
-        self._launch("msm_scatter", _grid(n), np.int64(n), _u(sc), np.int32(c), _u(ws.cursor),
-                     _u(ws.keys), _u(ws.vals), stream=stream)
+        radix = sort_kind() == "radix"
+        if radix:
+            self._sort_radix(ws, sc.ptr, n, c, stream=stream)
+        else:
+            self._memset(ws.counts.ptr, 0, K, stream)
+            self._launch("msm_histogram", _grid(n), np.int64(n), _u(sc), np.int32(c),
+                         _u(ws.counts), np.uintp(ws.flags.ptr + 8), stream=stream)
+            self._scan(ws, stream)
+            self._launch("msm_scatter", _grid(n), np.int64(n), _u(sc), np.int32(c),
+                         _u(ws.cursor), _u(ws.keys), _u(ws.vals), stream=stream)
         mark("sort")
         self._accumulate(ws, self._bases.ptr, stream)
         mark("accumulate")
-        src = self._reduce(ws, counts=ws.counts.ptr, stream=stream)
+        src = self._reduce(ws, counts=0 if radix else ws.counts.ptr, stream=stream)
         mark("reduce")
         out = self._combine(ws, src, W, c, stream)
         mark("combine")
@@ -331,6 +387,46 @@ class DeviceBases:
             self.last_profile = {name: marks[i - 1][1].time_till(ev)
                                  for i, (name, ev) in enumerate(marks) if i}
         return decode_point(out, self.group)
+
+    def _sort_radix(self, ws: _Workspace, sptr, k: int, c: int, *, first: int = 0,
+                    precomputed: bool = False, stream=None) -> None:
+        """msm_sort.cu's LSD radix sort of k scalars' digits at sptr into ws.keys/vals (keys
+        ascending, the M nonzero digits first), M into flags[0], and the buckets zeroed (no
+        counts: the reduction and the merge then take every bucket); a scalar >= r sets
+        flags[1] to first + its index. precomputed: every window's digit goes to one set of
+        2^(c-1) buckets, the value w k + i naming the base 2^(c w) P_i of the table
+        (gpu/cuda/precomputed.py)."""
+        W = windows(c)
+        key_space = ws.B if precomputed else ws.K
+        rs = ws.radix(k)
+        items, blocks = k * W, radix_blocks(k * W)
+        wstride, vstride = (0, k) if precomputed else (ws.B, 0)
+        passes = radix_passes(key_space)
+        # the digits go where the last pass reads from, so the sorted list ends in ws.keys/vals
+        lists = [(ws.keys, ws.vals), (rs.keys, rs.vals)]
+        src = passes % 2
+        self._memset(ws.flags.ptr, 0, 2, stream)                 # M = 0
+        self._launch("msm_radix_digits", _grid(k), np.int64(k), np.uintp(sptr), np.int32(c),
+                     np.uint32(wstride), np.uint32(vstride), np.uint32(key_space),
+                     _u(lists[src][0]), _u(lists[src][1]), _u(ws.flags),
+                     np.uintp(ws.flags.ptr + 8), np.int64(first), stream=stream)
+        nb = -(-256 * blocks // _SCAN_CHUNK)
+        for p in range(passes):
+            (ki, vi), (ko, vo) = lists[src], lists[1 - src]
+            self._launch("msm_radix_upsweep", (blocks, 1), np.int64(items), _u(ki),
+                         np.int32(8 * p), np.int64(blocks), _u(rs.hist), block=256,
+                         stream=stream)
+            self._launch("msm_scan_chunks", (nb, 1), np.int64(256 * blocks), _u(rs.hist),
+                         _u(rs.offs), _u(rs.sums), block=1024, stream=stream)
+            self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(rs.sums), _u(rs.total),
+                         block=1024, stream=stream)
+            self._launch("msm_scan_add", _grid(256 * blocks), np.int64(256 * blocks),
+                         _u(rs.offs), _u(rs.sums), stream=stream)
+            self._launch("msm_radix_downsweep", (blocks, 1), np.int64(items), _u(ki), _u(vi),
+                         np.int32(8 * p), np.int64(blocks), _u(rs.offs), _u(ko), _u(vo),
+                         block=256, stream=stream)
+            src = 1 - src
+        self._memset(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
 
     def _scan(self, ws: _Workspace, stream=None) -> None:
         """Exclusive scan of the bucket counts into the scatter's cursors; M into flags[0]."""
@@ -424,9 +520,11 @@ class DenseEngine:
     (``start``) and collected later (``finish``) while other streams run. Memory: one
     Pippenger workspace for a chunk plus a second set of buckets (the running sums).
 
-    Sort: ``msm_histogram_dense``/``msm_scatter_dense`` (no warp match: random digits rarely
-    meet within a warp; ZKHIVE_MSM_DENSE_SORT=match takes the matching kernels, which skewed
-    scalars want). G1 only (the kernels with add-in exist for G1)."""
+    Sort: msm_sort.cu's radix sort (every write part of a run; memory: a second list, 8 bytes
+    a digit; the chunk's buckets zeroed and all of them merged); ZKHIVE_MSM_DENSE_SORT=plain
+    takes msm.cu's one-level ``msm_histogram_dense``/``msm_scatter_dense`` (36 ms a 2^24 chunk on
+    the H200), =match the one-level kernels with the warp match (gpu.msm_sort.dense_sort). G1 only (the
+    kernels with add-in exist for G1)."""
 
     def __init__(self, group, chunk: int, *, window: int | None = None):
         g = group_of(group)
@@ -460,6 +558,8 @@ class DenseEngine:
             self.ws = self.shell._workspace(self.window)
             self.acc = DeviceBuffer(self.ws.K * self.shell.point_bytes, what="dense MSM running buckets")
             self.ws.buffers.append(self.acc)
+            if dense_sort() == "radix":
+                self.ws.radix(self.chunk)
             W = self.ws.W
             self.host = loader.driver().pagelocked_empty(W * self.shell.point_bytes // 8 + 1,
                                                          np.uint64)
@@ -475,7 +575,7 @@ class DenseEngine:
         self.warm()
         sh, ws, cuda = self.shell, self.ws, loader.driver()
         c, K, pb = self.window, ws.K, sh.point_bytes
-        sort = "match" if os.environ.get("ZKHIVE_MSM_DENSE_SORT", "plain") == "match" else "plain"
+        sort = dense_sort()
         sh._memset(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
         sh._memset_ones(ws.flags, 4, stream)                 # flags[1] = the bad index
         chunks = 0
@@ -483,14 +583,18 @@ class DenseEngine:
             k = min(self.chunk, n - lo)
             sh.n = k
             sptr = np.uintp(scalars.ptr + 32 * lo)
-            sh._memset(ws.counts.ptr, 0, K, stream)
-            sh._launch(f"hist_{sort}", _grid(k), np.int64(k), sptr, np.int32(c), _u(ws.counts),
-                       np.uintp(ws.flags.ptr + 8), np.int64(lo), stream=stream)
-            sh._scan(ws, stream)
-            sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c), _u(ws.cursor),
-                       _u(ws.keys), _u(ws.vals), stream=stream)
+            if sort == "radix":
+                sh._sort_radix(ws, sptr, k, c, first=lo, stream=stream)
+            else:
+                sh._memset(ws.counts.ptr, 0, K, stream)
+                sh._launch(f"hist_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
+                           _u(ws.counts), np.uintp(ws.flags.ptr + 8), np.int64(lo), stream=stream)
+                sh._scan(ws, stream)
+                sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
+                           _u(ws.cursor), _u(ws.keys), _u(ws.vals), stream=stream)
             sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
-            sh._launch("merge", _grid(K), np.int64(K), _u(ws.counts), _u(ws.buckets),
+            sh._launch("merge", _grid(K), np.int64(K),
+                       np.uintp(0) if sort == "radix" else _u(ws.counts), _u(ws.buckets),
                        _u(self.acc), stream=stream)
             chunks += 1
         sh.n = self.chunk

@@ -27,7 +27,7 @@ import numpy as np
 
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
-from gpu.budget import chunk_capacity, tail_engine_bytes
+from gpu.budget import chunk_capacity, dense_chunk, tail_engine_bytes
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import decode_point, group_of, window_bits, windows
 
@@ -147,7 +147,8 @@ class TailEngine:
 class SplitMsm:
     """The split MSM over resident base sets (gpu.cuda.msm.DeviceBases) of one device."""
 
-    def __init__(self, capacity: dict | None = None):
+    def __init__(self, capacity: dict | None = None, dense_chunk: int | None = None):
+        # dense_chunk: the dense engine's chunk (None: gpu.budget.dense_chunk(), read at use)
         self._cuda = loader.driver()
         # modules: split_msm (classify, gather, G1), split_msm_g2 (G2's ones-sum),
         # split_msm_g2_parts (G2's folds and result): built in parallel
@@ -163,6 +164,7 @@ class SplitMsm:
         self.capacity.update(capacity or {})
         self._tails: dict[str, TailEngine] = {}
         self._dense: dict[str, object] = {}  # gpu.cuda.msm.DenseEngine per group (G1)
+        self._dense_chunk = dense_chunk
         self.last: dict = {}  # per query: path, counts, chunks (the benchmark reports them)
         self._flags = DeviceBuffer(16, what="split counts and bad index")
         self._out = DeviceBuffer(4 * 48, what="split result")
@@ -187,9 +189,13 @@ class SplitMsm:
         g = group_of(group).name
         if g != "g1" or n <= self.capacity[g]:
             return None
+        chunk = self._dense_chunk or dense_chunk()
         e = self._dense.get(g)
+        if e is not None and e.chunk != chunk:  # the setting changed (benchmarks)
+            e.close()
+            e = None
         if e is None:
-            e = self._dense[g] = DenseEngine(g, self.capacity[g])
+            e = self._dense[g] = DenseEngine(g, chunk)
         return e
 
     def tail(self, group: str, n: int) -> TailEngine:

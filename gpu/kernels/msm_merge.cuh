@@ -10,7 +10,7 @@
 template <class F>
 CURVE_FN void merge_bucket(int64_t k, const uint32_t* counts, const xyzz_t<F>* chunk,
                            xyzz_t<F>* acc) {
-    if (!counts[k]) return;
+    if (counts && !counts[k]) return;  // counts = null: every bucket (the radix sort zeroes them)
     xyzz_t<F> b = acc[k];
     b.add(chunk[k]);
     acc[k] = b;

@@ -203,6 +203,96 @@ def test_msm_rejects_bad_input(setup):
         assert bases.msm(s) == t.expected(s)   # still usable after a rejection
 
 
+def _sorted_lists(bases, d, n, c, kind, monkeypatch):
+    """(MSM, keys, values) the MSM's sort left in its workspace with ZKHIVE_MSM_SORT=kind: the
+    whole list of n windows(c) entries (radix: the zero digits after the M nonzero ones)."""
+    from gpu.cuda import loader
+    monkeypatch.setenv("ZKHIVE_MSM_SORT", kind)
+    got = bases.msm(d, window=c)
+    ws = bases._work[c]
+    m = np.zeros(2, dtype=np.uint64)
+    ws.flags.download(m)
+    total = int(m[0]) if kind == "atomic" else n * M.windows(c)
+    keys = np.zeros(total, dtype=np.uint32)
+    vals = np.zeros(total, dtype=np.uint32)
+    if total:
+        loader.driver().memcpy_dtoh(keys, ws.keys.ptr)
+        loader.driver().memcpy_dtoh(vals, ws.vals.ptr)
+    return got, int(m[0]), keys, vals
+
+
+@pytest.mark.parametrize("c", [4, 9, 13, 16])
+def test_radix_sort_gives_the_counting_sorts_lists(setup, c, monkeypatch):
+    """msm_sort.cu's radix sort (the dense engine's default) leaves the same M and the same
+    sorted keys as msm.cu's counting sort, the same (key, value) pairs (the order inside a
+    bucket is free), the zero digits after them under the key K, and the same MSM, for random
+    and skewed scalars; a scalar >= r is named by its index. Keys ascending is checked on its
+    own: the accumulation relies on it."""
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.cuda.msm import DeviceBases
+    group, t, xy = setup
+    n = (1 << 14) + 77
+    r1 = MODULUS - 1
+    vectors = {"random": random_scalars(n),
+               "runs of 0 and 1": vec_from_ints([0] * (n // 2) + [1] * (n // 4) + [
+                   prng.randrange(MODULUS) for _ in range(n - n // 2 - n // 4)]),
+               "all equal": vec_from_ints([r1] * n)}
+    K = M.windows(c) << (c - 1)
+    with DeviceBases(xy[:n], group) as bases, DeviceBuffer(32 * n, what="scalars") as d:
+        for name, s in vectors.items():
+            d.upload(np.ascontiguousarray(s))
+            a_msm, a_m, a_keys, a_vals = _sorted_lists(bases, d, n, c, "atomic", monkeypatch)
+            b_msm, b_m, b_keys, b_vals = _sorted_lists(bases, d, n, c, "radix", monkeypatch)
+            assert a_msm == b_msm == t.expected(s), f"{name} c={c}"
+            assert a_m == b_m and np.all(np.diff(b_keys.astype(np.int64)) >= 0), name
+            assert np.array_equal(a_keys, b_keys[:b_m]) and np.all(b_keys[b_m:] == K), name
+            pa = np.sort(a_keys.astype(np.uint64) << 32 | a_vals)
+            pb = np.sort(b_keys[:b_m].astype(np.uint64) << 32 | b_vals[:b_m])
+            assert np.array_equal(pa, pb), f"{name}: the (key, value) pairs differ"
+        high = random_scalars(n)
+        high[n - 5] = np.frombuffer(MODULUS.to_bytes(32, "little"), dtype=np.uint64)
+        d.upload(high)
+        monkeypatch.setenv("ZKHIVE_MSM_SORT", "radix")
+        with pytest.raises(M.MsmInputError, match=f"scalar {n - 5} ") as e:
+            bases.msm(d, window=c)
+        assert e.value.index == n - 5
+
+
+@pytest.mark.parametrize("c", [5, 13, 22])
+def test_precomputed_tables_give_the_same_msm(setup, c):
+    """gpu.cuda.precomputed: the tables 2^(c w) P_i made on the device and every window's digits
+    in one set of buckets == the known-log identity and the plain MSM, for random, skewed and
+    all-(r - 1) scalars, host or device scalars; a scalar >= r is named by its index and the
+    tables keep serving; G2 and a window too large for the sort are refused."""
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.cuda.msm import DeviceBases
+    from gpu.cuda.precomputed import PrecomputedBases
+    from gpu.errors import GpuError
+    group, t, xy = setup
+    n = (1 << 13) + 19
+    with DeviceBases(xy[:n], group) as bases:
+        if group != "g1":
+            with pytest.raises(GpuError, match="G1 only"):
+                PrecomputedBases(bases, c)
+            return
+        with PrecomputedBases(bases, c) as pre, DeviceBuffer(32 * n, what="scalars") as d:
+            for name, ints in edge_vectors(n):
+                s = vec_from_ints(ints)
+                assert pre.msm(s) == t.expected(s) == bases.msm(s), f"{name} c={c}"
+            s = random_scalars(n)
+            d.upload(s)
+            assert pre.msm(d) == t.expected(s)
+            high = s.copy()
+            high[n - 2] = np.frombuffer(MODULUS.to_bytes(32, "little"), dtype=np.uint64)
+            d.upload(high)
+            with pytest.raises(M.MsmInputError, match=f"scalar {n - 2} ") as e:
+                pre.msm(d)
+            assert e.value.index == n - 2
+            assert pre.msm(s) == t.expected(s)
+        with pytest.raises(M.MsmInputError, match="window 25"):
+            PrecomputedBases(bases, 25)
+
+
 def test_backends_agree_through_the_api(setup):
     group, t, xy = setup
     n = 1000

@@ -139,7 +139,7 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
     from gpu.cuda.split_msm import SplitMsm
     group, t, xy, bases = resident
     s = mix(len(xy), zeros, ones)
-    small = SplitMsm(capacity={"g1": 512, "g2": 512})
+    small = SplitMsm(capacity={"g1": 512, "g2": 512}, dense_chunk=512)
     try:
         monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "auto")
         cls, got = run(small, bases, s)
@@ -155,7 +155,7 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
 
 
 @pytest.mark.parametrize("chunk", [512, 1000, 6000])
-@pytest.mark.parametrize("sort", ["plain", "match"])
+@pytest.mark.parametrize("sort", ["radix", "plain", "match"])
 def test_dense_engine_chunks_share_buckets(resident, chunk, sort, monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
     of buckets, queued on a stream and collected later; == the known-log identity for random,
