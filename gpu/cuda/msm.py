@@ -339,17 +339,7 @@ class DeviceBases:
         if not 1 <= c <= 24:
             raise MsmInputError(f"window {c} out of range 1..24")
         ws = self._workspace(c)
-        if isinstance(scalars, DeviceBuffer):
-            if scalars.nbytes < 32 * self.n:
-                raise MsmInputError(f"scalar buffer holds {scalars.nbytes} bytes, "
-                                    f"{self.n} scalars need {32 * self.n}")
-            sc = scalars
-        else:
-            host = check_scalars(scalars, self.n)
-            if self._scalars is None:
-                self._scalars = DeviceBuffer(32 * self.n, what="msm scalars")
-            sc = self._scalars
-            sc.upload(host)  # synchronous for pageable memory; pinned arrays copy at full speed
+        sc = self._scalar_buffer(scalars)
         profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
         marks = []
 
@@ -427,6 +417,20 @@ class DeviceBases:
                          block=256, stream=stream)
             src = 1 - src
         self._memset(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
+
+    def _scalar_buffer(self, scalars) -> DeviceBuffer:
+        """The n scalars on the device: a DeviceBuffer as it is (long enough), a host array
+        checked (canonical Fr) and copied into the base set's own scalar buffer."""
+        if isinstance(scalars, DeviceBuffer):
+            if scalars.nbytes < 32 * self.n:
+                raise MsmInputError(f"scalar buffer holds {scalars.nbytes} bytes, "
+                                    f"{self.n} scalars need {32 * self.n}")
+            return scalars
+        host = check_scalars(scalars, self.n)
+        if self._scalars is None:
+            self._scalars = DeviceBuffer(32 * self.n, what="msm scalars")
+        self._scalars.upload(host)  # synchronous for pageable memory; pinned at full speed
+        return self._scalars
 
     def _scan(self, ws: _Workspace, stream=None) -> None:
         """Exclusive scan of the bucket counts into the scatter's cursors; M into flags[0]."""

@@ -25,7 +25,7 @@ from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.cuda.msm import BLOCK, DeviceBases, _grid, _u
 from gpu.errors import GpuError, MsmInputError
-from gpu.msm_input import check_scalars, decode_point, windows
+from gpu.msm_input import decode_point, windows
 
 #: points a thread of the batched affine conversion shares one inversion with (fixed_base_batch.cuh)
 FB_BATCH = 16
@@ -104,17 +104,7 @@ class PrecomputedBases:
         sh = self.shell
         if self.table is None:
             raise GpuError("precomputed base set is closed")
-        if isinstance(scalars, DeviceBuffer):
-            if scalars.nbytes < 32 * self.n:
-                raise MsmInputError(f"scalar buffer holds {scalars.nbytes} bytes, "
-                                    f"{self.n} scalars need {32 * self.n}")
-            sc = scalars
-        else:
-            host = check_scalars(scalars, self.n)
-            if sh._scalars is None:
-                sh._scalars = DeviceBuffer(32 * self.n, what="msm scalars")
-            sc = sh._scalars
-            sc.upload(host)
+        sc = sh._scalar_buffer(scalars)
         ws = sh._workspace(self.c, bucket_windows=1)
         sh._memset_ones(ws.flags, 4, stream)
         sh._sort_radix(ws, sc.ptr, self.n, self.c, precomputed=True, stream=stream)

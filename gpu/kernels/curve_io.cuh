@@ -10,6 +10,17 @@ typedef xyzz_t<fq_t> g1_xyzz_t;
 typedef affine_t<fq2_t> g2_affine_t;
 typedef xyzz_t<fq2_t> g2_xyzz_t;
 
+// x < r for a canonical Fr scalar (8 x 32-bit limbs, little-endian): the MSM kernels' check of
+// their scalars (msm.cu, msm_sort.cu, split_msm.cu).
+CURVE_FN bool fr_canonical(const uint32_t* s) {
+#pragma unroll
+    for (int i = 7; i >= 0; i--) {
+        if (s[i] < fr_params::mod(i)) return true;
+        if (s[i] > fr_params::mod(i)) return false;
+    }
+    return false;
+}
+
 // 32-bit limbs per coordinate
 template <class F> struct coord_limbs;
 template <> struct coord_limbs<fq_t> { static constexpr int N = 12; };

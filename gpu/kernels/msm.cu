@@ -10,16 +10,6 @@ typedef int64_t i64;
 
 // ---- scalars: digits, counting sort -------------------------------------------------------
 
-// x < r for a canonical Fr scalar (8 limbs).
-__device__ __forceinline__ bool fr_canonical(const uint32_t* s) {
-#pragma unroll
-    for (int i = 7; i >= 0; i--) {
-        if (s[i] < fr_params::mod(i)) return true;
-        if (s[i] > fr_params::mod(i)) return false;
-    }
-    return false;
-}
-
 __device__ __forceinline__ void load_scalar(const uint32_t* scalars, i64 i, uint32_t* s) {
     const uint4* p = reinterpret_cast<const uint4*>(scalars + 8 * i);
     uint4 a = p[0], b = p[1];

@@ -29,15 +29,6 @@ typedef int64_t i64;
 #define RADIX_BITS 8
 #define RADIX_DIGITS (1 << RADIX_BITS)
 
-__device__ __forceinline__ bool radix_fr_canonical(const uint32_t* s) {
-#pragma unroll
-    for (int i = 7; i >= 0; i--) {
-        if (s[i] < fr_params::mod(i)) return true;
-        if (s[i] > fr_params::mod(i)) return false;
-    }
-    return false;
-}
-
 // Digit w of scalar i at w n + i: key w wstride + |d| - 1 (zero_key for d = 0), value
 // (w vstride + i) | sign. wstride = 2^(c-1), vstride = 0: a plain MSM; wstride = 0, vstride = n:
 // over precomputed bases 2^(c w) P_i (one set of buckets). *m += the nonzero digits; *bad = the
@@ -52,7 +43,7 @@ extern "C" __global__ void msm_radix_digits(i64 n, const uint32_t* scalars, int 
         const uint4* p = reinterpret_cast<const uint4*>(scalars + 8 * i);
         uint4 a = p[0], b = p[1];
         uint32_t s[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-        if (!radix_fr_canonical(s)) atomicMin(bad, (unsigned long long)(first + i));
+        if (!fr_canonical(s)) atomicMin(bad, (unsigned long long)(first + i));
         const int W = msm_windows(c);
         digit_iter it(s, c);
         for (int w = 0; w < W; w++) {

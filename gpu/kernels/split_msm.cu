@@ -17,16 +17,6 @@
 
 typedef int64_t i64;
 
-// x < r for a canonical Fr scalar (8 limbs).
-__device__ __forceinline__ bool split_fr_canonical(const uint32_t* s) {
-#pragma unroll
-    for (int i = 7; i >= 0; i--) {
-        if (s[i] < fr_params::mod(i)) return true;
-        if (s[i] > fr_params::mod(i)) return false;
-    }
-    return false;
-}
-
 #ifndef SPLIT_MSM_G2_ONLY
 // lists[0 .. ones) = indices of scalars equal to 1; lists[n - 1 - j] for j < tail = indices of
 // the other nonzero scalars; counts = (ones, tail); bad = smallest index of a scalar >= r (it is
@@ -43,7 +33,7 @@ extern "C" __global__ void split_classify(i64 n, const uint32_t* __restrict__ sc
         uint32_t high = s[1] | s[2] | s[3] | s[4] | s[5] | s[6] | s[7];
         one = high == 0 && s[0] == 1;
         other = !one && (high | s[0]) != 0;
-        if (!split_fr_canonical(s)) atomicMin(bad, (unsigned long long)i);
+        if (!fr_canonical(s)) atomicMin(bad, (unsigned long long)i);
     }
     unsigned m1 = __ballot_sync(0xffffffffu, one), m2 = __ballot_sync(0xffffffffu, other);
     int lane = threadIdx.x & 31;
