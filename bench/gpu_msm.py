@@ -165,8 +165,8 @@ def run_radix(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict
             bases.msm(dev[2], window=c)
             prof = dict(bases.last_profile)
             os.environ.pop("ZKHIVE_MSM_PROFILE")
-            rows.append({"group": group, "log_n": log_n, "window": c, "inputs": "random, radix sort",
-                         "ok": bool(ok), "resident_ms": t, "profile_ms": prof,
+            rows.append({"group": group, "log_n": log_n, "window": c,
+                         "inputs": "random, radix sort", "ok": bool(ok), "resident_ms": t, "profile_ms": prof,
                          **floor_ms(group, n, c, rate)})
             print(f"  {group} 2^{log_n} c={c} radix sort: {t:.2f} ms, ok={ok}, stages "
                   f"{', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)

@@ -30,7 +30,7 @@ from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
-from gpu.msm_sort import RADIX_TILE, dense_sort, radix_blocks, radix_passes, sort_kind
+from gpu.msm_sort import dense_sort, radix_blocks, radix_passes, sort_kind
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
 LEVEL_WIDTH = 8
@@ -526,9 +526,9 @@ class DenseEngine:
 
     Sort: msm_sort.cu's radix sort (every write part of a run; memory: a second list, 8 bytes
     a digit; the chunk's buckets zeroed and all of them merged); ZKHIVE_MSM_DENSE_SORT=plain
-    takes msm.cu's one-level ``msm_histogram_dense``/``msm_scatter_dense`` (36 ms a 2^24 chunk on
-    the H200), =match the one-level kernels with the warp match (gpu.msm_sort.dense_sort). G1 only (the
-    kernels with add-in exist for G1)."""
+    takes msm.cu's one-level ``msm_histogram_dense``/``msm_scatter_dense`` (36 ms a 2^24 chunk
+    on the H200), =match the one-level kernels with the warp match (gpu.msm_sort.dense_sort).
+    G1 only (the kernels with add-in exist for G1)."""
 
     def __init__(self, group, chunk: int, *, window: int | None = None):
         g = group_of(group)

@@ -81,7 +81,8 @@ msm_radix_upsweep(i64 count, const uint32_t* keys, int shift, i64 blocks, uint32
 extern "C" __global__ void __launch_bounds__(RADIX_THREADS)
 msm_radix_downsweep(i64 count, const uint32_t* keys_in, const uint32_t* vals_in, int shift,
                     i64 blocks, const uint32_t* offs, uint32_t* keys_out, uint32_t* vals_out) {
-    typedef cub::BlockLoad<uint32_t, RADIX_THREADS, RADIX_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE> Load;
+    typedef cub::BlockLoad<uint32_t, RADIX_THREADS, RADIX_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE>
+        Load;
     typedef cub::BlockRadixSort<uint32_t, RADIX_THREADS, RADIX_ITEMS, uint32_t> Sort;
     typedef cub::BlockScan<uint32_t, RADIX_THREADS> Scan;
     __shared__ union {
@@ -89,7 +90,8 @@ msm_radix_downsweep(i64 count, const uint32_t* keys_in, const uint32_t* vals_in,
         typename Sort::TempStorage sort;
         typename Scan::TempStorage scan;
     } tmp;
-    __shared__ uint32_t base[RADIX_DIGITS];   // global offset of the digit's run minus its start here
+    // the global offset of each digit's run minus where the run starts in the sorted tile
+    __shared__ uint32_t base[RADIX_DIGITS];
 
     i64 lo = (i64)blockIdx.x * RADIX_TILE;
     int valid = count - lo < RADIX_TILE ? (int)(count - lo) : RADIX_TILE;
