@@ -214,11 +214,10 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int
     at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it), a second set of buckets, the
     running sums, and the radix sort's second list (its page-locked window sums are host
     memory, not booked)."""
-    from gpu.msm_sort import dense_sort, radix_sort_bytes
     from gpu.msm_input import window_bits, windows
+    from gpu.msm_sort import dense_sort, radix_sort_bytes, sort_kind
     c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
     K = windows(c) * (1 << (c - 1))
-    from gpu.msm_sort import sort_kind
     # the workspace books the radix list when the plain MSM sorts that way; else book it here
     radix = radix_sort_bytes(chunk, windows(c)) \
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
