@@ -184,16 +184,16 @@ def dense_chunk() -> int:
     return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "25"))
 
 
-def pippenger_workspace(group: str, n: int, c: int | None = None) -> int:
+def pippenger_workspace(group: str, n: int, c: int | None = None, *, radix: bool = True) -> int:
     """Bytes of one Pippenger workspace for n scalars and c-bit windows (gpu/cuda/msm.py's
-    _Workspace, with the radix sort's second list when that sort is on; c defaults to
-    window_bits(n))."""
+    _Workspace, with the radix sort's second list when that sort is on and ``radix``; c
+    defaults to window_bits(n))."""
     from gpu.msm_input import window_bits, windows
     from gpu.msm_sort import radix_sort_bytes, sort_kind
     c = c or window_bits(n)
     W, B = windows(c), 1 << (c - 1)
-    radix = radix_sort_bytes(n, W) if sort_kind() == "radix" else 0
-    return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20) + radix
+    second = radix_sort_bytes(n, W) if radix and sort_kind() == "radix" else 0
+    return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20) + second
 
 
 #: the smallest window a tail engine uses (its one workspace is sized for the capacity)
@@ -202,11 +202,17 @@ TAIL_MIN_WINDOW = 12
 
 def tail_engine_bytes(group: str, capacity: int) -> int:
     """A split-MSM tail engine: compact bases and scalars for one chunk, and its one workspace,
-    at the window of the largest workspace it may pick (windows from TAIL_MIN_WINDOW up)."""
-    from gpu.msm_input import window_bits
+    at the window of the largest workspace it may pick (windows from TAIL_MIN_WINDOW up; that
+    workspace's lists are sized for the capacity). The radix sort's second list is made at the
+    length sorted, k windows(c) for a tail of k at its window c = max(TAIL_MIN_WINDOW,
+    window_bits(k)): at most the capacity's own, booked once."""
+    from gpu.msm_input import window_bits, windows
+    from gpu.msm_sort import radix_sort_bytes, sort_kind
     top = max(TAIL_MIN_WINDOW, window_bits(capacity))
-    work = max(pippenger_workspace(group, capacity, c) for c in range(min(TAIL_MIN_WINDOW, top), top + 1))
-    return capacity * (AFFINE[group] + 32) + work + (48 << 20)
+    work = max(pippenger_workspace(group, capacity, c, radix=False)
+               for c in range(min(TAIL_MIN_WINDOW, top), top + 1))
+    second = radix_sort_bytes(capacity, windows(top)) if sort_kind() == "radix" else 0
+    return capacity * (AFFINE[group] + 32) + work + second + (48 << 20)
 
 
 def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int:
