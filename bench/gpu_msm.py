@@ -23,6 +23,7 @@ import random
 import statistics
 import sys
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -114,6 +115,19 @@ def kernel_info(bases) -> dict:
     return {"accumulate_regs": f.num_regs, "accumulate_local_bytes": f.local_size_bytes}
 
 
+@contextmanager
+def resident(sets):
+    """The scalar sets on the device (as H from compute_h), freed after."""
+    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
+    try:
+        for d, s in zip(dev, sets):
+            d.upload(s)
+        yield dev
+    finally:
+        for d in dev:
+            d.free()
+
+
 def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
     """The chunked dense engine (gpu.cuda.msm.DenseEngine: the H query's path) on the same
     bases: chunks of n, n/2 and n/8 scalars into one set of buckets, its three sorts (radix,
@@ -121,10 +135,7 @@ def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
     identity first."""
     from gpu.cuda.msm import DenseEngine
     n, rows = 1 << log_n, []
-    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
-    try:
-        for d, s in zip(dev, sets):
-            d.upload(s)
+    with resident(sets) as dev:
         for div in (1, 2, 8):
             e = DenseEngine(group, n // div)
             try:
@@ -142,38 +153,33 @@ def run_dense(cuda, group, log_n, bases, sets, want, rate) -> list[dict]:
             finally:
                 os.environ.pop("ZKHIVE_MSM_DENSE_SORT", None)
                 e.close()
-    finally:
-        for d in dev:
-            d.free()
     return rows
 
 
-def run_radix(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict]:
-    """The plain MSM with the radix sort (ZKHIVE_MSM_SORT=radix) at each window, with its
-    stage profile; checked by the known-log identity first."""
+def run_sorts(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict]:
+    """The plain MSM with each sort (ZKHIVE_MSM_SORT=atomic, the counting sort; =radix, the
+    default) at each window, with its stage profile; checked by the known-log identity first."""
     n, rows = 1 << log_n, []
-    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
-    os.environ["ZKHIVE_MSM_SORT"] = "radix"
-    try:
-        for d, s in zip(dev, sets):
-            d.upload(s)
-        for c in windows:
-            ok = bases.msm(dev[0], window=c) == want
-            bases.msm(dev[1], window=c)
-            t = statistics.median(timed(cuda, lambda i: bases.msm(dev[i % 3], window=c)))
-            os.environ["ZKHIVE_MSM_PROFILE"] = "1"
-            bases.msm(dev[2], window=c)
-            prof = dict(bases.last_profile)
-            os.environ.pop("ZKHIVE_MSM_PROFILE")
-            rows.append({"group": group, "log_n": log_n, "window": c,
-                         "inputs": "random, radix sort", "ok": bool(ok), "resident_ms": t, "profile_ms": prof,
-                         **floor_ms(group, n, c, rate)})
-            print(f"  {group} 2^{log_n} c={c} radix sort: {t:.2f} ms, ok={ok}, stages "
-                  f"{', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
-    finally:
-        os.environ.pop("ZKHIVE_MSM_SORT", None)
-        for d in dev:
-            d.free()
+    with resident(sets) as dev:
+        for kind in ("atomic", "radix"):
+            os.environ["ZKHIVE_MSM_SORT"] = kind
+            try:
+                for c in windows:
+                    ok = bases.msm(dev[0], window=c) == want
+                    bases.msm(dev[1], window=c)
+                    t = statistics.median(timed(cuda, lambda i: bases.msm(dev[i % 3], window=c)))
+                    os.environ["ZKHIVE_MSM_PROFILE"] = "1"
+                    bases.msm(dev[2], window=c)
+                    prof = dict(bases.last_profile)
+                    os.environ.pop("ZKHIVE_MSM_PROFILE")
+                    rows.append({"group": group, "log_n": log_n, "window": c,
+                                 "inputs": f"random, {kind} sort", "ok": bool(ok),
+                                 "resident_ms": t, "profile_ms": prof,
+                                 **floor_ms(group, n, c, rate)})
+                    print(f"  {group} 2^{log_n} c={c} {kind} sort: {t:.2f} ms, ok={ok}, stages "
+                          f"{', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
+            finally:
+                os.environ.pop("ZKHIVE_MSM_SORT", None)
     return rows
 
 
@@ -183,10 +189,7 @@ def run_precomputed(cuda, group, log_n, bases, sets, want, windows, rate) -> lis
     timed. Floor: n W mixed additions + one reduction of 2^(c-1) buckets."""
     from gpu.cuda.precomputed import PrecomputedBases, table_bytes
     n, rows = 1 << log_n, []
-    dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
-    try:
-        for d, s in zip(dev, sets):
-            d.upload(s)
+    with resident(sets) as dev:
         for c in windows:
             t0 = time.perf_counter()
             with PrecomputedBases(bases, c) as pre:
@@ -204,14 +207,11 @@ def run_precomputed(cuda, group, log_n, bases, sets, want, windows, rate) -> lis
                 print(f"  {group} 2^{log_n} c={c} precomputed ({W} tables, "
                       f"{table_bytes(n, c) / 2**30:.2f} GiB, made in {made:.2f} s): {t:.2f} ms "
                       f"(floor {muls / rate * 1e3:.2f}), ok={ok}", flush=True)
-    finally:
-        for d in dev:
-            d.free()
     return rows
 
 
 def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, variants=False,
-             dense=False, radix=False, precomputed=None):
+             dense=False, sorts=False, precomputed=None):
     from gpu.cuda.msm import DeviceBases, known_log_bases
     m, a, b, pa, pb = tables[group]
     n = 1 << log_n
@@ -242,41 +242,33 @@ def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, varia
         del xy
         print(f"  {group} kernels: {kernel_info(bases)}", flush=True)
         sets = [rand_scalars(n, rng) for _ in range(3)]
+        want0 = expected(group, sets[0], m, a, b)
         for c in windows or [M.window_bits(n)]:
             # correctness of this exact configuration first (known logs)
-            got = bases.msm(sets[0], window=c)
-            ok = got == expected(group, sets[0], m, a, b)
-            dev = [DeviceBuffer(s.nbytes, what="bench scalars") for s in sets]
-            try:
-                for d, s in zip(dev, sets):
-                    d.upload(s)
+            ok = bases.msm(sets[0], window=c) == want0
+            with resident(sets) as dev:
                 bases.msm(dev[1], window=c)  # warm-up (workspace allocated by the check)
-                resident = timed(cuda, lambda i: bases.msm(dev[i % 3], window=c))
+                on_dev = timed(cuda, lambda i: bases.msm(dev[i % 3], window=c))
                 host = timed(cuda, lambda i: bases.msm(sets[i % 3], window=c), repeat=3)
                 os.environ["ZKHIVE_MSM_PROFILE"] = "1"
                 bases.msm(dev[2], window=c)
                 prof = dict(bases.last_profile)
                 os.environ.pop("ZKHIVE_MSM_PROFILE")
-            finally:
-                for d in dev:
-                    d.free()
             row = {"group": group, "log_n": log_n, "window": c, "ok": bool(ok),
-                   "resident_ms": statistics.median(resident), "resident_all": resident,
+                   "resident_ms": statistics.median(on_dev), "resident_all": on_dev,
                    "host_ms": statistics.median(host), "profile_ms": prof,
                    "bases_gen_s": gen_s, **floor_ms(group, n, c, rate)}
             rows.append(row)
             print(f"  {group} 2^{log_n} c={c}: {row['resident_ms']:.2f} ms resident, "
                   f"{row['host_ms']:.2f} ms from host, ok={ok}, "
                   f"stages {', '.join(f'{k} {v:.2f}' for k, v in prof.items())}", flush=True)
-        want0 = expected(group, sets[0], m, a, b)
-        if radix:
-            rows += run_radix(cuda, group, log_n, bases, sets, want0,
-                               windows or [M.window_bits(n)], rate)
+        if sorts:
+            rows += run_sorts(cuda, group, log_n, bases, sets, want0,
+                              windows or [M.window_bits(n)], rate)
         if precomputed:
             rows += run_precomputed(cuda, group, log_n, bases, sets, want0, precomputed, rate)
         if dense:
-            rows += run_dense(cuda, group, log_n, bases, sets, expected(group, sets[0], m, a, b),
-                              rate)
+            rows += run_dense(cuda, group, log_n, bases, sets, want0, rate)
         if skewed:
             # PoRep-like: half zeros, a quarter ones, the rest random; and all-equal scalars
             for name in ("porep-like", "all equal"):
@@ -304,8 +296,8 @@ def main() -> None:
     ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
     ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:r][:w=c/c/c][:p=c/c] "
                     "(s: skewed scalars too, v: kernel variants, d: the chunked dense engine, "
-                    "r: the radix sort, w: windows, p: precomputed tables at these windows), "
-                    "e.g. g1:24:s:v:w=19/20/21, g1:24:r:p=22/24")
+                    "r: both sorts with stage profiles, w: windows, p: precomputed tables at "
+                    "these windows), e.g. g1:24:s:v:w=19/20/21, g1:24:r:p=22/24")
     args = ap.parse_args()
     loader.init_context(0)
     cuda = loader.driver()
@@ -335,9 +327,9 @@ def main() -> None:
                          [int(c) for c in pre.split("/")] if pre else None))
     else:
         plan = [(*p, False, False, False, None) for p in plan]
-    for group, log_n, windows, skewed, variants, dense, radix, pre in plan:
+    for group, log_n, windows, skewed, variants, dense, sorts, pre in plan:
         rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants, dense,
-                         radix, pre)
+                         sorts, pre)
         if args.out:  # after every size, so a run cut short keeps its numbers
             Path(args.out).write_text(json.dumps({"device": dev.name(), "fq_mul_per_s": rate,
                                                   "rows": rows}, indent=1))
