@@ -130,6 +130,7 @@ class _Workspace:
         K = W * B
         self.c, self.W, self.B, self.K, self.T1, self.segs = c, W, B, K, T1, segs
         self.buffers = []
+        self._radix = None  # the radix sort's buffers, made at its first use (radix())
         try:
             def buf(nbytes, what):
                 b = DeviceBuffer(max(int(nbytes), 8), what=what)
@@ -152,7 +153,7 @@ class _Workspace:
 
     def radix(self, n: int) -> "_RadixSort":
         """The radix sort's buffers for up to n scalars (made once, freed with the workspace)."""
-        rs = getattr(self, "_radix", None)
+        rs = self._radix
         if rs is None or rs.n < n:
             if rs is not None:  # a longer tail than before: its lists may still be in use
                 loader.driver().Context.synchronize()
