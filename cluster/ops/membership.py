@@ -20,7 +20,7 @@ import psutil
 
 from .keeper import KEEPER
 from .plan import _child_env, keeper_spec
-from .supervisor import Busy, ProcessRecord, Supervisor, SupervisorError
+from .supervisor import Busy, ProcessRecord, Supervisor, SupervisorError, start_stamp
 
 #: set by `up` in its processes' environment (cluster.ops.plan): the run directory they belong to
 RUN_DIR_ENV = "ZKHIVE_RUN_DIR"
@@ -81,10 +81,11 @@ def attach(s, role: str, device: str | None) -> Joined | None:
                 return None
             group = max((r.group for r in sup.records if r.role in ("aggregate", "synthesis", "prove")),
                         default=1)
+            _, created, since_boot = start_stamp(os.getpid())
             sup.records.append(ProcessRecord(
-                name, os.getpid(), me.create_time(), list(me.cmdline()), "(its own terminal)",
+                name, os.getpid(), created, list(me.cmdline()), "(its own terminal)",
                 stop_grace_s=grace, address=device or role, group=group, by_hand=True,
-                ready_at=0.0))
+                ready_at=0.0, since_boot=since_boot))
             sup.save()
     except (Busy, SupervisorError) as e:
         print(f"zkhive worker: not recorded in {sup.state_file} ({e}): `zkhive down` will not "

@@ -5,8 +5,9 @@ silently, an old process still running after a rebuild, and a supervisor that ki
 thing because it matched a name. This module answers each one:
 
 - every process is recorded in a state file with its PID *and* its start time
-  (``psutil.Process.create_time``); a record only names a live process when both match, so a
-  PID reused by the kernel is never mistaken for ours and never signalled;
+  (``psutil.Process.create_time``, and the same as seconds since boot, which a step of the wall
+  clock does not move); a record only names a live process when both match, so a PID reused
+  by the kernel is never mistaken for ours and never signalled;
 - a process counts as started only when its readiness check passes; if it exits or times out
   first, :class:`StartFailure` names it and carries the tail of its log;
 - a previous cluster still running, a stale state file, or a port already bound are detected
@@ -151,6 +152,9 @@ class ProcessRecord:
     #: a ``zkhive worker`` started by hand against this cluster: ``down`` stops it, the keeper
     #: never restarts it (it has no spec in ``up``'s plan)
     by_hand: bool = False
+    #: the start time as seconds since boot (:func:`start_stamp`); 0: a state file from before
+    #: it was recorded, and create_time alone identifies the process
+    since_boot: float = 0.0
 
     @property
     def role(self) -> str:
@@ -159,13 +163,30 @@ class ProcessRecord:
 
     def process(self) -> psutil.Process | None:
         """The live process this record names, or None when it exited or its PID was reused."""
-        return _same_process(self.pid, self.create_time)
+        return _same_process(self.pid, self.create_time, self.since_boot)
 
 
-def _same_process(pid: int, create_time: float) -> psutil.Process | None:
+def start_stamp(pid: int) -> tuple[psutil.Process, float, float]:
+    """(process, create_time, seconds since boot) of a live PID. psutil's create_time is the
+    boot time plus the kernel's start ticks, and the boot time it reads is the wall clock minus
+    the uptime: a step of the wall clock (NTP, a resumed VM) moves it, and with it every
+    process's create_time at once (+20.00 s on all of a CI run's processes, after which the
+    keeper took a live Redis for gone and restarted it against its own port, 595 times). The
+    seconds since boot do not move; the boot time is read before the process, whose create_time
+    psutil computes from the boot time it last read."""
+    boot = psutil.boot_time()
+    proc = psutil.Process(pid)
+    created = proc.create_time()
+    return proc, created, created - boot
+
+
+def _same_process(pid: int, create_time: float, since_boot: float = 0.0) -> psutil.Process | None:
+    """The live process a (PID, start) record names, or None. With since_boot the start is
+    compared as seconds since boot (a clock step does not move it); else as create_time."""
     try:
-        proc = psutil.Process(pid)
-        if abs(proc.create_time() - create_time) > CREATE_TIME_TOLERANCE_S:
+        proc, created, since = start_stamp(pid)
+        same = abs(since - since_boot) if since_boot else abs(created - create_time)
+        if same > CREATE_TIME_TOLERANCE_S:
             return None  # the kernel reused the PID for somebody else's process
         if proc.status() == psutil.STATUS_ZOMBIE:
             return None
@@ -329,10 +350,10 @@ class Supervisor:
     # -- starting -------------------------------------------------------------------------------
     def start(self, spec: ServiceSpec, group: int | None = None) -> ProcessRecord:
         """Start one service and record it (not yet waiting for readiness)."""
-        popen, create_time = self._spawn(spec)
+        popen, create_time, since_boot = self._spawn(spec)
         rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
                             list(spec.ports), spec.stop_grace_s, spec.address,
-                            len(self.records) if group is None else group)
+                            len(self.records) if group is None else group, since_boot=since_boot)
         rec._popen = popen  # type: ignore[attr-defined]  # to reap it and read its exit code
         self.records.append(rec)
         self.save()
@@ -346,11 +367,11 @@ class Supervisor:
         old = self.records[i]
         if old.process() is not None:
             raise SupervisorError(f"{old.name} (pid {old.pid}) is still running: stop it first")
-        popen, create_time = self._spawn(spec)
+        popen, create_time, since_boot = self._spawn(spec)
         rec = ProcessRecord(spec.name, popen.pid, create_time, list(spec.argv), str(spec.log),
                             list(spec.ports), spec.stop_grace_s, spec.address, old.group,
                             restarts=old.restarts + 1, failures=old.failures, unready=old.unready,
-                            note=old.note)
+                            note=old.note, since_boot=since_boot)
         rec._popen = popen  # type: ignore[attr-defined]
         self.records[i] = rec
         self.save()
@@ -361,7 +382,7 @@ class Supervisor:
         return self._finish_stop(rec, self._terminate(rec),
                                  rec.stop_grace_s if grace_s is None else grace_s)
 
-    def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float]:
+    def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float, float]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
         env = dict(os.environ if spec.env is None else spec.env)
         env.setdefault("PYTHONUNBUFFERED", "1")  # the log tail must show the last words
@@ -379,10 +400,10 @@ class Supervisor:
                 raise StartFailure(spec.name, f"cannot execute {spec.argv[0]!r}: {e}",
                                    spec.log, log_tail(spec.log)) from None
         try:
-            create_time = psutil.Process(popen.pid).create_time()
+            _, create_time, since_boot = start_stamp(popen.pid)
         except psutil.NoSuchProcess:
-            create_time = 0.0  # already gone; wait_ready reports it with the log
-        return popen, create_time
+            create_time = since_boot = 0.0  # already gone; wait_ready reports it with the log
+        return popen, create_time, since_boot
 
     def wait_ready(self, spec: ServiceSpec, rec: ProcessRecord, *, poll_s: float = 0.2) -> float:
         """Poll ``spec.ready`` until it passes; returns seconds since the process started. Raises StartFailure
@@ -458,7 +479,7 @@ class Supervisor:
 
     def _terminate(self, rec: ProcessRecord) -> list[tuple[int, float]] | None:
         """SIGTERM (warm shutdown: finish the task in hand) to a recorded process that is still
-        ours; returns the (pid, start time) of it and its children as they were, or None."""
+        ours; returns the (pid, seconds since boot) of it and its children as they were, or None."""
         proc = rec.process()
         popen: subprocess.Popen | None = getattr(rec, "_popen", None)
         if proc is None:
@@ -468,8 +489,9 @@ class Supervisor:
         # Children as they are now (e.g. Celery's prefork pool); each is checked by its own
         # start time before any later signal, like the leader.
         try:
+            boot = psutil.boot_time()  # read before the children's Process objects (start_stamp)
             family = [proc] + proc.children(recursive=True)
-            ids = [(p.pid, p.create_time()) for p in family if _alive(p)]
+            ids = [(p.pid, p.create_time() - boot) for p in family if _alive(p)]
             proc.send_signal(signal.SIGTERM)
         except psutil.NoSuchProcess:
             return None
@@ -482,8 +504,8 @@ class Supervisor:
         popen: subprocess.Popen | None = getattr(rec, "_popen", None)
         if _wait_gone(ids, grace_s, popen):
             return "stopped"
-        for pid, ct in ids:  # the grace period is over: the rest is killed, ours only
-            p = _same_process(pid, ct)
+        for pid, since in ids:  # the grace period is over: the rest is killed, ours only
+            p = _same_process(pid, 0.0, since)
             if p is not None:
                 try:
                     p.send_signal(signal.SIGKILL)
@@ -514,7 +536,7 @@ def _wait_gone(ids: list[tuple[int, float]], timeout_s: float,
     while True:
         if popen is not None:
             popen.poll()
-        if all(_same_process(pid, ct) is None for pid, ct in ids):
+        if all(_same_process(pid, 0.0, since) is None for pid, since in ids):
             return True
         if time.monotonic() > deadline:
             return False
