@@ -183,35 +183,56 @@ def run_sorts(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict
     return rows
 
 
-def run_precomputed(cuda, group, log_n, bases, sets, want, windows, rate) -> list[dict]:
+def run_precomputed(cuda, group, log_n, bases, sets, want, windows, rate,
+                    rounds=(None,)) -> list[dict]:
     """gpu.cuda.precomputed.PrecomputedBases (every window's multiples made once, one set of
-    buckets) at each window: table time and bytes, then checked by the known-log identity and
-    timed. Floor: n W mixed additions + one reduction of 2^(c-1) buckets."""
+    buckets) at each window and each count of affine rounds (None: the default; 0: the XYZZ
+    accumulation): table time and bytes, then checked by the known-log identity, timed, and
+    one profiled run. Floor: n W mixed additions + one reduction of 2^(c-1) buckets, at 10 Fq
+    products an addition (XYZZ) and at 6 (batched affine)."""
     from gpu.cuda.precomputed import PrecomputedBases, table_bytes
     n, rows = 1 << log_n, []
     with resident(sets) as dev:
         for c in windows:
-            t0 = time.perf_counter()
-            with PrecomputedBases(bases, c) as pre:
-                made = time.perf_counter() - t0
-                ok = pre.msm(dev[0]) == want
-                pre.msm(dev[1])
-                t = statistics.median(timed(cuda, lambda i: pre.msm(dev[i % 3])))
+            for r in rounds:
+                t0 = time.perf_counter()
+                with PrecomputedBases(bases, c, affine_rounds=r) as pre:
+                    made = time.perf_counter() - t0
+                    ok = pre.msm(dev[0]) == want
+                    pre.msm(dev[1])
+                    t = statistics.median(timed(cuda, lambda i: pre.msm(dev[i % 3])))
+                    os.environ["ZKHIVE_MSM_PROFILE"] = "1"
+                    try:
+                        pre.msm(dev[2])
+                        prof = dict(pre.last_profile)
+                    finally:
+                        os.environ.pop("ZKHIVE_MSM_PROFILE")
+                    used = pre.affine.rounds if pre.affine is not None else 0
+                    if used:
+                        print(f"  affine kernels (registers, local bytes): "
+                              f"{pre.affine.kernel_info()}", flush=True)
+                    extra = pre.affine.nbytes if pre.affine is not None else 0
                 W = M.windows(c)
                 madd, add = FQ_MULS[group]
-                muls = n * W * madd + 2 * (1 << (c - 1)) * add
+                red = 2 * (1 << (c - 1)) * add
+                muls, amuls = n * W * madd + red, n * W * 6 + red
                 rows.append({"group": group, "log_n": log_n, "window": c,
+                             "affine_rounds": used, "affine_bytes": extra,
                              "inputs": "random, precomputed", "ok": bool(ok), "resident_ms": t,
-                             "table_s": made, "table_bytes": table_bytes(n, c), "fq_muls": muls,
-                             "floor_ms": muls / rate * 1e3})
+                             "profile_ms": prof, "table_s": made,
+                             "table_bytes": table_bytes(n, c), "fq_muls": muls,
+                             "floor_ms": muls / rate * 1e3, "floor_affine_ms": amuls / rate * 1e3})
                 print(f"  {group} 2^{log_n} c={c} precomputed ({W} tables, "
-                      f"{table_bytes(n, c) / 2**30:.2f} GiB, made in {made:.2f} s): {t:.2f} ms "
-                      f"(floor {muls / rate * 1e3:.2f}), ok={ok}", flush=True)
+                      f"{table_bytes(n, c) / 2**30:.2f} GiB, made in {made:.2f} s), "
+                      f"{used} affine rounds ({extra / 2**30:.2f} GiB): {t:.2f} ms "
+                      f"(floor {muls / rate * 1e3:.2f} XYZZ, {amuls / rate * 1e3:.2f} affine), "
+                      f"ok={ok}, stages {', '.join(f'{k} {v:.2f}' for k, v in prof.items())}",
+                      flush=True)
     return rows
 
 
 def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, variants=False,
-             dense=False, sorts=False, precomputed=None):
+             dense=False, sorts=False, precomputed=None, rounds=(None,)):
     from gpu.cuda.msm import DeviceBases, known_log_bases
     m, a, b, pa, pb = tables[group]
     n = 1 << log_n
@@ -266,7 +287,8 @@ def run_size(cuda, group, log_n, tables, rate, windows=None, skewed=False, varia
             rows += run_sorts(cuda, group, log_n, bases, sets, want0,
                               windows or [M.window_bits(n)], rate)
         if precomputed:
-            rows += run_precomputed(cuda, group, log_n, bases, sets, want0, precomputed, rate)
+            rows += run_precomputed(cuda, group, log_n, bases, sets, want0, precomputed, rate,
+                                    rounds)
         if dense:
             rows += run_dense(cuda, group, log_n, bases, sets, want0, rate)
         if skewed:
@@ -294,10 +316,11 @@ def main() -> None:
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
-    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:r][:w=c/c/c][:p=c/c] "
-                    "(s: skewed scalars too, v: kernel variants, d: the chunked dense engine, "
-                    "r: both sorts with stage profiles, w: windows, p: precomputed tables at "
-                    "these windows), e.g. g1:24:s:v:w=19/20/21, g1:24:r:p=22/24")
+    ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:r][:w=c/c/c][:p=c/c]"
+                    "[:a=r/r] (s: skewed scalars too, v: kernel variants, d: the chunked dense "
+                    "engine, r: both sorts with stage profiles, w: windows, p: precomputed "
+                    "tables at these windows, a: with these counts of affine rounds, 0 = XYZZ, "
+                    "- = the default), e.g. g1:24:s:v:w=19/20/21, g1:24:r:p=22/24:a=0/-/6")
     args = ap.parse_args()
     loader.init_context(0)
     cuda = loader.driver()
@@ -322,14 +345,17 @@ def main() -> None:
             f = item.split(":")
             w = next((x[2:] for x in f[2:] if x.startswith("w=")), None)
             pre = next((x[2:] for x in f[2:] if x.startswith("p=")), None)
+            aff = next((x[2:] for x in f[2:] if x.startswith("a=")), None)
             plan.append((f[0], int(f[1]), [int(c) for c in w.split("/")] if w else None,
                          "s" in f[2:], "v" in f[2:], "d" in f[2:], "r" in f[2:],
-                         [int(c) for c in pre.split("/")] if pre else None))
+                         [int(c) for c in pre.split("/")] if pre else None,
+                         tuple(None if r == "-" else int(r) for r in aff.split("/"))
+                         if aff else (None,)))
     else:
-        plan = [(*p, False, False, False, None) for p in plan]
-    for group, log_n, windows, skewed, variants, dense, sorts, pre in plan:
+        plan = [(*p, False, False, False, None, (None,)) for p in plan]
+    for group, log_n, windows, skewed, variants, dense, sorts, pre, rounds in plan:
         rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants, dense,
-                         sorts, pre)
+                         sorts, pre, rounds)
         if args.out:  # after every size, so a run cut short keeps its numbers
             Path(args.out).write_text(json.dumps({"device": dev.name(), "fq_mul_per_s": rate,
                                                   "rows": rows}, indent=1))

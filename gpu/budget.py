@@ -227,7 +227,19 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int
     # the workspace books the radix list when the plain MSM sorts that way; else book it here
     radix = radix_sort_bytes(chunk, windows(c)) \
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
-    return pippenger_workspace(group, chunk, c) + K * XYZZ[group] + radix
+    return pippenger_workspace(group, chunk, c) + K * XYZZ[group] + radix + \
+        dense_affine_bytes(chunk, c)
+
+
+def dense_affine_bytes(chunk: int, c: int) -> int:
+    """The batched affine accumulation's buffers in the dense engine
+    (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS > 0; gpu/cuda/affine_acc.py)."""
+    from gpu.affine_plan import dense_affine_rounds, estimate_bytes
+    from gpu.msm_input import windows
+    rounds = dense_affine_rounds()
+    if rounds <= 0:
+        return 0
+    return estimate_bytes(chunk * windows(c), windows(c) << (c - 1), rounds)
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
+from gpu.affine_plan import dense_affine_rounds
 from gpu.msm_sort import dense_sort, radix_blocks, radix_passes, sort_kind
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
@@ -529,7 +530,12 @@ class DenseEngine:
     a digit; the chunk's buckets zeroed and all of them merged); ZKHIVE_MSM_DENSE_SORT=plain
     takes msm.cu's one-level ``msm_histogram_dense``/``msm_scatter_dense`` (36 ms a 2^24 chunk
     on the H200), =match the one-level kernels with the warp match (gpu.msm_sort.dense_sort).
-    G1 only (the kernels with add-in exist for G1)."""
+    G1 only (the kernels with add-in exist for G1).
+
+    Accumulation: msm_core.cuh's XYZZ ranges, or with ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=R > 0 R
+    rounds of batched affine additions (gpu/cuda/affine_acc.py: 6 Fq products a point against
+    10, for ~24 bytes a digit of buffers: opt-in until measured in the partition, where it
+    competes with the key for memory)."""
 
     def __init__(self, group, chunk: int, *, window: int | None = None):
         g = group_of(group)
@@ -550,8 +556,9 @@ class DenseEngine:
         shell._f["scatter_match"] = shell._f["msm_scatter"]
         shell._f["scatter_plain"] = kernel("msm_scatter_dense")
         self.shell = shell
-        self.ws = self.acc = None
+        self.ws = self.acc = self.affine = None
         self.host = None
+        self.affine_rounds = dense_affine_rounds()
 
     @staticmethod
     def estimate_bytes(group, chunk: int, window: int | None = None) -> int:
@@ -566,6 +573,9 @@ class DenseEngine:
             if dense_sort() == "radix":
                 self.ws.radix(self.chunk)
             W = self.ws.W
+            if self.affine_rounds:
+                from gpu.cuda.affine_acc import AffineBuckets
+                self.affine = AffineBuckets(self.chunk * W, self.ws.K, self.affine_rounds)
             self.host = loader.driver().pagelocked_empty(W * self.shell.point_bytes // 8 + 1,
                                                          np.uint64)
 
@@ -597,7 +607,11 @@ class DenseEngine:
                 sh._scan(ws, stream)
                 sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
                            _u(ws.cursor), _u(ws.keys), _u(ws.vals), stream=stream)
-            sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
+            if self.affine is not None:  # every bucket written, as the merge below wants
+                self.affine.run(ws.keys.ptr, ws.vals.ptr, ws.flags.ptr,
+                                bases._bases.ptr + (pb // 2) * lo, ws.buckets.ptr, stream)
+            else:
+                sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
             sh._launch("merge", _grid(K), np.int64(K),
                        np.uintp(0) if sort == "radix" else _u(ws.counts), _u(ws.buckets),
                        _u(self.acc), stream=stream)
@@ -626,7 +640,9 @@ class DenseEngine:
 
     def close(self) -> None:
         self.shell.close()  # the workspace's buffers, the running buckets among them
-        self.ws = self.acc = None
+        if self.affine is not None:
+            self.affine.close()
+        self.ws = self.acc = self.affine = None
         if self.host is not None:
             getattr(self.host.base, "free", lambda: None)()
             self.host = None

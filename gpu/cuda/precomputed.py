@@ -14,14 +14,21 @@ do not fit next to the key on an H200: the partition keeps the chunked engine (m
         pre.msm(scalars)                     # == plain.msm(scalars)
 
 The sort is msm_sort.cu's radix sort with one key space of 2^(c-1) buckets and values w n + i
-(the table's row-major index); accumulation, reduction and the host combination (one window)
-are gpu/cuda/msm.py's.
+(the table's row-major index). The buckets are summed by rounds of batched affine additions
+(gpu/cuda/affine_acc.py: 6 Fq products a point against the XYZZ mixed addition's 10; the runs
+average n W / 2^(c-1) points, 96 at 2^24 and c = 22) unless the runs are too short for a round
+(ZKHIVE_MSM_AFFINE_ROUNDS=0 forces gpu/cuda/msm.py's XYZZ accumulation). Reduction and the host
+combination (one window) are gpu/cuda/msm.py's.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
 from gpu.cuda import loader
+from gpu.affine_plan import rounds_from_env
+from gpu.cuda.affine_acc import AffineBuckets
 from gpu.cuda.memory import DeviceBuffer
 from gpu.cuda.msm import BLOCK, DeviceBases, _grid, _u
 from gpu.errors import GpuError, MsmInputError
@@ -53,7 +60,9 @@ class PrecomputedBases:
 
     backend = "cuda"
 
-    def __init__(self, bases: DeviceBases, c: int = 22):
+    def __init__(self, bases: DeviceBases, c: int = 22, *, affine_rounds: int | None = None):
+        """affine_rounds: rounds of batched affine additions before the XYZZ tail (None:
+        ZKHIVE_MSM_AFFINE_ROUNDS or affine_acc.default_rounds; 0: XYZZ only)."""
         if bases.group.name != "g1":
             raise GpuError("precomputed MSM tables exist for G1 only")
         check_table_shape(bases.n, c)
@@ -66,12 +75,16 @@ class PrecomputedBases:
         shell._bind_kernels()
         shell._work, shell._scalars, shell._bases = {}, None, None
         self.shell = shell
-        self.table = None
+        self.table = self.affine = None
         self.table = DeviceBuffer(table_bytes(self.n, self.c), what="precomputed G1 tables")
         try:
             self._fill(bases)
             shell._bases = self.table
             shell._workspace(self.c, bucket_windows=1)
+            items, B = self.n * self.W, 1 << (self.c - 1)
+            rounds = rounds_from_env(items, B) if affine_rounds is None else int(affine_rounds)
+            if rounds > 0:
+                self.affine = AffineBuckets(items, B, rounds)
         except Exception:
             self.close()
             raise
@@ -106,18 +119,49 @@ class PrecomputedBases:
             raise GpuError("precomputed base set is closed")
         sc = sh._scalar_buffer(scalars)
         ws = sh._workspace(self.c, bucket_windows=1)
+        profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
+        marks = []
+
+        def mark(name):
+            if profile:
+                ev = loader.driver().Event()
+                ev.record(stream)
+                marks.append((name, ev))
+        mark("start")
         sh._memset_ones(ws.flags, 4, stream)
         sh._sort_radix(ws, sc.ptr, self.n, self.c, precomputed=True, stream=stream)
-        sh._accumulate(ws, self.table.ptr, stream)
+        mark("sort")
+        if self.affine is not None:
+            self.affine.run(ws.keys.ptr, ws.vals.ptr, ws.flags.ptr, self.table.ptr,
+                            ws.buckets.ptr, stream)
+        else:
+            sh._accumulate(ws, self.table.ptr, stream)
+        mark("accumulate")
         src = sh._reduce(ws, counts=0, stream=stream)
+        mark("reduce")
         out = sh._combine(ws, src, 1, self.c, stream)
+        mark("combine")
         bad = sh._read_u64(ws.flags, 8, stream)
         if bad != 0xFFFFFFFFFFFFFFFF:
             raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=int(bad),
                                 device=sh._device, kernel="msm_radix_digits", shape=self.n)
+        if profile:
+            sh.last_profile = {name: marks[i - 1][1].time_till(ev)
+                               for i, (name, ev) in enumerate(marks) if i}
+            if self.affine is not None:
+                sh.last_profile.update({f"affine {k}": v
+                                        for k, v in self.affine.last_profile.items()})
         return decode_point(out, self.group)
 
+    @property
+    def last_profile(self) -> dict:
+        """Per-stage device times (ms) of the last msm under ZKHIVE_MSM_PROFILE=1."""
+        return self.shell.last_profile
+
     def close(self) -> None:
+        if self.affine is not None:
+            self.affine.close()
+            self.affine = None
         self.shell._bases = None
         self.shell.close()
         if self.table is not None:

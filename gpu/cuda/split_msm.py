@@ -185,13 +185,15 @@ class SplitMsm:
     def dense(self, group: str, n: int):
         """The chunked dense MSM engine of a group (G1 only; None for G2 or a query that fits
         one chunk, which plain Pippenger serves)."""
+        from gpu.affine_plan import dense_affine_rounds
         from gpu.cuda.msm import DenseEngine
         g = group_of(group).name
         if g != "g1" or n <= self.capacity[g]:
             return None
         chunk = self._dense_chunk or dense_chunk()
         e = self._dense.get(g)
-        if e is not None and e.chunk != chunk:  # the setting changed (benchmarks)
+        if e is not None and (e.chunk != chunk or e.affine_rounds != dense_affine_rounds()):
+            # the setting changed (benchmarks)
             e.close()
             e = None
         if e is None:

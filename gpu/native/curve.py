@@ -43,7 +43,7 @@ def lib() -> ctypes.CDLL:
                 f = getattr(L, f"{g}_point_op")
                 f.argtypes, f.restype = [_int, _p, _p, _u32, _p], _int
                 f = getattr(L, f"{g}_msm")
-                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _p], _i64
+                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _int, _p], _i64
                 f = getattr(L, f"{g}_combine")
                 f.argtypes, f.restype = [_int, _int, _p, _p], None
             L.msm_digits.argtypes = [_p, _int, _p]
@@ -81,7 +81,8 @@ def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
 
 
 def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = None,
-        ranges: int = 64, level_width: int = 8, segment: int = 32, chunk: int = 0):
+        ranges: int = 64, level_width: int = 8, segment: int = 32, chunk: int = 0,
+        affine: tuple[int, int, int] | None = None):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
@@ -89,6 +90,9 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     reduction segment) are the device's launch shapes; tests vary them to reach the edge cases.
     chunk > 0: the chunked dense MSM (gpu/cuda/msm.py DenseEngine): chunks of that many scalars
     sorted one after the other, their runs added into one set of buckets, one reduction.
+    affine = (rounds, K, K2): the buckets summed by rounds of batched affine additions
+    (msm_affine.cuh, gpu/cuda/affine_acc.py's steps): K pairs a thread, K2 values a thread at
+    the inversion's levels.
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -99,10 +103,16 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
         raise ValueError(f"window {c} out of range 1..24")
     if level_width < 4 or ranges < 1 or segment < 1 or segment & (segment - 1):
         raise ValueError("need level_width >= 4, ranges >= 1, segment a power of two")
+    packed = 0
+    if affine is not None:
+        rounds, k, k2 = (int(x) for x in affine)
+        if not (1 <= rounds <= 255 and 1 <= k < 4096 and 2 <= k2 < 2048):
+            raise ValueError(f"affine (rounds, K, K2) = {affine}: need 1..255, 1..4095, 2..2047")
+        packed = rounds | k << 8 | k2 << 20
     out = np.zeros(g.limbs, dtype=np.uint32)
     bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
                                           ranges, level_width, segment, int(chunk),
-                                          out.ctypes.data)
+                                          packed, out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))

@@ -258,12 +258,14 @@ def test_radix_sort_gives_the_counting_sorts_lists(setup, c, monkeypatch):
         assert e.value.index == n - 5
 
 
-@pytest.mark.parametrize("c", [5, 13, 22])
-def test_precomputed_tables_give_the_same_msm(setup, c):
+@pytest.mark.parametrize("c,rounds", [(5, None), (5, 0), (13, None), (13, 0), (22, 2)])
+def test_precomputed_tables_give_the_same_msm(setup, c, rounds):
     """gpu.cuda.precomputed: the tables 2^(c w) P_i made on the device and every window's digits
     in one set of buckets == the known-log identity and the plain MSM, for random, skewed and
-    all-(r - 1) scalars, host or device scalars; a scalar >= r is named by its index and the
-    tables keep serving; G2 and a window too large for the sort are refused."""
+    all-(r - 1) scalars, host or device scalars, with the buckets summed by batched affine
+    rounds (None: the default count, 13 rounds at c = 5, 4 at c = 13; 2 at c = 22, where most
+    runs are one point long and pass through) or in XYZZ (0); a scalar >= r is named by its
+    index and the tables keep serving; G2 and a window too large for the sort are refused."""
     from gpu.cuda.memory import DeviceBuffer
     from gpu.cuda.msm import DeviceBases
     from gpu.cuda.precomputed import PrecomputedBases
@@ -275,7 +277,9 @@ def test_precomputed_tables_give_the_same_msm(setup, c):
             with pytest.raises(GpuError, match="G1 only"):
                 PrecomputedBases(bases, c)
             return
-        with PrecomputedBases(bases, c) as pre, DeviceBuffer(32 * n, what="scalars") as d:
+        with PrecomputedBases(bases, c, affine_rounds=rounds) as pre, \
+                DeviceBuffer(32 * n, what="scalars") as d:
+            assert (pre.affine is None) == (rounds == 0)
             for name, ints in edge_vectors(n):
                 s = vec_from_ints(ints)
                 assert pre.msm(s) == t.expected(s) == bases.msm(s), f"{name} c={c}"
@@ -291,6 +295,29 @@ def test_precomputed_tables_give_the_same_msm(setup, c):
             assert pre.msm(s) == t.expected(s)
         with pytest.raises(M.MsmInputError, match="window 25"):
             PrecomputedBases(bases, 25)
+
+
+def test_precomputed_affine_rounds_double_cancel_and_pass_identities(setup):
+    """The affine rounds' pairs that are not chords, on the device: repeated bases (equal points
+    in one bucket: the doubling), a base and its negation (a zero sum, carried as the identity
+    into later rounds) and identity bases, with all-equal scalars (every digit of a window in
+    one bucket) and random ones == arkworks and the XYZZ accumulation."""
+    from gpu.cuda.msm import DeviceBases
+    from gpu.cuda.precomputed import PrecomputedBases
+    group, t, xy = setup
+    if group != "g1":
+        pytest.skip("precomputed tables are G1 only")
+    P = GROUPS[group]
+    a, b = P() * Scalar(prng.randrange(MODULUS)), P() * Scalar(prng.randrange(MODULUS))
+    pts = [a] * 600 + [b, -b, P.identity(), a, a + a, -(a + a)] * 100 + [a + b] * 200
+    enc = M.encode_points(pts, group)
+    with DeviceBases(enc, group) as bases, PrecomputedBases(bases, 8) as pre, \
+            PrecomputedBases(bases, 8, affine_rounds=0) as xyzz:
+        assert pre.affine is not None and pre.affine.rounds >= 4
+        for s in (vec_from_ints([5] * len(pts)), vec_from_ints([MODULUS - 1] * len(pts)),
+                  random_scalars(len(pts))):
+            want = arkworks(group, enc, s)
+            assert pre.msm(s) == want == xyzz.msm(s)
 
 
 def test_backends_agree_through_the_api(setup):

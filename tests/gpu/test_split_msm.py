@@ -155,11 +155,13 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
 
 
 @pytest.mark.parametrize("chunk", [512, 1000, 6000])
-@pytest.mark.parametrize("sort", ["radix", "plain", "match"])
-def test_dense_engine_chunks_share_buckets(resident, chunk, sort, monkeypatch):
+@pytest.mark.parametrize("sort,affine", [("radix", 0), ("plain", 0), ("match", 0), ("radix", 3),
+                                         ("plain", 2)])
+def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
     of buckets, queued on a stream and collected later; == the known-log identity for random,
-    skewed and 0/1 scalars, a chunk size that does and does not divide n, either sort; a scalar
+    skewed and 0/1 scalars, a chunk size that does and does not divide n, either sort, the
+    buckets summed in XYZZ or by batched affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS); a scalar
     >= r in a later chunk is named by its index in the whole vector, and the engine keeps serving."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
@@ -171,8 +173,11 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, monkeypatch):
             DenseEngine(group, chunk)
         return
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_SORT", sort)
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", str(affine))
     n = len(xy)
     e = DenseEngine(group, chunk)
+    e.warm()
+    assert (e.affine is not None) == (affine > 0)
     stream = loader.driver().Stream()
     try:
         for s in (mix(n, 0.0, 0.0), mix(n, 0.45, 0.45), mix(n, 0.5, 0.5)):

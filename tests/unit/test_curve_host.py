@@ -190,6 +190,53 @@ def test_host_msm_repeated_and_identity_bases(group):
     assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5])) == zero
 
 
+# (rounds, K pairs a thread, K2 values a thread at the inversion's levels): one round; many
+# rounds with one pair a thread (every thread's product a level up, levels stacked); a round
+# count past the longest run (runs of one carried through)
+AFFINE = [(1, 16, 32), (6, 1, 2), (12, 3, 5)]
+
+
+@pytest.mark.parametrize("affine", AFFINE, ids=["one-round", "deep-levels", "past-the-runs"])
+def test_host_affine_buckets_match_arkworks(group, affine):
+    """Bucket sums by rounds of batched affine additions (msm_affine.cuh, the steps of
+    gpu/cuda/affine_acc.py) == arkworks, for random and edge scalars: long runs in one bucket,
+    empty buckets, odd run lengths carried, small windows with many rounds."""
+    g, P = group
+    n = 96 if g == "g1" else 24
+    pts = rand_points(P, n)
+    xy = M.encode_points(pts, g)
+    cases = [("random", [rng.randrange(MODULUS) for _ in range(n)])] + list(edge_cases(n))
+    for name, ints in cases:
+        ref = reference(P, pts, ints)
+        for window in (None, 3):
+            assert curve.msm(g, xy, vec_from_ints(ints), window=window, affine=affine) == ref, \
+                (name, window)
+    ints = list(cases[0][1])
+    ints[5] = (ints[5] + 1) % MODULUS
+    assert curve.msm(g, xy, vec_from_ints(ints), affine=affine) != reference(P, pts, cases[0][1])
+
+
+def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
+    """The pairs that are not chords: equal points (the doubling, denominator 2y), a point and
+    its negation (zero sum, carried as the identity into later rounds), identity bases on
+    either side; all in one bucket (scalars all equal) and mixed with random ones, with the
+    doubling's and the zero's results paired again in later rounds."""
+    g, P = group
+    a, b = rand_points(P, 2)
+    zero = P.identity()
+    pts = [a, a, b, -b, zero, a, a + a, -(a + a), a, zero, zero, b, b, b, b, a] * 2
+    xy = M.encode_points(pts, g)
+    for ints in ([7] * len(pts), [1] * len(pts), [MODULUS - 1] * len(pts),
+                 [rng.randrange(MODULUS) for _ in pts]):
+        ref = reference(P, pts, ints)
+        for affine in AFFINE:
+            assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine) == ref, affine
+    xy = M.encode_points([zero] * 5, g)
+    assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=AFFINE[1]) == zero
+    with pytest.raises(ValueError, match="rounds, K, K2"):
+        curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=(0, 16, 32))
+
+
 def test_host_msm_rejects_bad_input(group):
     g, P = group
     pts = rand_points(P, 4)

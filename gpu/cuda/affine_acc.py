@@ -1,0 +1,210 @@
+"""Bucket sums by rounds of batched affine additions, on the device (G1).
+
+gpu/kernels/msm_affine.cuh explains the method: each round pairs up the points of every
+bucket's run and adds each pair in affine coordinates, all pairs of the round sharing one field
+inversion (Montgomery's trick, levelled: K pairs a thread, then LEVEL_WIDTH values a thread a
+level up, until one thread inverts at most TOP values); 6 Fq products an addition against the
+XYZZ mixed addition's 10. After the rounds the few points left of each bucket are summed in
+XYZZ into the buckets the window reduction reads::
+
+    acc = AffineBuckets(items=n * W, buckets=B, rounds=affine_plan.default_rounds(n * W, B))
+    acc.run(keys, vals, m, bases, buckets, stream)   # after the radix sort; M on the device
+
+Counts live on the device (M from the sort, each round's total from its scan): the grids are
+sized by the host's bounds (a round leaves at most (m + min(B, m)) / 2 points) and threads past
+the device's count return, so the MSM needs no read-back before its end.
+"""
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTES, SCAN_CHUNK,
+                              TOP, estimate_bytes, level_sizes, round_bounds, threads)
+from gpu.cuda import loader
+from gpu.cuda.memory import DeviceBuffer
+from gpu.errors import GpuError
+
+#: threads a block
+BLOCK = 128
+
+
+def _u(buf: DeviceBuffer) -> np.uintp:
+    return np.uintp(buf.ptr)
+
+
+def _grid(n: int, block: int = BLOCK) -> tuple:
+    return (max(1, -(-int(n) // block)), 1)
+
+
+class AffineBuckets:
+    """The buffers and launches of the affine accumulation for up to ``items`` sorted digits
+    over ``buckets`` buckets (G1)."""
+
+    def __init__(self, items: int, buckets: int, rounds: int):
+        if rounds < 1:
+            raise GpuError(f"affine accumulation with {rounds} rounds: at least 1 (0 means the "
+                           "XYZZ accumulation, which the caller runs instead)")
+        if items >= 1 << 31:
+            raise GpuError(f"affine accumulation of {items} digits: the pair slots index 31 bits")
+        self.items, self.B, self.rounds = int(items), int(buckets), int(rounds)
+        self.bounds = round_bounds(self.items, self.B, self.rounds)
+        self.last_profile: dict[str, float] = {}
+        self.nbytes = estimate_bytes(self.items, self.B, self.rounds)
+        self._f = {}
+        aff = loader.load_module("msm_affine")
+        for k in ("msm_run_bounds", "msm_run_counts", "msm_run_halve", "msm_pair_layout",
+                  "fq_batch_prefix", "fq_batch_back", "fq_batch_top", "g1_pair_prefix_table",
+                  "g1_pair_prefix", "g1_pair_apply_table", "g1_pair_apply", "g1_bucket_final"):
+            self._f[k] = loader.get_function(aff, k)
+        scan = loader.load_module("msm")
+        for k in ("msm_scan_chunks", "msm_scan_sums", "msm_scan_add"):
+            self._f[k] = loader.get_function(scan, k)
+        self._buffers: list[DeviceBuffer] = []
+        try:
+            self._alloc()
+        except Exception:
+            self.close()
+            raise
+
+    def kernel_info(self) -> dict:
+        """Registers and local (spill) bytes a thread of each kernel (bench/gpu_msm.py)."""
+        return {k: (f.num_regs, f.local_size_bytes) for k, f in self._f.items()
+                if k.startswith(("g1_", "fq_"))}
+
+    def _buf(self, nbytes: int, what: str) -> DeviceBuffer:
+        b = DeviceBuffer(max(int(nbytes), 8), what=what)
+        self._buffers.append(b)
+        return b
+
+    def _alloc(self) -> None:
+        B, b = self.B, self.bounds
+        b0, b1 = b[0], b[1] if self.rounds > 1 else 1
+        self.start = [self._buf(4 * B, "affine run starts") for _ in range(2)]
+        self.cnt = [self._buf(4 * B, "affine run lengths") for _ in range(2)]
+        self.sums = self._buf(4 * -(-B // SCAN_CHUNK), "affine scan chunk totals")
+        self.mout = self._buf(8 * self.rounds, "affine round totals")
+        self.src = self._buf(4 * b0, "affine pair slots")
+        self.keys = [self._buf(4 * b0, "affine keys"), self._buf(4 * b1, "affine keys")]
+        self.pts = [self._buf(POINT_BYTES * b0, "affine sums"), self._buf(POINT_BYTES * b1, "affine sums")]
+        self.pre = self._buf(FQ_BYTES * b0, "affine prefix products")
+        self.T0 = threads(b0)
+        self.tot = self._buf(FQ_BYTES * self.T0, "affine thread products")
+        self.levels = [(self._buf(FQ_BYTES * n, "inversion level prefixes"),
+                        self._buf(FQ_BYTES * t, "inversion level products"))
+                       for n, t in level_sizes(self.T0)]
+        self.top = self._buf(FQ_BYTES * TOP, "inversion top scratch")
+
+    def _launch(self, name: str, grid, *args, block: int = BLOCK, stream=None) -> None:
+        with loader.guard(kernel=name, shape=self.items):
+            self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
+
+    def _memset0(self, buf: DeviceBuffer, words: int, stream) -> None:
+        cuda = loader.driver()
+        with loader.guard(kernel="memset", shape=words):
+            if stream is None:
+                cuda.memset_d32(buf.ptr, 0, words)
+            else:
+                cuda.memset_d32_async(buf.ptr, 0, words, stream)
+
+    def _invert(self, v: int, n: int, stream) -> None:
+        """v[0..n) (Fq, Montgomery, none zero) inverted in place: each level's thread products
+        go a level up, the top's few values are inverted by one thread, then each level's
+        inverses come back down (batch_back)."""
+        stack = []
+        for (size, t), (pre, tot) in zip(level_sizes(n), self.levels):
+            self._launch("fq_batch_prefix", _grid(t), np.int64(size), np.int64(t),
+                         np.int32(LEVEL_WIDTH), np.uintp(v), _u(pre), _u(tot), stream=stream)
+            stack.append((v, size, t, pre, tot))
+            v, n = tot.ptr, t
+        self._launch("fq_batch_top", (1, 1), np.int64(n), np.uintp(v), _u(self.top), block=1,
+                     stream=stream)
+        for v_l, size, t, pre, tot in reversed(stack):
+            self._launch("fq_batch_back", _grid(t), np.int64(size), np.int64(t),
+                         np.int32(LEVEL_WIDTH), np.uintp(v_l), _u(pre), _u(tot), stream=stream)
+
+    def _scan(self, cnt: DeviceBuffer, start: DeviceBuffer, total: int, stream) -> None:
+        """start = exclusive scan of cnt over the B buckets, the sum into the u64 at total
+        (msm.cu's scan kernels)."""
+        B = self.B
+        nb = -(-B // SCAN_CHUNK)
+        self._launch("msm_scan_chunks", (nb, 1), np.int64(B), _u(cnt), _u(start), _u(self.sums),
+                     block=1024, stream=stream)
+        self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(self.sums), np.uintp(total),
+                     block=1024, stream=stream)
+        self._launch("msm_scan_add", _grid(B), np.int64(B), _u(start), _u(self.sums),
+                     stream=stream)
+
+    def run(self, keys: int, vals: int, m: int, bases: int, buckets: int, stream=None) -> None:
+        """Every bucket's sum into buckets (XYZZ, B of them) from the sorted digits: keys[i]
+        the bucket (ascending over the first M), vals[i] the base's index | sign, M the u64 at
+        m; bases: the affine (Montgomery) points the values index."""
+        B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
+        marks = []
+        profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
+
+        def mark(name):
+            if profile:
+                ev = loader.driver().Event()
+                ev.record(stream)
+                marks.append((name, ev))
+        mark("start")
+        self._memset0(self.start[0], B, stream)
+        self._memset0(self.cnt[0], B, stream)
+        self._launch("msm_run_bounds", _grid(self.items), np.uintp(m), np.uintp(keys),
+                     _u(self.start[0]), _u(self.cnt[0]), stream=stream)
+        self._launch("msm_run_counts", _grid(B), np.int64(B), _u(self.start[0]),
+                     _u(self.cnt[0]), stream=stream)
+        keys_in, m_in, bound_in = keys, m, self.items
+        for r in range(R):
+            a, b = r % 2, 1 - r % 2
+            m_out = self.mout.ptr + 8 * r
+            mark("layout" if r else "runs")
+            self._launch("msm_run_halve", _grid(B), np.int64(B), _u(self.cnt[a]),
+                         _u(self.cnt[b]), stream=stream)
+            self._scan(self.cnt[b], self.start[b], m_out, stream)
+            out_keys = self.keys[r % 2]
+            self._launch("msm_pair_layout", _grid(bound_in), np.uintp(m_in), np.uintp(keys_in),
+                         _u(self.start[a]), _u(self.cnt[a]), _u(self.start[b]), _u(self.src),
+                         _u(out_keys), stream=stream)
+            T = threads(self.bounds[r])
+            head = (np.uintp(m_out), np.int64(T), np.int32(K), _u(self.src))
+            if r == 0:
+                src = (np.uintp(bases), np.uintp(vals))
+                prefix, apply = "g1_pair_prefix_table", "g1_pair_apply_table"
+            else:
+                src = (_u(self.pts[(r - 1) % 2]),)
+                prefix, apply = "g1_pair_prefix", "g1_pair_apply"
+            mark("layout")
+            self._launch(prefix, _grid(T), *head, *src, _u(self.pre), _u(self.tot),
+                         stream=stream)
+            mark(f"prefix{r}")
+            self._invert(self.tot.ptr, T, stream)
+            mark("invert")
+            self._launch(apply, _grid(T), *head, *src, _u(self.pre), _u(self.tot),
+                         _u(self.pts[r % 2]), stream=stream)
+            mark(f"apply{r}")
+            keys_in, m_in, bound_in = out_keys.ptr, m_out, self.bounds[r]
+        self._launch("g1_bucket_final", _grid(B), np.int64(B), _u(self.start[R % 2]),
+                     _u(self.cnt[R % 2]), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
+                     stream=stream)
+        mark("final")
+        if profile:
+            # the stage times summed over the rounds, each round's prefix and apply apart
+            marks[-1][1].synchronize()
+            prof: dict[str, float] = {}
+            for (_, a), (name, b) in zip(marks, marks[1:]):
+                prof[name] = prof.get(name, 0.0) + a.time_till(b)
+            self.last_profile = prof
+
+    def close(self) -> None:
+        for b in self._buffers:
+            b.free()
+        self._buffers = []
+
+    def __enter__(self) -> "AffineBuckets":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

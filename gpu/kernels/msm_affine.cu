@@ -1,0 +1,87 @@
+// Bucket accumulation by batched affine additions (msm_affine.cuh), the G1 kernels; driver:
+// gpu/cuda/affine_acc.py. Counts of items come from the device (M, each round's scan total):
+// grids are sized by the host's bounds and threads past the count return.
+#include "curve_io.cuh"
+#include "msm_affine.cuh"
+
+typedef int64_t i64;
+typedef affine_t<fq_t> g1a;
+
+#define TID ((i64)blockIdx.x * blockDim.x + threadIdx.x)
+
+extern "C" __global__ void msm_run_bounds(const unsigned long long* m, const uint32_t* keys,
+                                          uint32_t* start, uint32_t* end) {
+    i64 i = TID, M = (i64)*m;
+    if (i < M) run_bounds(i, M, keys, start, end);
+}
+
+// cnt[b] = end[b] - start[b] in place (end's buffer becomes the counts)
+extern "C" __global__ void msm_run_counts(i64 B, const uint32_t* start, uint32_t* cnt) {
+    i64 b = TID;
+    if (b < B) cnt[b] -= start[b];
+}
+
+extern "C" __global__ void msm_run_halve(i64 B, const uint32_t* cnt_in, uint32_t* cnt_out) {
+    i64 b = TID;
+    if (b < B) cnt_out[b] = (cnt_in[b] + 1) >> 1;
+}
+
+extern "C" __global__ void msm_pair_layout(const unsigned long long* m_in, const uint32_t* keys_in,
+                                           const uint32_t* start_in, const uint32_t* cnt_in,
+                                           const uint32_t* start_out, uint32_t* src,
+                                           uint32_t* keys_out) {
+    i64 i = TID;
+    if (i < (i64)*m_in) pair_layout(i, keys_in, start_in, cnt_in, start_out, src, keys_out);
+}
+
+extern "C" __global__ void fq_batch_prefix(i64 n, i64 T, int K, const fq_t* v, fq_t* pre,
+                                           fq_t* tot) {
+    i64 t = TID;
+    if (t < T) batch_prefix<fq_t>(t, n, T, K, v, pre, tot);
+}
+
+extern "C" __global__ void fq_batch_back(i64 n, i64 T, int K, fq_t* v, const fq_t* pre,
+                                         const fq_t* itot) {
+    i64 t = TID;
+    if (t < T) batch_back<fq_t>(t, n, T, K, v, pre, itot);
+}
+
+extern "C" __global__ void fq_batch_top(i64 n, fq_t* v, fq_t* pre) {
+    if (TID == 0) batch_top<fq_t>(n, v, pre);
+}
+
+extern "C" __global__ void g1_pair_prefix_table(const unsigned long long* m, i64 T, int K,
+                                                const uint32_t* src, const g1a* bases,
+                                                const uint32_t* vals, fq_t* pre, fq_t* tot) {
+    i64 t = TID;
+    if (t < T) pair_prefix<fq_t>(t, (i64)*m, T, K, src, table_points<fq_t>{bases, vals}, pre, tot);
+}
+
+extern "C" __global__ void g1_pair_prefix(const unsigned long long* m, i64 T, int K,
+                                          const uint32_t* src, const g1a* pts, fq_t* pre,
+                                          fq_t* tot) {
+    i64 t = TID;
+    if (t < T) pair_prefix<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, tot);
+}
+
+extern "C" __global__ void g1_pair_apply_table(const unsigned long long* m, i64 T, int K,
+                                               const uint32_t* src, const g1a* bases,
+                                               const uint32_t* vals, const fq_t* pre,
+                                               const fq_t* itot, g1a* out) {
+    i64 t = TID;
+    if (t < T)
+        pair_apply<fq_t>(t, (i64)*m, T, K, src, table_points<fq_t>{bases, vals}, pre, itot, out);
+}
+
+extern "C" __global__ void g1_pair_apply(const unsigned long long* m, i64 T, int K,
+                                         const uint32_t* src, const g1a* pts, const fq_t* pre,
+                                         const fq_t* itot, g1a* out) {
+    i64 t = TID;
+    if (t < T) pair_apply<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, itot, out);
+}
+
+extern "C" __global__ void g1_bucket_final(i64 B, const uint32_t* start, const uint32_t* cnt,
+                                           const g1a* pts, xyzz_t<fq_t>* buckets) {
+    i64 b = TID;
+    if (b < B) bucket_final<fq_t>(b, start, cnt, pts, buckets);
+}

@@ -1,0 +1,306 @@
+// Bucket accumulation by batched affine additions, the per-thread bodies (host and device).
+//
+// Why: a bucket's run of the sorted digits summed into an XYZZ accumulator costs a mixed
+// addition a point, 8M + 2S = 10 Fq products, and at G1 2^24 over precomputed tables
+// (2^24 x 12 digits) that is ~89 ms of the MSM's 106. Two affine points add with 3 products
+// and one inversion, P + Q = (l^2 - x_P - x_Q, l (x_P - x3) - y_P), l = (y_Q - y_P) / (x_Q - x_P),
+// and Montgomery's trick shares one inversion among any number of additions at 3 products
+// each: 6 products an addition, when every addition of a step is independent of the others.
+// A bucket's run is not (each point adds into the same sum), so the run is summed as a tree:
+//
+//   round r: the run of each bucket (length c_b) is cut into pairs (items 0+1, 2+3, ...); each
+//            pair becomes one point (an odd last item is carried), so c_b -> ceil(c_b / 2).
+//            All pairs of all buckets are independent: one batched inversion for the round.
+//   after R rounds the few points left of each bucket are summed in XYZZ (bucket_final).
+//
+// One round on the device (gpu/cuda/affine_acc.py):
+//   layout   c_out = ceil(c_in / 2), exclusive scan -> start_out (msm.cu's scan), then each
+//            pair's first item writes the pair's slot: src[j] = item | PARTNER, key_out[j];
+//   prefix   thread t takes the pairs j = t, t + T, ... (K of them): the pair's denominator
+//            d_j, the running product into pre[j], the thread's product into tot[t];
+//   invert   tot[] inverted by the same trick one level up (and up, until one thread
+//            inverts a few dozen values with one exponentiation);
+//   apply    thread t walks its pairs backwards: 1/d_j = (1 / (d_0..d_j)) * pre[j - T], then
+//            the affine sum of the pair into the round's output.
+// Products: 1 (prefix) + 2 (apply's inverse) + 3 (the addition) = 6 a pair, against 10.
+//
+// A pair is not always a chord: x_P = x_Q is a doubling (y equal: l = 3x^2 / 2y) or a zero sum
+// (P = -Q); an identity (x = y = 0, the tables' encoding of a zero base, or a zero sum of an
+// earlier round) passes the other point through. Those take the denominator 1 so the batch's
+// product never meets a zero.
+#pragma once
+#include <stdint.h>
+#include "curve.cuh"
+#include "msm_core.cuh"
+
+// A pair's slot in src[]: the first item's index, this bit when the second exists.
+#define AFFINE_PARTNER 0x80000000u
+
+enum { PAIR_P = 0, PAIR_Q = 1, PAIR_ZERO = 2, PAIR_ADD = 3, PAIR_DBL = 4 };
+
+template <class F>
+CURVE_FN int pair_kind(const affine_t<F>& p, const affine_t<F>& q, bool has_q) {
+    if (!has_q || q.is_identity()) return PAIR_P;
+    if (p.is_identity()) return PAIR_Q;
+    if (p.x == q.x) return (p.y == q.y && !p.y.is_zero()) ? PAIR_DBL : PAIR_ZERO;
+    return PAIR_ADD;
+}
+
+// The pair's denominator: x_Q - x_P (chord), 2 y_P (doubling), else 1 (no inversion needed).
+template <class F>
+CURVE_FN F pair_den(const affine_t<F>& p, const affine_t<F>& q, int kind) {
+    if (kind == PAIR_ADD) return q.x - p.x;
+    if (kind == PAIR_DBL) return p.y.dbl();
+    return F::one();
+}
+
+// The pair's sum, given inv = 1 / pair_den. For a doubling q = p, so x3 = l^2 - 2 x_P is the
+// chord's formula too.
+template <class F>
+CURVE_FN affine_t<F> pair_sum(const affine_t<F>& p, const affine_t<F>& q, int kind, const F& inv) {
+    if (kind == PAIR_P) return p;
+    if (kind == PAIR_Q) return q;
+    if (kind == PAIR_ZERO) return affine_t<F>::identity();
+    F num;
+    if (kind == PAIR_ADD) {
+        num = q.y - p.y;
+    } else {
+        F x2 = p.x.sqr();
+        num = x2.dbl() + x2;
+    }
+    F l = num * inv;
+    affine_t<F> r;
+    r.x = l.sqr() - p.x - q.x;
+    r.y = l * (p.x - r.x) - p.y;
+    return r;
+}
+
+// Global loads and stores of points and Fq values as 16-byte words: a struct of 32-bit limbs is
+// otherwise moved as 24 (a point) or 12 separate words, and each warp-wide word touches 32
+// sectors a point apart. Every slot is 16-byte aligned (48- and 96-byte strides from an
+// allocation's start).
+template <class T>
+CURVE_FN T load16(const T* p) {
+#if defined(__CUDA_ARCH__)
+    static_assert(sizeof(T) % 16 == 0, "16-byte slots");
+    T r;
+    uint32_t* w = reinterpret_cast<uint32_t*>(&r);
+    const uint4* s = reinterpret_cast<const uint4*>(p);
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 16); i++) {
+        uint4 v = s[i];
+        w[4 * i] = v.x;
+        w[4 * i + 1] = v.y;
+        w[4 * i + 2] = v.z;
+        w[4 * i + 3] = v.w;
+    }
+    return r;
+#else
+    return *p;
+#endif
+}
+
+template <class T>
+CURVE_FN void store16(T* p, const T& v) {
+#if defined(__CUDA_ARCH__)
+    static_assert(sizeof(T) % 16 == 0, "16-byte slots");
+    const uint32_t* w = reinterpret_cast<const uint32_t*>(&v);
+    uint4* d = reinterpret_cast<uint4*>(p);
+#pragma unroll
+    for (int i = 0; i < (int)(sizeof(T) / 16); i++)
+        d[i] = make_uint4(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+#else
+    *p = v;
+#endif
+}
+
+// Round 0's points: the sorted digits' bases (value: index | sign), as base_source loads them.
+// x and y load apart too: the prefix pass needs x alone but for rare pairs (pair_kind_lazy).
+template <class F>
+struct table_points {
+    const affine_t<F>* bases;
+    const uint32_t* vals;
+    CURVE_FN affine_t<F> load(int64_t i) const {
+        uint32_t v = vals[i];
+        affine_t<F> p = load16(bases + (v & ~MSM_NEG_BIT));
+        if (v & MSM_NEG_BIT) p = -p;
+        return p;
+    }
+    CURVE_FN F load_x(int64_t i) const { return load16(&bases[vals[i] & ~MSM_NEG_BIT].x); }
+    CURVE_FN F load_y(int64_t i) const {
+        uint32_t v = vals[i];
+        F y = load16(&bases[v & ~MSM_NEG_BIT].y);
+        return (v & MSM_NEG_BIT) ? -y : y;
+    }
+};
+
+// Later rounds: the previous round's sums.
+template <class F>
+struct array_points {
+    const affine_t<F>* pts;
+    CURVE_FN affine_t<F> load(int64_t i) const { return load16(pts + i); }
+    CURVE_FN F load_x(int64_t i) const { return load16(&pts[i].x); }
+    CURVE_FN F load_y(int64_t i) const { return load16(&pts[i].y); }
+};
+
+// ---- layout (one thread an item or a bucket) ------------------------------------------------
+
+// Round 0's runs from the sorted keys: start[k] = first index, end[k] = one past the last
+// (both zeroed first: a bucket without digits keeps 0, 0).
+CURVE_FN void run_bounds(int64_t i, int64_t M, const uint32_t* keys, uint32_t* start,
+                         uint32_t* end) {
+    uint32_t k = keys[i];
+    if (i == 0 || keys[i - 1] != k) start[k] = (uint32_t)i;
+    if (i + 1 == M || keys[i + 1] != k) end[k] = (uint32_t)(i + 1);
+}
+
+// The pair slot of item i when it is its pair's first (even offset in its bucket's run).
+CURVE_FN void pair_layout(int64_t i, const uint32_t* keys_in, const uint32_t* start_in,
+                          const uint32_t* cnt_in, const uint32_t* start_out, uint32_t* src,
+                          uint32_t* keys_out) {
+    uint32_t b = keys_in[i], r = (uint32_t)i - start_in[b];
+    if (r & 1) return;
+    uint32_t j = start_out[b] + (r >> 1);
+    src[j] = (uint32_t)i | (r + 1 < cnt_in[b] ? AFFINE_PARTNER : 0u);
+    keys_out[j] = b;
+}
+
+// ---- the batched inversion ------------------------------------------------------------------
+
+// Items j = t + k T (k < K, j < n) of thread t: the last k of them, -1 when none.
+CURVE_FN int64_t batch_last(int64_t t, int64_t n, int64_t T, int K) {
+    if (t >= n) return -1;
+    int64_t k = (n - 1 - t) / T;
+    return k < K - 1 ? k : K - 1;
+}
+
+// pre[j] = v[t] v[t + T] ... v[j] over thread t's items; tot[t] = all of them (1 when none).
+template <class F>
+CURVE_FN void batch_prefix(int64_t t, int64_t n, int64_t T, int K, const F* v, F* pre, F* tot) {
+    F acc = F::one();
+    int64_t last = batch_last(t, n, T, K);
+    for (int64_t k = 0; k <= last; k++) {
+        int64_t j = t + k * T;
+        acc = acc * load16(v + j);
+        store16(pre + j, acc);
+    }
+    store16(tot + t, acc);
+}
+
+// v[j] = 1 / v[j] for thread t's items, given itot[t] = 1 / tot[t].
+template <class F>
+CURVE_FN void batch_back(int64_t t, int64_t n, int64_t T, int K, F* v, const F* pre,
+                         const F* itot) {
+    int64_t last = batch_last(t, n, T, K);
+    if (last < 0) return;
+    F inv = load16(itot + t);
+    for (int64_t k = last; k >= 0; k--) {
+        int64_t j = t + k * T;
+        F vj = load16(v + j);
+        store16(v + j, k ? inv * load16(pre + j - T) : inv);
+        inv = inv * vj;
+    }
+}
+
+// v[0..n) inverted in place by one thread (pre: n scratch elements): the top of the levels.
+template <class F>
+CURVE_FN void batch_top(int64_t n, F* v, F* pre) {
+    F acc = F::one();
+    for (int64_t j = 0; j < n; j++) {
+        pre[j] = acc;
+        acc = acc * v[j];
+    }
+    F inv = acc.inv();
+    for (int64_t j = n - 1; j >= 0; j--) {
+        F vj = v[j];
+        v[j] = inv * pre[j];
+        inv = inv * vj;
+    }
+}
+
+// ---- one round's pairs ----------------------------------------------------------------------
+
+// Round pair j's two points and what they make.
+template <class F, class Src>
+CURVE_FN int pair_load(int64_t j, const uint32_t* src, const Src& pts, affine_t<F>& p,
+                       affine_t<F>& q) {
+    uint32_t e = src[j];
+    int64_t i = e & ~AFFINE_PARTNER;
+    bool has_q = (e & AFFINE_PARTNER) != 0;
+    p = pts.load(i);
+    q = has_q ? pts.load(i + 1) : affine_t<F>::identity();
+    return pair_kind<F>(p, q, has_q);
+}
+
+// pair_kind and pair_den of pair j from the x coordinates, y read only where x cannot decide:
+// x = 0 (the identity's encoding, or one of the points (0, +-2)) and equal x (a doubling or a
+// zero sum). The same answers as pair_kind on the whole points, for two thirds of the reads
+// (x is the first 48 bytes of a 96-byte point: two of its three 32-byte sectors).
+template <class F, class Src>
+CURVE_FN int pair_kind_lazy(int64_t j, const uint32_t* src, const Src& pts, F& den) {
+    den = F::one();
+    uint32_t e = src[j];
+    int64_t i = e & ~AFFINE_PARTNER;
+    if (!(e & AFFINE_PARTNER)) return PAIR_P;
+    F xp = pts.load_x(i), xq = pts.load_x(i + 1);
+    if (xq.is_zero() && pts.load_y(i + 1).is_zero()) return PAIR_P;
+    if (xp.is_zero() && pts.load_y(i).is_zero()) return PAIR_Q;
+    if (xp == xq) {
+        F yp = pts.load_y(i);
+        if (yp == pts.load_y(i + 1) && !yp.is_zero()) {
+            den = yp.dbl();
+            return PAIR_DBL;
+        }
+        return PAIR_ZERO;
+    }
+    den = xq - xp;
+    return PAIR_ADD;
+}
+
+// batch_prefix over the round's pair denominators (the pairs j < M).
+template <class F, class Src>
+CURVE_FN void pair_prefix(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
+                          const Src& pts, F* pre, F* tot) {
+    F acc = F::one();
+    int64_t last = batch_last(t, M, T, K);
+    for (int64_t k = 0; k <= last; k++) {
+        int64_t j = t + k * T;
+        F den;
+        if (pair_kind_lazy<F>(j, src, pts, den) >= PAIR_ADD) acc = acc * den;
+        store16(pre + j, acc);
+    }
+    store16(tot + t, acc);
+}
+
+// batch_back fused with the additions: out[j] = the pair's sum. (Loading the next pair's points
+// before this pair's products, as the XYZZ accumulation's prefetch does, measured slower on the
+// H200: 93.7 against 89.8 ms at G1 2^24, its 48 more registers costing more occupancy than
+// the hidden latency gained.)
+template <class F, class Src>
+CURVE_FN void pair_apply(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
+                         const Src& pts, const F* pre, const F* itot, affine_t<F>* out) {
+    int64_t last = batch_last(t, M, T, K);
+    if (last < 0) return;
+    F inv = load16(itot + t);
+    for (int64_t k = last; k >= 0; k--) {
+        int64_t j = t + k * T;
+        affine_t<F> p, q;
+        int kind = pair_load<F>(j, src, pts, p, q);
+        F dinv = F::one();
+        if (kind >= PAIR_ADD) {
+            dinv = k ? inv * load16(pre + j - T) : inv;
+            inv = inv * pair_den<F>(p, q, kind);
+        }
+        store16(out + j, pair_sum<F>(p, q, kind, dinv));
+    }
+}
+
+// After the rounds: bucket b's remaining points summed in XYZZ (every bucket written).
+template <class F>
+CURVE_FN void bucket_final(int64_t b, const uint32_t* start, const uint32_t* cnt,
+                           const affine_t<F>* pts, xyzz_t<F>* buckets) {
+    xyzz_t<F> acc = xyzz_t<F>::identity();
+    int64_t s = start[b], e = s + cnt[b];
+    for (int64_t i = s; i < e; i++) acc.add_affine(load16(pts + i));
+    store16(buckets + b, acc);
+}

@@ -1,0 +1,98 @@
+"""The batched affine accumulation's sizes (gpu/affine_plan.py): its rounds, the bound each round
+puts on the points it leaves (the grids and buffers are sized by it, so an undercount would
+write past a buffer), the inversion's levels, the bytes the ledger books, and the settings'
+errors. The accumulation itself: tests/unit/test_curve_host.py (host build) and
+tests/gpu/test_msm.py, test_split_msm.py (device)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from gpu import affine_plan as A
+from gpu.errors import GpuError
+
+
+def test_rounds_leave_a_few_points_a_bucket():
+    assert A.default_rounds(12 << 24, 1 << 21) == 5      # G1 2^24 over precomputed tables: 96
+    assert A.default_rounds(13 << 24, 13 << 19) == 4     # a plain 2^24 chunk at c = 20: 32
+    assert A.default_rounds(4 * 100, 100) == 1
+    assert A.default_rounds(3 * 100, 100) == 0           # runs too short for a round
+    assert A.default_rounds(0, 100) == 0
+
+
+@pytest.mark.parametrize("buckets,mean", [(1000, 96.0), (1000, 3.0), (50, 0.5), (1, 300.0)])
+def test_round_bounds_hold_for_any_run_lengths(buckets, mean):
+    """Random and extreme run lengths: each round's points (sum of ceil(c / 2)) never exceed
+    the bound the buffers are sized by, and the bound is not loose by more than the odd runs."""
+    rng = np.random.default_rng(7)
+    for counts in (rng.poisson(mean, buckets), np.zeros(buckets, dtype=np.int64),
+                   np.full(buckets, int(mean * 2) | 1), np.eye(1, buckets, 0)[0] * int(mean * buckets)):
+        counts = counts.astype(np.int64)
+        m = int(counts.sum())
+        bounds = A.round_bounds(m, buckets, 8)
+        for r in range(8):
+            counts = (counts + 1) // 2
+            assert counts.sum() <= bounds[r], (r, counts.sum(), bounds[r])
+            assert bounds[r] - counts.sum() <= buckets
+
+
+def test_round_bounds_reject_an_undercount():
+    # one run of 3 points leaves 2, not 1: the bound must say 2
+    assert A.round_bounds(3, 1, 2) == [2, 1]
+    assert A.round_bounds(3, 1, 2)[0] != 1
+
+
+def test_inversion_levels_end_at_the_top():
+    for n in (1, A.TOP, A.TOP + 1, 6_356_992, 10**8):
+        levels = A.level_sizes(n)
+        if n <= A.TOP:
+            assert levels == []
+            continue
+        assert levels[0][0] == n
+        for (size, t), nxt in zip(levels, levels[1:] + [None]):
+            assert t == -(-size // A.LEVEL_WIDTH)
+            if nxt:
+                assert nxt[0] == t
+        assert levels[-1][1] <= A.TOP
+
+
+def test_bytes_count_every_buffer():
+    """estimate_bytes at G1 2^24 over precomputed tables (5 rounds): the measured 19.85 GiB
+    (bench/gpu_msm.py printed the AffineBuckets' nbytes), and nothing without rounds."""
+    b = A.estimate_bytes(12 << 24, 1 << 21, 5)
+    assert abs(b / 2**30 - 19.85) < 0.01
+    assert A.estimate_bytes(12 << 24, 1 << 21, 0) == 0
+    assert A.estimate_bytes(12 << 24, 1 << 21, 1) < b     # one round: no second point buffer
+
+
+def test_settings_name_what_is_wrong(monkeypatch):
+    monkeypatch.setenv("ZKHIVE_MSM_AFFINE_ROUNDS", "five")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_AFFINE_ROUNDS='five'"):
+        A.rounds_from_env(100, 10)
+    monkeypatch.setenv("ZKHIVE_MSM_AFFINE_ROUNDS", "41")
+    with pytest.raises(GpuError, match="expected 0..40"):
+        A.rounds_from_env(100, 10)
+    monkeypatch.setenv("ZKHIVE_MSM_AFFINE_ROUNDS", "0")
+    assert A.rounds_from_env(12 << 24, 1 << 21) == 0
+    monkeypatch.delenv("ZKHIVE_MSM_AFFINE_ROUNDS")
+    assert A.rounds_from_env(12 << 24, 1 << 21) == 5
+
+
+def test_the_ledger_books_the_dense_engines_affine_buffers_only_when_on(monkeypatch):
+    from gpu.budget import dense_engine_bytes
+    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)
+    off = dense_engine_bytes("g1", 1 << 24)
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "4")
+    on = dense_engine_bytes("g1", 1 << 24)
+    assert on - off == A.estimate_bytes(13 << 24, 13 << 19, 4)
+    assert 20 * 2**30 < on - off < 23 * 2**30          # why it is not the default next to a key
+
+
+def test_the_dense_setting_names_what_is_wrong(monkeypatch):
+    from gpu.budget import dense_engine_bytes
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "on")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_DENSE_AFFINE_ROUNDS='on'"):
+        dense_engine_bytes("g1", 1 << 24)
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "-1")
+    with pytest.raises(GpuError, match="expected 0..40"):
+        A.dense_affine_rounds()
