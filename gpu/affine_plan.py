@@ -13,9 +13,11 @@ from gpu.errors import GpuError
 #: 95.9 / 89.8 / 94.0 ms (K = 4: the levels above take 4x the values; K = 64: a quarter of
 #: the threads, too few to hide the gathers' latency)
 PAIRS_PER_THREAD = 16
-#: values a thread takes at the inversion's levels above the round
-LEVEL_WIDTH = 32
-#: values the last level's single thread inverts (one exponentiation, ~570 products serial)
+#: values a thread takes at the inversion's levels above the round: each level is a chain of
+#: that many dependent products (and again on the way down), latency the chip waits out once a
+#: round, so narrower levels (more of them) are faster as long as launches stay cheap
+LEVEL_WIDTH = 16
+#: values the last level's single thread inverts (with one binary-Euclid inversion)
 TOP = 64
 #: bytes of an Fq value and of an affine G1 point (Montgomery limbs)
 FQ_BYTES, POINT_BYTES = 48, 96
@@ -25,8 +27,9 @@ SCAN_CHUNK = 4096
 def default_rounds(items: int, buckets: int) -> int:
     """Rounds that leave about 2 to 4 points a bucket for the XYZZ tail: floor(log2(mean
     run)) - 1, 0 (no rounds: the XYZZ accumulation) when runs average under 4 points. The later
-    rounds are small and each pays a serial inversion (~0.4 ms), so halving all the way is
-    not worth it."""
+    rounds are small and each pays its serial inversion chain (the levels and the top), so
+    halving all the way is not worth it (measured: 4 / 5 / 6 rounds at G1 2^24, 85.8 / 85.4 /
+    85.9 ms)."""
     mean = items / max(1, buckets)
     return max(0, int(math.floor(math.log2(mean))) - 1) if mean >= 4 else 0
 
@@ -46,18 +49,60 @@ def rounds_from_env(items: int, buckets: int) -> int:
     return r
 
 
-def dense_affine_rounds() -> int:
+#: the dense engine's windows a slice (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS): filecoin-32g on the
+#: H200 at 2^24 chunks, 4 rounds: 3 / 4 / 5 / 13 windows a slice gave 1,614.9 / 1,508.7 /
+#: 1,484.6 / 1,440.2 ms a partition (XYZZ at 2^25 chunks, the default: 1,586.0); 5 is the
+#: widest whose buffers (8.9 GiB) fit the ledger next to the key and a proof (13: 22.2 GiB,
+#: 139.5 GiB planned against 128.6)
+DENSE_WINDOWS = 5
+
+
+def dense_affine_rounds(chunk: int, c: int) -> int:
     """ZKHIVE_MSM_DENSE_AFFINE_ROUNDS: rounds of batched affine additions in the dense engine's
-    accumulation (0, the default: XYZZ)."""
-    v = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "0") or "0"
+    accumulation of chunks of ``chunk`` scalars at c-bit windows. Unset or 0: the XYZZ
+    accumulation (the default: the rounds' buffers have not yet been measured beside a key made
+    on the device, whose setup needs 23 GiB of temporaries); ``auto``: default_rounds (4 at
+    2^24 chunks and c = 20, 0 where runs are short); a number: that many."""
+    v = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "") or "0"
+    if v == "auto":
+        return default_rounds(int(chunk), 1 << (int(c) - 1))
     try:
         r = int(v)
     except ValueError:
-        raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_ROUNDS={v!r}: expected a whole number of rounds "
-                       "(0: the XYZZ accumulation)") from None
+        raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_ROUNDS={v!r}: expected auto or a whole number "
+                       "of rounds (0: the XYZZ accumulation)") from None
     if not 0 <= r <= 40:
         raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_ROUNDS={r}: expected 0..40")
     return r
+
+
+def dense_affine_windows(W: int) -> int:
+    """ZKHIVE_MSM_DENSE_AFFINE_WINDOWS: the windows of a chunk the dense engine's affine rounds
+    sum at a time (default DENSE_WINDOWS, at most W): each slice's buffers hold chunk x windows
+    digits, so a smaller slice costs less memory and more rounds (each with its serial
+    inversion chain)."""
+    v = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "") or str(DENSE_WINDOWS)
+    try:
+        w = int(v)
+    except ValueError:
+        raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_WINDOWS={v!r}: expected a number of windows") \
+            from None
+    if w < 1:
+        raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_WINDOWS={w}: expected at least 1")
+    return min(w, W)
+
+
+def dense_affine_bytes(chunk: int, c: int) -> int:
+    """The dense engine's affine buffers for chunks of ``chunk`` scalars at c-bit windows
+    (0 when its rounds are off)."""
+    from gpu.msm_input import windows
+    rounds = dense_affine_rounds(chunk, c)
+    if rounds <= 0:
+        return 0
+    W, B = windows(c), 1 << (c - 1)
+    wps = dense_affine_windows(W)
+    return estimate_bytes(chunk * W, W * B, rounds, slice_items=chunk * wps,
+                          slice_buckets=wps * B)
 
 
 def round_bounds(items: int, buckets: int, rounds: int) -> list[int]:
@@ -84,14 +129,19 @@ def threads(m: int) -> int:
     return max(1, -(-m // PAIRS_PER_THREAD))
 
 
-def estimate_bytes(items: int, buckets: int, rounds: int) -> int:
-    """Device bytes of AffineBuckets(items, buckets, rounds)."""
+def estimate_bytes(items: int, buckets: int, rounds: int, *, slice_items: int | None = None,
+                   slice_buckets: int | None = None) -> int:
+    """Device bytes of AffineBuckets(items, buckets, rounds, slice_items=, slice_buckets=): six
+    arrays over every bucket (the runs, two rounds' starts and lengths), the rest sized by one
+    slice's bounds."""
     if rounds < 1:
         return 0
-    b = round_bounds(items, buckets, rounds)
+    si = items if slice_items is None else slice_items
+    sb = buckets if slice_buckets is None else slice_buckets
+    b = round_bounds(si, sb, rounds)
     b0, b1 = b[0], b[1] if rounds > 1 else 1
     T0 = threads(b0)
-    total = 4 * 4 * buckets + 4 * -(-buckets // SCAN_CHUNK) + 8 * rounds
+    total = 6 * 4 * buckets + 4 * -(-buckets // SCAN_CHUNK) + 8 * rounds
     total += 4 * b0 + 4 * (b0 + b1) + POINT_BYTES * (b0 + b1) + FQ_BYTES * b0 + FQ_BYTES * T0
     total += sum(FQ_BYTES * (n + t) for n, t in level_sizes(T0)) + FQ_BYTES * TOP
     return total

@@ -21,7 +21,7 @@ import json
 import os
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import psutil
@@ -180,7 +180,9 @@ def dense_chunk() -> int:
     """Scalars per chunk of the dense engine (the H query at 2^27): 2^ZKHIVE_DENSE_CHUNK_LOG,
     default 2^25: a larger chunk merges its buckets into the running ones fewer times (3.5 ms a
     merge at c = 20) for 16 bytes a digit more of sorted lists (filecoin-32g on the H200:
-    1,636.8 / 1,610.7 / 1,613.1 ms a partition at 2^24 / 2^25 / 2^26)."""
+    1,636.8 / 1,610.7 / 1,613.1 ms a partition at 2^24 / 2^25 / 2^26). With the affine rounds
+    (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS) take 2^24: their buffers grow with the chunk, and 2^24 in
+    5-window slices is what fits beside the key (1,484.6 ms; 2^23: 1,835.7 ms)."""
     return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "25"))
 
 
@@ -215,11 +217,13 @@ def tail_engine_bytes(group: str, capacity: int) -> int:
     return capacity * (AFFINE[group] + 32) + work + second + (48 << 20)
 
 
-def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int:
+def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
+                       affine: bool = True) -> int:
     """The chunked dense MSM (gpu/cuda/msm.py DenseEngine): a Pippenger workspace for one chunk
     at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it), a second set of buckets, the
-    running sums, and the radix sort's second list (its page-locked window sums are host
-    memory, not booked)."""
+    running sums, the radix sort's second list (its page-locked window sums are host
+    memory, not booked) and, with ``affine`` (where the setting has rounds), the affine
+    accumulation's buffers for one slice of windows."""
     from gpu.msm_input import window_bits, windows
     from gpu.msm_sort import dense_sort, radix_sort_bytes, sort_kind
     c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
@@ -228,18 +232,14 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None) -> int
     radix = radix_sort_bytes(chunk, windows(c)) \
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
     return pippenger_workspace(group, chunk, c) + K * XYZZ[group] + radix + \
-        dense_affine_bytes(chunk, c)
+        (dense_affine_bytes(chunk, c) if affine else 0)
 
 
 def dense_affine_bytes(chunk: int, c: int) -> int:
     """The batched affine accumulation's buffers in the dense engine
-    (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS > 0; gpu/cuda/affine_acc.py)."""
-    from gpu.affine_plan import dense_affine_rounds, estimate_bytes
-    from gpu.msm_input import windows
-    rounds = dense_affine_rounds()
-    if rounds <= 0:
-        return 0
-    return estimate_bytes(chunk * windows(c), windows(c) << (c - 1), rounds)
+    (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS > 0; gpu/affine_plan.py)."""
+    from gpu.affine_plan import dense_affine_bytes as affine_bytes
+    return affine_bytes(chunk, c)
 
 
 @dataclass(frozen=True)
@@ -249,6 +249,8 @@ class ProofShape:
     num_aux: int           # the L query length
     domain: int            # n: the H query has n - 1 points
     matrix_bytes: int      # A, B, C as the device holds them
+    # the dense engine's affine rounds booked (admit_shape drops them when only that fits)
+    dense_affine: bool = True
 
     def query_lengths(self) -> dict[str, int]:
         return {"a_query": self.num_vars, "b_g1_query": self.num_vars, "b_g2_query": self.num_vars,
@@ -274,7 +276,8 @@ class ProofShape:
             if group == "g1" and n > chunk_capacity(group):
                 # gpu/cuda/msm.py DenseEngine: the chunked dense MSM (H at 2^27) straight over
                 # the resident bases: one chunk's sorted digits and one set of buckets
-                out["g1 dense engine"] = dense_engine_bytes(group, dense_chunk())
+                out["g1 dense engine"] = dense_engine_bytes(group, dense_chunk(),
+                                                            affine=self.dense_affine)
         return out
 
     def resident_bytes(self) -> int:
@@ -291,12 +294,39 @@ class ProofShape:
                 f"a proof, against a budget of {_fmt(capacity)}")
 
 
-def admit_shape(budget: "DeviceBudget", shape: ProofShape, what: str) -> None:
-    """Refuse at once, with the numbers, a circuit whose key and one proof can never fit the
-    device (before any upload); a key that fits is then booked by reserve_resident."""
-    need = shape.resident_bytes() + shape.working_set_bytes()
+def admit_shape(budget: "DeviceBudget", shape: ProofShape, what: str, *,
+                working: int = 0) -> ProofShape:
+    """Refuse at once, with the numbers, a circuit whose key and one proof (or ``working``
+    bytes, where more: the device setup's temporaries) can never fit the device (before any
+    upload); a key that fits is then booked by reserve_resident, with the shape this returns:
+    the one given, or where only that fits, the same without the dense engine's affine buffers
+    (the engine then sums in XYZZ: slower, 9 GiB less at 2^27; see affine_upgrade)."""
+    need = shape.resident_bytes() + max(shape.working_set_bytes(), int(working))
+    if need > budget.capacity and shape.dense_affine:
+        lean = replace(shape, dense_affine=False)
+        lean_need = lean.resident_bytes() + max(lean.working_set_bytes(), int(working))
+        if lean_need < need:
+            shape, need = lean, lean_need
     if need > budget.capacity:
         raise DeviceMemoryExhausted(
             f"{what} cannot run on device {budget.device_id}: {shape.describe(budget.capacity)}; "
             "use a device with more memory (or smaller split chunks: ZKHIVE_SPLIT_CHUNK_LOG)",
             device=budget.device_id, shape=need)
+    return shape
+
+
+def affine_upgrade(budget: "DeviceBudget", shape: ProofShape, what: str) -> int:
+    """After a device setup whose temporaries left room only for the lean shape: book the
+    dense engine's affine buffers now that the setup's working set is gone, where they and one
+    proof fit beside everything booked. Returns the bytes booked (0: the engine stays XYZZ)."""
+    if shape.dense_affine:
+        return 0
+    full = replace(shape, dense_affine=True)
+    extra = full.resident_bytes() - shape.resident_bytes()
+    if extra <= 0 or full.resident_bytes() + full.working_set_bytes() > budget.capacity:
+        return 0
+    try:
+        budget.reserve_resident(extra, f"{what}: the dense engine's affine buffers")
+    except DeviceMemoryExhausted:
+        return 0
+    return extra

@@ -240,14 +240,14 @@ class CudaBackend(Backend):
                                "and is no longer resident (unloaded): make it again (setup_resident)")
         from gpu.budget import admit_shape
         shape = Resident.shape(pk, r1cs)
-        need = shape.resident_bytes()
         label = f"proving key {pk.circuit_digest.hex()[:16]} ({pk.num_constraints} constraints)"
-        admit_shape(self.budget, shape, label)  # never fits: refused now, with the breakdown
+        shape = admit_shape(self.budget, shape, label)  # never fits: refused now, with the breakdown
+        need = shape.resident_bytes()
         self.budget.reserve_resident(need, label)
         res = None
         try:
             res = Resident(pk, r1cs)
-            self._warm_split(res)
+            self._warm_split(res, dense_affine=shape.dense_affine)
         except Exception:
             if res is not None:
                 res.free()
@@ -262,12 +262,16 @@ class CudaBackend(Backend):
             hit[0].free()
             self.budget.release_resident(hit[1])
 
-    def _warm_split(self, res: Resident) -> None:
+    def _warm_split(self, res: Resident, *, dense_affine: bool = True) -> None:
         """The split MSM's tail engines and the chunked dense engine, their workspaces allocated
-        now (booked with the key: gpu/budget.py ProofShape.resident)."""
+        now (booked with the key: gpu/budget.py ProofShape.resident). dense_affine=False: the
+        ledger admitted the key only without the dense engine's affine buffers; the engine
+        sums in XYZZ from then on (its buffers were never booked)."""
         from gpu.cuda.split_msm import SplitMsm
         if self._split is None:
             self._split = SplitMsm()
+        if not dense_affine:
+            self._split.dense_affine = False
         biggest: dict[str, int] = {}
         for name, group in Resident.QUERIES:
             if name in res.bases:
@@ -508,7 +512,7 @@ class CudaBackend(Backend):
             pk, vk = setup(r1cs, backend=self, seed=seed)
             self.load(pk, r1cs)
             return pk, vk
-        from gpu.budget import ProofShape, admit_shape
+        from gpu.budget import ProofShape, admit_shape, affine_upgrade
         from gpu.cuda.compact import DeviceCompactR1CS
         from gpu.cuda.setup import domain_of, setup_on_device, temp_bytes
         digest = cr.digest()
@@ -519,7 +523,8 @@ class CudaBackend(Backend):
         shape = ProofShape(num_vars=nv, num_aux=int(cr.num_aux), domain=n,
                            matrix_bytes=DeviceCompactR1CS.estimate_bytes(cr))
         label = f"proving key {digest.hex()[:16]} ({m} constraints, made on the device)"
-        admit_shape(self.budget, shape, label)
+        # the setup's temporaries count against the budget until the key is made
+        shape = admit_shape(self.budget, shape, label, working=temp_bytes(nv, n))
         need = shape.resident_bytes()
         self.budget.reserve_resident(need, label)
         res = None
@@ -529,7 +534,9 @@ class CudaBackend(Backend):
                 pk, vk, mats, bases, stages = setup_on_device(self, cr, seed=seed)
             res = Resident.made(pk, mats, bases)
             t = time.time()
-            self._warm_split(res)
+            extra = affine_upgrade(self.budget, shape, label)  # the setup's room is free now
+            need += extra
+            self._warm_split(res, dense_affine=shape.dense_affine or extra > 0)
             stages["tail engines"] = time.time() - t
         except Exception:
             if res is not None:

@@ -39,19 +39,28 @@ def _grid(n: int, block: int = BLOCK) -> tuple:
 
 
 class AffineBuckets:
-    """The buffers and launches of the affine accumulation for up to ``items`` sorted digits
-    over ``buckets`` buckets (G1)."""
+    """The buffers and launches of the affine accumulation of a sorted list of up to ``items``
+    digits over ``buckets`` keys (G1), summed a slice of ``slice_buckets`` keys at a time
+    (default: all at once), a slice holding at most ``slice_items`` digits (the buffers' size;
+    default ``items``)."""
 
-    def __init__(self, items: int, buckets: int, rounds: int):
+    def __init__(self, items: int, buckets: int, rounds: int, *,
+                 slice_items: int | None = None, slice_buckets: int | None = None):
         if rounds < 1:
             raise GpuError(f"affine accumulation with {rounds} rounds: at least 1 (0 means the "
                            "XYZZ accumulation, which the caller runs instead)")
         if items >= 1 << 31:
             raise GpuError(f"affine accumulation of {items} digits: the pair slots index 31 bits")
         self.items, self.B, self.rounds = int(items), int(buckets), int(rounds)
-        self.bounds = round_bounds(self.items, self.B, self.rounds)
+        self.slice_items = self.items if slice_items is None else min(int(slice_items), self.items)
+        self.slice_buckets = self.B if slice_buckets is None else min(int(slice_buckets), self.B)
+        if self.slice_buckets < 1:
+            raise GpuError(f"affine accumulation: a slice of {slice_buckets} buckets")
+        self.bounds = round_bounds(self.slice_items, self.slice_buckets, self.rounds)
         self.last_profile: dict[str, float] = {}
-        self.nbytes = estimate_bytes(self.items, self.B, self.rounds)
+        self.nbytes = estimate_bytes(self.items, self.B, self.rounds,
+                                     slice_items=self.slice_items,
+                                     slice_buckets=self.slice_buckets)
         self._f = {}
         aff = loader.load_module("msm_affine")
         for k in ("msm_run_bounds", "msm_run_counts", "msm_run_halve", "msm_pair_layout",
@@ -81,6 +90,9 @@ class AffineBuckets:
     def _alloc(self) -> None:
         B, b = self.B, self.bounds
         b0, b1 = b[0], b[1] if self.rounds > 1 else 1
+        # the sorted list's runs (read by every slice's first round), then two rounds' worth
+        self.start0 = self._buf(4 * B, "affine run starts")
+        self.cnt0 = self._buf(4 * B, "affine run lengths")
         self.start = [self._buf(4 * B, "affine run starts") for _ in range(2)]
         self.cnt = [self._buf(4 * B, "affine run lengths") for _ in range(2)]
         self.sums = self._buf(4 * -(-B // SCAN_CHUNK), "affine scan chunk totals")
@@ -139,8 +151,8 @@ class AffineBuckets:
     def run(self, keys: int, vals: int, m: int, bases: int, buckets: int, stream=None) -> None:
         """Every bucket's sum into buckets (XYZZ, B of them) from the sorted digits: keys[i]
         the bucket (ascending over the first M), vals[i] the base's index | sign, M the u64 at
-        m; bases: the affine (Montgomery) points the values index."""
-        B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
+        m; bases: the affine (Montgomery) points the values index. The slices one after the
+        other; ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile."""
         marks = []
         profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
 
@@ -150,24 +162,42 @@ class AffineBuckets:
                 ev.record(stream)
                 marks.append((name, ev))
         mark("start")
-        self._memset0(self.start[0], B, stream)
-        self._memset0(self.cnt[0], B, stream)
+        B = self.B
+        self._memset0(self.start0, B, stream)
+        self._memset0(self.cnt0, B, stream)
         self._launch("msm_run_bounds", _grid(self.items), np.uintp(m), np.uintp(keys),
-                     _u(self.start[0]), _u(self.cnt[0]), stream=stream)
-        self._launch("msm_run_counts", _grid(B), np.int64(B), _u(self.start[0]),
-                     _u(self.cnt[0]), stream=stream)
+                     _u(self.start0), _u(self.cnt0), stream=stream)
+        self._launch("msm_run_counts", _grid(B), np.int64(B), _u(self.start0), _u(self.cnt0),
+                     stream=stream)
+        mark("runs")
+        for lo in range(0, B, self.slice_buckets):
+            self._slice(lo, min(B, lo + self.slice_buckets), keys, vals, m, bases, buckets,
+                        stream, mark)
+        if profile:
+            # the stage times summed over the slices and rounds (each round's apart)
+            marks[-1][1].synchronize()
+            prof: dict[str, float] = {}
+            for (_, a), (name, b) in zip(marks, marks[1:]):
+                prof[name] = prof.get(name, 0.0) + a.time_till(b)
+            self.last_profile = prof
+
+    def _slice(self, lo: int, hi: int, keys: int, vals: int, m: int, bases: int, buckets: int,
+               stream, mark) -> None:
+        """The rounds and the XYZZ tail of the buckets [lo, hi)."""
+        B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
         keys_in, m_in, bound_in = keys, m, self.items
+        start_in, cnt_in = self.start0, self.cnt0
         for r in range(R):
-            a, b = r % 2, 1 - r % 2
+            start_out, cnt_out = self.start[r % 2], self.cnt[r % 2]
             m_out = self.mout.ptr + 8 * r
-            mark("layout" if r else "runs")
-            self._launch("msm_run_halve", _grid(B), np.int64(B), _u(self.cnt[a]),
-                         _u(self.cnt[b]), stream=stream)
-            self._scan(self.cnt[b], self.start[b], m_out, stream)
+            self._launch("msm_run_halve", _grid(B), np.int64(B), np.int64(lo), np.int64(hi),
+                         _u(cnt_in), _u(cnt_out), stream=stream)
+            self._scan(cnt_out, start_out, m_out, stream)
             out_keys = self.keys[r % 2]
-            self._launch("msm_pair_layout", _grid(bound_in), np.uintp(m_in), np.uintp(keys_in),
-                         _u(self.start[a]), _u(self.cnt[a]), _u(self.start[b]), _u(self.src),
-                         _u(out_keys), stream=stream)
+            self._launch("msm_pair_layout", _grid(bound_in), np.uintp(m_in), np.int64(lo),
+                         np.int64(hi), np.uintp(keys_in), _u(start_in), _u(cnt_in),
+                         _u(start_out), _u(self.src), _u(out_keys), stream=stream)
+            mark("layout")
             T = threads(self.bounds[r])
             head = (np.uintp(m_out), np.int64(T), np.int32(K), _u(self.src))
             if r == 0:
@@ -176,7 +206,6 @@ class AffineBuckets:
             else:
                 src = (_u(self.pts[(r - 1) % 2]),)
                 prefix, apply = "g1_pair_prefix", "g1_pair_apply"
-            mark("layout")
             self._launch(prefix, _grid(T), *head, *src, _u(self.pre), _u(self.tot),
                          stream=stream)
             mark(f"prefix{r}")
@@ -186,17 +215,11 @@ class AffineBuckets:
                          _u(self.pts[r % 2]), stream=stream)
             mark(f"apply{r}")
             keys_in, m_in, bound_in = out_keys.ptr, m_out, self.bounds[r]
-        self._launch("g1_bucket_final", _grid(B), np.int64(B), _u(self.start[R % 2]),
-                     _u(self.cnt[R % 2]), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
+            start_in, cnt_in = start_out, cnt_out
+        self._launch("g1_bucket_final", _grid(hi - lo), np.int64(lo), np.int64(hi),
+                     _u(start_in), _u(cnt_in), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
                      stream=stream)
         mark("final")
-        if profile:
-            # the stage times summed over the rounds, each round's prefix and apply apart
-            marks[-1][1].synchronize()
-            prof: dict[str, float] = {}
-            for (_, a), (name, b) in zip(marks, marks[1:]):
-                prof[name] = prof.get(name, 0.0) + a.time_till(b)
-            self.last_profile = prof
 
     def close(self) -> None:
         for b in self._buffers:

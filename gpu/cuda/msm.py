@@ -30,7 +30,7 @@ from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
-from gpu.affine_plan import dense_affine_rounds
+from gpu.affine_plan import dense_affine_rounds, dense_affine_windows
 from gpu.msm_sort import dense_sort, radix_blocks, radix_passes, sort_kind
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
@@ -532,12 +532,16 @@ class DenseEngine:
     on the H200), =match the one-level kernels with the warp match (gpu.msm_sort.dense_sort).
     G1 only (the kernels with add-in exist for G1).
 
-    Accumulation: msm_core.cuh's XYZZ ranges, or with ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=R > 0 R
-    rounds of batched affine additions (gpu/cuda/affine_acc.py: 6 Fq products a point against
-    10, for ~24 bytes a digit of buffers: opt-in until measured in the partition, where it
-    competes with the key for memory)."""
+    Accumulation: msm_core.cuh's XYZZ ranges, or with ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=auto (or
+    a count) rounds of batched affine additions (gpu/cuda/affine_acc.py: 6 Fq products a point
+    against XYZZ's 10), a slice of DENSE_WINDOWS windows at a time so that their buffers fit
+    beside the key (8.9 GiB at 2^24 chunks). filecoin-32g on the H200 with
+    ZKHIVE_DENSE_CHUNK_LOG=24: 1,586.0 -> 1,484.6 ms a partition (gpu/affine_plan.py has the
+    slice measurements); opt-in until measured with a key made on the device."""
 
-    def __init__(self, group, chunk: int, *, window: int | None = None):
+    def __init__(self, group, chunk: int, *, window: int | None = None, affine: bool = True):
+        """affine=False: the XYZZ accumulation whatever the setting (the ledger admitted the
+        key without the affine buffers)."""
         g = group_of(group)
         if g.name != "g1":
             raise GpuError("the chunked dense MSM exists for G1 only")
@@ -558,7 +562,8 @@ class DenseEngine:
         self.shell = shell
         self.ws = self.acc = self.affine = None
         self.host = None
-        self.affine_rounds = dense_affine_rounds()
+        self.affine_rounds = dense_affine_rounds(self.chunk, self.window) if affine else 0
+        self.affine_windows = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "")
 
     @staticmethod
     def estimate_bytes(group, chunk: int, window: int | None = None) -> int:
@@ -575,7 +580,10 @@ class DenseEngine:
             W = self.ws.W
             if self.affine_rounds:
                 from gpu.cuda.affine_acc import AffineBuckets
-                self.affine = AffineBuckets(self.chunk * W, self.ws.K, self.affine_rounds)
+                wps = dense_affine_windows(W)
+                self.affine = AffineBuckets(self.chunk * W, self.ws.K, self.affine_rounds,
+                                            slice_items=self.chunk * wps,
+                                            slice_buckets=wps * self.ws.B)
             self.host = loader.driver().pagelocked_empty(W * self.shell.point_bytes // 8 + 1,
                                                          np.uint64)
 

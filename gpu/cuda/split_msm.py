@@ -165,6 +165,9 @@ class SplitMsm:
         self._tails: dict[str, TailEngine] = {}
         self._dense: dict[str, object] = {}  # gpu.cuda.msm.DenseEngine per group (G1)
         self._dense_chunk = dense_chunk
+        # False once the ledger admitted a key only without the dense engine's affine buffers
+        # (gpu.budget.admit_shape): its accumulation is XYZZ from then on
+        self.dense_affine = True
         self.last: dict = {}  # per query: path, counts, chunks (the benchmark reports them)
         self._flags = DeviceBuffer(16, what="split counts and bad index")
         self._out = DeviceBuffer(4 * 48, what="split result")
@@ -192,12 +195,15 @@ class SplitMsm:
             return None
         chunk = self._dense_chunk or dense_chunk()
         e = self._dense.get(g)
-        if e is not None and (e.chunk != chunk or e.affine_rounds != dense_affine_rounds()):
-            # the setting changed (benchmarks)
+        rounds = dense_affine_rounds(chunk, e.window) if e is not None and self.dense_affine else 0
+        if e is not None and (e.chunk != chunk or e.affine_rounds != rounds or
+                              e.affine_windows != os.environ.get(
+                                  "ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "")):
+            # the setting changed (benchmarks), or the ledger took the affine buffers away
             e.close()
             e = None
         if e is None:
-            e = self._dense[g] = DenseEngine(g, chunk)
+            e = self._dense[g] = DenseEngine(g, chunk, affine=self.dense_affine)
         return e
 
     def tail(self, group: str, n: int) -> TailEngine:

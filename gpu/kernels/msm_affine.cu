@@ -21,17 +21,19 @@ extern "C" __global__ void msm_run_counts(i64 B, const uint32_t* start, uint32_t
     if (b < B) cnt[b] -= start[b];
 }
 
-extern "C" __global__ void msm_run_halve(i64 B, const uint32_t* cnt_in, uint32_t* cnt_out) {
+extern "C" __global__ void msm_run_halve(i64 B, i64 lo, i64 hi, const uint32_t* cnt_in,
+                                         uint32_t* cnt_out) {
     i64 b = TID;
-    if (b < B) cnt_out[b] = (cnt_in[b] + 1) >> 1;
+    if (b < B) run_halve(b, lo, hi, cnt_in, cnt_out);
 }
 
-extern "C" __global__ void msm_pair_layout(const unsigned long long* m_in, const uint32_t* keys_in,
-                                           const uint32_t* start_in, const uint32_t* cnt_in,
-                                           const uint32_t* start_out, uint32_t* src,
-                                           uint32_t* keys_out) {
+extern "C" __global__ void msm_pair_layout(const unsigned long long* m_in, i64 lo, i64 hi,
+                                           const uint32_t* keys_in, const uint32_t* start_in,
+                                           const uint32_t* cnt_in, const uint32_t* start_out,
+                                           uint32_t* src, uint32_t* keys_out) {
     i64 i = TID;
-    if (i < (i64)*m_in) pair_layout(i, keys_in, start_in, cnt_in, start_out, src, keys_out);
+    if (i < (i64)*m_in)
+        pair_layout(i, lo, hi, keys_in, start_in, cnt_in, start_out, src, keys_out);
 }
 
 extern "C" __global__ void fq_batch_prefix(i64 n, i64 T, int K, const fq_t* v, fq_t* pre,
@@ -80,8 +82,10 @@ extern "C" __global__ void g1_pair_apply(const unsigned long long* m, i64 T, int
     if (t < T) pair_apply<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, itot, out);
 }
 
-extern "C" __global__ void g1_bucket_final(i64 B, const uint32_t* start, const uint32_t* cnt,
-                                           const g1a* pts, xyzz_t<fq_t>* buckets) {
-    i64 b = TID;
-    if (b < B) bucket_final<fq_t>(b, start, cnt, pts, buckets);
+// buckets [lo, hi) of the slice
+extern "C" __global__ void g1_bucket_final(i64 lo, i64 hi, const uint32_t* start,
+                                           const uint32_t* cnt, const g1a* pts,
+                                           xyzz_t<fq_t>* buckets) {
+    i64 b = lo + TID;
+    if (b < hi) bucket_final<fq_t>(b, start, cnt, pts, buckets);
 }

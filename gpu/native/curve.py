@@ -43,7 +43,7 @@ def lib() -> ctypes.CDLL:
                 f = getattr(L, f"{g}_point_op")
                 f.argtypes, f.restype = [_int, _p, _p, _u32, _p], _int
                 f = getattr(L, f"{g}_msm")
-                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _int, _p], _i64
+                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _int, _int, _p], _i64
                 f = getattr(L, f"{g}_combine")
                 f.argtypes, f.restype = [_int, _int, _p, _p], None
             L.msm_digits.argtypes = [_p, _int, _p]
@@ -82,7 +82,7 @@ def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
 
 def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = None,
         ranges: int = 64, level_width: int = 8, segment: int = 32, chunk: int = 0,
-        affine: tuple[int, int, int] | None = None):
+        affine: tuple[int, int, int] | None = None, affine_slice: int = 0):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
@@ -92,7 +92,8 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     sorted one after the other, their runs added into one set of buckets, one reduction.
     affine = (rounds, K, K2): the buckets summed by rounds of batched affine additions
     (msm_affine.cuh, gpu/cuda/affine_acc.py's steps): K pairs a thread, K2 values a thread at
-    the inversion's levels.
+    the inversion's levels; affine_slice > 0: the buckets that many windows at a time (the
+    dense engine's slices).
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -112,7 +113,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     out = np.zeros(g.limbs, dtype=np.uint32)
     bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
                                           ranges, level_width, segment, int(chunk),
-                                          packed, out.ctypes.data)
+                                          packed, int(affine_slice), out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))

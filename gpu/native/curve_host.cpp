@@ -54,51 +54,56 @@ void batch_invert(std::vector<F>& v, i64 n, int K2, i64 top) {
 
 // Step 3 by rounds of batched affine additions (msm_affine.cuh), the device driver's steps
 // (gpu/cuda/affine_acc.py) in loops: K pairs a thread, K2 values a thread at the inversion's
-// levels. Writes every one of the nb buckets.
+// levels, the nb buckets in slices of `slice` keys (the dense engine's windows a few at a time).
+// Writes every one of the nb buckets.
 template <class F>
 void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
-                    const affine_t<F>* bases, i64 nb, int rounds, int K, int K2,
+                    const affine_t<F>* bases, i64 nb, int rounds, int K, int K2, i64 slice,
                     std::vector<xyzz_t<F>>& buckets) {
-    std::vector<uint32_t> start(nb, 0), cnt(nb, 0), start_out(nb), cnt_out(nb);
-    for (i64 i = 0; i < M; i++) run_bounds(i, M, keys, start.data(), cnt.data());
-    for (i64 b = 0; b < nb; b++) cnt[b] -= start[b];
-    std::vector<uint32_t> key_in(keys, keys + M), key_out, src;
-    std::vector<affine_t<F>> pts, out;
-    i64 Min = M;
-    for (int r = 0; r < rounds; r++) {
-        i64 Mout = 0;
-        for (i64 b = 0; b < nb; b++) {
-            cnt_out[b] = (cnt[b] + 1) >> 1;
-            start_out[b] = (uint32_t)Mout;
-            Mout += cnt_out[b];
+    std::vector<uint32_t> start0(nb, 0), cnt0(nb, 0);
+    for (i64 i = 0; i < M; i++) run_bounds(i, M, keys, start0.data(), cnt0.data());
+    for (i64 b = 0; b < nb; b++) cnt0[b] -= start0[b];
+    for (i64 lo = 0; lo < nb; lo += slice) {
+        i64 hi = lo + slice < nb ? lo + slice : nb;
+        std::vector<uint32_t> start = start0, cnt = cnt0, start_out(nb), cnt_out(nb);
+        std::vector<uint32_t> key_in(keys, keys + M), key_out, src;
+        std::vector<affine_t<F>> pts, out;
+        i64 Min = M;
+        for (int r = 0; r < rounds; r++) {
+            i64 Mout = 0;
+            for (i64 b = 0; b < nb; b++) {
+                run_halve(b, lo, hi, cnt.data(), cnt_out.data());
+                start_out[b] = (uint32_t)Mout;
+                Mout += cnt_out[b];
+            }
+            src.assign(Mout, 0);
+            key_out.assign(Mout, 0);
+            for (i64 i = 0; i < Min; i++)
+                pair_layout(i, lo, hi, key_in.data(), start.data(), cnt.data(), start_out.data(),
+                            src.data(), key_out.data());
+            i64 T = Mout / K + (Mout % K != 0);
+            std::vector<F> pre(Mout), tot(T);
+            out.assign(Mout, affine_t<F>::identity());
+            table_points<F> tp{bases, vals};
+            array_points<F> ap{pts.data()};
+            for (i64 t = 0; t < T; t++) {
+                if (r == 0) pair_prefix<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
+                else pair_prefix<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
+            }
+            batch_invert<F>(tot, T, K2, 64);
+            for (i64 t = 0; t < T; t++) {
+                if (r == 0) pair_apply<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
+                else pair_apply<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
+            }
+            pts.swap(out);
+            key_in.swap(key_out);
+            start.swap(start_out);
+            cnt.swap(cnt_out);
+            Min = Mout;
         }
-        src.assign(Mout, 0);
-        key_out.assign(Mout, 0);
-        for (i64 i = 0; i < Min; i++)
-            pair_layout(i, key_in.data(), start.data(), cnt.data(), start_out.data(), src.data(),
-                        key_out.data());
-        i64 T = Mout / K + (Mout % K != 0);
-        std::vector<F> pre(Mout), tot(T);
-        out.assign(Mout, affine_t<F>::identity());
-        table_points<F> tp{bases, vals};
-        array_points<F> ap{pts.data()};
-        for (i64 t = 0; t < T; t++) {
-            if (r == 0) pair_prefix<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
-            else pair_prefix<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
-        }
-        batch_invert<F>(tot, T, K2, 64);
-        for (i64 t = 0; t < T; t++) {
-            if (r == 0) pair_apply<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
-            else pair_apply<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
-        }
-        pts.swap(out);
-        key_in.swap(key_out);
-        start.swap(start_out);
-        cnt.swap(cnt_out);
-        Min = Mout;
+        for (i64 b = lo; b < hi; b++) bucket_final<F>(b, start.data(), cnt.data(), pts.data(),
+                                                      buckets.data());
     }
-    for (i64 b = 0; b < nb; b++) bucket_final<F>(b, start.data(), cnt.data(), pts.data(),
-                                                 buckets.data());
 }
 
 // The whole MSM through the msm_core steps. T1: level-1 ranges; L2: partials per range at
@@ -110,7 +115,7 @@ template <class F>
 void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
                       const uint32_t* scalars, int c, i64 T1, i64 L2,
                       std::vector<xyzz_t<F>>& buckets, std::vector<uint32_t>& counts,
-                      int affine) {
+                      int affine, int slice) {
     typedef xyzz_t<F> P;
     const int W = msm_windows(c);
     const i64 B = (i64)1 << (c - 1);
@@ -140,10 +145,12 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
         }
     }
     // 3: bucket accumulation, levels until one range holds everything (affine > 0: that many
-    // rounds of batched affine additions; affine packs the rounds, K and K2: r | K << 8 | K2 << 20)
+    // rounds of batched affine additions; affine packs the rounds, K and K2: r | K << 8 |
+    // K2 << 20; slice > 0: the windows a slice of the buckets holds)
     if (affine > 0) {
         affine_buckets<F>(M, keys.data(), vals.data(), bases.data() + lo, W * B, affine & 0xff,
-                          (affine >> 8) & 0xfff, affine >> 20, buckets);
+                          (affine >> 8) & 0xfff, affine >> 20, slice > 0 ? slice * B : W * B,
+                          buckets);
         return;
     }
     std::vector<P> parts(2 * T1), next;
@@ -172,7 +179,7 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
 
 template <class F>
 i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
-        i64 G, i64 chunk, int affine, uint32_t* out) {
+        i64 G, i64 chunk, int affine, int slice, uint32_t* out) {
     typedef xyzz_t<F> P;
     std::vector<affine_t<F>> bases;
     i64 bad = load_bases<F>(n, raw_bases, bases);
@@ -182,13 +189,13 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     std::vector<P> buckets(W * B, P::identity());
     std::vector<uint32_t> counts;
     if (chunk <= 0) {
-        accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts, affine);
+        accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts, affine, slice);
     } else {
         // the chunk's buckets hold stale sums where it wrote nothing: merge by its counts
         std::vector<P> mine(W * B, P::identity());
         for (i64 lo = 0; lo < n; lo += chunk) {
             accumulate_chunk<F>(lo, n - lo < chunk ? n - lo : chunk, bases, scalars + 8 * lo, c,
-                                T1, L2, mine, counts, affine);
+                                T1, L2, mine, counts, affine, slice);
             for (i64 k = 0; k < W * B; k++) merge_bucket<F>(k, counts.data(), mine.data(),
                                                             buckets.data());
         }
@@ -260,14 +267,15 @@ int g2_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32
 }
 // Returns -1, or the index of the first base that is not a reduced point on the curve.
 // chunk > 0: the chunked MSM with buckets shared by the chunks (the device's DenseEngine).
-// affine > 0: step 3 by batched affine additions (rounds | K << 8 | K2 << 20).
+// affine > 0: step 3 by batched affine additions (rounds | K << 8 | K2 << 20), the buckets
+// `slice` windows at a time (0: all at once).
 i64 g1_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 chunk, int affine, uint32_t* out) {
-    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, chunk, affine, out);
+           i64 chunk, int affine, int slice, uint32_t* out) {
+    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, chunk, affine, slice, out);
 }
 i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 chunk, int affine, uint32_t* out) {
-    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, chunk, affine, out);
+           i64 chunk, int affine, int slice, uint32_t* out) {
+    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, chunk, affine, slice, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {

@@ -155,13 +155,15 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
 
 
 @pytest.mark.parametrize("chunk", [512, 1000, 6000])
-@pytest.mark.parametrize("sort,affine", [("radix", 0), ("plain", 0), ("match", 0), ("radix", 3),
-                                         ("plain", 2)])
-def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, monkeypatch):
+@pytest.mark.parametrize("sort,affine,slice_", [("radix", 0, ""), ("plain", 0, ""),
+                                                ("match", 0, ""), ("radix", 3, ""),
+                                                ("radix", 3, "2"), ("plain", 2, "1")])
+def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_, monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
     of buckets, queued on a stream and collected later; == the known-log identity for random,
     skewed and 0/1 scalars, a chunk size that does and does not divide n, either sort, the
-    buckets summed in XYZZ or by batched affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS); a scalar
+    buckets summed in XYZZ or by batched affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS), all
+    windows at once or a slice of 2 or 1 (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS); a scalar
     >= r in a later chunk is named by its index in the whole vector, and the engine keeps serving."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
@@ -174,10 +176,13 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, monkey
         return
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_SORT", sort)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", str(affine))
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", slice_)
     n = len(xy)
     e = DenseEngine(group, chunk)
     e.warm()
     assert (e.affine is not None) == (affine > 0)
+    if slice_:
+        assert e.affine.slice_buckets == int(slice_) * e.ws.B < e.affine.B
     stream = loader.driver().Stream()
     try:
         for s in (mix(n, 0.0, 0.0), mix(n, 0.45, 0.45), mix(n, 0.5, 0.5)):
@@ -221,3 +226,33 @@ def test_scalar_not_below_r_is_rejected_with_its_index(resident, split):
     # and the engine keeps serving
     s[1234] = 0
     assert run(split, bases, s)[1] == t.expected(s)
+
+
+def test_the_dense_engine_sums_in_xyzz_once_the_ledger_dropped_its_affine_buffers(resident,
+                                                                                  monkeypatch):
+    """gpu.budget.admit_shape admits a key without the dense engine's affine buffers where only
+    that fits; the backend then sets SplitMsm.dense_affine = False and the engine it hands out
+    (a new one: the old one had the buffers) has no rounds, and still sums right."""
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.cuda.split_msm import SplitMsm
+    group, t, xy, bases = resident
+    if group != "g1":
+        pytest.skip("the dense engine is G1 only")
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
+    n = len(xy)
+    small = SplitMsm(capacity={"g1": 512, "g2": 512}, dense_chunk=2048)
+    try:
+        e = small.dense("g1", n)
+        e.warm()
+        assert e.affine_rounds == 3 and e.affine is not None     # runs of 2048 / 2^7 = 16
+        small.dense_affine = False
+        lean = small.dense("g1", n)
+        assert lean is not e and lean.affine_rounds == 0
+        lean.warm()
+        assert lean.affine is None
+        s = mix(n, 0.1, 0.1)
+        with DeviceBuffer(32 * n, what="scalars") as sb:
+            sb.upload(np.ascontiguousarray(s))
+            assert lean.msm(bases, sb, n) == t.expected(s)
+    finally:
+        small.close()

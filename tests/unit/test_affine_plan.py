@@ -57,10 +57,13 @@ def test_inversion_levels_end_at_the_top():
 
 
 def test_bytes_count_every_buffer():
-    """estimate_bytes at G1 2^24 over precomputed tables (5 rounds): the measured 19.85 GiB
-    (bench/gpu_msm.py printed the AffineBuckets' nbytes), and nothing without rounds."""
+    """estimate_bytes at G1 2^24 over precomputed tables (5 rounds): 19.89 GiB (the device run
+    printed the AffineBuckets' nbytes, which this function computes, and the run fitted), and
+    nothing without rounds; slices shrink everything but the six per-bucket arrays."""
     b = A.estimate_bytes(12 << 24, 1 << 21, 5)
-    assert abs(b / 2**30 - 19.85) < 0.01
+    assert abs(b / 2**30 - 19.89) < 0.01
+    half = A.estimate_bytes(12 << 24, 1 << 21, 5, slice_items=6 << 24, slice_buckets=1 << 20)
+    assert 0.45 * b < half < 0.55 * b
     assert A.estimate_bytes(12 << 24, 1 << 21, 0) == 0
     assert A.estimate_bytes(12 << 24, 1 << 21, 1) < b     # one round: no second point buffer
 
@@ -80,19 +83,38 @@ def test_settings_name_what_is_wrong(monkeypatch):
 
 def test_the_ledger_books_the_dense_engines_affine_buffers_only_when_on(monkeypatch):
     from gpu.budget import dense_engine_bytes
+    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", raising=False)
     monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)
-    off = dense_engine_bytes("g1", 1 << 24)
+    off = dense_engine_bytes("g1", 1 << 24)           # the default: XYZZ, nothing booked
+    assert A.dense_affine_rounds(1 << 24, 20) == 0
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
+    assert A.dense_affine_rounds(1 << 24, 20) == 4   # runs of 32
+    assert A.dense_affine_rounds(1000, 9) == 0       # runs of 3.9: no round pays
+    auto = dense_engine_bytes("g1", 1 << 24)          # 4 rounds, 5-window slices
+    assert auto - off == A.estimate_bytes(13 << 24, 13 << 19, 4, slice_items=5 << 24,
+                                          slice_buckets=5 << 19)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "4")
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "13")
     on = dense_engine_bytes("g1", 1 << 24)
     assert on - off == A.estimate_bytes(13 << 24, 13 << 19, 4)
-    assert 20 * 2**30 < on - off < 23 * 2**30          # why it is not the default next to a key
+    assert 20 * 2**30 < on - off < 23 * 2**30          # a whole chunk at once: too much
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "5")  # 5 of the 13 windows a slice
+    sliced = dense_engine_bytes("g1", 1 << 24)
+    assert sliced - off == A.estimate_bytes(13 << 24, 13 << 19, 4, slice_items=5 << 24,
+                                            slice_buckets=5 << 19)
+    assert sliced - off < 0.42 * (on - off)
 
 
 def test_the_dense_setting_names_what_is_wrong(monkeypatch):
     from gpu.budget import dense_engine_bytes
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "on")
-    with pytest.raises(GpuError, match="ZKHIVE_MSM_DENSE_AFFINE_ROUNDS='on'"):
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_DENSE_AFFINE_ROUNDS='on': expected auto"):
         dense_engine_bytes("g1", 1 << 24)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "-1")
     with pytest.raises(GpuError, match="expected 0..40"):
-        A.dense_affine_rounds()
+        A.dense_affine_rounds(1 << 24, 20)
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "0")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=0: expected at least 1"):
+        A.dense_affine_windows(13)
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "99")
+    assert A.dense_affine_windows(13) == 13

@@ -4,6 +4,8 @@ import os
 import signal
 import time
 
+from dataclasses import replace
+
 import pytest
 
 from gpu.budget import DeviceBudget, DeviceMemoryExhausted
@@ -86,12 +88,23 @@ SDR_32G = dict(num_vars=130_300_000, num_aux=130_299_000, domain=1 << 27,
 H200 = int(139.8 * GiB * 0.92)  # the backend's budget: 92% of what the card reports
 
 
-def test_the_32g_partition_fits_an_h200_and_is_refused_on_smaller_cards(tmp_path):
+def test_the_32g_partition_fits_an_h200_and_is_refused_on_smaller_cards(tmp_path, monkeypatch):
     from gpu.budget import ProofShape, admit_shape
 
     shape = ProofShape(**SDR_32G)
     assert 80 * GiB < shape.resident_bytes() + shape.working_set_bytes() < H200
-    admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape, "sdr-32g key")
+    assert admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape,
+                       "sdr-32g key") == shape
+    # with the dense engine's affine rounds on (2^24 chunks, 5-window slices) the key and a
+    # proof do not fit; without them they do, and that is the shape the ledger admits (the
+    # engine then sums in XYZZ)
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
+    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "24")
+    assert shape.resident_bytes() + shape.working_set_bytes() > H200
+    admitted = admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape, "sdr-32g key")
+    assert admitted.dense_affine is False and admitted == replace(shape, dense_affine=False)
+    assert 80 * GiB < admitted.resident_bytes() + admitted.working_set_bytes() < H200
+    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS")
     for card in (16, 80):
         with pytest.raises(DeviceMemoryExhausted, match=rf"sdr-32g key cannot run on device "
                            rf"card{card}: resident .*b_g2_query bases 23.30 GiB.* budget of"):
@@ -135,3 +148,34 @@ def test_the_plan_covers_what_the_h200_held_for_filecoin_32g(tmp_path):
     with pytest.raises(DeviceMemoryExhausted, match="budget of 73.60 GiB"):
         admit_shape(DeviceBudget("a100-80", int(80 * GiB * 0.92), ledger_dir=tmp_path), shape,
                     "filecoin-32g key")
+
+
+def test_a_device_setup_is_admitted_lean_then_books_the_affine_buffers(tmp_path, monkeypatch):
+    """Measured on the H200: the device setup of filecoin-32g needs 23.02 GiB of temporaries,
+    which beside the key with the dense engine's affine buffers (109.4 GiB) exceed the 128.6
+    GiB budget: the setup is admitted without them, and once its temporaries are gone the
+    buffers are booked (affine_upgrade), where they and a proof fit; where they do not (another
+    process holds the room) the engine stays XYZZ and nothing is booked."""
+    from gpu.budget import ProofShape, admit_shape, affine_upgrade
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
+    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "24")
+    shape = ProofShape(num_vars=130_170_221, num_aux=130_169_893, domain=1 << 27,
+                       matrix_bytes=610_615_016)
+    setup_temp = int(23.02 * GiB)
+    budget = DeviceBudget("h200", H200, ledger_dir=tmp_path)
+    assert admit_shape(budget, shape, "filecoin-32g key") == shape          # loaded: affine fits
+    lean = admit_shape(budget, shape, "filecoin-32g key", working=setup_temp)
+    assert lean == replace(shape, dense_affine=False)
+    budget.reserve_resident(lean.resident_bytes(), "filecoin-32g key")
+    extra = affine_upgrade(budget, lean, "filecoin-32g key")
+    assert extra == shape.resident_bytes() - lean.resident_bytes() > 8 * GiB
+    assert budget.usage()["used"] == shape.resident_bytes()
+    assert affine_upgrade(budget, shape, "filecoin-32g key") == 0           # already has them
+    # another process holding 20 GiB: no room for the buffers, nothing booked
+    other = DeviceBudget("h200", H200, ledger_dir=tmp_path / "two")
+    other.reserve_resident(20 * GiB, "someone else")       # this (live) process
+    mine = DeviceBudget("h200", H200, ledger_dir=tmp_path / "two")
+    mine._key = "1:0.000"  # books as another process would (its own entry stays while it books)
+    mine.reserve_resident(lean.resident_bytes(), "filecoin-32g key")
+    assert affine_upgrade(mine, lean, "filecoin-32g key") == 0
+    assert mine.usage()["used"] == lean.resident_bytes() + 20 * GiB

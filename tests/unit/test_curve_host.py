@@ -211,6 +211,10 @@ def test_host_affine_buckets_match_arkworks(group, affine):
         for window in (None, 3):
             assert curve.msm(g, xy, vec_from_ints(ints), window=window, affine=affine) == ref, \
                 (name, window)
+        # the buckets a few windows at a time (slices of 1 and 3 of window 3's 86 windows)
+        for slice_ in (1, 3):
+            assert curve.msm(g, xy, vec_from_ints(ints), window=3, affine=affine,
+                             affine_slice=slice_) == ref, (name, slice_)
     ints = list(cases[0][1])
     ints[5] = (ints[5] + 1) % MODULUS
     assert curve.msm(g, xy, vec_from_ints(ints), affine=affine) != reference(P, pts, cases[0][1])
