@@ -34,19 +34,29 @@ def default_rounds(items: int, buckets: int) -> int:
     return max(0, int(math.floor(math.log2(mean))) - 1) if mean >= 4 else 0
 
 
-def rounds_from_env(items: int, buckets: int) -> int:
-    """ZKHIVE_MSM_AFFINE_ROUNDS (0: the XYZZ accumulation) or default_rounds."""
-    v = os.environ.get("ZKHIVE_MSM_AFFINE_ROUNDS")
-    if v is None or v == "":
-        return default_rounds(items, buckets)
+def _rounds(var: str, unset: int, auto: int) -> int:
+    """A count of rounds from the environment: unset or empty -> ``unset``, ``auto`` -> ``auto``,
+    else a whole number 0..40 (0: the XYZZ accumulation)."""
+    v = os.environ.get(var, "")
+    if v == "":
+        return unset
+    if v == "auto":
+        return auto
     try:
         r = int(v)
     except ValueError:
-        raise GpuError(f"ZKHIVE_MSM_AFFINE_ROUNDS={v!r}: expected a whole number of rounds "
-                       "(0 turns the affine accumulation off)") from None
+        raise GpuError(f"{var}={v!r}: expected auto or a whole number of rounds (0: the XYZZ "
+                       "accumulation)") from None
     if not 0 <= r <= 40:
-        raise GpuError(f"ZKHIVE_MSM_AFFINE_ROUNDS={r}: expected 0..40")
+        raise GpuError(f"{var}={r}: expected 0..40")
     return r
+
+
+def rounds_from_env(items: int, buckets: int) -> int:
+    """ZKHIVE_MSM_AFFINE_ROUNDS (precomputed tables; 0: the XYZZ accumulation) or, unset or
+    auto, default_rounds."""
+    auto = default_rounds(items, buckets)
+    return _rounds("ZKHIVE_MSM_AFFINE_ROUNDS", auto, auto)
 
 
 #: the dense engine's windows a slice (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS): filecoin-32g on the
@@ -63,17 +73,8 @@ def dense_affine_rounds(chunk: int, c: int) -> int:
     accumulation (the default: the rounds' buffers have not yet been measured beside a key made
     on the device, whose setup needs 23 GiB of temporaries); ``auto``: default_rounds (4 at
     2^24 chunks and c = 20, 0 where runs are short); a number: that many."""
-    v = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "") or "0"
-    if v == "auto":
-        return default_rounds(int(chunk), 1 << (int(c) - 1))
-    try:
-        r = int(v)
-    except ValueError:
-        raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_ROUNDS={v!r}: expected auto or a whole number "
-                       "of rounds (0: the XYZZ accumulation)") from None
-    if not 0 <= r <= 40:
-        raise GpuError(f"ZKHIVE_MSM_DENSE_AFFINE_ROUNDS={r}: expected 0..40")
-    return r
+    return _rounds("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", 0,
+                   default_rounds(int(chunk), 1 << (int(c) - 1)))
 
 
 def dense_affine_windows(W: int) -> int:

@@ -16,13 +16,13 @@ the device's count return, so the MSM needs no read-back before its end.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
 from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTES, SCAN_CHUNK,
                               TOP, estimate_bytes, level_sizes, round_bounds, threads)
 from gpu.cuda import loader
+from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError
 
@@ -153,14 +153,7 @@ class AffineBuckets:
         the bucket (ascending over the first M), vals[i] the base's index | sign, M the u64 at
         m; bases: the affine (Montgomery) points the values index. The slices one after the
         other; ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile."""
-        marks = []
-        profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
-
-        def mark(name):
-            if profile:
-                ev = loader.driver().Event()
-                ev.record(stream)
-                marks.append((name, ev))
+        mark = StageMarks(stream)
         mark("start")
         B = self.B
         self._memset0(self.start0, B, stream)
@@ -173,13 +166,8 @@ class AffineBuckets:
         for lo in range(0, B, self.slice_buckets):
             self._slice(lo, min(B, lo + self.slice_buckets), keys, vals, m, bases, buckets,
                         stream, mark)
-        if profile:
-            # the stage times summed over the slices and rounds (each round's apart)
-            marks[-1][1].synchronize()
-            prof: dict[str, float] = {}
-            for (_, a), (name, b) in zip(marks, marks[1:]):
-                prof[name] = prof.get(name, 0.0) + a.time_till(b)
-            self.last_profile = prof
+        if mark.on:  # the stage times summed over the slices and rounds (each round's apart)
+            self.last_profile = mark.times()
 
     def _slice(self, lo: int, hi: int, keys: int, vals: int, m: int, bases: int, buckets: int,
                stream, mark) -> None:

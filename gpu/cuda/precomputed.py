@@ -22,13 +22,13 @@ combination (one window) are gpu/cuda/msm.py's.
 """
 from __future__ import annotations
 
-import os
 
 import numpy as np
 
 from gpu.cuda import loader
 from gpu.affine_plan import rounds_from_env
 from gpu.cuda.affine_acc import AffineBuckets
+from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
 from gpu.cuda.msm import BLOCK, DeviceBases, _grid, _u
 from gpu.errors import GpuError, MsmInputError
@@ -119,14 +119,7 @@ class PrecomputedBases:
             raise GpuError("precomputed base set is closed")
         sc = sh._scalar_buffer(scalars)
         ws = sh._workspace(self.c, bucket_windows=1)
-        profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
-        marks = []
-
-        def mark(name):
-            if profile:
-                ev = loader.driver().Event()
-                ev.record(stream)
-                marks.append((name, ev))
+        mark = StageMarks(stream)
         mark("start")
         sh._memset_ones(ws.flags, 4, stream)
         sh._sort_radix(ws, sc.ptr, self.n, self.c, precomputed=True, stream=stream)
@@ -145,9 +138,8 @@ class PrecomputedBases:
         if bad != 0xFFFFFFFFFFFFFFFF:
             raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=int(bad),
                                 device=sh._device, kernel="msm_radix_digits", shape=self.n)
-        if profile:
-            sh.last_profile = {name: marks[i - 1][1].time_till(ev)
-                               for i, (name, ev) in enumerate(marks) if i}
+        if mark.on:
+            sh.last_profile = mark.times()
             if self.affine is not None:
                 sh.last_profile.update({f"affine {k}": v
                                         for k, v in self.affine.last_profile.items()})
