@@ -54,6 +54,17 @@ KEEPER = "keeper"
 WORKER_ROLES = ("aggregate", "synthesis", "prove")
 
 
+def age(rec: ProcessRecord, now: float) -> float:
+    """Seconds rec's process had lived at wall-clock time ``now``. With the start recorded as
+    seconds since boot, the uptime at ``now`` (now minus the boot time psutil reads now) less
+    that: a step of the wall clock moves both the same way, so a process that lived an hour is
+    not taken for one that died young after the clock stepped back (nor the reverse); older
+    records: now minus create_time, the wall clock's own view."""
+    if rec.since_boot:
+        return now - psutil.boot_time() - rec.since_boot
+    return now - rec.create_time
+
+
 @dataclass
 class KeeperPolicy:
     poll_s: float = 1.0
@@ -132,7 +143,7 @@ class Keeper:
                 continue
             if redis_down and rec.role != "redis":
                 continue
-            died_young = bool(rec.create_time) and now - rec.create_time < self.policy.stable_s
+            died_young = bool(rec.create_time) and age(rec, now) < self.policy.stable_s
             failures = rec.failures + 1 if died_young else 0
             unready = 0 if rec.ready_at else rec.unready + 1
             last = self._last_of_role(records, rec)

@@ -63,3 +63,23 @@ def test_the_state_file_keeps_since_boot(tmp_path, sleeper):
     again = Supervisor(tmp_path)
     assert again.load() and again.records[0].since_boot == since
     assert again.records[0].process() is not None
+
+
+def test_a_process_age_ignores_a_clock_step(sleeper, monkeypatch):
+    """The keeper's young-death test (a restart backs off when a process died before
+    ``stable_s``) reads the age from the seconds since boot: after a 20 s step of the wall clock
+    (now and psutil's boot time both 20 s later) a process a second old is still a second
+    old, where now - create_time would say 21."""
+    import time
+
+    import psutil
+
+    from cluster.ops.keeper import age
+    _, created, since = start_stamp(sleeper.pid)
+    now = time.time()
+    rec = record(sleeper.pid, created, since)
+    assert abs(age(rec, now) - (now - created)) < 0.1
+    boot = psutil.boot_time()
+    monkeypatch.setattr(psutil, "boot_time", lambda: boot + STEP_S)
+    assert abs(age(rec, now + STEP_S) - (now - created)) < 0.1
+    assert abs(age(record(sleeper.pid, created, 0.0), now + STEP_S) - (now - created)) > STEP_S - 0.1
