@@ -9,9 +9,9 @@ import os
 from gpu.errors import GpuError
 
 #: pairs a thread takes in a round: its share of the batched inversion (3 products a pair,
-#: one product a pair a level up). Measured at G1 2^24 (5 rounds): K = 4 / 16 / 64 gave
-#: 95.9 / 89.8 / 94.0 ms (K = 4: the levels above take 4x the values; K = 64: a quarter of
-#: the threads, too few to hide the gathers' latency)
+#: one product a pair a level up). Measured at G1 2^24 (5 rounds, H200, the first version of
+#: the passes): K = 4 / 16 / 64 gave 95.9 / 89.8 / 94.0 ms (K = 4: the levels above take 4x
+#: the values; K = 64: a quarter of the threads, too few to hide the gathers' latency)
 PAIRS_PER_THREAD = 16
 #: values a thread takes at the inversion's levels above the round: each level is a chain of
 #: that many dependent products (and again on the way down), latency the chip waits out once a
@@ -28,8 +28,8 @@ def default_rounds(items: int, buckets: int) -> int:
     """Rounds that leave about 2 to 4 points a bucket for the XYZZ tail: floor(log2(mean
     run)) - 1, 0 (no rounds: the XYZZ accumulation) when runs average under 4 points. The later
     rounds are small and each pays its serial inversion chain (the levels and the top), so
-    halving all the way is not worth it (measured: 4 / 5 / 6 rounds at G1 2^24, 85.8 / 85.4 /
-    85.9 ms)."""
+    halving all the way is not worth it (G1 2^24 over precomputed tables on the H200: 4 / 5
+    rounds 83.3 / 82.4 ms; before the binary-Euclid top, 4 / 5 / 6 rounds 85.8 / 85.4 / 85.9)."""
     mean = items / max(1, buckets)
     return max(0, int(math.floor(math.log2(mean))) - 1) if mean >= 4 else 0
 
@@ -127,6 +127,7 @@ def level_sizes(n: int) -> list[tuple[int, int]]:
 
 
 def threads(m: int) -> int:
+    """Threads of a round with m pairs (PAIRS_PER_THREAD each)."""
     return max(1, -(-m // PAIRS_PER_THREAD))
 
 

@@ -16,7 +16,6 @@ the device's count return, so the MSM needs no read-back before its end.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
 from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTES, SCAN_CHUNK,
@@ -99,7 +98,8 @@ class AffineBuckets:
         self.mout = self._buf(8 * self.rounds, "affine round totals")
         self.src = self._buf(4 * b0, "affine pair slots")
         self.keys = [self._buf(4 * b0, "affine keys"), self._buf(4 * b1, "affine keys")]
-        self.pts = [self._buf(POINT_BYTES * b0, "affine sums"), self._buf(POINT_BYTES * b1, "affine sums")]
+        self.pts = [self._buf(POINT_BYTES * b0, "affine sums"),
+                    self._buf(POINT_BYTES * b1, "affine sums")]
         self.pre = self._buf(FQ_BYTES * b0, "affine prefix products")
         self.T0 = threads(b0)
         self.tot = self._buf(FQ_BYTES * self.T0, "affine thread products")
