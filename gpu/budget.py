@@ -308,10 +308,12 @@ def admit_shape(budget: "DeviceBudget", shape: ProofShape, what: str, *,
         if lean_need < need:
             shape, need = lean, lean_need
     if need > budget.capacity:
+        setup = (f" (its device setup needs {_fmt(int(working))} of temporaries)"
+                 if int(working) > shape.working_set_bytes() else "")
         raise DeviceMemoryExhausted(
-            f"{what} cannot run on device {budget.device_id}: {shape.describe(budget.capacity)}; "
-            "use a device with more memory (or smaller split chunks: ZKHIVE_SPLIT_CHUNK_LOG)",
-            device=budget.device_id, shape=need)
+            f"{what} cannot run on device {budget.device_id}: {shape.describe(budget.capacity)}"
+            f"{setup}; use a device with more memory (or smaller split chunks: "
+            "ZKHIVE_SPLIT_CHUNK_LOG)", device=budget.device_id, shape=need)
     return shape
 
 

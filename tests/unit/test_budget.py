@@ -179,3 +179,6 @@ def test_a_device_setup_is_admitted_lean_then_books_the_affine_buffers(tmp_path,
     mine.reserve_resident(lean.resident_bytes(), "filecoin-32g key")
     assert affine_upgrade(mine, lean, "filecoin-32g key") == 0
     assert mine.usage()["used"] == lean.resident_bytes() + 20 * GiB
+    # a setup whose temporaries do not fit even beside the lean key is refused, and says so
+    with pytest.raises(DeviceMemoryExhausted, match=r"device setup needs 30\.00 GiB of temporaries"):
+        admit_shape(budget, shape, "filecoin-32g key", working=30 * GiB)
