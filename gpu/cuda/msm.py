@@ -26,11 +26,11 @@ import os
 
 import numpy as np
 
+from gpu.affine_plan import dense_affine_rounds, dense_affine_windows
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
-from gpu.affine_plan import dense_affine_rounds, dense_affine_windows
 from gpu.msm_sort import dense_sort, radix_blocks, radix_passes, sort_kind
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).

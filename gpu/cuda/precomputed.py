@@ -22,11 +22,10 @@ combination (one window) are gpu/cuda/msm.py's.
 """
 from __future__ import annotations
 
-
 import numpy as np
 
-from gpu.cuda import loader
 from gpu.affine_plan import rounds_from_env
+from gpu.cuda import loader
 from gpu.cuda.affine_acc import AffineBuckets
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
@@ -62,7 +61,7 @@ class PrecomputedBases:
 
     def __init__(self, bases: DeviceBases, c: int = 22, *, affine_rounds: int | None = None):
         """affine_rounds: rounds of batched affine additions before the XYZZ tail (None:
-        ZKHIVE_MSM_AFFINE_ROUNDS or affine_acc.default_rounds; 0: XYZZ only)."""
+        ZKHIVE_MSM_AFFINE_ROUNDS or gpu.affine_plan.default_rounds; 0: XYZZ only)."""
         if bases.group.name != "g1":
             raise GpuError("precomputed MSM tables exist for G1 only")
         check_table_shape(bases.n, c)
