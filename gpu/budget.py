@@ -224,6 +224,7 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
     running sums, the radix sort's second list (its page-locked window sums are host
     memory, not booked) and, with ``affine`` (where the setting has rounds), the affine
     accumulation's buffers for one slice of windows."""
+    from gpu.affine_plan import dense_affine_bytes
     from gpu.msm_input import window_bits, windows
     from gpu.msm_sort import dense_sort, radix_sort_bytes, sort_kind
     c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
@@ -233,13 +234,6 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
     return pippenger_workspace(group, chunk, c) + K * XYZZ[group] + radix + \
         (dense_affine_bytes(chunk, c) if affine else 0)
-
-
-def dense_affine_bytes(chunk: int, c: int) -> int:
-    """The batched affine accumulation's buffers in the dense engine
-    (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS > 0; gpu/affine_plan.py)."""
-    from gpu.affine_plan import dense_affine_bytes as affine_bytes
-    return affine_bytes(chunk, c)
 
 
 @dataclass(frozen=True)

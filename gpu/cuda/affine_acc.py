@@ -23,18 +23,8 @@ from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTE
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
+from gpu.cuda.msm import BLOCK, _grid, _u
 from gpu.errors import GpuError
-
-#: threads a block
-BLOCK = 128
-
-
-def _u(buf: DeviceBuffer) -> np.uintp:
-    return np.uintp(buf.ptr)
-
-
-def _grid(n: int, block: int = BLOCK) -> tuple:
-    return (max(1, -(-int(n) // block)), 1)
 
 
 class AffineBuckets:
