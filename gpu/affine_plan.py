@@ -61,7 +61,7 @@ def rounds_from_env(items: int, buckets: int) -> int:
 
 #: the dense engine's windows a slice (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS): filecoin-32g on the
 #: H200 at 2^24 chunks, 4 rounds: 3 / 4 / 5 / 13 windows a slice gave 1,614.9 / 1,508.7 /
-#: 1,484.6 / 1,440.2 ms a partition (XYZZ at 2^25 chunks, the default: 1,586.0); 5 is the
+#: 1,484.6 / 1,440.2 ms a partition (XYZZ at 2^25 chunks: 1,586.0); 5 is the
 #: widest whose buffers (8.9 GiB) fit the ledger next to the key and a proof (13: 22.2 GiB,
 #: 139.5 GiB planned against 128.6)
 DENSE_WINDOWS = 5
@@ -69,12 +69,14 @@ DENSE_WINDOWS = 5
 
 def dense_affine_rounds(chunk: int, c: int) -> int:
     """ZKHIVE_MSM_DENSE_AFFINE_ROUNDS: rounds of batched affine additions in the dense engine's
-    accumulation of chunks of ``chunk`` scalars at c-bit windows. Unset or 0: the XYZZ
-    accumulation (the default: the rounds' buffers have not yet been measured beside a key made
-    on the device, whose setup needs 23 GiB of temporaries); ``auto``: default_rounds (4 at
-    2^24 chunks and c = 20, 0 where runs are short); a number: that many."""
-    return _rounds("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", 0,
-                   default_rounds(int(chunk), 1 << (int(c) - 1)))
+    accumulation of chunks of ``chunk`` scalars at c-bit windows. Unset or ``auto``:
+    default_rounds (4 at 2^24 chunks and c = 20, 0 where runs are short); 0: the XYZZ
+    accumulation; a number: that many. The default since filecoin-32g's key, made on the H200
+    (its setup's 23 GiB of temporaries admitted beside the lean shape, the buffers booked after:
+    gpu/budget.py affine_upgrade), held 103.76 GiB after its first proof, against a plan of
+    109.38, and proved in 1,466.9 ms against 1,586.0 with XYZZ (docs/performance.md)."""
+    auto = default_rounds(int(chunk), 1 << (int(c) - 1))
+    return _rounds("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", auto, auto)
 
 
 def dense_affine_windows(W: int) -> int:

@@ -178,12 +178,14 @@ def chunk_capacity(group: str) -> int:
 
 def dense_chunk() -> int:
     """Scalars per chunk of the dense engine (the H query at 2^27): 2^ZKHIVE_DENSE_CHUNK_LOG,
-    default 2^25: a larger chunk merges its buckets into the running ones fewer times (3.5 ms a
-    merge at c = 20) for 16 bytes a digit more of sorted lists (filecoin-32g on the H200:
-    1,636.8 / 1,610.7 / 1,613.1 ms a partition at 2^24 / 2^25 / 2^26). With the affine rounds
-    (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS) take 2^24: their buffers grow with the chunk, and 2^24 in
-    5-window slices is what fits beside the key (1,484.6 ms; 2^23: 1,835.7 ms)."""
-    return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "25"))
+    default 2^24, for the affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS): their buffers grow
+    with the chunk, and 2^24 in 5-window slices is what fits beside the key (filecoin-32g on
+    the H200: 1,466.9 ms a partition; 2^23: 1,835.7). In XYZZ (rounds 0, or a key the ledger
+    admitted lean) a larger chunk merges its buckets into the running ones fewer times (3.5 ms a
+    merge at c = 20) for 16 bytes a digit more of sorted lists: 1,636.8 / 1,610.7 / 1,613.1 ms
+    at 2^24 / 2^25 / 2^26 before the sort's second pass; 1,606.0 at 2^24 and 1,586.0 at 2^25
+    after it."""
+    return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "24"))
 
 
 def pippenger_workspace(group: str, n: int, c: int | None = None, *, radix: bool = True) -> int:

@@ -532,12 +532,13 @@ class DenseEngine:
     on the H200), =match the one-level kernels with the warp match (gpu.msm_sort.dense_sort).
     G1 only (the kernels with add-in exist for G1).
 
-    Accumulation: msm_core.cuh's XYZZ ranges, or with ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=auto (or
-    a count) rounds of batched affine additions (gpu/cuda/affine_acc.py: 6 Fq products a point
-    against XYZZ's 10), a slice of DENSE_WINDOWS windows at a time so that their buffers fit
-    beside the key (8.9 GiB at 2^24 chunks). filecoin-32g on the H200 with
-    ZKHIVE_DENSE_CHUNK_LOG=24: 1,586.0 -> 1,484.6 ms a partition (gpu/affine_plan.py has the
-    slice measurements); opt-in until measured with a key made on the device."""
+    Accumulation: rounds of batched affine additions (gpu/cuda/affine_acc.py: 6 Fq products a
+    point against XYZZ's 10; ZKHIVE_MSM_DENSE_AFFINE_ROUNDS, default auto), a slice of
+    DENSE_WINDOWS windows at a time so that their buffers fit beside the key (8.9 GiB at 2^24
+    chunks), then msm_core.cuh's XYZZ ranges over what is left of each run; with rounds 0 (or
+    ``affine=False``) the XYZZ ranges alone. filecoin-32g on the H200, key made on the device:
+    1,466.9 ms a partition against 1,606.0 in XYZZ at the same chunks (gpu/affine_plan.py has
+    the slice measurements)."""
 
     def __init__(self, group, chunk: int, *, window: int | None = None, affine: bool = True):
         """affine=False: the XYZZ accumulation whatever the setting (the ledger admitted the

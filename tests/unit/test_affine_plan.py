@@ -85,12 +85,15 @@ def test_the_ledger_books_the_dense_engines_affine_buffers_only_when_on(monkeypa
     from gpu.budget import dense_engine_bytes
     monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", raising=False)
     monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)
-    off = dense_engine_bytes("g1", 1 << 24)           # the default: XYZZ, nothing booked
-    assert A.dense_affine_rounds(1 << 24, 20) == 0
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
+    default = dense_engine_bytes("g1", 1 << 24)       # the default: auto
     assert A.dense_affine_rounds(1 << 24, 20) == 4   # runs of 32
     assert A.dense_affine_rounds(1000, 9) == 0       # runs of 3.9: no round pays
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "0")
+    off = dense_engine_bytes("g1", 1 << 24)           # XYZZ: nothing booked
+    assert A.dense_affine_rounds(1 << 24, 20) == 0
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
     auto = dense_engine_bytes("g1", 1 << 24)          # 4 rounds, 5-window slices
+    assert auto == default
     assert auto - off == A.estimate_bytes(13 << 24, 13 << 19, 4, slice_items=5 << 24,
                                           slice_buckets=5 << 19)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "4")

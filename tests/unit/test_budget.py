@@ -91,20 +91,21 @@ H200 = int(139.8 * GiB * 0.92)  # the backend's budget: 92% of what the card rep
 def test_the_32g_partition_fits_an_h200_and_is_refused_on_smaller_cards(tmp_path, monkeypatch):
     from gpu.budget import ProofShape, admit_shape
 
+    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)
+    monkeypatch.delenv("ZKHIVE_DENSE_CHUNK_LOG", raising=False)
     shape = ProofShape(**SDR_32G)
-    assert 80 * GiB < shape.resident_bytes() + shape.working_set_bytes() < H200
-    assert admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape,
-                       "sdr-32g key") == shape
-    # with the dense engine's affine rounds on (2^24 chunks, 5-window slices) the key and a
-    # proof do not fit; without them they do, and that is the shape the ledger admits (the
-    # engine then sums in XYZZ)
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
-    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "24")
+    # with the dense engine's affine rounds (the default: 2^24 chunks, 5-window slices) the key
+    # and a proof do not fit; without them they do, and that is the shape the ledger admits
+    # (the engine then sums in XYZZ)
     assert shape.resident_bytes() + shape.working_set_bytes() > H200
     admitted = admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape, "sdr-32g key")
     assert admitted.dense_affine is False and admitted == replace(shape, dense_affine=False)
     assert 80 * GiB < admitted.resident_bytes() + admitted.working_set_bytes() < H200
-    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS")
+    # with the rounds off the shape fits as it is
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "0")
+    assert 80 * GiB < shape.resident_bytes() + shape.working_set_bytes() < H200
+    assert admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path / "off"), shape,
+                       "sdr-32g key") == shape
     for card in (16, 80):
         with pytest.raises(DeviceMemoryExhausted, match=rf"sdr-32g key cannot run on device "
                            rf"card{card}: resident .*b_g2_query bases 23.30 GiB.* budget of"):
@@ -130,21 +131,29 @@ def test_two_provers_cannot_each_hold_a_32g_key_on_one_h200(tmp_path):
         other.reserve_resident(shape.resident_bytes(), "sdr-32g key")
 
 
-def test_the_plan_covers_what_the_h200_held_for_filecoin_32g(tmp_path):
-    """Measured on the H200 (docs/performance.md, "The H MSM's radix sort"): Filecoin's 32 GiB
-    partition key made on the device (compact matrices 610,615,016 bytes), after its first
-    proof, held 105,698,165,832 bytes with the dense engine's 2^25 chunks and the radix sort;
-    one proof's working set peaked at 17,587,219,880. The plan books at least that. It books
-    more (within 6%) because each tail engine's radix list is booked for a full 2^24-scalar
-    chunk, where this circuit's tails are 1.7 M scalars and the list is made at the tail's
-    length. An 80 GiB card's ledger refuses the key."""
+def test_the_plan_covers_what_the_h200_held_for_filecoin_32g(tmp_path, monkeypatch):
+    """Measured on the H200 (docs/performance.md, "The dense engine's affine rounds by
+    default"): Filecoin's 32 GiB partition key made on the device (compact matrices 610,615,016
+    bytes), after its first proof, held 111,408,180,680 bytes with the dense engine's 2^24
+    chunks, the radix sort and the affine rounds' buffers (5-window slices); one proof's working
+    set peaked at 17,587,219,880. The plan books at least that. It books more (within 6%)
+    because each tail engine's radix list is booked for a full 2^24-scalar chunk, where this
+    circuit's tails are 1.7 M scalars and the list is made at the tail's length. Before the
+    rounds (2^25 chunks, XYZZ) the key held 105,698,165,832 bytes: the same margin. An 80 GiB
+    card's ledger refuses the key."""
     from gpu.budget import ProofShape, admit_shape
+    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)
+    monkeypatch.delenv("ZKHIVE_DENSE_CHUNK_LOG", raising=False)
     shape = ProofShape(num_vars=130_170_221, num_aux=130_169_893, domain=1 << 27,
                        matrix_bytes=610_615_016)
-    held, working = 105_698_165_832, 17_587_219_880
+    held, working = 111_408_180_680, 17_587_219_880
     assert held <= shape.resident_bytes() <= held * 1.06
     assert working <= shape.working_set_bytes() <= working * 1.03
-    admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape, "filecoin-32g key")
+    assert admit_shape(DeviceBudget("h200", H200, ledger_dir=tmp_path), shape,
+                       "filecoin-32g key") == shape
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "0")
+    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "25")
+    assert 105_698_165_832 <= shape.resident_bytes() <= 105_698_165_832 * 1.06
     with pytest.raises(DeviceMemoryExhausted, match="budget of 73.60 GiB"):
         admit_shape(DeviceBudget("a100-80", int(80 * GiB * 0.92), ledger_dir=tmp_path), shape,
                     "filecoin-32g key")
@@ -157,8 +166,8 @@ def test_a_device_setup_is_admitted_lean_then_books_the_affine_buffers(tmp_path,
     buffers are booked (affine_upgrade), where they and a proof fit; where they do not (another
     process holds the room) the engine stays XYZZ and nothing is booked."""
     from gpu.budget import ProofShape, admit_shape, affine_upgrade
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
-    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "24")
+    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)  # the defaults
+    monkeypatch.delenv("ZKHIVE_DENSE_CHUNK_LOG", raising=False)
     shape = ProofShape(num_vars=130_170_221, num_aux=130_169_893, domain=1 << 27,
                        matrix_bytes=610_615_016)
     setup_temp = int(23.02 * GiB)
