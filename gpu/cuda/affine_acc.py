@@ -23,7 +23,7 @@ from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTE
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
-from gpu.cuda.msm import BLOCK, _grid, _u
+from gpu.cuda.msm import BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.errors import GpuError
 
 
@@ -102,14 +102,6 @@ class AffineBuckets:
         with loader.guard(kernel=name, shape=self.items):
             self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
 
-    def _memset0(self, buf: DeviceBuffer, words: int, stream) -> None:
-        cuda = loader.driver()
-        with loader.guard(kernel="memset", shape=words):
-            if stream is None:
-                cuda.memset_d32(buf.ptr, 0, words)
-            else:
-                cuda.memset_d32_async(buf.ptr, 0, words, stream)
-
     def _invert(self, v: int, n: int, stream) -> None:
         """v[0..n) (Fq, Montgomery, none zero) inverted in place: each level's thread products
         go a level up, the top's few values are inverted by one thread, then each level's
@@ -126,18 +118,6 @@ class AffineBuckets:
             self._launch("fq_batch_back", _grid(t), np.int64(size), np.int64(t),
                          np.int32(LEVEL_WIDTH), np.uintp(v_l), _u(pre), _u(tot), stream=stream)
 
-    def _scan(self, cnt: DeviceBuffer, start: DeviceBuffer, total: int, stream) -> None:
-        """start = exclusive scan of cnt over the B buckets, the sum into the u64 at total
-        (msm.cu's scan kernels)."""
-        B = self.B
-        nb = -(-B // SCAN_CHUNK)
-        self._launch("msm_scan_chunks", (nb, 1), np.int64(B), _u(cnt), _u(start), _u(self.sums),
-                     block=1024, stream=stream)
-        self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(self.sums), np.uintp(total),
-                     block=1024, stream=stream)
-        self._launch("msm_scan_add", _grid(B), np.int64(B), _u(start), _u(self.sums),
-                     stream=stream)
-
     def run(self, keys: int, vals: int, m: int, bases: int, buckets: int, stream=None) -> None:
         """Every bucket's sum into buckets (XYZZ, B of them) from the sorted digits: keys[i]
         the bucket (ascending over the first M), vals[i] the base's index | sign, M the u64 at
@@ -146,8 +126,8 @@ class AffineBuckets:
         mark = StageMarks(stream)
         mark("start")
         B = self.B
-        self._memset0(self.start0, B, stream)
-        self._memset0(self.cnt0, B, stream)
+        memset_words(self.start0.ptr, 0, B, stream)
+        memset_words(self.cnt0.ptr, 0, B, stream)
         self._launch("msm_run_bounds", _grid(self.items), np.uintp(m), np.uintp(keys),
                      _u(self.start0), _u(self.cnt0), stream=stream)
         self._launch("msm_run_counts", _grid(B), np.int64(B), _u(self.start0), _u(self.cnt0),
@@ -170,7 +150,7 @@ class AffineBuckets:
             m_out = self.mout.ptr + 8 * r
             self._launch("msm_run_halve", _grid(B), np.int64(B), np.int64(lo), np.int64(hi),
                          _u(cnt_in), _u(cnt_out), stream=stream)
-            self._scan(cnt_out, start_out, m_out, stream)
+            exclusive_scan(self._launch, B, cnt_out, start_out, self.sums, m_out, stream)
             out_keys = self.keys[r % 2]
             self._launch("msm_pair_layout", _grid(bound_in), np.uintp(m_in), np.int64(lo),
                          np.int64(hi), np.uintp(keys_in), _u(start_in), _u(cnt_in),

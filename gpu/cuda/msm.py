@@ -28,6 +28,7 @@ import numpy as np
 
 from gpu.affine_plan import dense_affine_rounds, dense_affine_windows
 from gpu.cuda import loader
+from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
@@ -113,6 +114,30 @@ def read_back(host: np.ndarray, ptr: int, stream=None) -> None:
 
 def _u(x) -> np.uintp:
     return np.uintp(x.ptr if hasattr(x, "ptr") else x)
+
+
+def memset_words(ptr: int, value: int, words: int, stream=None) -> None:
+    """``words`` 32-bit words at ptr set to ``value``, on ``stream`` (None: the default
+    stream, synchronously)."""
+    cuda = loader.driver()
+    with loader.guard(kernel="memset", shape=words):
+        if stream is None:
+            cuda.memset_d32(ptr, value, words)
+        else:
+            cuda.memset_d32_async(ptr, value, words, stream)
+
+
+def exclusive_scan(launch, n: int, counts, out, sums, total, stream=None) -> None:
+    """out = the exclusive scan of the n u32 counts, their sum into the u64 at ``total``:
+    msm.cu's three kernels (each chunk of _SCAN_CHUNK scanned, the chunk totals ``sums``
+    scanned by one block, added back). ``launch``: the caller's kernel launcher (its table
+    holds msm_scan_chunks, msm_scan_sums, msm_scan_add)."""
+    nb = -(-int(n) // _SCAN_CHUNK)
+    launch("msm_scan_chunks", (nb, 1), np.int64(n), _u(counts), _u(out), _u(sums), block=1024,
+           stream=stream)
+    launch("msm_scan_sums", (1, 1), np.int64(nb), _u(sums), _u(total), block=1024,
+           stream=stream)
+    launch("msm_scan_add", _grid(n), np.int64(n), _u(out), _u(sums), stream=stream)
 
 
 def _grid(n: int, block: int = BLOCK) -> tuple:
@@ -286,15 +311,8 @@ class DeviceBases:
         with loader.guard(kernel=name, shape=self.n):
             self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
 
-    def _memset(self, ptr: int, value: int, words: int, stream=None) -> None:
-        with loader.guard(kernel="memset", shape=words):
-            if stream is None:
-                self._cuda.memset_d32(ptr, value, words)
-            else:
-                self._cuda.memset_d32_async(ptr, value, words, stream)
-
     def _memset_ones(self, buf: DeviceBuffer, words: int, stream=None) -> None:
-        self._memset(buf.ptr, 0xFFFFFFFF, words, stream)
+        memset_words(buf.ptr, 0xFFFFFFFF, words, stream)
 
     def _read_u64(self, buf: DeviceBuffer, offset: int = 0, stream=None) -> int:
         out = np.zeros(1, dtype=np.uint64) if stream is None else _pinned_scratch(1)
@@ -342,23 +360,15 @@ class DeviceBases:
             raise MsmInputError(f"window {c} out of range 1..24")
         ws = self._workspace(c)
         sc = self._scalar_buffer(scalars)
-        profile = os.environ.get("ZKHIVE_MSM_PROFILE") == "1"
-        marks = []
-
-        def mark(name):
-            if profile:
-                ev = self._cuda.Event()
-                ev.record(stream)
-                marks.append((name, ev))
-
-        n, W, B, K = self.n, ws.W, ws.B, ws.K
+        mark = StageMarks(stream)
+        n, W, K = self.n, ws.W, ws.K
         mark("start")
         self._memset_ones(ws.flags, 4, stream)
         radix = sort_kind() == "radix"
         if radix:
             self._sort_radix(ws, sc.ptr, n, c, stream=stream)
         else:
-            self._memset(ws.counts.ptr, 0, K, stream)
+            memset_words(ws.counts.ptr, 0, K, stream)
             self._launch("msm_histogram", _grid(n), np.int64(n), _u(sc), np.int32(c),
                          _u(ws.counts), np.uintp(ws.flags.ptr + 8), stream=stream)
             self._scan(ws, stream)
@@ -375,9 +385,8 @@ class DeviceBases:
         if bad != _NO_INDEX:
             raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=int(bad),
                                 device=self._device, kernel="msm_histogram", shape=n)
-        if profile:
-            self.last_profile = {name: marks[i - 1][1].time_till(ev)
-                                 for i, (name, ev) in enumerate(marks) if i}
+        if mark.on:
+            self.last_profile = mark.times()
         return decode_point(out, self.group)
 
     def _sort_radix(self, ws: _Workspace, sptr, k: int, c: int, *, first: int = 0,
@@ -397,28 +406,23 @@ class DeviceBases:
         # the digits go where the last pass reads from, so the sorted list ends in ws.keys/vals
         lists = [(ws.keys, ws.vals), (rs.keys, rs.vals)]
         src = passes % 2
-        self._memset(ws.flags.ptr, 0, 2, stream)                 # M = 0
+        memset_words(ws.flags.ptr, 0, 2, stream)                 # M = 0
         self._launch("msm_radix_digits", _grid(k), np.int64(k), np.uintp(sptr), np.int32(c),
                      np.uint32(wstride), np.uint32(vstride), np.uint32(key_space),
                      _u(lists[src][0]), _u(lists[src][1]), _u(ws.flags),
                      np.uintp(ws.flags.ptr + 8), np.int64(first), stream=stream)
-        nb = -(-256 * blocks // _SCAN_CHUNK)
         for p in range(passes):
             (ki, vi), (ko, vo) = lists[src], lists[1 - src]
             self._launch("msm_radix_upsweep", (blocks, 1), np.int64(items), _u(ki),
                          np.int32(8 * p), np.int64(blocks), _u(rs.hist), block=256,
                          stream=stream)
-            self._launch("msm_scan_chunks", (nb, 1), np.int64(256 * blocks), _u(rs.hist),
-                         _u(rs.offs), _u(rs.sums), block=1024, stream=stream)
-            self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(rs.sums), _u(rs.total),
-                         block=1024, stream=stream)
-            self._launch("msm_scan_add", _grid(256 * blocks), np.int64(256 * blocks),
-                         _u(rs.offs), _u(rs.sums), stream=stream)
+            exclusive_scan(self._launch, 256 * blocks, rs.hist, rs.offs, rs.sums, rs.total,
+                           stream)
             self._launch("msm_radix_downsweep", (blocks, 1), np.int64(items), _u(ki), _u(vi),
                          np.int32(8 * p), np.int64(blocks), _u(rs.offs), _u(ko), _u(vo),
                          block=256, stream=stream)
             src = 1 - src
-        self._memset(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
+        memset_words(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
 
     def _scalar_buffer(self, scalars) -> DeviceBuffer:
         """The n scalars on the device: a DeviceBuffer as it is (long enough), a host array
@@ -436,14 +440,7 @@ class DeviceBases:
 
     def _scan(self, ws: _Workspace, stream=None) -> None:
         """Exclusive scan of the bucket counts into the scatter's cursors; M into flags[0]."""
-        K = ws.K
-        nb = -(-K // _SCAN_CHUNK)
-        self._launch("msm_scan_chunks", (nb, 1), np.int64(K), _u(ws.counts), _u(ws.cursor),
-                     _u(ws.sums), block=1024, stream=stream)
-        self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(ws.sums), _u(ws.flags),
-                     block=1024, stream=stream)
-        self._launch("msm_scan_add", _grid(K), np.int64(K), _u(ws.cursor), _u(ws.sums),
-                     stream=stream)
+        exclusive_scan(self._launch, ws.K, ws.counts, ws.cursor, ws.sums, ws.flags, stream)
 
     def _accumulate(self, ws: _Workspace, bases_ptr: int, stream=None) -> None:
         """Level 1 over T1 equal ranges of the sorted digits, then partial-sum levels until one
@@ -600,7 +597,7 @@ class DenseEngine:
         sh, ws, cuda = self.shell, self.ws, loader.driver()
         c, K, pb = self.window, ws.K, sh.point_bytes
         sort = dense_sort()
-        sh._memset(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
+        memset_words(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
         sh._memset_ones(ws.flags, 4, stream)                 # flags[1] = the bad index
         chunks = 0
         for lo in range(0, n, self.chunk):
@@ -610,7 +607,7 @@ class DenseEngine:
             if sort == "radix":
                 sh._sort_radix(ws, sptr, k, c, first=lo, stream=stream)
             else:
-                sh._memset(ws.counts.ptr, 0, K, stream)
+                memset_words(ws.counts.ptr, 0, K, stream)
                 sh._launch(f"hist_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
                            _u(ws.counts), np.uintp(ws.flags.ptr + 8), np.int64(lo), stream=stream)
                 sh._scan(ws, stream)

@@ -21,15 +21,16 @@ sets the chunk (default 2^24 scalars).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
+from gpu.cuda.msm import memset_words
 from gpu.budget import chunk_capacity, dense_chunk, tail_engine_bytes
 from gpu.errors import GpuError, MsmInputError
-from gpu.msm_input import decode_point, group_of, window_bits, windows
+from gpu.msm_input import decode_point, group_of, window_bits
 
 BLOCK = 256
 #: the share of scalars that are 0 or 1 below which a query stays on plain Pippenger
@@ -178,13 +179,6 @@ class SplitMsm:
         with loader.guard(kernel=name, shape=shape):
             self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
 
-    def _memset(self, ptr, value, words, stream=None):
-        with loader.guard(kernel="memset", shape=words):
-            if stream is None:
-                self._cuda.memset_d32(ptr, value, words)
-            else:
-                self._cuda.memset_d32_async(ptr, value, words, stream)
-
     def dense(self, group: str, n: int):
         """The chunked dense MSM engine of a group (G1 only; None for G2 or a query that fits
         one chunk, which plain Pippenger serves)."""
@@ -223,8 +217,8 @@ class SplitMsm:
         from gpu.cuda.msm import _pinned_scratch, read_back
         if lists.nbytes < 4 * n or scalars.nbytes < 32 * n:
             raise MsmInputError(f"split MSM buffers too small for {n} scalars")
-        self._memset(self._flags.ptr, 0, 2, stream)
-        self._memset(self._flags.ptr + 8, 0xFFFFFFFF, 2, stream)
+        memset_words(self._flags.ptr, 0, 2, stream)
+        memset_words(self._flags.ptr + 8, 0xFFFFFFFF, 2, stream)
         if n:
             self._launch("split_classify", _grid(n), np.int64(n), _u(scalars), _u(lists),
                          _u(self._flags), np.uintp(self._flags.ptr + 8), shape=n, stream=stream)
