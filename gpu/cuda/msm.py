@@ -42,6 +42,8 @@ SEG_FACTOR = 1.0
 #: Threads per block for the non-accumulation kernels.
 BLOCK = 128
 _SCAN_CHUNK = 4096
+#: segments of the window reduction's second level (msm_core.cuh REDUCE_G2, the same value)
+REDUCE_G2 = 32
 _NO_INDEX = 0xFFFFFFFFFFFFFFFF
 #: gpu.native.curve.combine once the host build loaded, False when it cannot be built
 _host_combine = None
@@ -171,7 +173,11 @@ class _Workspace:
             self.buckets = buf(point_bytes * K, "msm buckets")
             self.part_keys = [buf(4 * 2 * T1, "msm partial keys") for _ in range(2)]
             self.parts = [buf(point_bytes * 2 * T1, "msm partial sums") for _ in range(2)]
-            self.seg = [buf(point_bytes * W * segs, "msm window segments") for _ in range(2)]
+            # seg[0]: both reduction levels' parts a window (S + S / REDUCE_G2); seg[1]: the
+            # first level's G T_j, then the per-window sums
+            self.seg = [buf(point_bytes * W * (segs + segs // min(segs, REDUCE_G2)),
+                            "msm window segments"),
+                        buf(point_bytes * W * segs, "msm window segments")]
             self.out = buf(4 * 48, "msm result")
         except Exception:
             self.free()
@@ -460,13 +466,25 @@ class DeviceBases:
             src, T = 1 - src, Tn
 
     def _reduce(self, ws: _Workspace, *, counts: int, stream=None) -> int:
-        """Segmented window reduction, then per-window sums; returns which seg buffer holds the
-        W window sums. counts = 0: every bucket holds a point (the chunked MSM zeroes them)."""
+        """Segmented window reduction in two levels (msm_core.cuh reduce_segment): the S
+        segments of G buckets each without their offsets (G T_j into seg[1]), then the offsets
+        sum_j j (G T_j) by the same reduction over those S points in segments of REDUCE_G2,
+        both levels' parts of a window side by side in seg[0] (rows of S + S2), then the
+        per-window sums; returns which seg buffer holds the W window sums. counts = 0: every
+        bucket holds a point (the chunked MSM zeroes them)."""
         W, B, S = ws.W, ws.B, ws.segs
+        G2 = min(S, REDUCE_G2)
+        S2 = S // G2 if S > 1 else 0
+        row = S + S2
         self._launch("reduce_segments", _grid(W * S, 64), np.int32(W), np.int64(B),
-                     np.int64(ws.G), _u(ws.buckets), np.uintp(counts), _u(ws.seg[0]), block=64,
-                     stream=stream)
-        src, length = 0, S
+                     np.int64(ws.G), _u(ws.buckets), np.uintp(counts), _u(ws.seg[0]),
+                     np.uintp(ws.seg[1].ptr if S > 1 else 0), np.int64(row), np.int64(0),
+                     block=64, stream=stream)
+        if S2:
+            self._launch("reduce_segments", _grid(W * S2, 64), np.int32(W), np.int64(S),
+                         np.int64(G2), _u(ws.seg[1]), np.uintp(0), _u(ws.seg[0]), np.uintp(0),
+                         np.int64(row), np.int64(S), block=64, stream=stream)
+        src, length = 0, row
         while length > 1:
             grp = min(length, 32)
             q = -(-length // grp)

@@ -54,12 +54,17 @@ __device__ void accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,
     accumulate_range<F>(t, L, M, keys, src, buckets, out_keys, out_parts);
 }
 
+// Segment k = w S + j into seg[w row + off + j]; runs: the first level (reduce_segment_first:
+// the offsets left to the second level); null: the offsets added here, as the second level does.
 template <class F>
 __device__ void reduce_segments(int W, i64 B, i64 G, const xyzz_t<F>* buckets,
-                                const uint32_t* counts, xyzz_t<F>* seg) {
+                                const uint32_t* counts, xyzz_t<F>* seg, xyzz_t<F>* runs,
+                                i64 row, i64 off) {
     i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x, S = B / G;
     if (k >= W * S) return;
-    seg[k] = reduce_segment<F>((int)(k / S), k % S, B, G, buckets, counts);
+    i64 w = k / S, j = k % S;
+    seg[w * row + off + j] = runs ? reduce_segment_first<F>(k, S, B, G, buckets, counts, runs)
+                                  : reduce_segment<F>((int)w, j, B, G, buckets, counts);
 }
 
 template <class F>
@@ -125,8 +130,9 @@ __device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>
 
 #define MSM_KERNEL_REDUCE(G, F)                                                                  \
     extern "C" __global__ void G##_reduce_segments(int W, i64 B, i64 G_, const xyzz_t<F>* bk,    \
-                                                   const uint32_t* counts, xyzz_t<F>* seg) {     \
-        reduce_segments<F>(W, B, G_, bk, counts, seg);                                           \
+                                                   const uint32_t* counts, xyzz_t<F>* seg,       \
+                                                   xyzz_t<F>* runs, i64 row, i64 off) {          \
+        reduce_segments<F>(W, B, G_, bk, counts, seg, runs, row, off);                           \
     }
 #define MSM_KERNEL_SUM(G, F)                                                                     \
     extern "C" __global__ void G##_sum_groups(i64 rows, i64 len, i64 g, const xyzz_t<F>* in,     \

@@ -201,14 +201,23 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
         }
     }
     const uint32_t* cnt = chunk <= 0 ? counts.data() : nullptr;
-    // 4: window reduction in segments, then the segments of each window summed
+    // 4: window reduction in segments of G buckets (their offsets left out, G T_j kept), the
+    // offsets by the same reduction over the S segments in segments of G2 (gpu/cuda/msm.py
+    // _reduce), both levels' parts of each window summed
     if (G > B) G = B;
-    i64 S = B / G;
-    std::vector<P> seg(W * S);
+    i64 S = B / G, G2 = S < REDUCE_G2 ? S : REDUCE_G2, S2 = S > 1 ? S / G2 : 0, row = S + S2;
+    std::vector<P> seg(W * row), runs(W * S);
+    // stale bytes, as the device's buffer holds from the last MSM: every slot read is written
+    memset((void*)runs.data(), 0x5a, sizeof(P) * runs.size());
 #pragma omp parallel for schedule(dynamic, 1)
     for (i64 k = 0; k < W * S; k++)
-        seg[k] = reduce_segment<F>((int)(k / S), k % S, B, G, buckets.data(), cnt);
-    for (i64 len = S; len > 1;) {
+        seg[(k / S) * row + k % S] =
+            S > 1 ? reduce_segment_first<F>(k, S, B, G, buckets.data(), cnt, runs.data())
+                  : reduce_segment<F>((int)(k / S), k % S, B, G, buckets.data(), cnt);
+    for (i64 k = 0; k < W * S2; k++)
+        seg[(k / S2) * row + S + k % S2] = reduce_segment<F>((int)(k / S2), k % S2, S, G2,
+                                                             runs.data(), nullptr);
+    for (i64 len = row; len > 1;) {
         i64 g = len < 8 ? len : 8, q = len / g + (len % g != 0);
         std::vector<P> red(W * q);
         for (i64 r = 0; r < W; r++)
