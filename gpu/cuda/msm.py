@@ -42,8 +42,25 @@ SEG_FACTOR = 1.0
 #: Threads per block for the non-accumulation kernels.
 BLOCK = 128
 _SCAN_CHUNK = 4096
-#: segments of the window reduction's second level (msm_core.cuh REDUCE_G2, the same value)
-REDUCE_G2 = 32
+#: First-level segments a second-level segment of the window reduction (msm_core.cuh
+#: reduce_segment_first), and the points a thread adds in the per-window sums after it: short
+#: chains, many threads (each step of a chain waits for the one before). H200 (bench/gpu_msm.py,
+#: reduce stage, G2 2^21 / G1 2^24 / G1 2^24 precomputed): 32, 32: 11.4 / 13.3 / 5.8 ms;
+#: 8, 32: 8.8 / 12.4 / 5.1; 8, 8: 6.7 / 11.8 / 4.4; 4, 8: 7.4 / 12.1 / 4.4.
+#: ZKHIVE_MSM_REDUCE_G2 / ZKHIVE_MSM_SUM_GROUP override them (read when a workspace is made).
+REDUCE_G2 = 8
+SUM_GROUP = 8
+
+
+def _power_of_two(var: str, default: int) -> int:
+    v = os.environ.get(var, "") or str(default)
+    try:
+        x = int(v)
+    except ValueError:
+        x = 0
+    if x < 2 or x & (x - 1):
+        raise GpuError(f"{var}={v!r}: expected a power of two, at least 2")
+    return x
 _NO_INDEX = 0xFFFFFFFFFFFFFFFF
 #: gpu.native.curve.combine once the host build loaded, False when it cannot be built
 _host_combine = None
@@ -150,7 +167,7 @@ class _Workspace:
     """Device buffers for one window size (reused across MSMs of a base set)."""
 
     def __init__(self, n: int, c: int, point_bytes: int, T1: int, segs: int,
-                 bucket_windows: int | None = None):
+                 bucket_windows: int | None = None, g2: int = REDUCE_G2):
         # bucket_windows: the sets of buckets (1 over precomputed bases, where every window's
         # digits share one set); the sorted lists still hold n windows(c) digits
         nw, B = windows(c), 1 << (c - 1)
@@ -175,7 +192,7 @@ class _Workspace:
             self.parts = [buf(point_bytes * 2 * T1, "msm partial sums") for _ in range(2)]
             # seg[0]: both reduction levels' parts a window (S + S / REDUCE_G2); seg[1]: the
             # first level's G T_j, then the per-window sums
-            self.seg = [buf(point_bytes * W * (segs + segs // min(segs, REDUCE_G2)),
+            self.seg = [buf(point_bytes * W * (segs + segs // min(segs, g2)),
                             "msm window segments"),
                         buf(point_bytes * W * segs, "msm window segments")]
             self.out = buf(4 * 48, "msm result")
@@ -347,8 +364,10 @@ class DeviceBases:
             G, want = 1, T1 * float(os.environ.get("ZKHIVE_MSM_SEG_FACTOR", SEG_FACTOR))
             while G < B and W * B // (2 * G) >= want:
                 G *= 2
-            ws = _Workspace(self.n, c, self.point_bytes, T1, B // G, bucket_windows)
-            ws.block1, ws.G = block, G
+            g2 = _power_of_two("ZKHIVE_MSM_REDUCE_G2", REDUCE_G2)
+            ws = _Workspace(self.n, c, self.point_bytes, T1, B // G, bucket_windows, g2)
+            ws.block1, ws.G, ws.G2 = block, G, g2
+            ws.group_width = _power_of_two("ZKHIVE_MSM_SUM_GROUP", SUM_GROUP)
             self._work[c] = ws
         return ws
 
@@ -468,12 +487,12 @@ class DeviceBases:
     def _reduce(self, ws: _Workspace, *, counts: int, stream=None) -> int:
         """Segmented window reduction in two levels (msm_core.cuh reduce_segment): the S
         segments of G buckets each without their offsets (G T_j into seg[1]), then the offsets
-        sum_j j (G T_j) by the same reduction over those S points in segments of REDUCE_G2,
+        sum_j j (G T_j) by the same reduction over those S points in segments of ws.G2,
         both levels' parts of a window side by side in seg[0] (rows of S + S2), then the
         per-window sums; returns which seg buffer holds the W window sums. counts = 0: every
         bucket holds a point (the chunked MSM zeroes them)."""
         W, B, S = ws.W, ws.B, ws.segs
-        G2 = min(S, REDUCE_G2)
+        G2 = min(S, ws.G2)
         S2 = S // G2 if S > 1 else 0
         row = S + S2
         self._launch("reduce_segments", _grid(W * S, 64), np.int32(W), np.int64(B),
@@ -486,7 +505,7 @@ class DeviceBases:
                          np.int64(row), np.int64(S), block=64, stream=stream)
         src, length = 0, row
         while length > 1:
-            grp = min(length, 32)
+            grp = min(length, ws.group_width)
             q = -(-length // grp)
             self._launch("sum_groups", _grid(W * q, 32), np.int64(W), np.int64(length),
                          np.int64(grp), _u(ws.seg[src]), _u(ws.seg[1 - src]), block=32,

@@ -21,9 +21,6 @@
 #include "curve.cuh"
 
 #define MSM_SENTINEL 0xffffffffu
-// Segments of the window reduction's second level (reduce_segment's run_out; gpu/cuda/msm.py
-// REDUCE_G2): a few thousand threads over its S = B / G points, each with one offset product
-#define REDUCE_G2 32
 #define MSM_NEG_BIT 0x80000000u
 
 // Number of windows for c-bit signed digits of a 255-bit scalar: c W >= 256, one bit of room

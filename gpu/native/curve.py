@@ -43,7 +43,8 @@ def lib() -> ctypes.CDLL:
                 f = getattr(L, f"{g}_point_op")
                 f.argtypes, f.restype = [_int, _p, _p, _u32, _p], _int
                 f = getattr(L, f"{g}_msm")
-                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _int, _int, _p], _i64
+                f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _i64, _int, _int,
+                                         _p], _i64
                 f = getattr(L, f"{g}_combine")
                 f.argtypes, f.restype = [_int, _int, _p, _p], None
             L.msm_digits.argtypes = [_p, _int, _p]
@@ -81,13 +82,14 @@ def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
 
 
 def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = None,
-        ranges: int = 64, level_width: int = 8, segment: int = 32, chunk: int = 0,
-        affine: tuple[int, int, int] | None = None, affine_slice: int = 0):
+        ranges: int = 64, level_width: int = 8, segment: int = 32, segment2: int = 8,
+        chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
-    ranges (level-1 threads), level_width (partials per range later) and segment (buckets per
-    reduction segment) are the device's launch shapes; tests vary them to reach the edge cases.
+    ranges (level-1 threads), level_width (partials per range later), segment (buckets per
+    reduction segment) and segment2 (first-level segments per second-level one: gpu/cuda/msm.py
+    REDUCE_G2) are the device's launch shapes; tests vary them to reach the edge cases.
     chunk > 0: the chunked dense MSM (gpu/cuda/msm.py DenseEngine): chunks of that many scalars
     sorted one after the other, their runs added into one set of buckets, one reduction.
     affine = (rounds, K, K2): the buckets summed by rounds of batched affine additions
@@ -102,8 +104,10 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     c = window or m.window_bits(len(bases))
     if not 1 <= c <= 24:
         raise ValueError(f"window {c} out of range 1..24")
-    if level_width < 4 or ranges < 1 or segment < 1 or segment & (segment - 1):
-        raise ValueError("need level_width >= 4, ranges >= 1, segment a power of two")
+    if level_width < 4 or ranges < 1 or segment < 1 or segment & (segment - 1) or \
+            segment2 < 2 or segment2 & (segment2 - 1):
+        raise ValueError("need level_width >= 4, ranges >= 1, segment a power of two, segment2 a "
+                         "power of two >= 2")
     packed = 0
     if affine is not None:
         rounds, k, k2 = (int(x) for x in affine)
@@ -112,7 +116,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
         packed = rounds | k << 8 | k2 << 20
     out = np.zeros(g.limbs, dtype=np.uint32)
     bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
-                                          ranges, level_width, segment, int(chunk),
+                                          ranges, level_width, segment, segment2, int(chunk),
                                           packed, int(affine_slice), out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "

@@ -179,7 +179,7 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
 
 template <class F>
 i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
-        i64 G, i64 chunk, int affine, int slice, uint32_t* out) {
+        i64 G, i64 G2, i64 chunk, int affine, int slice, uint32_t* out) {
     typedef xyzz_t<F> P;
     std::vector<affine_t<F>> bases;
     i64 bad = load_bases<F>(n, raw_bases, bases);
@@ -205,7 +205,8 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     // offsets by the same reduction over the S segments in segments of G2 (gpu/cuda/msm.py
     // _reduce), both levels' parts of each window summed
     if (G > B) G = B;
-    i64 S = B / G, G2 = S < REDUCE_G2 ? S : REDUCE_G2, S2 = S > 1 ? S / G2 : 0, row = S + S2;
+    i64 S = B / G, S2 = S > 1 ? S / (S < G2 ? S : G2) : 0, row = S + S2;
+    if (G2 > S) G2 = S;
     std::vector<P> seg(W * row), runs(W * S);
     // stale bytes, as the device's buffer holds from the last MSM: every slot read is written
     memset((void*)runs.data(), 0x5a, sizeof(P) * runs.size());
@@ -275,16 +276,17 @@ int g2_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32
     return point_op<fq2_t>(op, a, b, k, out);
 }
 // Returns -1, or the index of the first base that is not a reduced point on the curve.
+// G, G2: buckets a first-level segment of the window reduction, points a second-level one.
 // chunk > 0: the chunked MSM with buckets shared by the chunks (the device's DenseEngine).
 // affine > 0: step 3 by batched affine additions (rounds | K << 8 | K2 << 20), the buckets
 // `slice` windows at a time (0: all at once).
 i64 g1_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 chunk, int affine, int slice, uint32_t* out) {
-    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, chunk, affine, slice, out);
+           i64 G2, i64 chunk, int affine, int slice, uint32_t* out) {
+    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, out);
 }
 i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 chunk, int affine, int slice, uint32_t* out) {
-    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, chunk, affine, slice, out);
+           i64 G2, i64 chunk, int affine, int slice, uint32_t* out) {
+    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {

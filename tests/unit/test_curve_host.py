@@ -112,10 +112,11 @@ def test_window_bits_follow_the_cost_model():
 
 # -- the MSM algorithm (host build) ----------------------------------------------------------------
 
-# launch shapes: (level-1 ranges, partials per range later, buckets per reduction segment);
+# launch shapes: (level-1 ranges, partials per range later, buckets per reduction segment,
+# first-level segments per second-level one);
 # many small ranges make runs cross range boundaries and partial levels stack up
-SHAPES = [dict(), dict(ranges=1), dict(ranges=7, level_width=4, segment=1),
-          dict(ranges=333, level_width=5, segment=4), dict(window=3, ranges=50)]
+SHAPES = [dict(), dict(ranges=1), dict(ranges=7, level_width=4, segment=1, segment2=2),
+          dict(ranges=333, level_width=5, segment=4, segment2=32), dict(window=3, ranges=50)]
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 31, 32, 255, 256])
