@@ -50,20 +50,25 @@ _SCAN_CHUNK = 4096
 #: ZKHIVE_MSM_REDUCE_G2 / ZKHIVE_MSM_SUM_GROUP override them (read when a workspace is made).
 REDUCE_G2 = 8
 SUM_GROUP = 8
-
-
-def _power_of_two(var: str, default: int) -> int:
-    v = os.environ.get(var, "") or str(default)
-    try:
-        x = int(v)
-    except ValueError:
-        x = 0
-    if x < 2 or x & (x - 1):
-        raise GpuError(f"{var}={v!r}: expected a power of two, at least 2")
-    return x
 _NO_INDEX = 0xFFFFFFFFFFFFFFFF
 #: gpu.native.curve.combine once the host build loaded, False when it cannot be built
 _host_combine = None
+
+
+def reduction_shape() -> tuple[int, int]:
+    """(REDUCE_G2, SUM_GROUP) with their settings (ZKHIVE_MSM_REDUCE_G2, ZKHIVE_MSM_SUM_GROUP):
+    powers of two, at least 2."""
+    out = []
+    for var, default in (("ZKHIVE_MSM_REDUCE_G2", REDUCE_G2), ("ZKHIVE_MSM_SUM_GROUP", SUM_GROUP)):
+        v = os.environ.get(var, "") or str(default)
+        try:
+            x = int(v)
+        except ValueError:
+            x = 0
+        if x < 2 or x & (x - 1):
+            raise GpuError(f"{var}={v!r}: expected a power of two, at least 2")
+        out.append(x)
+    return out[0], out[1]
 
 
 #: which module of gpu/kernels holds a kernel (msm.cu was split so that a cold build compiles
@@ -364,10 +369,9 @@ class DeviceBases:
             G, want = 1, T1 * float(os.environ.get("ZKHIVE_MSM_SEG_FACTOR", SEG_FACTOR))
             while G < B and W * B // (2 * G) >= want:
                 G *= 2
-            g2 = _power_of_two("ZKHIVE_MSM_REDUCE_G2", REDUCE_G2)
+            g2, group_width = reduction_shape()
             ws = _Workspace(self.n, c, self.point_bytes, T1, B // G, bucket_windows, g2)
-            ws.block1, ws.G, ws.G2 = block, G, g2
-            ws.group_width = _power_of_two("ZKHIVE_MSM_SUM_GROUP", SUM_GROUP)
+            ws.block1, ws.G, ws.G2, ws.group_width = block, G, g2, group_width
             self._work[c] = ws
         return ws
 

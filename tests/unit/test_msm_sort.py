@@ -64,3 +64,20 @@ def test_precompile_starts_the_g2_modules_first():
     assert g2 == list(range(len(g2))) and "msm_g2_reduce" in names[:len(g2)]
     assert compile_weight(KERNELS / "subgroup.cu") == 1 and compile_weight(KERNELS / "msm.cu") == 0
     assert names.index("fixed_base") < names.index("msm_g1") < len(names)
+
+
+def test_the_window_reductions_shape_is_read_and_checked(monkeypatch):
+    """ZKHIVE_MSM_REDUCE_G2 / ZKHIVE_MSM_SUM_GROUP (gpu/cuda/msm.py reduction_shape): the
+    second level's segment and the per-window sums' group, powers of two from 2 (the device's
+    buffers are sized by them); anything else is refused naming the setting."""
+    from gpu.cuda.msm import REDUCE_G2, SUM_GROUP, reduction_shape
+    monkeypatch.delenv("ZKHIVE_MSM_REDUCE_G2", raising=False)
+    monkeypatch.delenv("ZKHIVE_MSM_SUM_GROUP", raising=False)
+    assert reduction_shape() == (REDUCE_G2, SUM_GROUP) == (8, 8)
+    monkeypatch.setenv("ZKHIVE_MSM_REDUCE_G2", "32")
+    monkeypatch.setenv("ZKHIVE_MSM_SUM_GROUP", "2")
+    assert reduction_shape() == (32, 2)
+    for bad in ("6", "1", "0", "-8", "eight"):
+        monkeypatch.setenv("ZKHIVE_MSM_SUM_GROUP", bad)
+        with pytest.raises(GpuError, match=rf"ZKHIVE_MSM_SUM_GROUP='{bad}': expected a power of two"):
+            reduction_shape()
