@@ -43,7 +43,7 @@ SEG_FACTOR = 1.0
 BLOCK = 128
 _SCAN_CHUNK = 4096
 #: First-level segments a second-level segment of the window reduction (msm_core.cuh
-#: reduce_segment_first), and the points a thread adds in the per-window sums after it: short
+#: first_run_out), and the points a thread adds in the per-window sums after it: short
 #: chains, many threads (each step of a chain waits for the one before). H200 (bench/gpu_msm.py,
 #: reduce stage, G2 2^21 / G1 2^24 / G1 2^24 precomputed): 32, 32: 11.4 / 13.3 / 5.8 ms;
 #: 8, 32: 8.8 / 12.4 / 5.1; 8, 8: 6.7 / 11.8 / 4.4; 4, 8: 7.4 / 12.1 / 4.4.

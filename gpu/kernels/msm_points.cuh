@@ -54,7 +54,7 @@ __device__ void accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,
     accumulate_range<F>(t, L, M, keys, src, buckets, out_keys, out_parts);
 }
 
-// Segment k = w S + j into seg[w row + off + j]; runs: the first level (reduce_segment_first:
+// Segment k = w S + j into seg[w row + off + j]; runs: the first level (first_run_out:
 // the offsets left to the second level); null: the offsets added here, as the second level does.
 template <class F>
 __device__ void reduce_segments(int W, i64 B, i64 G, const xyzz_t<F>* buckets,
@@ -63,8 +63,8 @@ __device__ void reduce_segments(int W, i64 B, i64 G, const xyzz_t<F>* buckets,
     i64 k = (i64)blockIdx.x * blockDim.x + threadIdx.x, S = B / G;
     if (k >= W * S) return;
     i64 w = k / S, j = k % S;
-    seg[w * row + off + j] = runs ? reduce_segment_first<F>(k, S, B, G, buckets, counts, runs)
-                                  : reduce_segment<F>((int)w, j, B, G, buckets, counts);
+    seg[w * row + off + j] = reduce_segment<F>((int)w, j, B, G, buckets, counts,
+                                               runs ? first_run_out<F>(k, S, runs) : nullptr);
 }
 
 template <class F>

@@ -212,9 +212,9 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     memset((void*)runs.data(), 0x5a, sizeof(P) * runs.size());
 #pragma omp parallel for schedule(dynamic, 1)
     for (i64 k = 0; k < W * S; k++)
-        seg[(k / S) * row + k % S] =
-            S > 1 ? reduce_segment_first<F>(k, S, B, G, buckets.data(), cnt, runs.data())
-                  : reduce_segment<F>((int)(k / S), k % S, B, G, buckets.data(), cnt);
+        seg[(k / S) * row + k % S] = reduce_segment<F>(
+            (int)(k / S), k % S, B, G, buckets.data(), cnt,
+            S > 1 ? first_run_out<F>(k, S, runs.data()) : nullptr);
     for (i64 k = 0; k < W * S2; k++)
         seg[(k / S2) * row + S + k % S2] = reduce_segment<F>((int)(k / S2), k % S2, S, G2,
                                                              runs.data(), nullptr);
