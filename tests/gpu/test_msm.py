@@ -1,8 +1,8 @@
 """Device MSM (gpu.cuda.msm) == arkworks' MSM (the CPU library) on fresh random inputs.
 
-Sizes 1, 2, 3, 2^k - 1, 2^k for k up to TEST_NPOW (default 20) on G1 and G2, against
-``multiexp_unchecked``; the larger ones also against the known-discrete-log identity
-MSM(P, s) = (sum s_i k_i) G for bases P_i = k_i G made on the device (known_log_bases). One G1
+Sizes 1, 2, 3, 2^k - 1, 2^k for k up to TEST_NPOW (default 20) on G1 and G2, every one against
+the known-discrete-log identity MSM(P, s) = (sum s_i k_i) G for bases P_i = k_i G made on the
+device (known_log_bases), and those up to 2^ARK_NPOW (16) also against ``multiexp_unchecked``. One G1
 2^24 check by that identity (``ZKHIVE_TEST_BIG=1`` or TEST_NPOW >= 24). Edge inputs: zero
 scalars, 1, r - 1, all-equal scalars, runs of 0 and 1, repeated and identity bases; and the
 rejections (a base off the curve, a scalar >= r on the host and on the device).
@@ -24,6 +24,10 @@ pytestmark = pytest.mark.gpu
 NPOW = int(os.environ.get("TEST_NPOW", "20"))
 BIG = os.environ.get("ZKHIVE_TEST_BIG") == "1" or NPOW >= 24
 SIZES = sorted({1, 2, 3} | {(1 << k) - d for k in range(2, min(NPOW, 20) + 1) for d in (1, 0)})
+#: The arkworks references stop here: above it the known-log identity checks alone (the host
+#: MSMs and the Python conversion of 2^20 points took ~75 s of a 205 s device suite, for sizes
+#: the identity already covers with the same kernels).
+ARK_NPOW = 16
 GROUPS = {"g1": G1Point, "g2": G2Point}
 rng = np.random.default_rng()       # fresh inputs every run
 prng = random.Random(int(rng.integers(2**63)))
@@ -100,17 +104,18 @@ def setup(request, cuda_ctx):
 
 
 def test_msm_sizes_match_arkworks(setup):
-    """The arkworks references run on a thread pool (its MSM releases the GIL, and the device
-    machine has 16 cores) while the device computes; one conversion of the bases serves all
-    sizes (prefixes)."""
+    """The arkworks references (sizes up to 2^ARK_NPOW) run on a thread pool (its MSM releases
+    the GIL, and the device machine has 16 cores) while the device computes; one conversion of
+    the bases serves all sizes (prefixes)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from gpu.cuda.msm import DeviceBases
     group, t, xy = setup
-    pts = arkworks_points(group, xy)
+    small = [n for n in SIZES if n <= 1 << ARK_NPOW]
+    pts = arkworks_points(group, xy[:max(small)])
     scalars = {n: random_scalars(n) for n in SIZES}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
-        refs = {n: pool.submit(arkworks, group, pts[:n], scalars[n]) for n in reversed(SIZES)}
+        refs = {n: pool.submit(arkworks, group, pts[:n], scalars[n]) for n in reversed(small)}
         for n in SIZES:
             with DeviceBases(xy[:n], group) as bases:
                 got = bases.msm(scalars[n])
@@ -118,7 +123,8 @@ def test_msm_sizes_match_arkworks(setup):
                 # the same resident bases, new scalars
                 s2 = random_scalars(n)
                 assert bases.msm(s2) == t.expected(s2), f"{group} n={n} second MSM"
-            assert got == refs[n].result(), f"{group} n={n} (arkworks)"
+            if n in refs:
+                assert got == refs[n].result(), f"{group} n={n} (arkworks)"
 
 
 def edge_vectors(n: int):
