@@ -13,9 +13,12 @@ place (with ``gpu/kernels`` on the include path) makes every message name the re
 line, and lets CPU-only machines (CI) build and check the kernels. The cubin is then loaded
 through PyCUDA (``module_from_buffer``), once per CUDA context.
 
-Cache key: a digest of the module and the files it includes (transitively), the target arch
-and the flags. Cubins live in ``$ZKHIVE_CACHE_DIR/cubin`` (default
-``~/.cache/zkhive/cubin``), written by rename so concurrent workers never read a partial file.
+Cache key, in two parts: a digest of the module and the files it includes (transitively), the
+target arch and the flags; then one of the compiler's version, so a cubin from another nvcc is
+built again. Without nvcc any build of the same source loads (a warm cache copied to a worker
+that has no toolkit). Cubins live in
+``$ZKHIVE_CACHE_DIR/cubin`` (default ``~/.cache/zkhive/cubin``), written by rename so
+concurrent workers never read a partial file.
 ``NVCC`` overrides the compiler; ``ZKHIVE_NVCC_FLAGS`` adds flags (they enter the key).
 """
 from __future__ import annotations
@@ -38,10 +41,11 @@ KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 #: where includes are looked for: the kernels' own folder, then the shared field headers
 INCLUDE_DIRS = (KERNELS, FIELD_INCLUDE)
 #: Flags every module is compiled with (the arch is added per device).
-#: -split-compile=0: nvcc runs its optimizer on every CPU (the msm module's cold build took 186 s
-#: on the 16-CPU device machine with it; single-threaded, about 50 minutes on the loaded 2-core
-#: dev machine), "minimal, if any, impact" on the code (nvcc --help); the measured MSM cubin was
-#: built with it.
+#: -split-compile=0: nvcc's optimizer runs in a thread per processor (the msm module's cold
+#: build took 186 s on the 16-CPU device machine split; single-threaded, about 50 minutes on the
+#: 2-core dev machine). The split is not neutral: msm_g2_acc built with 2 and with 16 threads
+#: differs in 4,174 bytes. Without it (-split-compile=1) the cold build took 66.8 s on the
+#: device against 46.1 and G2 2^21 accumulated in 70.7 ms against 71.2 (H200, 2026-12-04).
 BASE_FLAGS = ("-O3", "-std=c++17", "--extra-device-vectorization", "-split-compile=0")
 
 _modules: dict[tuple[int, str], "Module"] = {}
@@ -82,12 +86,41 @@ def sources(path: Path) -> list[Path]:
     return sorted(seen)
 
 
+def _nvcc() -> str | None:
+    return os.environ.get("NVCC") or shutil.which("nvcc") or (
+        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+
+
+_versions: dict[str, str] = {}
+
+
+def nvcc_version() -> str:
+    """The compiler's own version line ("Build cuda_13.0.r13.0/compiler.36424714_0"), "" without
+    nvcc; part of the cache key, since two releases build different code from one source."""
+    nvcc = _nvcc()
+    if not nvcc:
+        return ""
+    if nvcc not in _versions:
+        try:
+            out = subprocess.run([nvcc, "--version"], capture_output=True, text=True,
+                                 timeout=60).stdout
+        except (OSError, subprocess.TimeoutExpired) as e:
+            raise GpuUnavailable(f"{nvcc} --version failed ({e}): check the CUDA toolkit "
+                                 "or set NVCC") from e
+        _versions[nvcc] = (out.strip().splitlines() or [""])[-1]
+    return _versions[nvcc]
+
+
 def _key(path: Path, arch: str) -> str:
     h = hashlib.sha256()
     for src in sources(path):
         h.update(src.name.encode() + b"\0" + src.read_bytes())
     h.update(path.name.encode() + b"\0" + " ".join(_flags(arch)).encode())
     return h.hexdigest()[:20]
+
+
+def _build_key() -> str:
+    return hashlib.sha256(nvcc_version().encode()).hexdigest()[:8]
 
 
 def module_path(name: str) -> Path:
@@ -106,14 +139,17 @@ def compile_cubin(path: Path, arch: str) -> bytes:
     Raises GpuCompileError naming the first error's file and line, GpuUnavailable without nvcc.
     """
     path = Path(path).resolve()
-    out = cache_dir() / f"{path.stem}-{arch}-{_key(path, arch)}.cubin"
-    if out.exists():
-        return out.read_bytes()
-    nvcc = os.environ.get("NVCC") or shutil.which("nvcc") or (
-        "/usr/local/cuda/bin/nvcc" if Path("/usr/local/cuda/bin/nvcc").exists() else None)
+    stem = f"{path.stem}-{arch}-{_key(path, arch)}"
+    nvcc = _nvcc()
     if not nvcc:
+        built = sorted(cache_dir().glob(f"{stem}-*.cubin"), key=lambda p: p.stat().st_mtime)
+        if built:
+            return built[-1].read_bytes()
         raise GpuUnavailable(f"nvcc not found: cannot compile {path} (install the CUDA toolkit "
                              "or set NVCC)")
+    out = cache_dir() / f"{stem}-{_build_key()}.cubin"
+    if out.exists():
+        return out.read_bytes()
     fd, tmp = tempfile.mkstemp(suffix=".cubin", dir=out.parent)
     os.close(fd)
     cmd = [nvcc, "-cubin", *_flags(arch), *(f"-I{d}" for d in INCLUDE_DIRS), "-o", tmp, str(path)]

@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from gpu.cuda import loader
-from gpu.errors import GpuCompileError, GpuError
+from gpu.errors import GpuCompileError, GpuError, GpuUnavailable
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc not installed")
 
@@ -36,6 +36,33 @@ def test_compile_is_cached_by_source_digest(tmp_path, monkeypatch):
     src.write_text(src.read_text() + "// edited\n")
     loader.compile_cubin(src, "sm_90")
     assert len(list((tmp_path / "cache" / "cubin").glob("ok-*.cubin"))) == 2
+
+
+@needs_nvcc
+def test_another_nvcc_builds_again_and_no_nvcc_loads_any_build(tmp_path, monkeypatch):
+    """A cubin is keyed by the compiler's version too (two releases build different code from
+    one source); without nvcc a worker loads whichever build of the same source it has."""
+    monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "ok.cu"
+    src.write_text('#include "fr.cuh"\nextern "C" __global__ void k(fr_t* a) { a[0] = a[1]; }\n')
+    first = loader.compile_cubin(src, "sm_90")
+    # the same toolkit under another version line: a wrapper that answers --version itself
+    wrap = tmp_path / "nvcc-next"
+    wrap.write_text(f'#!/bin/sh\nif [ "$1" = --version ]; then echo "Build cuda_99.0"; exit 0; fi\n'
+                    f'exec {shutil.which("nvcc")} "$@"\n')
+    wrap.chmod(0o755)
+    monkeypatch.setenv("NVCC", str(wrap))
+    assert loader.nvcc_version() == "Build cuda_99.0"
+    assert loader.compile_cubin(src, "sm_90")[:4] == b"\x7fELF"
+    assert len(list((tmp_path / "cache" / "cubin").glob("ok-sm_90-*.cubin"))) == 2
+    # no toolkit: the cached builds serve, and an uncached module is refused by name
+    monkeypatch.setattr(loader, "_nvcc", lambda: None)
+    assert loader.compile_cubin(src, "sm_90")[:4] == b"\x7fELF"
+    other = tmp_path / "new.cu"
+    other.write_text(src.read_text())
+    with pytest.raises(GpuUnavailable, match="nvcc not found: cannot compile .*new.cu"):
+        loader.compile_cubin(other, "sm_90")
+    assert first
 
 
 def test_key_covers_the_includes_only():
