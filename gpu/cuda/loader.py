@@ -16,9 +16,8 @@ through PyCUDA (``module_from_buffer``), once per CUDA context.
 Cache key, in two parts: a digest of the module and the files it includes (transitively), the
 target arch and the flags; then one of the compiler's version, so a cubin from another nvcc is
 built again. Without nvcc any build of the same source loads (a warm cache copied to a worker
-that has no toolkit). Cubins live in
-``$ZKHIVE_CACHE_DIR/cubin`` (default ``~/.cache/zkhive/cubin``), written by rename so
-concurrent workers never read a partial file.
+that has no toolkit). Cubins live in ``$ZKHIVE_CACHE_DIR/cubin`` (default
+``~/.cache/zkhive/cubin``), written by rename so concurrent workers never read a partial file.
 ``NVCC`` overrides the compiler; ``ZKHIVE_NVCC_FLAGS`` adds flags (they enter the key).
 """
 from __future__ import annotations

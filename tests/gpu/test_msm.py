@@ -2,8 +2,8 @@
 
 Sizes 1, 2, 3, 2^k - 1, 2^k for k up to TEST_NPOW (default 20) on G1 and G2, every one against
 the known-discrete-log identity MSM(P, s) = (sum s_i k_i) G for bases P_i = k_i G made on the
-device (known_log_bases), and those up to 2^ARK_NPOW (16) also against ``multiexp_unchecked``. One G1
-2^24 check by that identity (``ZKHIVE_TEST_BIG=1`` or TEST_NPOW >= 24). Edge inputs: zero
+device (known_log_bases), and those up to 2^ARK_NPOW (16) also against ``multiexp_unchecked``.
+One G1 2^24 check by that identity (``ZKHIVE_TEST_BIG=1`` or TEST_NPOW >= 24). Edge inputs: zero
 scalars, 1, r - 1, all-equal scalars, runs of 0 and 1, repeated and identity bases; and the
 rejections (a base off the curve, a scalar >= r on the host and on the device).
 """
