@@ -40,11 +40,12 @@ KERNELS = Path(__file__).resolve().parent.parent / "kernels"
 #: where includes are looked for: the kernels' own folder, then the shared field headers
 INCLUDE_DIRS = (KERNELS, FIELD_INCLUDE)
 #: Flags every module is compiled with (the arch is added per device).
-#: -split-compile=0: nvcc's optimizer runs in a thread per processor (the msm module's cold
-#: build took 186 s on the 16-CPU device machine split; single-threaded, about 50 minutes on the
-#: 2-core dev machine). The split is not neutral: msm_g2_acc built with 2 and with 16 threads
-#: differs in 4,174 bytes. Without it (-split-compile=1) the cold build took 66.8 s on the
-#: device against 46.1 and G2 2^21 accumulated in 70.7 ms against 71.2 (H200, 2026-12-04).
+#: -split-compile=0: nvcc splits its optimizer over as many threads as it finds (the msm
+#: module's cold build took 186 s on the 16-CPU device machine split; single-threaded, about 50
+#: minutes on the 2-core dev machine). With 0 dev and the device built the same bytes (four
+#: modules compared, 2026-12-04), but a thread count is not neutral: msm_g2_acc built with 2 and
+#: with 16 differs in 4,174 bytes. Without the split (-split-compile=1) the cold build took 66.8 s
+#: on the device against 46.1, and G2 2^21 accumulated in 70.7 ms against 71.2 (H200).
 BASE_FLAGS = ("-O3", "-std=c++17", "--extra-device-vectorization", "-split-compile=0")
 
 _modules: dict[tuple[int, str], "Module"] = {}
