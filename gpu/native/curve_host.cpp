@@ -205,8 +205,9 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     // offsets by the same reduction over the S segments in segments of G2 (gpu/cuda/msm.py
     // _reduce), both levels' parts of each window summed
     if (G > B) G = B;
-    i64 S = B / G, S2 = S > 1 ? S / (S < G2 ? S : G2) : 0, row = S + S2;
+    i64 S = B / G;
     if (G2 > S) G2 = S;
+    i64 S2 = S > 1 ? S / G2 : 0, row = S + S2;
     std::vector<P> seg(W * row), runs(W * S);
     // stale bytes, as the device's buffer holds from the last MSM: every slot read is written
     memset((void*)runs.data(), 0x5a, sizeof(P) * runs.size());
