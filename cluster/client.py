@@ -59,7 +59,9 @@ class Job:
         return {"job_id": self.job_id, "status": st.get("status", QUEUED), "params": rec.params,
                 "num_partitions": rec.num_partitions, "partitions_done": done,
                 "priority": rec.priority, "submitted_at": rec.submitted_at,
-                "deadline_at": rec.deadline_at, "error": st.get("error")}
+                "deadline_at": rec.deadline_at, "error": st.get("error"), "attempt": rec.attempt,
+                # units waiting for room in the blob store: {unit: {since, waits, reason, at}}
+                "waiting": self.rt.jobs.waiting(self.job_id)}
 
     def result(self, timeout: float | None = None, poll_s: float = 0.2) -> JobResult:
         """Wait for the job; JobFailed when it failed or was cancelled, JobTimeout after ``timeout``."""
@@ -84,7 +86,10 @@ class Job:
 def submit(c1_input: dict, job_id: str | None = None, priority: str | int = "normal",
            deadline_s: float | None = None) -> Job:
     """Submit a C1 input (a dict with ``params``). Idempotent on ``job_id`` (default: derived
-    from the C1 content). Raises cluster.pipeline.jobs.JobError for a bad id, priority or parameter set."""
+    from the C1 content), except that a failed or cancelled job submitted again with the same
+    input is retried (a new attempt, ``Job.created`` True). Raises cluster.pipeline.jobs.JobError
+    for a bad id, priority or parameter set (JobConflict: the id holds another input), and
+    BlobStoreFull when the blob store has no room."""
     from cluster.pipeline.app import runtime
     from cluster.pipeline.workflow import submit_job
 

@@ -1,7 +1,9 @@
 """cuzk's ProvingEngine over the cluster: each call of the service mapped onto zkhive's jobs.
 
     SubmitProof   cluster.pipeline.workflow.submit_job: request_id is the job id (the same id
-                  again is the same job, never a second proof); priority LOW/NORMAL/HIGH/CRITICAL
+                  again is the same job, never a second proof, unless the job FAILED or was
+                  CANCELLED: the same input then starts a new attempt, cuzk's retry; another
+                  input under the id is ALREADY_EXISTS); priority LOW/NORMAL/HIGH/CRITICAL
                   -> bulk/normal/high/critical; vanilla_proof a Commit2 input or a zkhive C1
                   document (cluster.gateway.c2input)
     AwaitProof    the job store's state, polled; the proof is the job's N x 192 bytes; timings
@@ -62,7 +64,11 @@ class Abort(Exception):
 def timings(events: list[dict], submitted_at: float, finished_at: float | None) -> dict[str, int]:
     """cuzk's stage timings of a job, in ms, from its timeline: queue wait (submission to the
     first synthesis), key loads, synthesis (every partition's, summed), device compute (the
-    prover stages, summed over partitions and devices) and the total (submission to the end)."""
+    prover stages, summed over partitions and devices) and the total (submission to the end).
+    A retried job's timeline holds every attempt: only the last (after its ``attempt`` event) counts."""
+    last = max((i for i, e in enumerate(events) if e["event"] == "attempt"), default=None)
+    if last is not None:
+        events = events[last:]
     first_synth = min((e["t"] for e in events if e["event"] == "synthesis_start"), default=None)
     starts: dict[int, float] = {}
     synth = load = compute = 0.0

@@ -27,6 +27,10 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
     zkhive_jobs_total{params,outcome}                     done, failed, cancelled
     zkhive_job_seconds{params,outcome}                    submission -> outcome
     zkhive_jobs_active                                    jobs submitted and not finished
+    zkhive_blob_store_waits_total{params,stage}           units that began to wait for room in the
+                                                          blob store (back-pressure, issue 39)
+    zkhive_units_waiting_for_space                        units waiting for room now (active jobs)
+    zkhive_job_attempts_total{params}                     resubmissions of failed or cancelled jobs
     zkhive_queue_depth{queue,host,device}                 messages waiting (device queues have a device)
     zkhive_worker_ready{worker,role,host,device}          1 ready, 0 registered but loading
     zkhive_worker_inflight{worker,host,device}            partitions in hand
@@ -74,11 +78,12 @@ def host_of(worker_id: str | None) -> str:
 class _JobCursor:
     """How far one job's timeline has been read, and the marks still waiting for their pair."""
 
-    __slots__ = ("offset", "params", "finished_at", "outcome_counted", "syn_start", "pickup")
+    __slots__ = ("offset", "params", "finished_at", "outcome_counted", "syn_start", "pickup", "submitted")
 
-    def __init__(self, params: str):
+    def __init__(self, params: str, submitted: float = 0.0):
         self.offset = 0
         self.params = params
+        self.submitted = submitted  # the index's score: a new attempt of the job moves it
         self.finished_at: float | None = None  # when this exporter first saw the job finished
         self.outcome_counted = False
         self.syn_start: dict[int, float] = {}
@@ -108,22 +113,30 @@ class ClusterCollector:
         self.jobs = Counter("zkhive_jobs", "Jobs by outcome", ["params", "outcome"], registry=None)
         self.job_seconds = Histogram("zkhive_job_seconds", "Job time: submission to outcome",
                                      ["params", "outcome"], buckets=JOB_BUCKETS, registry=None)
+        self.blob_waits = Counter("zkhive_blob_store_waits", "Units that began to wait for room in the blob store",
+                                  ["params", "stage"], registry=None)
+        self.attempts = Counter("zkhive_job_attempts", "Resubmissions of failed or cancelled jobs (new attempts)",
+                                ["params"], registry=None)
         self._kept = (self.stage_seconds, self.prove_seconds, self.synthesis_seconds, self.synthesis_bytes,
-                      self.busy_seconds, self.partitions, self.jobs, self.job_seconds)
+                      self.busy_seconds, self.partitions, self.jobs, self.job_seconds, self.blob_waits,
+                      self.attempts)
 
     # -- reading Redis ----------------------------------------------------------------------------
     def poll(self) -> None:
         from cluster.pipeline.jobs import INDEX, TERMINAL
 
         now = time.time()
-        recent = [j.decode() for j in self.r.zrevrange(INDEX, 0, self.job_window - 1)]
-        for job_id in recent:
+        scored = [(j.decode(), s) for j, s in self.r.zrevrange(INDEX, 0, self.job_window - 1, withscores=True)]
+        recent = [j for j, _ in scored]
+        for job_id, submitted in scored:
             cur = self._jobs.get(job_id)
             if cur is None:
                 params = self._params(job_id)
                 if params is None:
                     continue  # expired between the index and the record
-                cur = self._jobs[job_id] = _JobCursor(params)
+                cur = self._jobs[job_id] = _JobCursor(params, submitted)
+            elif submitted != cur.submitted:  # a new attempt (JobStore.new_attempt): its outcome counts again
+                cur.submitted, cur.finished_at, cur.outcome_counted = submitted, None, False
             if cur.finished_at is not None and now - cur.finished_at > FINISHED_GRACE_S:
                 continue
             self._read_events(job_id, cur)
@@ -188,6 +201,10 @@ class ClusterCollector:
             self.synthesis_bytes.labels(p).inc(self._assignment_bytes(job_id, k))
         elif ev == "prove_pickup" and k is not None:
             cur.pickup[k] = (e["t"], e.get("worker") or "")
+        elif ev == "waiting_for_space" and e.get("wait") == 1:
+            self.blob_waits.labels(p, e.get("stage") or "").inc()
+        elif ev == "attempt":
+            self.attempts.labels(p).inc()
         elif ev == "failed":
             if k is not None:
                 self.partitions.labels(p, "failed").inc()
@@ -254,7 +271,14 @@ class ClusterCollector:
         for q in sorted(device_queues):
             depth.add_metric([q, *device_queues[q]], queue_depth(self.r, q))
         active = GaugeMetricFamily("zkhive_jobs_active", "Jobs submitted and not finished")
-        active.add_metric([], self.r.scard(ACTIVE))
+        active_ids = [j.decode() for j in self.r.smembers(ACTIVE)]
+        active.add_metric([], len(active_ids))
+        waiting = GaugeMetricFamily("zkhive_units_waiting_for_space",
+                                    "Units of active jobs waiting for room in the blob store")
+        pipe = self.r.pipeline()
+        for j in active_ids:
+            pipe.hlen(f"zkhive:job:{j}:waiting")
+        waiting.add_metric([], sum(pipe.execute()) if active_ids else 0)
         # the prove in hand longest (picked up, no prove_end yet) among unfinished jobs: a stuck
         # device or a lost unit shows here before any job deadline
         now = time.time()
@@ -262,7 +286,7 @@ class ClusterCollector:
                                    "Age of the oldest partition proof in hand (0 when none)")
         picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
         oldest.add_metric([], max((now - t for t in picked), default=0.0))
-        return [ready, inflight, nkeys, key, loading, free, used, total, depth, active, oldest]
+        return [ready, inflight, nkeys, key, loading, free, used, total, depth, active, waiting, oldest]
 
     def collect(self):
         import redis

@@ -144,32 +144,50 @@ class DirBlobStore(BlobStore):
         sha = hashlib.sha256(data).hexdigest()
         path = self._path(sha)
         if not (path.exists() and path.stat().st_size == len(data)):
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            try:
+            tmp = None
+            try:  # every step that takes room (a directory, a file, its bytes) is in here
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
                 with os.fdopen(fd, "wb") as f:
                     f.write(data)
                 os.replace(tmp, path)
             except OSError as e:
-                Path(tmp).unlink(missing_ok=True)
+                if tmp is not None:
+                    Path(tmp).unlink(missing_ok=True)
                 if e.errno in (errno.ENOSPC, errno.EDQUOT):  # back-pressure, not a bad job
-                    raise BlobStoreFull(f"blob store {self.root}: no room for a {kind} of {len(data)} "
-                                        f"bytes ({self.free_bytes()} bytes free)") from None
+                    raise BlobStoreFull(f"blob store {self.root}: no room for {kind} of {len(data)} "
+                                        f"bytes ({self.room()})") from None
                 raise
             except BaseException:
-                Path(tmp).unlink(missing_ok=True)
+                if tmp is not None:
+                    Path(tmp).unlink(missing_ok=True)
                 raise
         return BlobRef(store="dir", sha256=sha, size=len(data), kind=kind)
 
     def free_bytes(self) -> int:
         return shutil.disk_usage(self.root).free
 
+    def free_inodes(self) -> int | None:
+        """Files that can still be made on the store's filesystem (None: it does not count them)."""
+        st = os.statvfs(self.root)
+        return st.f_favail if st.f_files else None
+
+    def room(self) -> str:
+        """``N bytes free, M inodes free`` of the store's filesystem, for messages."""
+        inodes = self.free_inodes()
+        return f"{self.free_bytes()} bytes free" + ("" if inodes is None else f", {inodes} inodes free")
+
     def check_room(self, min_free: int) -> None:
-        """Refuse new work while the store's disk has less than ``min_free`` bytes free."""
+        """Refuse new work while the store's disk has less than ``min_free`` bytes free, or no
+        inode left for a blob (its directory and its file)."""
         free = self.free_bytes()
         if min_free and free < min_free:
             raise BlobStoreFull(f"blob store {self.root}: {free} bytes free, under blobs.min_free_bytes="
                                 f"{min_free}: free space (or lower the setting) and submit again")
+        inodes = self.free_inodes()
+        if inodes is not None and inodes < 2:
+            raise BlobStoreFull(f"blob store {self.root}: {inodes} inodes free (no room for a file): "
+                                f"remove files there and submit again")
 
     def _read(self, ref: BlobRef) -> bytes:
         path = self._path(ref.sha256)

@@ -10,7 +10,9 @@ Keys (all expire after ``delivery.result_ttl_s``)::
     zkhive:job:<id>:route:<k>      the queue routing chose for partition k, and why
     zkhive:job:<id>:attempts:<k>   partition k's retry budget spent (cluster.pipeline.retry: one budget for
                                    a transient error, an unverifiable proof and a lost partition)
-    zkhive:job:<id>:events         the timeline (see cluster.pipeline.timeline)
+    zkhive:job:<id>:events         the timeline (see cluster.pipeline.timeline); kept across attempts
+    zkhive:job:<id>:waiting        hash: unit -> {since, waits, reason} while the unit waits for room
+                                   in the blob store (back-pressure, ``note_wait``)
     zkhive:job:<id>:leases         the lease of each unit in hand, and ``:opened`` the attempts that
                                    never closed (cluster.pipeline.lease); ``:unaccounted`` (cluster.pipeline.reconcile)
     zkhive:job:<id>:flag:outside-chord   set when the chord cannot bring the aggregation (a partition
@@ -21,7 +23,9 @@ Keys (all expire after ``delivery.result_ttl_s``)::
 
 The lifecycle is this store's: ``create`` (queued, active), ``start`` (running), and exactly one
 of ``finish``, ``fail``, ``cancel``, each setting the final status, leaving the active set and
-emitting its timeline event once, however many tasks, clients and watchdogs race for it. The
+emitting its timeline event once, however many tasks, clients and watchdogs race for it. A failed
+or cancelled job resubmitted with the same input starts a new attempt (``new_attempt``: queued
+again, attempt n+1, everything of the previous attempt removed but its timeline). The
 tasks, the client and the watchdog call these; nothing else writes a job's status.
 
 Why first-writer-wins: with late acks a prove message can be delivered twice (visibility timeout,
@@ -68,6 +72,8 @@ class JobRecord(BaseModel):
     c1: BlobRef
     submitted_at: float
     deadline_at: float
+    #: 1, then n+1 for each resubmission of a failed or cancelled job (JobStore.new_attempt)
+    attempt: int = Field(1, ge=1)
 
 
 def priority_value(priority: str | int) -> int:
@@ -91,6 +97,7 @@ class JobStore:
         self.r, self.ttl_s = r, ttl_s
         self._transition = r.register_script(_TRANSITION)
         self._discard = r.register_script(_DISCARD)
+        self._new_attempt = r.register_script(_NEW_ATTEMPT)
 
     # -- the record -----------------------------------------------------------------------------
     def create(self, rec: JobRecord) -> bool:
@@ -106,6 +113,29 @@ class JobStore:
         pipe.execute()
         for k in range(rec.num_partitions):
             self.event(rec.job_id, "queued", partition=k, priority=rec.priority)
+        return True
+
+    def new_attempt(self, old: JobRecord, rec: JobRecord) -> bool:
+        """Start attempt ``rec`` (``old.attempt + 1``) of a failed or cancelled job, atomically:
+        only if the stored record is still ``old`` and its status failed or cancelled (two
+        resubmissions at once start one attempt). The previous attempt's keys (partition proofs,
+        assignments, claims, routes, retry budgets, leases, flags) are removed; its timeline is
+        kept, with an ``attempt`` event. False when another resubmission won, or the job is not
+        failed or cancelled any more."""
+        raw = self.r.get(key(old.job_id))
+        if raw is None or JobRecord.model_validate_json(raw) != old:
+            return False
+        keep = {key(old.job_id).encode(), key(old.job_id, "state").encode(), key(old.job_id, "events").encode()}
+        stale = [k for k in self.r.scan_iter(match=key(old.job_id, "*"), count=1000) if k not in keep]
+        st = self.state(old.job_id)
+        if not self._new_attempt(keys=[key(old.job_id), key(old.job_id, "state"), INDEX, ACTIVE, *stale],
+                                 args=[raw, rec.model_dump_json(), self.ttl_s, old.job_id, rec.submitted_at,
+                                       rec.attempt]):
+            return False
+        self.event(old.job_id, "attempt", attempt=rec.attempt, previous=st.get("status"),
+                   previous_error=st.get("error"))
+        for k in range(rec.num_partitions):
+            self.event(rec.job_id, "queued", partition=k, priority=rec.priority, attempt=rec.attempt)
         return True
 
     def get(self, job_id: str) -> JobRecord | None:
@@ -220,6 +250,33 @@ class JobStore:
     def route(self, job_id: str, k: int) -> dict | None:
         return _loads(self.r.get(key(job_id, "route", k)))
 
+    # -- back-pressure: units waiting for room in the blob store -----------------------------------
+    def note_wait(self, job_id: str, unit: str, reason: str) -> tuple[int, float]:
+        """One more wait of ``unit`` (a partition number, or ``aggregate``) for room; returns
+        (waits so far, when the first of them began)."""
+        wkey = key(job_id, "waiting")
+        raw = self.r.hget(wkey, unit)
+        doc = json.loads(raw) if raw else {"since": time.time(), "waits": 0}
+        doc.update(waits=doc["waits"] + 1, reason=reason, at=time.time())
+        pipe = self.r.pipeline()
+        pipe.hset(wkey, unit, json.dumps(doc))
+        pipe.expire(wkey, self.ttl_s)
+        pipe.execute()
+        return doc["waits"], doc["since"]
+
+    def end_wait(self, job_id: str, unit: str) -> dict | None:
+        """The unit got its room: forget its wait; returns what it was (None: it never waited)."""
+        wkey = key(job_id, "waiting")
+        raw = self.r.hget(wkey, unit)
+        if raw is None:
+            return None
+        self.r.hdel(wkey, unit)
+        return json.loads(raw)
+
+    def waiting(self, job_id: str) -> dict[str, dict]:
+        """The job's units waiting for room now: {unit: {since, waits, reason, at}}."""
+        return {u.decode(): json.loads(v) for u, v in self.r.hgetall(key(job_id, "waiting")).items()}
+
     def spend_retry(self, job_id: str, k: int) -> int:
         """Spend one unit of partition k's retry budget; returns the units spent so far."""
         pipe = self.r.pipeline()
@@ -258,6 +315,22 @@ for i = 3, #ARGV do
   end
 end
 return 0
+"""
+
+# KEYS: record, state, index, active, the previous attempt's keys. ARGV: the record as read, the
+# new record, ttl s, job id, submitted_at, attempt
+_NEW_ATTEMPT = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+local st = redis.call('HGET', KEYS[2], 'status')
+if st ~= 'failed' and st ~= 'cancelled' then return 0 end
+for i = 5, #KEYS do redis.call('DEL', KEYS[i]) end
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[3])
+redis.call('DEL', KEYS[2])
+redis.call('HSET', KEYS[2], 'status', 'queued', 'updated_at', ARGV[5], 'attempt', ARGV[6])
+redis.call('EXPIRE', KEYS[2], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[5], ARGV[4])
+redis.call('SADD', KEYS[4], ARGV[4])
+return 1
 """
 
 _DISCARD = """

@@ -2,9 +2,13 @@
 
 As dramatiq's ``Retries`` middleware splits errors with ``throws`` (never retried) and
 ``retry_when`` (a predicate), ``classify`` sorts every exception a task body catches into one of
-two outcomes, by the classes the lower layers raise (gpu/errors.py, gpu/groth16/errors.py,
+three outcomes, by the classes the lower layers raise (gpu/errors.py, gpu/groth16/errors.py,
 synthesis, cluster/errors.py)::
 
+    wait: back-pressure, the unit waits and resumes (spends no budget; bounded by the job's deadline)
+        BlobStoreFull                                no room in the blob store (bytes or inodes):
+                                                     retried after ``wait_delay(n)``, 0.5 s
+                                                     doubling to 8 s, until room returns
     transient: retried, on another device when one exists, within the partition's budget
         GpuUnavailable, GpuOutOfMemory (and the ledger's DeviceMemoryExhausted),
         GpuLaunchError                               the device failed or is full: another may not
@@ -59,8 +63,13 @@ PERMANENT: tuple[tuple[type[BaseException], str], ...] = (
     (BlobError, "data unreadable"),
     (AssignmentError, "assignment unreadable"),
 )
+#: back-pressure: a resource that frees up by itself; the unit waits (issue 39)
+WAIT: tuple[tuple[type[BaseException], str], ...] = (
+    (BlobStoreFull, "blob store full"),
+)
+#: the first wait's delay, doubled per wait up to the cap (seconds)
+WAIT_FIRST_S, WAIT_MAX_S = 0.5, 8.0
 TRANSIENT: tuple[tuple[type[BaseException], str], ...] = (
-    (BlobStoreFull, "blob store full"),  # back-pressure: the disk frees up, the job goes on
     (GpuOutOfMemory, "device out of memory"),
     (GpuLaunchError, "device error"),
     (GpuUnavailable, "device unavailable"),
@@ -75,6 +84,8 @@ class Verdict:
     kind: str
     #: the exception's own text, whole
     detail: str
+    #: back-pressure: wait for the resource, spending nothing of the retry budget
+    wait: bool = False
 
     def message(self, partition: int | None = None) -> str:
         """``partition 3: missing key: no proving key for ...`` (never shortened)."""
@@ -89,12 +100,20 @@ def classify(exc: BaseException) -> Verdict:
     for cls, kind in PERMANENT:
         if isinstance(exc, cls):
             return Verdict(False, kind, str(exc))
+    for cls, kind in WAIT:
+        if isinstance(exc, cls):
+            return Verdict(True, kind, f"{type(exc).__name__}: {exc}", wait=True)
     for cls, kind in TRANSIENT:
         if isinstance(exc, cls):
             return Verdict(True, kind, f"{type(exc).__name__}: {exc}")
     if isinstance(exc, _broker_errors()):
         return Verdict(True, "broker error", f"{type(exc).__name__}: {exc}")
     return Verdict(False, "unexpected error", f"{type(exc).__name__}: {exc}")
+
+
+def wait_delay(waits: int) -> float:
+    """Seconds before the ``waits``-th retry of a unit waiting for a resource (1: the first)."""
+    return min(WAIT_MAX_S, WAIT_FIRST_S * 2 ** max(0, min(waits - 1, 16)))
 
 
 def within_budget(attempts: int, budget: int) -> bool:

@@ -10,7 +10,10 @@ What Celery and Flower record for a task:
 - SUCCESS: the work was done, or skipped because the job no longer wants it (failed, cancelled,
   done) or the partition is already stored;
 - RETRY: a transient error (cluster.pipeline.retry): the partition goes again, to another device when
-  there is one, within the partition's retry budget;
+  there is one, within the partition's retry budget; or back-pressure (the blob store full, of
+  bytes or inodes): the unit waits, retried with a growing delay (0.5 s to 8 s) until there is
+  room, without spending the budget, until the job's deadline (``waiting_for_space`` and
+  ``space_returned`` events, the job's ``waiting`` hash that ``zkhive status`` shows);
 - FAILURE: the task failed its job (bad C1, unsatisfied witness, missing key, key/circuit
   mismatch, budget spent): the job store records the failure, then the task raises ``JobFailed``
   with the whole message from the task boundary (``from None``: no traceback into the code that
@@ -29,7 +32,7 @@ from typing import Callable, NoReturn
 
 from synthesis import assignment
 
-from cluster.errors import JobError, JobFailed
+from cluster.errors import BlobStoreFull, JobError, JobFailed
 
 from . import retry as policy
 from .app import app, runtime
@@ -55,13 +58,14 @@ class Delivery:
     #: whether the message is part of the job's chord (the chord's body aggregates) or was sent
     #: alone (a re-dispatch: the task that completes the set starts the aggregation)
     in_chord: bool = True
-    #: ``retry(args, kwargs, queue)`` sends the message again and raises (Celery's Retry)
+    #: ``retry(args, kwargs, queue, exc=None, countdown=0.2)`` sends the message again (after
+    #: ``countdown`` seconds) and raises (Celery's Retry)
     retry: Callable[..., NoReturn] = field(default=None, repr=False)
 
 
 def _delivery(task) -> Delivery:
-    def again(args, kwargs, queue, exc=None):
-        raise task.retry(args=args, kwargs=kwargs, queue=queue, countdown=0.2, exc=exc, max_retries=None)
+    def again(args, kwargs, queue, exc=None, countdown=0.2):
+        raise task.retry(args=args, kwargs=kwargs, queue=queue, countdown=countdown, exc=exc, max_retries=None)
 
     req = task.request
     return Delivery(task_id=req.id, retries=req.retries or 0, in_chord=req.chord is not None, retry=again)
@@ -143,10 +147,13 @@ def _check_crashes(rt, d: Delivery, job_id: str, k: int | None, crashes: int) ->
 
 
 def _retry_or_fail(rt, d: Delivery, job_id: str, k: int, exc: BaseException, stage: str,
-                   again: Callable[[], NoReturn]) -> NoReturn:
+                   again: Callable[..., NoReturn]) -> NoReturn:
     """The retry policy, applied once: a permanent error fails the job now with its whole
-    message; a transient one spends the partition's budget and goes ``again``."""
+    message; a transient one spends the partition's budget and goes ``again``; back-pressure
+    (no room in the blob store) waits: ``again(countdown)``, spending nothing."""
     verdict = policy.classify(exc)
+    if verdict.wait:
+        again(_wait_for_room(rt, job_id, k, stage, verdict))
     if not verdict.transient:
         _fail(rt, job_id, verdict.message(k), k)
     budget = rt.settings.delivery.partition_retries
@@ -157,6 +164,40 @@ def _retry_or_fail(rt, d: Delivery, job_id: str, k: int, exc: BaseException, sta
         _fail(rt, job_id, f"partition {k}: {stage} failed {attempts} times (delivery.partition_retries="
                           f"{budget}); last: {verdict.message()}", k)
     again()
+
+
+def _wait_for_room(rt, job_id: str, k: int | None, stage: str, verdict) -> float:
+    """Back-pressure (issue 39): the unit waits for room rather than fail its job. Records the
+    wait (the job's ``waiting`` hash: ``zkhive status``; a ``waiting_for_space`` event at the 1st,
+    2nd, 4th, 8th ... wait: the timeline and ``zkhive_blob_store_waits_total``) and returns the
+    delay before the next try; past the job's deadline the job fails, naming the wait."""
+    from .lease import unit_name
+
+    unit = unit_name(k)
+    waits, since = rt.jobs.note_wait(job_id, unit, verdict.message())
+    delay = policy.wait_delay(waits)
+    rec = rt.jobs.get(job_id)
+    now = time.time()
+    what = "the aggregation" if k is None else f"partition {k}"
+    if rec is not None and now + delay > rec.deadline_at:
+        _fail(rt, job_id, f"{what}: waited {now - since:.0f} s ({waits} tries) for room in the blob store "
+                          f"until the job's deadline; last: {verdict.message()}", k)
+    if waits & (waits - 1) == 0:  # a power of two: the timeline shows the wait, not every try
+        rt.jobs.event(job_id, "waiting_for_space", partition=k, stage=stage, wait=waits,
+                      waited_s=round(now - since, 1), retry_in_s=delay, error=verdict.message(),
+                      **_worker_fields(rt))
+    log.warning("job %s %s: %s; waiting (try %d, again in %.1f s)", job_id, what, verdict.message(), waits, delay)
+    return delay
+
+
+def _room_returned(rt, job_id: str, k: int | None) -> None:
+    """The unit's write went through: end its wait, if it waited (``space_returned`` event)."""
+    from .lease import unit_name
+
+    was = rt.jobs.end_wait(job_id, unit_name(k))
+    if was is not None:
+        rt.jobs.event(job_id, "space_returned", partition=k, waits=was["waits"],
+                      waited_s=round(time.time() - was["since"], 1), **_worker_fields(rt))
 
 
 # -- submit (for Flower's send-task and other non-Python clients) ---------------------------------
@@ -208,8 +249,8 @@ def synthesize(rt, d: Delivery, job_id: str, partition: int) -> dict:
         except Exception as e:
             # a broker blip retries here (same queue); bad input fails the job
             _retry_or_fail(rt, d, job_id, k, e, "synthesis",
-                           lambda: d.retry((job_id, k), {}, None, e))
-        durable(lambda: (rt.jobs.set_assignment(job_id, k, ref),
+                           lambda countdown=0.2: d.retry((job_id, k), {}, None, e, countdown=countdown))
+        durable(lambda: (rt.jobs.set_assignment(job_id, k, ref), _room_returned(rt, job_id, k),
                          rt.jobs.event(job_id, "synthesis_end", partition=k, assignment=ref.short(),
                                        **_worker_fields(rt))),
                 f"job {job_id} partition {k}: record the assignment")
@@ -295,7 +336,7 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
                     f"job {job_id} partition {k}: stage events")
     except Exception as e:  # the policy decides: fail the job now, or go to another device
         _retry_or_fail(rt, d, job_id, k, e, "prove",
-                       lambda: _retry_elsewhere(rt, d, synthesized, job_id, k, exclude, e))
+                       lambda countdown=0.2: _retry_elsewhere(rt, d, synthesized, job_id, k, exclude, e, countdown))
     # the final writes wait for Redis (bounded) rather than drop a finished proof
     won, doc = durable(lambda: rt.jobs.store_partition(job_id, k, proof, task_id=d.task_id, **who),
                        f"job {job_id} partition {k}: store the proof")
@@ -401,20 +442,23 @@ def _stage_events(rt, job_id, k, device, records) -> None:
     timeline.stage_records_to_events(rt.redis, job_id, k, device, records, rt.ttl())
 
 
-def _retry_elsewhere(rt, d: Delivery, synthesized, job_id, k, exclude, exc) -> NoReturn:
+def _retry_elsewhere(rt, d: Delivery, synthesized, job_id, k, exclude, exc, countdown: float = 0.2) -> NoReturn:
     from .routing import route_partition
 
     device = rt.worker.device if rt.worker else None
     excluded = sorted(set(exclude or ()) | ({device} if device else set()))
     choice = route_partition(rt, job_id, k, tuple(excluded))
-    d.retry((synthesized, job_id, k), {"exclude": excluded}, choice.queue, exc)
+    d.retry((synthesized, job_id, k), {"exclude": excluded}, choice.queue, exc, countdown=countdown)
 
 
 # -- aggregation ---------------------------------------------------------------------------------------
 
 @app.task(name="zkhive.aggregate", bind=True, acks_late=True, throws=(JobFailed,))
 def aggregate(self, header_results, job_id: str) -> dict:
-    return aggregate_job(runtime(), job_id, self.request.id)
+    out = aggregate_job(runtime(), job_id, self.request.id)
+    if "waiting_for_space" in out:  # the result found no room: the same message, later
+        raise self.retry(countdown=out["waiting_for_space"], max_retries=None)
+    return out
 
 
 def aggregate_job(rt, job_id: str, task_id: str | None = None) -> dict:
@@ -489,7 +533,11 @@ def _aggregate(rt, job_id: str) -> dict:
               "public_inputs": [[hex(x) for x in pub] for pub in publics],
               "provers": [{"partition": k, "worker": parts[k].get("worker"), "device": parts[k].get("device")}
                           for k in range(n)]}
-    ref = durable(lambda: rt.blobs.put_json(result, kind="result"), f"job {job_id}: store the result")
+    try:
+        ref = durable(lambda: rt.blobs.put_json(result, kind="result"), f"job {job_id}: store the result")
+    except BlobStoreFull as e:  # back-pressure: the aggregation is sent again after the delay
+        return {"waiting_for_space": _wait_for_room(rt, job_id, None, "aggregate", policy.classify(e))}
+    durable(lambda: _room_returned(rt, job_id, None), f"job {job_id}: end the wait for room")
     durable(lambda: rt.jobs.finish(job_id, ref, proof_bytes=len(proof), **_worker_fields(rt)),
             f"job {job_id}: finish")
     return {"done": True, "result": ref.model_dump()}

@@ -23,7 +23,7 @@ from celery import chain, chord
 
 from cluster.errors import JobConflict, JobError
 
-from .jobs import JobRecord, check_job_id, priority_value
+from .jobs import CANCELLED, FAILED, JobRecord, check_job_id, priority_value
 
 SYNTHESIZE = "zkhive.synthesize_partition"
 PROVE = "zkhive.prove_partition"
@@ -142,7 +142,9 @@ def _message_args(msg: dict) -> list | None:
 
 def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int = "normal",
                deadline_s: float | None = None) -> tuple[JobRecord, bool]:
-    """Record and dispatch a job; returns (record, created). An existing id returns its record.
+    """Record and dispatch a job; returns (record, created). An existing id returns its record,
+    unless that job failed or was cancelled: the same input starts a new attempt under the id
+    (``record.attempt`` n+1, created True); another input under an existing id is JobConflict.
     A parameter set whose keys exist nowhere in the cluster (neither in the key cache nor
     resident on a live prover) is refused here, not failed later by every partition."""
     from synthesis.circuits import get_circuit
@@ -191,7 +193,44 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     if existing.params != params or existing.c1.sha256 != c1_sha:
         raise JobConflict(f"job {job_id} already exists with another C1 input "
                           f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
+    if rt.jobs.status(job_id) in (FAILED, CANCELLED):  # the same input again: a new attempt
+        return _new_attempt(rt, circuit, existing, c1, prio, deadline_s)
     return existing, False
+
+
+def _new_attempt(rt, circuit, old: JobRecord, c1: bytes, prio: int,
+                 deadline_s: float | None) -> tuple[JobRecord, bool]:
+    """Resubmission of a failed or cancelled job with the same input: attempt n+1 under the same
+    id (Curio retries with the same request_id), its history kept in the timeline (issue 39).
+    Checked like a first submission (keys, room); returns the job as it stands, not created,
+    when another resubmission started the attempt first."""
+    from cluster.errors import BlobStoreFull
+
+    from . import bounds
+
+    _check_keys_exist(rt, circuit)
+    check_room = getattr(rt.blobs, "check_room", None)
+    if check_room is not None:
+        check_room(rt.settings.blobs.min_free_bytes)
+    try:  # the input again: `zkhive gc` may have removed it while the job stood failed
+        ref = rt.blobs.put(c1, kind="c1")
+    except BlobStoreFull as e:
+        raise BlobStoreFull(f"{e}: job {old.job_id} not resubmitted; free space and submit again") from None
+    now = time.time()
+    rec = old.model_copy(update={"c1": ref, "priority": prio, "submitted_at": now, "attempt": old.attempt + 1,
+                                 "deadline_at": now + (deadline_s or rt.settings.delivery.job_deadline_s)})
+    if not rt.jobs.new_attempt(old, rec):
+        return rt.jobs.get(old.job_id) or old, False
+    try:
+        rt.dispatch.job(rec)
+    except Exception as e:  # the attempt fails now (not at its deadline); the id stays retryable
+        rt.jobs.fail(old.job_id, f"attempt {rec.attempt} was not dispatched: {type(e).__name__}: "
+                                 f"{str(e).splitlines()[0] if str(e) else ''}")
+        bounds.reset_publisher(getattr(rt.dispatch, "app", None))
+        if bounds.is_oom(e):
+            raise JobError(bounds.broker_full(rt.redis, f"job {old.job_id} not resubmitted")) from None
+        raise
+    return rec, True
 
 
 def cancel_job(rt, job_id: str) -> bool:

@@ -70,6 +70,7 @@ def cmd_worker(args) -> int:
 def cmd_submit(args) -> int:
     rt = _rt(args)
     from cluster.client import Job
+    from cluster.errors import BlobStoreFull
     from cluster.pipeline.jobs import JobError
     from cluster.pipeline.workflow import submit_job
 
@@ -89,10 +90,11 @@ def cmd_submit(args) -> int:
         raise CommandError(f"{args.file}: {e}") from None
     try:
         rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline)
-    except JobError as e:
+    except (JobError, BlobStoreFull) as e:
         raise CommandError(f"{args.file}: {e}") from None
-    print(f"{rec.job_id} {'submitted' if created else 'already submitted'} "
-          f"({rec.params}, {rec.num_partitions} partitions)")
+    said = ("already submitted" if not created else "submitted" if rec.attempt == 1
+            else f"resubmitted (attempt {rec.attempt})")
+    print(f"{rec.job_id} {said} ({rec.params}, {rec.num_partitions} partitions)")
     if args.wait:
         from .progress import follow_job
 
@@ -187,8 +189,15 @@ def status_text(rt, *, jobs: int = 5) -> str:
         if rec is None:
             continue
         done = len(rt.jobs.partitions(job_id, rec.num_partitions))
-        lines.append(f"  {job_id:<28} {st.get('status', '?'):<9} {rec.params:<16} {done}/{rec.num_partitions}")
-        if st.get("error"):  # whole: the reason is what an operator needs, never cut
+        waiting = rt.jobs.waiting(job_id) if st.get("status") in ("queued", "running") else {}
+        lines.append(f"  {job_id:<28} {'waiting' if waiting else st.get('status', '?'):<9} {rec.params:<16} "
+                     f"{done}/{rec.num_partitions}" + (f"  attempt {rec.attempt}" if rec.attempt > 1 else ""))
+        if waiting:  # back-pressure: what it waits for, since when
+            first = min(w["since"] for w in waiting.values())
+            units = ", ".join(sorted(waiting, key=lambda u: (not u.isdigit(), int(u) if u.isdigit() else 0)))
+            last = max(waiting.values(), key=lambda w: w.get("at", 0))
+            lines.append(f"    waiting for space {now - first:.0f} s (units {units}): {last['reason']}")
+        elif st.get("error"):  # whole: the reason is what an operator needs, never cut
             lines.append(f"    {st['error']}")
     return "\n".join(lines)
 
@@ -214,7 +223,8 @@ def status_doc(rt, *, jobs: int = 5) -> dict:
         recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params,
                        "partitions_done": len(rt.jobs.partitions(job_id, rec.num_partitions)),
                        "num_partitions": rec.num_partitions, "priority": rec.priority,
-                       "submitted_at": rec.submitted_at, "error": st.get("error")})
+                       "submitted_at": rec.submitted_at, "error": st.get("error"), "attempt": rec.attempt,
+                       "waiting": rt.jobs.waiting(job_id) if st.get("status") in ("queued", "running") else {}})
     return {"workers": [w.model_dump() for w in ws],
             "queues": {q: queue_depth(rt.redis, q) for q in _queues(rt, ws)},
             "jobs": {"active": sorted(rt.jobs.active()), "recent": recent}}
@@ -264,7 +274,8 @@ def register(sub) -> None:
 
     p = sub.add_parser("submit", help="submit a C1 input (JSON file) as a job")
     p.add_argument("file")
-    p.add_argument("--job-id", help="job id (default: derived from the C1 content); resubmitting is a no-op")
+    p.add_argument("--job-id", help="job id (default: derived from the C1 content); resubmitting is a no-op, "
+                                    "unless the job failed or was cancelled: then it is retried (a new attempt)")
     p.add_argument("--priority", default="normal", help="critical, high, normal, bulk (or 0-9, 0 first)")
     p.add_argument("--deadline", type=float, default=None,
                    help="seconds until the watchdog fails the job (default delivery.job_deadline_s)")

@@ -35,7 +35,8 @@ def follow_job(job, timeout_s: float | None, *, stderr: bool = True, poll_s: flo
             task = bar.add_task(f"job {job.job_id} {st['status']}", total=st["num_partitions"])
             while True:
                 st = job.status()
-                bar.update(task, completed=st["partitions_done"], description=f"job {job.job_id} {st['status']}")
+                said = "waiting for space" if st.get("waiting") and st["status"] not in TERMINAL else st["status"]
+                bar.update(task, completed=st["partitions_done"], description=f"job {job.job_id} {said}")
                 if st["status"] in TERMINAL:
                     break
                 if end is not None and time.monotonic() > end:

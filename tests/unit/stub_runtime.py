@@ -205,7 +205,7 @@ class StubCluster:
 
         rt = self.runtime_for(msg.queue)
         d = tasks.Delivery(task_id=msg.task_id, retries=msg.retries, in_chord=msg.chord is not None,
-                           retry=lambda args, kwargs, queue, exc=None: self._retry(msg, args, kwargs, queue))
+                           retry=lambda args, kwargs, queue, exc=None, countdown=0.2: self._retry(msg, args, kwargs, queue))
         body = {"synthesize": tasks.synthesize, "prove": tasks.prove,
                 "aggregate": lambda rt, d, _, job_id: tasks.aggregate_job(rt, job_id)}[msg.name]
         try:
