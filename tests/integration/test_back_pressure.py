@@ -327,3 +327,36 @@ def test_gateway_request_id_of_a_failed_job_is_a_new_attempt(cluster, workers, s
     with pytest.raises(Abort) as e:
         engine._submit(other)
     assert e.value.code == grpc.StatusCode.ALREADY_EXISTS
+
+
+def test_an_aggregation_that_finds_the_store_full_waits(cluster, workers, store, docs):
+    """The result's write is a unit too: every partition proved, then the store filled before the
+    aggregate worker starts; the aggregation waits (stage aggregate) and finishes after."""
+    from cluster.client import Job, submit
+    from cluster.pipeline import timeline
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY
+
+    cluster.configure_here(**_env(store))
+    cluster.setup_keys(get_circuit(TINY))
+    for p in store.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    rt = cluster.runtime()
+    env = _env(store)
+    synth = workers("synthesis", wait=False, **env)
+    prover = workers("prove", "cpu:0", wait=False, **env, ZKHIVE_SRS__PRELOAD=json.dumps([TINY]))
+    for p in (synth, prover):
+        p.wait_ready(cluster.redis, timeout_s=120)
+    doc = docs[2]
+    job = submit(doc, job_id="full-at-aggregate")
+    _wait(lambda: job.status()["partitions_done"] == 2, 180, "both partitions proved")
+    filler = _fill_bytes(store)
+    workers("aggregate", **env)
+    _wait(lambda: "aggregate" in job.status()["waiting"], 60, "the aggregation waiting for space")
+    _wait(lambda: job.status()["waiting"]["aggregate"]["waits"] >= 3, 30, "the aggregation's third try")
+    assert job.status()["status"] == "running"
+    filler.unlink()
+    _verify(cluster, doc, job.result(timeout=120))
+    evs = timeline.load(rt.redis, "full-at-aggregate")
+    assert [e["stage"] for e in evs if e["event"] == "waiting_for_space"][:1] == ["aggregate"]
+    assert any(e["event"] == "space_returned" and e["partition"] is None for e in evs)
