@@ -360,3 +360,26 @@ def test_an_aggregation_that_finds_the_store_full_waits(cluster, workers, store,
     evs = timeline.load(rt.redis, "full-at-aggregate")
     assert [e["stage"] for e in evs if e["event"] == "waiting_for_space"][:1] == ["aggregate"]
     assert any(e["event"] == "space_returned" and e["partition"] is None for e in evs)
+
+
+def test_a_wait_for_space_ends_at_the_jobs_deadline(cluster, workers, store, docs):
+    """The wait is bounded: a job whose store stays full fails at its deadline, naming the wait
+    (and no other job's unit is touched)."""
+    from cluster.client import Job, JobFailed, submit
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY
+
+    cluster.configure_here(**_env(store))
+    cluster.setup_keys(get_circuit(TINY))
+    for p in store.iterdir():
+        shutil.rmtree(p) if p.is_dir() else p.unlink()
+    job = submit(docs[3], job_id="full-until-deadline", deadline_s=6)
+    filler = _fill_inodes(store)
+    try:
+        workers("synthesis", **_env(store))
+        with pytest.raises(JobFailed, match=r"waited \d+ s \(\d+ tries\) for room in the blob store until the "
+                                            r"job's deadline; last: blob store full"):
+            job.result(timeout=60)
+        assert Job(job.job_id).status()["status"] == "failed"
+    finally:
+        shutil.rmtree(filler)

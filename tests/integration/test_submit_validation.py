@@ -87,7 +87,12 @@ def test_a_full_blob_disk_is_back_pressure_not_a_failed_job(cluster, good, tmp_p
     rec, created = submit_job(cluster.runtime(), copy.deepcopy(good), job_id="room")
     assert created and rec.job_id == "room"
     verdict = classify(BlobStoreFull("blob store /x: no room for a assignment of 10 bytes (0 bytes free)"))
-    assert verdict.transient and verdict.kind == "blob store full"
+    assert verdict.transient and verdict.wait and verdict.kind == "blob store full"
+    # back-pressure waits with a growing delay (issue 39), other transient errors do not wait
+    from cluster.pipeline.retry import wait_delay
+
+    assert [wait_delay(n) for n in (1, 2, 3, 4, 5, 6, 50)] == [0.5, 1.0, 2.0, 4.0, 8.0, 8.0, 8.0]
+    assert not classify(TimeoutError("x")).wait
     # an OSError that is not the disk's fullness stays what it was (permanent, "unexpected")
     assert not classify(OSError(errno_mod.EACCES, "Permission denied")).transient
     assert DirBlobStore(tmp_path / "blobs").free_bytes() > 0
