@@ -254,6 +254,8 @@ def test_a_job_failed_by_a_bad_key_is_retried_under_its_id_once_fixed(cluster, w
     again = _cli(cluster, store, "submit", str(c1_file), "--job-id", "bad-key-1", timeout=120)
     assert again.returncode == 0 and again.stdout.startswith("bad-key-1 already submitted"), again
     assert Job("bad-key-1", rt).status()["attempt"] == 2
+    print(f"\n[bad key] {out.stdout.splitlines()[0]}; {out.stdout.splitlines()[-1]}; timeline: "
+          f"{[e for e in events if e in ('failed', 'attempt', 'aggregated')]}")
     from prometheus_client import generate_latest
 
     from cluster.ops.metrics import make_registry
