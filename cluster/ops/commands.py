@@ -15,6 +15,7 @@ Everything lives under the run directory (``--run-dir``, default ``var/up``)::
 """
 from __future__ import annotations
 
+import errno
 import os
 import sys
 import time
@@ -122,6 +123,58 @@ def _stop_keeper(sup: Supervisor) -> None:
         print(f"  {rec.name:<14} pid {rec.pid:<7} {how} (nothing is restarted from here on)")
 
 
+class _SteadyOut:
+    """stdout for a command that must finish whatever happens to its reader: ``zkhive down |
+    head -1`` closed the pipe after the first line, the next print raised BrokenPipeError, and
+    ``down`` ended there with the keeper stopped and Redis, the workers, Flower and the gateway
+    left running unsupervised. Each write is flushed at once; once the reader is gone, the rest
+    goes to /dev/null (the interpreter's last flush too) and the command goes on."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+                self._drop()
+            except OSError as e:
+                if e.errno not in (errno.EPIPE, errno.EIO):  # EIO: the terminal went away
+                    raise
+                self._drop()
+        return len(text)
+
+    def _drop(self) -> None:
+        self.gone = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def flush(self) -> None:
+        if not self.gone:
+            self.write("")
+
+
+def steady(fn):
+    """Run ``fn(args)`` with :class:`_SteadyOut` as stdout and SIGPIPE ignored (Python ignores it
+    already; a parent may have set it back to the default, which kills the process at the first
+    write to a closed pipe)."""
+    import contextlib
+    import functools
+    import signal
+
+    @functools.wraps(fn)
+    def run(args):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        with contextlib.redirect_stdout(_SteadyOut(sys.stdout)):
+            return fn(args)
+    return run
+
+
+@steady
 def cmd_down(args) -> int:
     from . import current
 
@@ -294,6 +347,7 @@ def cmd_gc(args) -> int:
     return 0
 
 
+@steady
 def cmd_restart(args) -> int:
     """Replace one recorded process, or every process of a role, one at a time: each is
     warm-stopped, started again from ``up``'s plan and waited for before the next."""

@@ -46,7 +46,8 @@ from typing import Callable
 
 import psutil
 
-from .supervisor import Busy, ProcessRecord, ServiceSpec, StartFailure, Supervisor, SupervisorError
+from .supervisor import (Busy, ProcessRecord, ServiceSpec, StartFailure, Supervisor, SupervisorError,
+                         own_family)
 
 #: the keeper's own record name in the state file (never restarted by itself)
 KEEPER = "keeper"
@@ -216,10 +217,7 @@ class Keeper:
 
     @staticmethod
     def _kill_family(proc: psutil.Process) -> None:
-        try:
-            family = [proc] + proc.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return
+        family = own_family(proc)  # not a keeper this worker revived, nor what that keeper started
         for p in family:
             try:
                 p.send_signal(signal.SIGKILL)

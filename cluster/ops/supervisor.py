@@ -490,7 +490,7 @@ class Supervisor:
         # start time before any later signal, like the leader.
         try:
             boot = psutil.boot_time()  # read before the children's Process objects (start_stamp)
-            family = [proc] + proc.children(recursive=True)
+            family = own_family(proc)
             ids = [(p.pid, p.create_time() - boot) for p in family if _alive(p)]
             proc.send_signal(signal.SIGTERM)
         except psutil.NoSuchProcess:
@@ -521,6 +521,27 @@ class Supervisor:
             if not bound or time.monotonic() > deadline:
                 return bound
             time.sleep(0.1)
+
+
+def own_family(proc: psutil.Process) -> list[psutil.Process]:
+    """``proc`` and its descendants in its own session: Celery's prefork pool, not a process of
+    the cluster that ``proc`` started. Every process of ``up`` starts in a session of its own
+    (:meth:`Supervisor._spawn`), so a worker the keeper restarted is the keeper's child but not of
+    its family: stopping the keeper must not take it along (it was SIGKILLed after the keeper's
+    grace, without the warm shutdown that ``stop_all`` gives it next)."""
+    try:
+        sid = os.getsid(proc.pid)
+        kids = proc.children(recursive=True)
+    except (psutil.NoSuchProcess, ProcessLookupError):
+        return [proc]
+    family = [proc]
+    for p in kids:
+        try:
+            if os.getsid(p.pid) == sid:
+                family.append(p)
+        except ProcessLookupError:
+            pass
+    return family
 
 
 def _alive(p: psutil.Process) -> bool:
