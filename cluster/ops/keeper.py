@@ -47,7 +47,7 @@ from typing import Callable
 import psutil
 
 from .supervisor import (Busy, ProcessRecord, ServiceSpec, StartFailure, Supervisor, SupervisorError,
-                         own_family)
+                         own_family, rotate_log)
 
 #: the keeper's own record name in the state file (never restarted by itself)
 KEEPER = "keeper"
@@ -132,6 +132,9 @@ class Keeper:
                 self.out(f"keeper: {e}")
                 return []
             records = [r for r in self.sup.records if r.name != KEEPER and not r.by_hand]
+            logs = self.sup.meta.get("logs") or {}
+            self._rotate([r.log for r in self.sup.records if not r.by_hand],
+                         int(logs.get("max_bytes") or 0), int(logs.get("backups") or 0))
         acted = self._thaw_frozen(records, now)
         # Redis first: a worker started while Redis is away fails to register and counts unready
         redis_down = any(r.role == "redis" and (r.name in self._starting or r.process() is None)
@@ -159,6 +162,16 @@ class Keeper:
             if self._restart(rec.name, failures, unready, last):
                 acted.append(rec.name)
         return list(dict.fromkeys(acted))  # a frozen one killed and restarted: named once
+
+    def _rotate(self, logs: list[str], max_bytes: int, backups: int) -> None:
+        """``[logs]``: rotate each process's log that grew past ``max_bytes`` (``up`` records
+        the setting in the state file's meta)."""
+        for log in dict.fromkeys(logs):
+            try:
+                if rotate_log(log, max_bytes, backups):
+                    self.out(f"keeper: rotated {log} (over {max_bytes} bytes; {backups} kept)")
+            except OSError as e:
+                self.out(f"keeper: cannot rotate {log}: {e}")
 
     @staticmethod
     def _last_of_role(records: list[ProcessRecord], rec: ProcessRecord) -> bool:

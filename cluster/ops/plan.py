@@ -315,10 +315,13 @@ def plan(args, s) -> tuple[list, dict]:
                  gateway_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):
         services.append(keeper_spec(run_dir, env))
+    for spec in flat(services):  # rotated at each start, and by the keeper as they grow
+        spec.log_max_bytes, spec.log_backups = s.logs.max_bytes, s.logs.backups
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
             "metrics": metrics_url(s) + "/metrics", "gateway": gateway_address(s),
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
             "started_at": time.time(), "devices": devices,
+            "logs": {"max_bytes": s.logs.max_bytes, "backups": s.logs.backups},  # the keeper rotates
             "device_notes": [p.note for p in plans.values() if p.note],
             # what the keeper and `zkhive restart` re-plan the services from
             "up_args": {"synthesis_workers": args.synthesis_workers, "devices": ",".join(devices),

@@ -120,6 +120,9 @@ class ServiceSpec:
     #: where it can be reached, for the operator (printed by ``up`` and ``status``)
     address: str = ""
     cwd: str | None = None
+    #: ``[logs]``: the log is rotated past this size (0: never) keeping ``log_backups`` copies
+    log_max_bytes: int = 0
+    log_backups: int = 5
 
 
 @dataclass
@@ -206,6 +209,39 @@ def log_tail(path: Path | str, lines: int = LOG_TAIL_LINES) -> str:
     except FileNotFoundError:
         return "(no log written)"
     return "\n".join(data.splitlines()[-lines:])
+
+
+def rotate_log(path: Path | str, max_bytes: int, backups: int) -> bool:
+    """Rotate ``path`` when it holds ``max_bytes`` or more (0: never): ``.1`` .. ``.N`` move up
+    one (the oldest is dropped), the log is copied to ``.1`` and then truncated in place. The
+    processes writing it keep their descriptor, opened with O_APPEND, so their next line lands
+    at the start of the emptied file (logrotate's ``copytruncate``; renaming the file instead
+    would leave them writing into ``.1`` for good). A line written between the read that found
+    the end and the truncation right after it is lost (as with ``copytruncate``). Returns True
+    when it rotated."""
+    path = Path(path)
+    try:
+        if max_bytes <= 0 or path.stat().st_size < max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    if backups > 0:
+        for i in range(backups - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{i}")
+            if older.exists():
+                os.replace(older, path.with_name(f"{path.name}.{i + 1}"))
+        tmp = path.with_name(f"{path.name}.1.tmp")
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                dst.write(chunk)
+            os.truncate(path, 0)  # at once after the read that found the end
+        os.replace(tmp, path.with_name(f"{path.name}.1"))
+    else:
+        os.truncate(path, 0)
+    return True
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -384,6 +420,7 @@ class Supervisor:
 
     def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float, float]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
+        rotate_log(spec.log, spec.log_max_bytes, spec.log_backups)
         env = dict(os.environ if spec.env is None else spec.env)
         env.setdefault("PYTHONUNBUFFERED", "1")  # the log tail must show the last words
         with open(spec.log, "ab") as logf:
