@@ -526,6 +526,33 @@ def _terminate_cancels_the_job() -> None:
     TaskRevoke.post = post
 
 
+def _gateway_pid(args) -> tuple[int, str | None]:
+    """(pid, None) of the gateway ``ready gateway`` checks: ``--pid``; else the one the cluster
+    of ``up`` recorded (it inspected pid 1, the init process, outside a container); else pid 1
+    when that is a zkhive gateway (its container's main process). Else (0, why not)."""
+    import psutil
+
+    if args.pid is not None:
+        return args.pid, None
+    sup = Supervisor(run_dir_for(args))
+    try:
+        rec = sup.record("gateway") if sup.load() else None
+    except SupervisorError as e:
+        return 0, str(e)
+    if rec is not None:
+        if rec.process() is None:
+            return 0, f"the gateway recorded in {sup.state_file} (pid {rec.pid}) is not running"
+        return rec.pid, None
+    try:
+        line = psutil.Process(1).cmdline()
+    except psutil.Error:
+        line = []
+    if "gateway" in line:
+        return 1, None
+    return 0, (f"no gateway recorded in {sup.state_file} and pid 1 is not one: "
+               f"pass --pid, or --run-dir of the cluster")
+
+
 def cmd_ready(args) -> int:
     """Exit 0 when the named service is ready (the health checks of docker-compose.yml)."""
     from . import readiness
@@ -539,13 +566,15 @@ def cmd_ready(args) -> int:
     elif args.service == "metrics":
         reason = readiness.metrics_check(args.url or metrics_url(s))
     elif args.service == "gateway":
-        reason = readiness.listening_check(args.pid, s.gateway.port)
+        pid, reason = _gateway_pid(args)
+        if reason is None:
+            reason = readiness.listening_check(pid, s.gateway.port)
     else:
         import redis as redis_py
 
         r = redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2)
         try:
-            reason = readiness.worker_check(r, host=s.worker.host, pid=args.pid,
+            reason = readiness.worker_check(r, host=s.worker.host, pid=args.pid or 1,
                                             preload=list(s.srs.preload))
         except redis_py.exceptions.RedisError as e:
             reason = f"cannot read the registry: {e}"
@@ -639,9 +668,11 @@ def register(sub) -> None:
 
     p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
     p.add_argument("service", choices=["redis", "worker", "flower", "metrics", "gateway"])
-    p.add_argument("--pid", type=int, default=1,
-                   help="worker, gateway: its PID on this host (default 1: the container's main process)")
+    p.add_argument("--pid", type=int, default=None,
+                   help="worker, gateway: its PID on this host (default: worker, 1: the container's main "
+                        "process; gateway, the one `up` recorded, else 1 when that is a gateway)")
     p.add_argument("--url", help="flower, metrics: base URL (default from [flower], [metrics])")
     p.add_argument("--quiet", "-q", action="store_true")
     add_config(p)
+    add_run_dir(p)
     p.set_defaults(func=cmd_ready)

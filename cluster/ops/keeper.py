@@ -83,6 +83,10 @@ class KeeperPolicy:
     #: Redis's delay never grows past this: every job stops while it is down, and it starts in
     #: well under a second (the campaign's Redis kills, 8 in 3 minutes, had it waiting 60 s)
     redis_max_backoff_s: float = 2.0
+    #: nor a prover's past this (a crash's doubling): a device without its prover proves
+    #: nothing, and six young deaths in a row kept one out ~64 s (issue 39); a prover that never
+    #: becomes ready and is the last of its role is still retried at ``max_backoff_s``
+    prove_max_backoff_s: float = 10.0
 
     def delay(self, failures: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2 ** max(0, failures - 1)))
@@ -154,6 +158,8 @@ class Keeper:
             # the last of a role is retried at the ceiling once it has failed too often
             delay = self.policy.max_backoff_s if last and unready >= self.policy.max_failures \
                 else self.policy.delay(max(failures, 1))
+            if rec.role == "prove" and unready < self.policy.max_failures:
+                delay = min(delay, self.policy.prove_max_backoff_s)
             if rec.role == "redis":
                 delay = min(delay, self.policy.redis_max_backoff_s)
             due = self._due.setdefault(rec.name, now + delay)
