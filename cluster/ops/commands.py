@@ -288,7 +288,7 @@ def cmd_logs(args) -> int:
     sup = Supervisor(run_dir_for(args))
     try:
         if not sup.load():
-            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `{cli_name()} up` first")
     except SupervisorError as e:
         raise CommandError(str(e)) from None
     rec = sup.record(args.name)
@@ -354,7 +354,7 @@ def cmd_restart(args) -> int:
     sup = Supervisor(run_dir_for(args))
     try:
         if not sup.load():
-            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `{cli_name()} up` first")
         names = [r.name for r in sup.records if not r.by_hand
                  and (r.name == args.target or r.name.startswith(args.target + "-"))]
         if not names:
@@ -517,7 +517,7 @@ def _terminate_cancels_the_job() -> None:
                 job_id, unit = found
                 done = await asyncio.get_running_loop().run_in_executor(None, cancel_job, rt, job_id)
                 self.write({"message": f"Cancelled job {job_id} (task '{taskid}' was running its unit "
-                                       f"{unit}): as `zkhive cancel {job_id}`; the running task's result is "
+                                       f"{unit}): as `{cli_name()} cancel {job_id}`; the running task's result is "
                                        f"discarded" if done else f"job {job_id} had already finished"})
                 return
         return await original(self, taskid)

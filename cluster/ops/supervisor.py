@@ -43,6 +43,8 @@ from typing import Callable, Iterable
 
 import psutil
 
+from cluster.cli import cli_name
+
 #: the state file's name inside the state directory (``<data_dir>/run`` for ``zkhive up``)
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
@@ -65,7 +67,7 @@ class ClusterRunning(SupervisorError):
         procs = ", ".join(f"{r.name} (pid {r.pid})" for r in alive)
         super().__init__(
             f"a previous cluster is still running: {procs}; recorded in {state_file}. "
-            f"Run `zkhive down` first (or `zkhive status` to use it).")
+            f"Run `{cli_name()} down` first (or `{cli_name()} status` to use it).")
 
 
 class Busy(SupervisorError):
