@@ -105,8 +105,9 @@ class BlobSettings(Section):
     """``dir`` store: a submit is refused (naming the free space) while its disk has less free than
     this, instead of accepting a job whose assignments cannot be written; 0 turns the check off."""
     ttl_s: int = Field(7 * 86400, gt=0)
-    """How long ``redis`` blobs live. ``dir`` blobs are not expired by zkhive: remove old ones by
-    age (``find DIR -type f -mtime +7 -delete``)."""
+    """How long ``redis`` blobs live; ``dir`` blobs older than this that no job record references
+    are removed by ``zkhive gc`` (run it from cron: removing by age alone would take blobs a job
+    still needs)."""
 
 
 #: cuzk's circuit ids (curio extern/cuzk srs_manager.rs) that name one of our parameter sets
