@@ -7,8 +7,11 @@ stops first, so nothing it supervises can come back after ``down``:
 
 - every ``poll_s`` it reads the state file; a recorded process that is gone (its PID and start
   time no longer name a live process) is started again from its service spec, after a delay
-  that doubles with each consecutive short-lived run (``backoff_s`` .. ``max_backoff_s``); a run
-  that stays up ``stable_s`` resets the count;
+  that doubles with each consecutive short-lived run (``backoff_s`` .. ``max_backoff_s``; a
+  prover's stops at ``prove_max_backoff_s``, Redis's at ``redis_max_backoff_s``); a run that
+  stays up ``stable_s`` resets the count;
+- every step it also rotates each process's log that grew past ``[logs] max_bytes`` (copy to
+  ``.1``, truncate in place: ``supervisor.rotate_log``; ``up`` records the setting in the meta);
 - restarts run in parallel, each in its own thread: the spawn is recorded under the state
   directory's lock (milliseconds) and the readiness wait happens outside it, so Redis is never
   restarted behind a worker's readiness wait (issue 27: Redis stayed down 181 s while the keeper

@@ -571,14 +571,14 @@ def own_family(proc: psutil.Process) -> list[psutil.Process]:
     try:
         sid = os.getsid(proc.pid)
         kids = proc.children(recursive=True)
-    except (psutil.NoSuchProcess, ProcessLookupError):
+    except (psutil.Error, OSError):  # gone, or not ours to look at
         return [proc]
     family = [proc]
     for p in kids:
         try:
             if os.getsid(p.pid) == sid:
                 family.append(p)
-        except ProcessLookupError:
+        except OSError:  # exited meanwhile
             pass
     return family
 
