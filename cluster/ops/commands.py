@@ -15,7 +15,6 @@ Everything lives under the run directory (``--run-dir``, default ``var/up``)::
 """
 from __future__ import annotations
 
-import errno
 import os
 import sys
 import time
@@ -128,7 +127,8 @@ class _SteadyOut:
     head -1`` closed the pipe after the first line, the next print raised BrokenPipeError, and
     ``down`` ended there with the keeper stopped and Redis, the workers, Flower and the gateway
     left running unsupervised. Each write is flushed at once; once the reader is gone, the rest
-    goes to /dev/null (the interpreter's last flush too) and the command goes on."""
+    goes to /dev/null (the interpreter's last flush too) and the command goes on; so it does
+    for any other failure to write (a terminal that went away, ``> /dev/full``)."""
 
     def __init__(self, stream):
         self.stream, self.gone = stream, False
@@ -138,12 +138,8 @@ class _SteadyOut:
             try:
                 self.stream.write(text)
                 self.stream.flush()
-            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
-                self._drop()
-            except OSError as e:
-                if e.errno not in (errno.EPIPE, errno.EIO):  # EIO: the terminal went away
-                    raise
-                self._drop()
+            except (OSError, ValueError):  # EPIPE, EIO (the terminal went away), ENOSPC
+                self._drop()               # (> /dev/full); ValueError: the stream was closed
         return len(text)
 
     def _drop(self) -> None:

@@ -58,3 +58,23 @@ def test_down_piped_into_head_stops_everything_and_a_restarted_worker_shuts_down
     tail = log.read_bytes()[before:].decode(errors="replace")
     assert "Warm shutdown" in tail, tail[-2000:]
     assert took < 60, took
+
+
+def test_steady_stdout_swallows_any_failure_to_write_and_the_command_goes_on(tmp_path):
+    """``down > /dev/full`` (ENOSPC) or into a closed pipe (EPIPE): each write is dropped, none
+    raises, and nothing is left for the interpreter's last flush to fail on."""
+    from cluster.ops.commands import _SteadyOut
+
+    for target in ("/dev/full", "pipe"):
+        if target == "pipe":
+            r, w = os.pipe()
+            os.close(r)  # the reader left
+            stream = os.fdopen(w, "w")
+        else:
+            stream = open(target, "w")
+        out = _SteadyOut(stream)
+        assert out.write("  keeper         pid 1   stopped\n") > 0  # no exception
+        assert out.gone, target
+        out.write("more\n")
+        out.flush()
+        stream.close()  # its own flush goes to /dev/null now: no error either
