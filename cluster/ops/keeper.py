@@ -140,8 +140,8 @@ class Keeper:
                 return []
             records = [r for r in self.sup.records if r.name != KEEPER and not r.by_hand]
             logs = self.sup.meta.get("logs") or {}
-            self._rotate([r.log for r in self.sup.records if not r.by_hand],
-                         int(logs.get("max_bytes") or 0), int(logs.get("backups") or 0))
+            mine = [r.log for r in self.sup.records if not r.by_hand]
+        self._rotate(mine, int(logs.get("max_bytes") or 0), int(logs.get("backups") or 0))
         acted = self._thaw_frozen(records, now)
         # Redis first: a worker started while Redis is away fails to register and counts unready
         redis_down = any(r.role == "redis" and (r.name in self._starting or r.process() is None)

@@ -422,7 +422,10 @@ class Supervisor:
 
     def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float, float]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
-        rotate_log(spec.log, spec.log_max_bytes, spec.log_backups)
+        try:
+            rotate_log(spec.log, spec.log_max_bytes, spec.log_backups)
+        except OSError:
+            pass  # a log that cannot be rotated never keeps a process from starting
         env = dict(os.environ if spec.env is None else spec.env)
         env.setdefault("PYTHONUNBUFFERED", "1")  # the log tail must show the last words
         with open(spec.log, "ab") as logf:
