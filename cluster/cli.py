@@ -22,6 +22,8 @@ import importlib
 import os
 import sys
 
+from .errors import cli_name  # noqa: F401  (the command modules import it from here)
+
 COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.user.local", "cluster.user.commands",
                    "cluster.ops.commands", "cluster.user.demo", "cluster.gateway.commands")
 
@@ -40,19 +42,6 @@ def command_errors() -> tuple[type[Exception], ...]:
         if isinstance(cls, type) and issubclass(cls, Exception) and cls not in errors:
             errors.append(cls)
     return tuple(errors)
-
-
-def cli_name() -> str:
-    """How the user runs this command, for the hints we print: ``./run`` sets $ZKHIVE_CLI_NAME to
-    the path it was called by (zkhive is then not on the PATH); else ``zkhive`` when the PATH has
-    it; else the interpreter and module."""
-    import os
-    import shutil
-
-    named = os.environ.get("ZKHIVE_CLI_NAME")
-    if named:
-        return named
-    return "zkhive" if shutil.which("zkhive") else f"{sys.executable} -m cluster"
 
 
 class _Version(argparse.Action):

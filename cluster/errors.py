@@ -19,6 +19,21 @@ into a failed job with the message, never a worker crash.
 from __future__ import annotations
 
 
+def cli_name() -> str:
+    """How the user runs zkhive, for the hints our messages print (here, so that the task layer's
+    messages, which a command shows, say it too): ``./run`` sets $ZKHIVE_CLI_NAME to
+    the path it was called by (zkhive is then not on the PATH); else ``zkhive`` when the PATH has
+    it; else the interpreter and module."""
+    import os
+    import shutil
+    import sys
+
+    named = os.environ.get("ZKHIVE_CLI_NAME")
+    if named:
+        return named
+    return "zkhive" if shutil.which("zkhive") else f"{sys.executable} -m cluster"
+
+
 class ClusterError(Exception):
     pass
 

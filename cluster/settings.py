@@ -105,8 +105,9 @@ class BlobSettings(Section):
     """``dir`` store: a submit is refused (naming the free space) while its disk has less free than
     this, instead of accepting a job whose assignments cannot be written; 0 turns the check off."""
     ttl_s: int = Field(7 * 86400, gt=0)
-    """How long ``redis`` blobs live. ``dir`` blobs are not expired by zkhive: remove old ones by
-    age (``find DIR -type f -mtime +7 -delete``)."""
+    """How long ``redis`` blobs live; ``dir`` blobs older than this that no job record references
+    are removed by ``zkhive gc`` (run it from cron: removing by age alone would take blobs a job
+    still needs)."""
 
 
 #: cuzk's circuit ids (curio extern/cuzk srs_manager.rs) that name one of our parameter sets
@@ -317,6 +318,17 @@ class GatewaySettings(Section):
             raise SettingsError("gateway.tls_cert and gateway.tls_key: set both (TLS) or neither")
 
 
+class LogSettings(Section):
+    """The logs of ``zkhive up``'s processes (``<run dir>/logs/*.log``): the keeper rotates each
+    one when it grows past ``max_bytes`` (copy to ``.1``, then truncate in place: the process
+    keeps writing to the same file), and so does every (re)start of a process."""
+
+    max_bytes: int = Field(64 << 20, ge=0)
+    """Size at which a log is rotated; 0: never (rotate them yourself, logrotate ``copytruncate``)."""
+    backups: int = Field(5, ge=0, le=100)
+    """Rotated copies kept (``NAME.log.1`` newest .. ``NAME.log.N``); 0: the log is only truncated."""
+
+
 class Settings(Section):
     redis: RedisSettings = RedisSettings()
     blobs: BlobSettings = BlobSettings()
@@ -327,6 +339,7 @@ class Settings(Section):
     metrics: MetricsSettings = MetricsSettings()
     limits: LimitSettings = LimitSettings()
     gateway: GatewaySettings = GatewaySettings()
+    logs: LogSettings = LogSettings()
     source: str | None = Field(None, exclude=True)
     """The settings file these were read from, if any (informational)."""
 

@@ -15,7 +15,7 @@ import sys
 import time
 from pathlib import Path
 
-from cluster.cli import CommandError
+from cluster.cli import CommandError, cli_name
 from cluster.ops.current import settings_for
 
 # -- gateway ---------------------------------------------------------------------------------------
@@ -110,7 +110,7 @@ def cmd_c2(args) -> int:
     rt = None if args.local else _cluster_up(args)
     if args.cluster and rt is None:
         raise CommandError("--cluster: no cluster with a ready prover answers at the configured Redis "
-                           f"({s.redis.url}): `zkhive up` first, or drop --cluster to prove here")
+                           f"({s.redis.url}): `{cli_name()} up` first, or drop --cluster to prove here")
     print("----\nstart proof computation", flush=True)
     t0 = time.monotonic()
     proof = _through_cluster(rt, c2.doc, args.timeout) if rt is not None else _here(c2.doc, s, args)
@@ -145,6 +145,7 @@ def _through_cluster(rt, doc: dict, timeout: float | None) -> bytes:
 def _here(doc: dict, s, args) -> bytes:
     from cluster.pipeline.keys import KeyCache, KeyMissing
     from cluster.user.local import prove_c1
+    from gpu.groth16.errors import KeyFormatError
     from synthesis.cli import CommandError as InputCommandError
     from synthesis.cli import c1_from_bytes
 
@@ -152,11 +153,11 @@ def _here(doc: dict, s, args) -> bytes:
         circuit, c1 = c1_from_bytes(json.dumps(doc).encode(), args.input)
     except InputCommandError as e:
         raise CommandError(str(e)) from None
-    cache = KeyCache(args.keys or s.srs.param_cache)
+    cache = KeyCache.from_settings(s, args.keys)  # and Filecoin's cache: `c2 --local` ignored it
     print(f"zkhive c2: no cluster: proving {circuit.name} in this process (keys {cache.root})", file=sys.stderr)
     try:
         proofs = prove_c1(circuit, c1, cache, args.backend, out=lambda m: print(m, file=sys.stderr))
-    except KeyMissing as e:
+    except (KeyMissing, KeyFormatError) as e:  # a damaged key file: one line naming it
         raise CommandError(str(e)) from None
     return b"".join(proofs)
 

@@ -122,6 +122,55 @@ def _stop_keeper(sup: Supervisor) -> None:
         print(f"  {rec.name:<14} pid {rec.pid:<7} {how} (nothing is restarted from here on)")
 
 
+class _SteadyOut:
+    """stdout for a command that must finish whatever happens to its reader: ``zkhive down |
+    head -1`` closed the pipe after the first line, the next print raised BrokenPipeError, and
+    ``down`` ended there with the keeper stopped and Redis, the workers, Flower and the gateway
+    left running unsupervised. Each write is flushed at once; once the reader is gone, the rest
+    goes to /dev/null (the interpreter's last flush too) and the command goes on; so it does
+    for any other failure to write (a terminal that went away, ``> /dev/full``)."""
+
+    def __init__(self, stream):
+        self.stream, self.gone = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                self.stream.write(text)
+                self.stream.flush()
+            except (OSError, ValueError):  # EPIPE, EIO (the terminal went away), ENOSPC
+                self._drop()               # (> /dev/full); ValueError: the stream was closed
+        return len(text)
+
+    def _drop(self) -> None:
+        self.gone = True
+        try:
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        except (OSError, ValueError):
+            pass
+
+    def flush(self) -> None:
+        if not self.gone:
+            self.write("")
+
+
+def steady(fn):
+    """Run ``fn(args)`` with :class:`_SteadyOut` as stdout and SIGPIPE ignored (Python ignores it
+    already; a parent may have set it back to the default, which kills the process at the first
+    write to a closed pipe)."""
+    import contextlib
+    import functools
+    import signal
+
+    @functools.wraps(fn)
+    def run(args):
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+        with contextlib.redirect_stdout(_SteadyOut(sys.stdout)):
+            return fn(args)
+    return run
+
+
+@steady
 def cmd_down(args) -> int:
     from . import current
 
@@ -235,7 +284,7 @@ def cmd_logs(args) -> int:
     sup = Supervisor(run_dir_for(args))
     try:
         if not sup.load():
-            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `{cli_name()} up` first")
     except SupervisorError as e:
         raise CommandError(str(e)) from None
     rec = sup.record(args.name)
@@ -294,13 +343,14 @@ def cmd_gc(args) -> int:
     return 0
 
 
+@steady
 def cmd_restart(args) -> int:
     """Replace one recorded process, or every process of a role, one at a time: each is
     warm-stopped, started again from ``up``'s plan and waited for before the next."""
     sup = Supervisor(run_dir_for(args))
     try:
         if not sup.load():
-            raise CommandError(f"no cluster recorded in {sup.state_file}: `zkhive up` first")
+            raise CommandError(f"no cluster recorded in {sup.state_file}: `{cli_name()} up` first")
         names = [r.name for r in sup.records if not r.by_hand
                  and (r.name == args.target or r.name.startswith(args.target + "-"))]
         if not names:
@@ -463,13 +513,40 @@ def _terminate_cancels_the_job() -> None:
                 job_id, unit = found
                 done = await asyncio.get_running_loop().run_in_executor(None, cancel_job, rt, job_id)
                 self.write({"message": f"Cancelled job {job_id} (task '{taskid}' was running its unit "
-                                       f"{unit}): as `zkhive cancel {job_id}`; the running task's result is "
+                                       f"{unit}): as `{cli_name()} cancel {job_id}`; the running task's result is "
                                        f"discarded" if done else f"job {job_id} had already finished"})
                 return
         return await original(self, taskid)
     post = tornado.web.authenticated(post)  # as Flower's own handler: 401 without the credentials
     post._zkhive_cancel = True
     TaskRevoke.post = post
+
+
+def _gateway_pid(args) -> tuple[int, str | None]:
+    """(pid, None) of the gateway ``ready gateway`` checks: ``--pid``; else the one the cluster
+    of ``up`` recorded (it inspected pid 1, the init process, outside a container); else pid 1
+    when that is a zkhive gateway (its container's main process). Else (0, why not)."""
+    import psutil
+
+    if args.pid is not None:
+        return args.pid, None
+    sup = Supervisor(run_dir_for(args))
+    try:
+        rec = sup.record("gateway") if sup.load() else None
+    except SupervisorError as e:
+        return 0, str(e)
+    if rec is not None:
+        if rec.process() is None:
+            return 0, f"the gateway recorded in {sup.state_file} (pid {rec.pid}) is not running"
+        return rec.pid, None
+    try:
+        line = psutil.Process(1).cmdline()
+    except psutil.Error:
+        line = []
+    if "gateway" in line:
+        return 1, None
+    return 0, (f"no gateway recorded in {sup.state_file} and pid 1 is not one: "
+               f"pass --pid, or --run-dir of the cluster")
 
 
 def cmd_ready(args) -> int:
@@ -485,13 +562,15 @@ def cmd_ready(args) -> int:
     elif args.service == "metrics":
         reason = readiness.metrics_check(args.url or metrics_url(s))
     elif args.service == "gateway":
-        reason = readiness.listening_check(args.pid, s.gateway.port)
+        pid, reason = _gateway_pid(args)
+        if reason is None:
+            reason = readiness.listening_check(pid, s.gateway.port)
     else:
         import redis as redis_py
 
         r = redis_py.Redis.from_url(s.redis.url_with_password(), socket_timeout=2)
         try:
-            reason = readiness.worker_check(r, host=s.worker.host, pid=args.pid,
+            reason = readiness.worker_check(r, host=s.worker.host, pid=args.pid or 1,
                                             preload=list(s.srs.preload))
         except redis_py.exceptions.RedisError as e:
             reason = f"cannot read the registry: {e}"
@@ -585,9 +664,11 @@ def register(sub) -> None:
 
     p = sub.add_parser("ready", help="exit 0 when a service is ready (container health checks)")
     p.add_argument("service", choices=["redis", "worker", "flower", "metrics", "gateway"])
-    p.add_argument("--pid", type=int, default=1,
-                   help="worker, gateway: its PID on this host (default 1: the container's main process)")
+    p.add_argument("--pid", type=int, default=None,
+                   help="worker, gateway: its PID on this host (default: worker, 1: the container's main "
+                        "process; gateway, the one `up` recorded, else 1 when that is a gateway)")
     p.add_argument("--url", help="flower, metrics: base URL (default from [flower], [metrics])")
     p.add_argument("--quiet", "-q", action="store_true")
     add_config(p)
+    add_run_dir(p)
     p.set_defaults(func=cmd_ready)

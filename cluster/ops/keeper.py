@@ -7,8 +7,11 @@ stops first, so nothing it supervises can come back after ``down``:
 
 - every ``poll_s`` it reads the state file; a recorded process that is gone (its PID and start
   time no longer name a live process) is started again from its service spec, after a delay
-  that doubles with each consecutive short-lived run (``backoff_s`` .. ``max_backoff_s``); a run
-  that stays up ``stable_s`` resets the count;
+  that doubles with each consecutive short-lived run (``backoff_s`` .. ``max_backoff_s``; a
+  prover's stops at ``prove_max_backoff_s``, Redis's at ``redis_max_backoff_s``); a run that
+  stays up ``stable_s`` resets the count;
+- every step it also rotates each process's log that grew past ``[logs] max_bytes`` (copy to
+  ``.1``, truncate in place: ``supervisor.rotate_log``; ``up`` records the setting in the meta);
 - restarts run in parallel, each in its own thread: the spawn is recorded under the state
   directory's lock (milliseconds) and the readiness wait happens outside it, so Redis is never
   restarted behind a worker's readiness wait (issue 27: Redis stayed down 181 s while the keeper
@@ -46,7 +49,8 @@ from typing import Callable
 
 import psutil
 
-from .supervisor import Busy, ProcessRecord, ServiceSpec, StartFailure, Supervisor, SupervisorError
+from .supervisor import (Busy, ProcessRecord, ServiceSpec, StartFailure, Supervisor, SupervisorError,
+                         own_family, rotate_log)
 
 #: the keeper's own record name in the state file (never restarted by itself)
 KEEPER = "keeper"
@@ -82,6 +86,10 @@ class KeeperPolicy:
     #: Redis's delay never grows past this: every job stops while it is down, and it starts in
     #: well under a second (the campaign's Redis kills, 8 in 3 minutes, had it waiting 60 s)
     redis_max_backoff_s: float = 2.0
+    #: nor a prover's past this (a crash's doubling): a device without its prover proves
+    #: nothing, and six young deaths in a row kept one out ~64 s (issue 39); a prover that never
+    #: becomes ready and is the last of its role is still retried at ``max_backoff_s``
+    prove_max_backoff_s: float = 10.0
 
     def delay(self, failures: int) -> float:
         return min(self.max_backoff_s, self.backoff_s * (2 ** max(0, failures - 1)))
@@ -131,6 +139,9 @@ class Keeper:
                 self.out(f"keeper: {e}")
                 return []
             records = [r for r in self.sup.records if r.name != KEEPER and not r.by_hand]
+            logs = self.sup.meta.get("logs") or {}
+            mine = [r.log for r in self.sup.records if not r.by_hand]
+        self._rotate(mine, int(logs.get("max_bytes") or 0), int(logs.get("backups") or 0))
         acted = self._thaw_frozen(records, now)
         # Redis first: a worker started while Redis is away fails to register and counts unready
         redis_down = any(r.role == "redis" and (r.name in self._starting or r.process() is None)
@@ -150,6 +161,8 @@ class Keeper:
             # the last of a role is retried at the ceiling once it has failed too often
             delay = self.policy.max_backoff_s if last and unready >= self.policy.max_failures \
                 else self.policy.delay(max(failures, 1))
+            if rec.role == "prove" and unready < self.policy.max_failures:
+                delay = min(delay, self.policy.prove_max_backoff_s)
             if rec.role == "redis":
                 delay = min(delay, self.policy.redis_max_backoff_s)
             due = self._due.setdefault(rec.name, now + delay)
@@ -158,6 +171,16 @@ class Keeper:
             if self._restart(rec.name, failures, unready, last):
                 acted.append(rec.name)
         return list(dict.fromkeys(acted))  # a frozen one killed and restarted: named once
+
+    def _rotate(self, logs: list[str], max_bytes: int, backups: int) -> None:
+        """``[logs]``: rotate each process's log that grew past ``max_bytes`` (``up`` records
+        the setting in the state file's meta)."""
+        for log in dict.fromkeys(logs):
+            try:
+                if rotate_log(log, max_bytes, backups):
+                    self.out(f"keeper: rotated {log} (over {max_bytes} bytes; {backups} kept)")
+            except OSError as e:
+                self.out(f"keeper: cannot rotate {log}: {e}")
 
     @staticmethod
     def _last_of_role(records: list[ProcessRecord], rec: ProcessRecord) -> bool:
@@ -216,10 +239,7 @@ class Keeper:
 
     @staticmethod
     def _kill_family(proc: psutil.Process) -> None:
-        try:
-            family = [proc] + proc.children(recursive=True)
-        except psutil.NoSuchProcess:
-            return
+        family = own_family(proc)  # not a keeper this worker revived, nor what that keeper started
         for p in family:
             try:
                 p.send_signal(signal.SIGKILL)

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import psutil
 
+from cluster.cli import cli_name
+
 from .keeper import KEEPER
 from .plan import _child_env, keeper_spec
 from .supervisor import Busy, ProcessRecord, Supervisor, SupervisorError, start_stamp
@@ -88,10 +90,10 @@ def attach(s, role: str, device: str | None) -> Joined | None:
                 ready_at=0.0, since_boot=since_boot))
             sup.save()
     except (Busy, SupervisorError) as e:
-        print(f"zkhive worker: not recorded in {sup.state_file} ({e}): `zkhive down` will not "
+        print(f"zkhive worker: not recorded in {sup.state_file} ({e}): `{cli_name()} down` will not "
               f"stop this process", flush=True)
         return None
-    print(f"zkhive worker: recorded as {name} in {sup.state_file}: `zkhive down` stops it too",
+    print(f"zkhive worker: recorded as {name} in {sup.state_file}: `{cli_name()} down` stops it too",
           flush=True)
     return Joined(sup, name)
 

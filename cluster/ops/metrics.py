@@ -32,7 +32,7 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
     zkhive_units_waiting_for_space                        units waiting for room now (active jobs)
     zkhive_job_attempts_total{params}                     resubmissions of failed or cancelled jobs
     zkhive_queue_depth{queue,host,device}                 messages waiting (device queues have a device)
-    zkhive_worker_ready{worker,role,host,device}          1 ready, 0 registered but loading
+    zkhive_worker_ready{worker,role,host,device}          1 ready, 0 registered but still starting
     zkhive_worker_inflight{worker,host,device}            partitions in hand
     zkhive_resident_keys{worker,host,device}              number of resident proving keys
     zkhive_resident_key{worker,host,device,params}        1 per resident key
@@ -230,7 +230,8 @@ class ClusterCollector:
 
         ws = registry.workers(self.r)
         wl = ["worker", "host", "device"]
-        ready = GaugeMetricFamily("zkhive_worker_ready", "Registered workers: 1 ready, 0 still loading",
+        ready = GaugeMetricFamily("zkhive_worker_ready", "Registered workers: 1 ready, 0 still starting "
+                                  "(preload keys); a job's key load leaves it 1 (zkhive_key_loading)",
                                   labels=["worker", "role", "host", "device"])
         inflight = GaugeMetricFamily("zkhive_worker_inflight", "Partitions a worker has in hand", labels=wl)
         nkeys = GaugeMetricFamily("zkhive_resident_keys", "Proving keys resident on a device", labels=wl)

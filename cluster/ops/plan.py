@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from cluster.cli import CommandError
+from cluster.cli import CommandError, cli_name
 
 from .current import settings_for
 from .supervisor import ServiceSpec, Supervisor
@@ -99,10 +99,10 @@ def _nvidia_smi_gpus() -> list[str]:
 def _redis_endpoint(s) -> tuple[str, int]:
     u = urlsplit(s.redis.url)
     if u.scheme != "redis" or u.hostname not in LOCAL_HOSTS:
-        raise CommandError(f"redis.url is {s.redis.url}: `zkhive up` starts its own Redis on this "
+        raise CommandError(f"redis.url is {s.redis.url}: `{cli_name()} up` starts its own Redis on this "
                            f"machine, so the URL must be redis://127.0.0.1:PORT/DB (for a cluster "
                            f"on several machines, use docker compose or start workers with "
-                           f"`zkhive worker`)")
+                           f"`{cli_name()} worker`)")
     return ("127.0.0.1" if u.hostname == "localhost" else u.hostname), (u.port or 6379)
 
 
@@ -315,10 +315,13 @@ def plan(args, s) -> tuple[list, dict]:
                  gateway_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):
         services.append(keeper_spec(run_dir, env))
+    for spec in flat(services):  # rotated at each start, and by the keeper as they grow
+        spec.log_max_bytes, spec.log_backups = s.logs.max_bytes, s.logs.backups
     meta = {"redis": s.redis.url, "flower": flower_url(s), "flower_user": s.flower.user,
             "metrics": metrics_url(s) + "/metrics", "gateway": gateway_address(s),
             "flower_password": pw_where, "config": env.get("ZKHIVE_CONFIG"),
             "started_at": time.time(), "devices": devices,
+            "logs": {"max_bytes": s.logs.max_bytes, "backups": s.logs.backups},  # the keeper rotates
             "device_notes": [p.note for p in plans.values() if p.note],
             # what the keeper and `zkhive restart` re-plan the services from
             "up_args": {"synthesis_workers": args.synthesis_workers, "devices": ",".join(devices),
@@ -333,7 +336,7 @@ def replan(sup: Supervisor, args) -> dict[str, ServiceSpec]:
     saved = sup.meta.get("up_args")
     if not saved:
         raise CommandError(f"{sup.state_file} was written by an older zkhive without its plan: "
-                           f"`zkhive down` and `up` again to restart processes")
+                           f"`{cli_name()} down` and `up` again to restart processes")
     ns = argparse.Namespace(**saved, run_dir=str(sup.state_dir),
                             config=getattr(args, "config", None) or sup.meta.get("config"))
     services, _ = plan(ns, settings_for(ns))

@@ -43,6 +43,8 @@ from typing import Callable, Iterable
 
 import psutil
 
+from cluster.cli import cli_name
+
 #: the state file's name inside the state directory (``<data_dir>/run`` for ``zkhive up``)
 STATE_FILE = "cluster.json"
 STATE_VERSION = 1
@@ -65,7 +67,7 @@ class ClusterRunning(SupervisorError):
         procs = ", ".join(f"{r.name} (pid {r.pid})" for r in alive)
         super().__init__(
             f"a previous cluster is still running: {procs}; recorded in {state_file}. "
-            f"Run `zkhive down` first (or `zkhive status` to use it).")
+            f"Run `{cli_name()} down` first (or `{cli_name()} status` to use it).")
 
 
 class Busy(SupervisorError):
@@ -120,6 +122,9 @@ class ServiceSpec:
     #: where it can be reached, for the operator (printed by ``up`` and ``status``)
     address: str = ""
     cwd: str | None = None
+    #: ``[logs]``: the log is rotated past this size (0: never) keeping ``log_backups`` copies
+    log_max_bytes: int = 0
+    log_backups: int = 5
 
 
 @dataclass
@@ -206,6 +211,39 @@ def log_tail(path: Path | str, lines: int = LOG_TAIL_LINES) -> str:
     except FileNotFoundError:
         return "(no log written)"
     return "\n".join(data.splitlines()[-lines:])
+
+
+def rotate_log(path: Path | str, max_bytes: int, backups: int) -> bool:
+    """Rotate ``path`` when it holds ``max_bytes`` or more (0: never): ``.1`` .. ``.N`` move up
+    one (the oldest is dropped), the log is copied to ``.1`` and then truncated in place. The
+    processes writing it keep their descriptor, opened with O_APPEND, so their next line lands
+    at the start of the emptied file (logrotate's ``copytruncate``; renaming the file instead
+    would leave them writing into ``.1`` for good). A line written between the read that found
+    the end and the truncation right after it is lost (as with ``copytruncate``). Returns True
+    when it rotated."""
+    path = Path(path)
+    try:
+        if max_bytes <= 0 or path.stat().st_size < max_bytes:
+            return False
+    except FileNotFoundError:
+        return False
+    if backups > 0:
+        for i in range(backups - 1, 0, -1):
+            older = path.with_name(f"{path.name}.{i}")
+            if older.exists():
+                os.replace(older, path.with_name(f"{path.name}.{i + 1}"))
+        tmp = path.with_name(f"{path.name}.1.tmp")
+        with open(path, "rb") as src, open(tmp, "wb") as dst:
+            while True:
+                chunk = src.read(1 << 20)
+                if not chunk:
+                    break
+                dst.write(chunk)
+            os.truncate(path, 0)  # at once after the read that found the end
+        os.replace(tmp, path.with_name(f"{path.name}.1"))
+    else:
+        os.truncate(path, 0)
+    return True
 
 
 def port_is_free(port: int, host: str = "127.0.0.1") -> bool:
@@ -384,6 +422,10 @@ class Supervisor:
 
     def _spawn(self, spec: ServiceSpec) -> tuple[subprocess.Popen, float, float]:
         spec.log.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            rotate_log(spec.log, spec.log_max_bytes, spec.log_backups)
+        except OSError:
+            pass  # a log that cannot be rotated never keeps a process from starting
         env = dict(os.environ if spec.env is None else spec.env)
         env.setdefault("PYTHONUNBUFFERED", "1")  # the log tail must show the last words
         with open(spec.log, "ab") as logf:
@@ -490,7 +532,7 @@ class Supervisor:
         # start time before any later signal, like the leader.
         try:
             boot = psutil.boot_time()  # read before the children's Process objects (start_stamp)
-            family = [proc] + proc.children(recursive=True)
+            family = own_family(proc)
             ids = [(p.pid, p.create_time() - boot) for p in family if _alive(p)]
             proc.send_signal(signal.SIGTERM)
         except psutil.NoSuchProcess:
@@ -521,6 +563,27 @@ class Supervisor:
             if not bound or time.monotonic() > deadline:
                 return bound
             time.sleep(0.1)
+
+
+def own_family(proc: psutil.Process) -> list[psutil.Process]:
+    """``proc`` and its descendants in its own session: Celery's prefork pool, not a process of
+    the cluster that ``proc`` started. Every process of ``up`` starts in a session of its own
+    (:meth:`Supervisor._spawn`), so a worker the keeper restarted is the keeper's child but not of
+    its family: stopping the keeper must not take it along (it was SIGKILLed after the keeper's
+    grace, without the warm shutdown that ``stop_all`` gives it next)."""
+    try:
+        sid = os.getsid(proc.pid)
+        kids = proc.children(recursive=True)
+    except (psutil.Error, OSError):  # gone, or not ours to look at
+        return [proc]
+    family = [proc]
+    for p in kids:
+        try:
+            if os.getsid(p.pid) == sid:
+                family.append(p)
+        except OSError:  # exited meanwhile
+            pass
+    return family
 
 
 def _alive(p: psutil.Process) -> bool:

@@ -122,7 +122,7 @@ class Runtime:
         self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
         #: liveness of claimed units (cluster.pipeline.lease), renewed while their tasks run
         self.leases = Leases(self.redis, s.delivery.lease_ttl_s, s.delivery.result_ttl_s)
-        self.keys = KeyCache(s.srs.param_cache, s.srs.filecoin_cache)
+        self.keys = KeyCache.from_settings(s)
         #: sends the jobs' messages (the unit tests' stub runtime records them instead)
         self.dispatch = CeleryDispatch(app)
         #: set by cluster.pipeline.lifecycle in a prove worker: the device's Prover

@@ -27,15 +27,46 @@ import json
 import os
 from pathlib import Path
 
-from cluster.errors import KeyMissing
+from cluster.errors import KeyMissing, cli_name
 
 KINDS = ("params", "vk", "meta", "pk")
 
 
+def settings_note(s) -> str:
+    """Where a key cache's directories came from, for a refusal: a running cluster's settings
+    are the ones its ``up`` wrote (``<run dir>/settings.toml``, paths fixed then), so a
+    ``$FIL_PROOFS_PARAMETER_CACHE`` exported later was silently not used (issue 39)."""
+    where = f"settings file {s.source}" if s.source else "the defaults and ZKHIVE_* variables"
+    note = f"[srs] from {where}"
+    env = os.environ.get("FIL_PROOFS_PARAMETER_CACHE")
+    if env and Path(env).resolve() != Path(s.srs.filecoin_cache).resolve():
+        cli = cli_name()
+        note += (f"; $FIL_PROOFS_PARAMETER_CACHE={env} is not used: filecoin_cache was fixed when those "
+                 f"settings were written (a running cluster keeps what its `up` had): set [srs] "
+                 f"filecoin_cache there, or `{cli} down` and `{cli} up` again with it exported")
+    return note
+
+
 class KeyCache:
-    def __init__(self, root: str | os.PathLike, filecoin_root: str | os.PathLike | None = None):
+    def __init__(self, root: str | os.PathLike, filecoin_root: str | os.PathLike | None = None,
+                 *, origin: str = ""):
         self.root = Path(root)
         self.filecoin_root = Path(filecoin_root) if filecoin_root is not None else None
+        #: where root and filecoin_root came from (settings_note), said when a key is missing
+        self.origin = origin
+
+    @classmethod
+    def from_settings(cls, s, root: str | os.PathLike | None = None) -> "KeyCache":
+        """``[srs] param_cache`` (or ``root``, a ``--keys`` directory) and ``filecoin_cache``."""
+        return cls(root or s.srs.param_cache, s.srs.filecoin_cache, origin=settings_note(s))
+
+    def places(self, circuit) -> str:
+        """The directories looked in for ``circuit``'s keys, each with its setting, and where
+        those came from."""
+        where = [f"{self.root} ([srs] param_cache)"]
+        if self.filecoin_root is not None and self.filecoin_names(circuit):
+            where.append(f"{self.filecoin_root} ([srs] filecoin_cache, under Filecoin's v28 names)")
+        return " and ".join(where) + (f"; {self.origin}" if self.origin else "")
 
     # -- names ---------------------------------------------------------------------------------
     def path(self, circuit, kind: str) -> Path:
@@ -80,8 +111,8 @@ class KeyCache:
         if p is None:
             want = self.path(circuit, kind)
             raise KeyMissing(f"no {'proving' if kind == 'params' else 'verifying'} key for parameter set "
-                             f"{circuit.name!r} at {want}: run `zkhive keys setup --params {circuit.name}`"
-                             + (f" or `zkhive keys import`" if self.filecoin_names(circuit) else ""))
+                             f"{circuit.name!r} at {want} (looked in {self.places(circuit)}): run `{cli_name()} keys setup --params {circuit.name}`"
+                             + (f" or `{cli_name()} keys import`" if self.filecoin_names(circuit) else ""))
         return p
 
     def circuit_digest(self, circuit, key_path: Path) -> bytes | None:

@@ -21,7 +21,7 @@ from typing import Any
 
 from celery import chain, chord
 
-from cluster.errors import JobConflict, JobError
+from cluster.errors import JobConflict, JobError, cli_name
 
 from .jobs import CANCELLED, FAILED, JobRecord, check_job_id, priority_value
 
@@ -269,8 +269,8 @@ def _check_keys_exist(rt, circuit) -> None:
     if any(circuit.name in w.resident_keys or circuit.name in w.makes_keys for w in provers):
         return  # resident, or made in a prover's own process ([srs] in_process)
     raise JobError(f"field params: no keys for parameter set {circuit.name!r} anywhere in the cluster "
-                   f"(not in the key cache {rt.keys.root}, not resident on any prover, no prover "
-                   f"makes it in process): run `zkhive keys setup --params {circuit.name}`, or "
+                   f"(not in the key cache: looked in {rt.keys.places(circuit)}; not resident on any prover, no prover "
+                   f"makes it in process): run `{cli_name()} keys setup --params {circuit.name}`, or "
                    f"name it in a prover's srs.in_process")
 
 

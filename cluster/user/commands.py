@@ -253,7 +253,11 @@ def cmd_timeline(args) -> int:
         raise CommandError(f"no timeline for job {args.job} (unknown job, or expired)")
     print(timeline.format_text(args.job, events))
     png = args.png or f"timeline-{args.job}.png"
-    if png != "-":
+    if png != "-" and not timeline.spans(events):
+        # the cluster's own timeline (keeper restarts, ...) is events at points in time: a
+        # chart of spans had nothing to draw and ended in gantt_png's ValueError
+        print(f"no gantt chart: the timeline of {args.job} has no timed spans (only events)")
+    elif png != "-":
         timeline.gantt_png(args.job, events, png)
         print(f"gantt chart: {png}")
     return 0

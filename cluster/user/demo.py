@@ -16,7 +16,7 @@ import os
 import time
 from pathlib import Path
 
-from cluster.cli import CommandError
+from cluster.cli import CommandError, cli_name
 
 
 def _smallest_porep() -> str:
@@ -111,7 +111,7 @@ def cmd_demo(args) -> int:
         # a circuit whose constraints changed under the same parameter-set digest: proving with
         # the cached key would fail every partition with CircuitMismatch
         print(f"      the cached key {pk} was made for other constraint matrices: regenerating it "
-              f"(running provers may still hold the old one: `zkhive down` first if the job fails)")
+              f"(running provers may still hold the old one: `{cli_name()} down` first if the job fails)")
         pk, vk = rt.keys.setup(circuit, force=True)
         had = False
     step("keys" + (" (cached)" if had else ""), t0)

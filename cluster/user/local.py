@@ -9,10 +9,11 @@ partition order; keys come from the same key cache (``[srs] param_cache``) the c
 from __future__ import annotations
 
 import json
+import sys
 import time
 from pathlib import Path
 
-from cluster.cli import CommandError
+from cluster.cli import CommandError, cli_name
 from synthesis.cli import load_c1
 
 
@@ -24,7 +25,7 @@ def _keys(args):
         return KeyCache(args.keys)
     try:
         s = load(args.config)
-        return KeyCache(s.srs.param_cache, s.srs.filecoin_cache)
+        return KeyCache.from_settings(s)
     except SettingsError as e:
         raise CommandError(str(e)) from None
 
@@ -41,7 +42,7 @@ def cmd_prove(args) -> int:
     cache = _keys(args)
     if not cache.has(circuit):
         if not args.setup:
-            raise CommandError(f"no keys for {circuit.name} in {cache.root}: run `zkhive keys setup "
+            raise CommandError(f"no keys for {circuit.name} in {cache.root}: run `{cli_name()} keys setup "
                                f"--params {circuit.name}` or pass --setup")
         t = time.time()
         cache.setup(circuit)
@@ -111,7 +112,23 @@ def cmd_verify(args) -> int:
     bad = [k for k, p in enumerate(proofs) if not verify(vk, circuit.public_inputs(c1, k), p)]
     for k in range(want):
         print(f"partition {k}: {'INVALID' if k in bad else 'valid'}")
+    if bad:
+        print(invalid_hint(cache, circuit, len(bad), want), file=sys.stderr)
     return 1 if bad else 0
+
+
+def invalid_hint(cache, circuit, bad: int, want: int) -> str:
+    """Why proofs may not verify that are not wrong: a development key of another checkout
+    (``keys setup`` draws a new trapdoor each time) verified "INVALID" with no hint (issue 39)."""
+    import hashlib
+
+    vk = cache.find(circuit, "vk")
+    kid = hashlib.sha256(vk.read_bytes()).hexdigest()[:16] if vk is not None else "?"
+    return (f"{cli_name()} verify: {bad} of {want} partition proofs do not verify against the "
+            f"verifying key {vk} (key id {kid}, the sha256 of the file). A proof made with another key "
+            f"for {circuit.name} never does: a development key of another checkout or key cache "
+            f"(each `keys setup` makes a new one) is another key. Pass --keys with the key cache "
+            f"the proofs were made with (the cluster's [srs] param_cache)")
 
 
 def register(sub) -> None:

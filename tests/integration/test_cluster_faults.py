@@ -263,7 +263,8 @@ def test_missing_key_fails_the_job_in_one_attempt_with_the_whole_message(cluster
     with pytest.raises(JobFailed) as e:
         cluster_submit(make_c1(SQUARES_A, seed=15), "nokey").result(timeout=60)
     want = (f"missing key: no proving key for parameter set '{SQUARES_A.name}' at {empty}/"
-            f"{SQUARES_A.name}.{SQUARES_A.digest()[:16]}.params: run `zkhive keys setup --params {SQUARES_A.name}`")
+            f"{SQUARES_A.name}.{SQUARES_A.digest()[:16]}.params (looked in {empty} ([srs] param_cache); "
+            f"[srs] from the defaults and ZKHIVE_* variables): run `zkhive keys setup --params {SQUARES_A.name}`")
     assert e.value.error.startswith("partition ") and e.value.error.endswith(want), e.value.error
     assert len(events(cluster, "nokey", "prove_pickup")) == 1  # one attempt
     assert not events(cluster, "nokey", "prove_error")        # no retry was spent

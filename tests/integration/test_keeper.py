@@ -352,3 +352,34 @@ def test_redis_is_never_backed_off_past_its_cap(tmp_path):
         keeper.wait()
         s = Supervisor(tmp_path / "run")
         s.load() and s.stop_all()
+
+
+def test_a_prover_is_never_backed_off_past_its_cap(tmp_path):
+    """Six young deaths in a row would put a worker 32 s out (60 s at the seventh); a prover
+    waits at most prove_max_backoff_s (10 s); a synthesis worker still the whole delay."""
+    policy = KeeperPolicy()
+    specs = {"prove-cpu0": http_server(tmp_path, name="prove-cpu0"),
+             "synthesis-0": http_server(tmp_path, name="synthesis-0")}
+    sup = Supervisor(tmp_path / "run")
+    recs = sup.start_all([list(specs.values())])
+    with sup.locked():
+        sup.load()
+        for r in sup.records:
+            r.failures, r.ready_at = 5, time.time()
+        sup.save()
+    keeper = Keeper(tmp_path / "run", lambda: specs, policy=policy, out=lambda m: None)
+    try:
+        for r in recs:
+            _kill(r.pid)
+        now = max(r.create_time for r in recs) + 1.0  # died young: the sixth short run
+        assert keeper.step(now) == []
+        assert keeper.step(now + policy.prove_max_backoff_s - 0.01) == []
+        assert keeper.step(now + policy.prove_max_backoff_s) == ["prove-cpu0"]
+        assert policy.delay(6) == 32.0
+        assert keeper.step(now + 31.9) == []
+        assert keeper.step(now + 32.0) == ["synthesis-0"]
+    finally:
+        keeper.stopping.set()
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
