@@ -101,6 +101,10 @@ def cmd_demo(args) -> int:
     except KeyError as e:
         raise CommandError(e.args[0]) from None
     rt = runtime()
+    if not _cluster_running(args):
+        from cluster.ops.plan import check_ports
+
+        check_ports(s)  # a clash is refused now, not after minutes of keys
 
     t0 = time.monotonic()
     had = rt.keys.has(circuit)

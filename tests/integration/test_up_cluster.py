@@ -341,7 +341,8 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
         assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "prove", "synthesis"]
         ps = cli("ps", env=fresh, check=0)
         assert ps.stdout.count(" running ") == 8 and f":{s.metrics_port}/metrics" in ps.stdout
-        assert f"gateway 127.0.0.1:{s.gateway_port}" in ps.stdout
+        assert f"gateway unix://{s.run_dir.resolve()}/gateway.sock" in ps.stdout  # the default: a socket
+        assert f"gateway  unix://{s.run_dir.resolve()}/gateway.sock" in cli("status", env=fresh, check=0).stdout
         # told otherwise, a command uses what it is told: another Redis, which does not answer
         other = cli("status", env={**fresh, "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0"}, check=2)
         assert other.stderr.startswith("zkhive status: cannot reach Redis at redis://127.0.0.1:")
