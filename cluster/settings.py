@@ -318,11 +318,15 @@ class GatewaySettings(Section):
     """Allow a TCP ``address`` beyond loopback without TLS and client certificates: only inside a
     container whose port is published on the host's loopback (docker-compose.yml)."""
     max_message_bytes: int = Field(256 << 20, gt=0)
-    """Largest request or response (a 32 GiB Commit2 input is ~70 MB of base64-wrapped JSON)."""
+    """Largest response, and request (a 32 GiB Commit2 input is ~70 MB of base64-wrapped JSON);
+    requests are read only up to what a Commit2 input may be when that is less (``request_bytes``)."""
     max_inflight_bytes: int = Field(256 << 20, gt=0)
-    """Bytes of SubmitProof/Prove requests being decoded and stored at once (each costs a few times
-    its size while it is); a request that does not fit is refused with RESOURCE_EXHAUSTED (retry
-    later). At least ``max_message_bytes``."""
+    """Bytes of SubmitProof/Prove requests being received, decoded and stored at once (each costs
+    a few times its size while it is); room for the largest request is reserved before a message
+    is read. At least the largest request (``request_bytes``)."""
+    inflight_wait_s: float = Field(10.0, ge=0)
+    """How long a SubmitProof/Prove waits for room in ``max_inflight_bytes`` before it is refused
+    with RESOURCE_EXHAUSTED (retry later)."""
     threads: int = Field(64, ge=2, le=4096)
     """Calls served at once (each waiting Prove holds one)."""
     control_timeout_s: float = Field(30.0, gt=0)
@@ -336,6 +340,12 @@ class GatewaySettings(Section):
             raise SettingsError("gateway.tls_cert and gateway.tls_key: set both (TLS) or neither")
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise SettingsError("gateway.tls_client_ca: client certificates need TLS (gateway.tls_cert, tls_key)")
+
+    def request_bytes(self, c1_max_bytes: int) -> int:
+        """The largest request the gateway reads: ``max_message_bytes``, or less, what a Commit2
+        input may be (``c1_max_bytes`` as base64 in its JSON wrapper, cluster.gateway.c2input)
+        plus 64 KiB for the other fields; a larger one is refused as its length arrives."""
+        return min(self.max_message_bytes, (c1_max_bytes + 2) // 3 * 4 + 4096 + (64 << 10))
 
     def on_unix_socket(self) -> bool:
         return self.address == "unix"
@@ -382,10 +392,11 @@ class Settings(Section):
             raise SettingsError(f"{where}: delivery.prove_soft_time_limit_s must be "
                                 "below delivery.prove_time_limit_s")
         g = self.gateway
-        if g.max_inflight_bytes < g.max_message_bytes:
+        largest = g.request_bytes(self.limits.c1_max_bytes)
+        if g.max_inflight_bytes < largest:
             raise SettingsError(f"{where}: gateway.max_inflight_bytes ({g.max_inflight_bytes}) must be at least "
-                                f"gateway.max_message_bytes ({g.max_message_bytes}), or a request of the "
-                                f"largest size could never be served")
+                                f"the largest request ({largest}: gateway.max_message_bytes, or a Commit2 input "
+                                f"of limits.c1_max_bytes if less), or no request could be served")
         return self
 
 

@@ -4,10 +4,12 @@ or on TCP ``[gateway] address:port``, with the optional bearer token and TLS of 
 TCP beyond loopback is refused unless it is TLS with client certificates: Curio sends no
 credentials, so on a shared address anyone could cancel jobs or evict keys.
 
-The bytes of SubmitProof/Prove requests in flight are bounded (``InflightBytes``): a request is
-taken as its raw bytes, counted against ``[gateway] max_inflight_bytes`` before it is parsed and
-decoded (which costs a few times its size), refused with RESOURCE_EXHAUSTED when it does not fit,
-and dropped once its job is stored: a Prove waiting for its proof holds no copy of its input.
+The bytes of SubmitProof/Prove requests in flight are bounded (``InflightBytes``): a request
+larger than a Commit2 input may be (``[limits] c1_max_bytes``, base64) is refused by grpc as its
+length arrives; room for the largest request is reserved from ``[gateway] max_inflight_bytes``
+before a message is read (a call waits ``inflight_wait_s`` for it, then RESOURCE_EXHAUSTED);
+the message's own size is kept while it is parsed, decoded and stored (a few times its size),
+and given back once its job is: a Prove waiting for its proof holds no copy of its input.
 
 Port reuse is off (grpc turns SO_REUSEPORT on by default): a second gateway on the same port
 fails to start instead of silently sharing it. SIGTERM stops taking calls and gives those in
@@ -78,26 +80,30 @@ class Held:
 
 
 class InflightBytes:
-    """The bytes of large requests being parsed, decoded and stored at once, bounded by
-    ``limit``; once none is in flight, freed heap pages go back to the system (glibc keeps them
-    otherwise: one 250 MB request left the gateway at 576 MiB, issue 39)."""
+    """The bytes of SubmitProof/Prove requests being received, parsed, decoded and stored at
+    once, bounded by ``limit``. A call reserves room for the largest request before one byte of
+    its message is read (waiting up to ``wait_s`` for it), keeps the message's real size once it
+    has it, and gives it back once its job is stored. When none is in flight, freed heap pages
+    go back to the system (glibc keeps them otherwise: one 250 MB request left the gateway at
+    576 MiB, issue 39)."""
 
-    def __init__(self, limit: int):
-        self.limit, self.used, self.peak = limit, 0, 0
-        self._lock = threading.Lock()
+    def __init__(self, limit: int, wait_s: float = 0.0):
+        self.limit, self.wait_s, self.used, self.peak = limit, wait_s, 0, 0
+        self._cond = threading.Condition()
 
     def take(self, n: int) -> bool:
-        with self._lock:
-            if self.used + n > self.limit:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.used + n <= self.limit, timeout=self.wait_s):
                 return False
             self.used += n
             self.peak = max(self.peak, self.used)
             return True
 
     def give(self, n: int) -> None:
-        with self._lock:
+        with self._cond:
             self.used -= n
             idle = self.used == 0
+            self._cond.notify_all()
         if idle and n >= TRIM_ABOVE:
             _malloc_trim()
 
@@ -113,57 +119,79 @@ def _malloc_trim() -> None:
         pass
 
 
-def _bounded(engine: ProvingEngine, budget: InflightBytes, max_inflight: int):
-    """SubmitProof and Prove over raw request bytes, within ``budget``."""
-    import grpc as _grpc
+class _Hold:
+    """One call's share of the budget (given back once, whatever happens)."""
 
-    def parsed(held: Held, cls, context):
+    def __init__(self, budget: InflightBytes):
+        self.budget, self.n = budget, 0
+
+    def resize(self, n: int) -> None:
+        self.budget.give(self.n - n)
+        self.n = n
+
+    def release(self) -> None:
+        n, self.n = self.n, 0
+        if n:
+            self.budget.give(n)
+
+
+def _bounded(engine: ProvingEngine, budget: InflightBytes, request_max: int):
+    """SubmitProof and Prove as request-streaming handlers (one message on the wire, as a unary
+    call's): room for ``request_max`` bytes is reserved before the message is read, so requests
+    waiting for room hold none of their bytes, and a refusal reads none."""
+
+    def receive(requests, cls, context, hold: _Hold):
+        if not budget.take(request_max):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"the gateway is busy: {budget.used} bytes of requests in flight after "
+                          f"{budget.wait_s:g} s (gateway.max_inflight_bytes {budget.limit}); retry later")
+        hold.n = request_max
+        held = next(requests, None)
+        if held is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no {cls.DESCRIPTOR.name} message in the call")
         raw = held.take()
-        n = len(raw)
-        if not budget.take(n):
-            del raw
-            context.abort(_grpc.StatusCode.RESOURCE_EXHAUSTED,
-                          f"the gateway is busy: {budget.used} bytes of requests in flight, this one {n} "
-                          f"(gateway.max_inflight_bytes {max_inflight}); retry later")
+        hold.resize(len(raw))
         try:
-            return cls.FromString(raw), n
-        except Exception:
-            budget.give(n)
-            context.abort(_grpc.StatusCode.INVALID_ARGUMENT, f"not a {cls.DESCRIPTOR.name} message")
+            return cls.FromString(raw)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError, whatever its module
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a {cls.DESCRIPTOR.name} message")
 
-    def submit(held, context):
-        req, n = parsed(held, pb.SubmitProofRequest, context)
+    def submit(requests, context):
+        hold = _Hold(budget)
         try:
-            return engine.SubmitProof(req, context)
+            return engine.SubmitProof(receive(requests, pb.SubmitProofRequest, context, hold), context)
         finally:
-            del req
-            budget.give(n)
+            hold.release()
 
-    def prove(held, context):
-        req, n = parsed(held, pb.ProveRequest, context)
+    def prove(requests, context):
+        hold = _Hold(budget)
         try:
+            req = receive(requests, pb.ProveRequest, context, hold)
             if not req.HasField("submit"):
                 return engine.Prove(req, context)  # its one-line refusal
             job_id = engine.SubmitProof(req.submit, context).job_id
-        finally:
             del req
-            budget.give(n)
+        finally:
+            hold.release()
         # Prove is SubmitProof then AwaitProof without a timeout, the input already dropped
         return pb.ProveResponse(result=engine.AwaitProof(pb.AwaitProofRequest(job_id=job_id), context))
     return {"SubmitProof": submit, "Prove": prove}
 
 
-def handlers(engine: ProvingEngine, budget: InflightBytes, max_inflight: int) -> grpc.GenericRpcHandler:
-    """cuzk.v1.ProvingEngine's methods; SubmitProof and Prove take raw bytes (``_bounded``)."""
+def handlers(engine: ProvingEngine, budget: InflightBytes, request_max: int) -> grpc.GenericRpcHandler:
+    """cuzk.v1.ProvingEngine's methods; SubmitProof and Prove within ``budget`` (``_bounded``)."""
     service = pb.DESCRIPTOR.services_by_name["ProvingEngine"]
-    bounded = _bounded(engine, budget, max_inflight)
+    bounded = _bounded(engine, budget, request_max)
     methods = {}
     for m in service.methods:
         request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
-        methods[m.name] = grpc.unary_unary_rpc_method_handler(
-            bounded.get(m.name, getattr(engine, m.name)),
-            request_deserializer=Held if m.name in bounded else request.FromString,
-            response_serializer=response.SerializeToString)
+        if m.name in bounded:
+            methods[m.name] = grpc.stream_unary_rpc_method_handler(
+                bounded[m.name], request_deserializer=Held, response_serializer=response.SerializeToString)
+        else:
+            methods[m.name] = grpc.unary_unary_rpc_method_handler(
+                getattr(engine, m.name), request_deserializer=request.FromString,
+                response_serializer=response.SerializeToString)
     return grpc.method_handlers_generic_handler(service.full_name, methods)
 
 
@@ -258,13 +286,15 @@ def build(s, rt) -> tuple[grpc.Server, int]:
         token = g.secret()
     except SettingsError as e:
         raise GatewayError(str(e)) from None
-    opts = [("grpc.max_receive_message_length", g.max_message_bytes),
+    request_max = g.request_bytes(s.limits.c1_max_bytes)
+    opts = [("grpc.max_receive_message_length", request_max),
             ("grpc.max_send_message_length", g.max_message_bytes),
             ("grpc.so_reuseport", 0)]
     server = grpc.server(ThreadPoolExecutor(max_workers=g.threads, thread_name_prefix="gateway"),
                          interceptors=[TokenCheck(token)] if token else [], options=opts)
     engine = ProvingEngine(rt, control_timeout_s=g.control_timeout_s)
-    server.add_generic_rpc_handlers((handlers(engine, InflightBytes(g.max_inflight_bytes), g.max_inflight_bytes),))
+    budget = InflightBytes(g.max_inflight_bytes, g.inflight_wait_s)
+    server.add_generic_rpc_handlers((handlers(engine, budget, request_max),))
     check_exposure(g)
     creds = None
     if g.tls_cert is not None:

@@ -15,6 +15,8 @@ import signal
 import threading
 import time
 
+from pathlib import Path
+
 import grpc
 import psutil
 import pytest
@@ -459,36 +461,42 @@ def test_another_local_user_cannot_cancel_or_evict_through_the_default_socket(gw
     """The socket is 0660, the gateway's user and group: another local user's client (even one
     that knows the token) is refused by the kernel at connect; the owner's client is served."""
     import pwd
+    import shutil
     import stat
     import subprocess
     import sys
+    import tempfile
 
     from test_up_cluster import ROOT
 
-    st = gw.socket.lstat()
+    st = gw.socket.lstat()  # the socket `up`'s gateway made
     assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660, oct(st.st_mode)
     assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
     if os.getuid() != 0:
         pytest.skip("switching to another user needs root (CI runs the suite as root)")
     nobody = pwd.getpwnam("nobody").pw_uid
     assert nobody != st.st_uid and nobody != st.st_gid
+    # a gateway of the same cluster, started the same way, on a socket whose directories let
+    # others through (pytest's own are 0700, and other pytest sessions set them back): only the
+    # socket's mode stands between another user and the gateway
+    where = Path(tempfile.mkdtemp(prefix="zkhive-gw-"))
+    os.chmod(where, 0o711)
+    sock = where / "gateway.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--socket", str(sock))],
+                            cwd=ROOT, env=gw.s.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     _, _, c2 = porep
-    gw.call("SubmitProof", submit("other-user-1", c2))
-    assert _resident(gw, SQUARES_A.name, True)  # preloaded
 
     def client(uid, job="other-user-1", circuit=SQUARES_A.name):
-        res = subprocess.run([sys.executable, "-c", OTHER_USER_CLIENT, f"unix://{gw.socket}", str(uid), job,
+        res = subprocess.run([sys.executable, "-c", OTHER_USER_CLIENT, f"unix://{sock}", str(uid), job,
                               circuit, TOKEN], cwd=ROOT, env=gw.s.env, capture_output=True, text=True,
                              timeout=120)
         assert res.returncode == 0, res.stderr
         return dict(line.split(" ", 1) for line in res.stdout.splitlines())
-
-    # the directories above the socket let others through (pytest's are 0700): only the
-    # socket's own mode stands between them and the gateway
-    opened = [d for d in gw.socket.parents if not d.stat().st_mode & stat.S_IXOTH]
     try:
-        for d in opened:
-            os.chmod(d, d.stat().st_mode | stat.S_IXOTH)
+        assert _until(lambda: sock.exists(), 60), proc.poll()
+        assert stat.S_IMODE(sock.lstat().st_mode) == 0o660
+        gw.call("SubmitProof", submit("other-user-1", c2))
+        assert _resident(gw, SQUARES_A.name, True)  # preloaded
         other = client(nobody)
         for call in ("CancelProof", "EvictSRS"):
             assert other[call].startswith("UNAVAILABLE") and "Permission denied" in other[call], other
@@ -496,20 +504,22 @@ def test_another_local_user_cannot_cancel_or_evict_through_the_default_socket(gw
         assert _resident(gw, SQUARES_A.name, True)  # still resident
         # the control: with the socket opened to everyone, the same client gets through (to
         # harmless calls), so it was the 0660 that refused it
-        os.chmod(gw.socket, 0o666)
+        os.chmod(sock, 0o666)
         try:
-            opened_res = client(nobody, job="no-such-job-2", circuit="nosuch-32g")
+            opened = client(nobody, job="no-such-job-2", circuit="nosuch-32g")
         finally:
-            os.chmod(gw.socket, 0o660)
-        assert all(v.startswith("NOT_FOUND") for v in opened_res.values()), opened_res
+            os.chmod(sock, 0o660)
+        assert all(v.startswith("NOT_FOUND") for v in opened.values()) and len(opened) == 2, opened
+        mine = client(-1)  # the owner
+        assert mine == {"CancelProof": "OK", "EvictSRS": "OK"}, mine
+        assert gw.r.hget("zkhive:job:other-user-1:state", "status") in (b"cancelled", b"done")
+        assert _resident(gw, SQUARES_A.name, False)
     finally:
-        for d in opened:
-            os.chmod(d, d.stat().st_mode & ~stat.S_IXOTH)
-    mine = client(-1)  # the owner
-    assert mine == {"CancelProof": "OK", "EvictSRS": "OK"}, mine
-    assert gw.r.hget("zkhive:job:other-user-1:state", "status") in (b"cancelled", b"done")
-    assert _resident(gw, SQUARES_A.name, False)
-    gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id=SQUARES_A.name))  # as the tests after expect
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+        shutil.rmtree(where, ignore_errors=True)
+        gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id=SQUARES_A.name))  # as the tests after expect
+    assert f"serving cuzk.v1.ProvingEngine on unix://{sock} (plaintext, bearer token, mode 660" in out, out
 
 
 def test_status_codes_say_whether_to_retry(gw, porep, tmp_path):

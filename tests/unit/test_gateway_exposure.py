@@ -46,8 +46,10 @@ def test_the_default_is_a_unix_socket_and_tcp_beyond_loopback_needs_client_certi
         server.check_exposure(_settings(address=address, plaintext_beyond_loopback="true").gateway)
     with pytest.raises(SettingsError, match="tls_client_ca: client certificates need TLS"):
         _settings(tls_client_ca="ca.pem").gateway.check_tls()
-    with pytest.raises(SettingsError, match=r"gateway.max_inflight_bytes \(1000\) must be at least gateway.max_message_bytes"):
+    with pytest.raises(SettingsError, match=r"gateway.max_inflight_bytes \(1000\) must be at least the largest request \(2000"):
         _settings(max_inflight_bytes=1000, max_message_bytes=2000)
+    s = settings_mod.load(env={})  # a Commit2 input of limits.c1_max_bytes as base64, and the other fields
+    assert s.gateway.request_bytes(s.limits.c1_max_bytes) == (64 << 20) // 3 * 4 + 4 + 4096 + (64 << 10)
     long = Path("/tmp") / ("d" * 170) / "gateway.sock"
     with pytest.raises(server.GatewayError, match="188 bytes, over the 107 a unix socket path may have"):
         server._check_socket(long)
@@ -74,48 +76,57 @@ class HeldEngine(pb_grpc.ProvingEngineServicer):
     request stays in flight as long as the test wants."""
 
     def __init__(self):
-        self.entered, self.release = threading.Event(), threading.Event()
+        self.entered, self.release = threading.Semaphore(0), threading.Event()
 
     def SubmitProof(self, request, context):
-        self.entered.set()
+        self.entered.release()
         self.release.wait(30)
         return pb.SubmitProofResponse(job_id=request.request_id)
 
 
-def test_bytes_in_flight_are_bounded_and_given_back(tmp_path):
+def test_bytes_in_flight_are_bounded_waited_for_and_given_back(tmp_path):
+    """Room for the largest request (6 MiB here) is reserved before a message is read: with 5 MiB
+    held, a second request waits, then is refused RESOURCE_EXHAUSTED; one that waits long enough
+    is served when the first leaves; a request over the largest is refused by grpc itself."""
+    import time
     from concurrent.futures import ThreadPoolExecutor
 
-    limit = 8 << 20
-    engine, budget = HeldEngine(), server.InflightBytes(limit)
-    srv = grpc.server(ThreadPoolExecutor(4), options=[("grpc.max_receive_message_length", limit)])
-    srv.add_generic_rpc_handlers((server.handlers(engine, budget, limit),))
+    limit, request_max = 10 << 20, 6 << 20
+    engine, budget = HeldEngine(), server.InflightBytes(limit, wait_s=0.3)
+    srv = grpc.server(ThreadPoolExecutor(4), options=[("grpc.max_receive_message_length", request_max)])
+    srv.add_generic_rpc_handlers((server.handlers(engine, budget, request_max),))
     path = tmp_path / "gw.sock"
     assert srv.add_insecure_port(f"unix:{path}")
     srv.start()
     stub = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"unix://{path}"))
-    big = pb.SubmitProofRequest(request_id="big-1", vanilla_proof=os.urandom(5 << 20))
+
+    def big(name, mib=5):
+        return pb.SubmitProofRequest(request_id=name, vanilla_proof=os.urandom(mib << 20))
     out = {}
-    t = threading.Thread(target=lambda: out.setdefault("first", stub.SubmitProof(big, timeout=30)))
+    first = threading.Thread(target=lambda: out.setdefault("first", stub.SubmitProof(big("big-1"), timeout=30)))
     try:
-        t.start()
-        assert engine.entered.wait(30)
-        assert budget.used == big.ByteSize()
+        first.start()
+        assert engine.entered.acquire(timeout=30)
+        assert budget.used == big("big-1").ByteSize()  # its own size, once read
+        t0 = time.monotonic()
         with pytest.raises(grpc.RpcError) as e:
-            stub.SubmitProof(pb.SubmitProofRequest(request_id="big-2", vanilla_proof=os.urandom(5 << 20)), timeout=30)
-        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
-        assert f"(gateway.max_inflight_bytes {limit}); retry later" in e.value.details()
-        # a small one still fits beside it
-        small = pb.SubmitProofRequest(request_id="small", vanilla_proof=b"x" * 1000)
-        th = threading.Thread(target=lambda: out.setdefault("small", stub.SubmitProof(small, timeout=30)))
-        th.start()
+            stub.SubmitProof(big("big-2"), timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and time.monotonic() - t0 >= 0.3
+        assert f"after 0.3 s (gateway.max_inflight_bytes {limit}); retry later" in e.value.details()
+        budget.wait_s = 30  # this one waits for the first to leave, then is served
+        third = threading.Thread(target=lambda: out.setdefault("third", stub.SubmitProof(big("big-3"), timeout=30)))
+        third.start()
+        time.sleep(0.5)
+        assert not engine.entered.acquire(timeout=0)  # still waiting, none of its bytes read
         engine.release.set()
-        t.join(30)
-        th.join(30)
-        assert out["first"].job_id == "big-1" and out["small"].job_id == "small"
+        first.join(30)
+        third.join(30)
+        assert out["first"].job_id == "big-1" and out["third"].job_id == "big-3"
         assert budget.used == 0 and budget.peak <= limit
-        # and the bytes came back: the refused one's size fits now
-        assert stub.SubmitProof(pb.SubmitProofRequest(request_id="big-3", vanilla_proof=os.urandom(5 << 20)),
-                                timeout=30).job_id == "big-3"
+        with pytest.raises(grpc.RpcError) as e:
+            stub.SubmitProof(big("huge", mib=7), timeout=30)
+        assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and "larger than max" in e.value.details()
+        assert budget.used == 0
     finally:
         engine.release.set()
         srv.stop(0)
