@@ -62,9 +62,10 @@ class TokenCheck(grpc.ServerInterceptor):
         message = ("missing bearer token (metadata authorization: Bearer <token>; gateway.token)"
                    if not got else "the bearer token is not the gateway's (gateway.token)")
 
-        def deny(request, context):
+        def deny(requests, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-        return grpc.unary_unary_rpc_method_handler(deny)
+        # request-streaming (the same wire as a unary call's): the refusal reads no message
+        return grpc.stream_unary_rpc_method_handler(deny)
 
 
 class Held:

@@ -166,6 +166,8 @@ def cmd_demo(args) -> int:
     status, down = hints(args)
     if sup.meta.get("metrics"):
         print(f"metrics    {sup.meta['metrics']}")
+    if sup.meta.get("gateway"):
+        print(f"gateway    {sup.meta['gateway']}  (cuzk's gRPC service: Curio's Cuzk.Address)")
     print(f"status     {status}")
     if args.down:
         from cluster.ops.commands import cmd_down

@@ -75,7 +75,7 @@ def test_readme_commands_in_order_from_a_fresh_clone(tmp_path):
     # the hints name the command as it was typed: zkhive is not on this PATH
     assert "status     ./run status" in demo.stdout and "stop       ./run down" in demo.stdout, demo.stdout
     sock = clone.resolve() / "var" / "up" / "gateway.sock"
-    assert f"gateway  unix://{sock}" in demo.stdout and stat.S_IMODE(sock.lstat().st_mode) == 0o660, demo.stdout
+    assert f"gateway    unix://{sock}  (cuzk's" in demo.stdout and stat.S_IMODE(sock.lstat().st_mode) == 0o660, demo.stdout
     try:
         status = sh("./run", "status")  # a fresh shell: none of those variables
         assert status.returncode == 0, status.stderr
