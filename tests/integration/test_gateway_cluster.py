@@ -460,6 +460,7 @@ for name, req in (("CancelProof", pb.CancelProofRequest(job_id=job)), ("EvictSRS
 def test_another_local_user_cannot_cancel_or_evict_through_the_default_socket(gw, porep):
     """The socket is 0660, the gateway's user and group: another local user's client (even one
     that knows the token) is refused by the kernel at connect; the owner's client is served."""
+    import grp
     import pwd
     import shutil
     import stat
@@ -510,6 +511,13 @@ def test_another_local_user_cannot_cancel_or_evict_through_the_default_socket(gw
         finally:
             os.chmod(sock, 0o660)
         assert all(v.startswith("NOT_FOUND") for v in opened.values()) and len(opened) == 2, opened
+        # [gateway] socket_group: the socket given to nobody's group, 0660 still, lets its members in
+        from cluster.gateway.server import _own_socket
+
+        _own_socket(sock, grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name)
+        member = client(nobody, job="no-such-job-3", circuit="nosuch-32g")
+        assert all(v.startswith("NOT_FOUND") for v in member.values()) and len(member) == 2, member
+        os.chown(sock, -1, os.getgid())
         mine = client(-1)  # the owner
         assert mine == {"CancelProof": "OK", "EvictSRS": "OK"}, mine
         assert gw.r.hget("zkhive:job:other-user-1:state", "status") in (b"cancelled", b"done")
