@@ -79,7 +79,7 @@ def main() -> int:
     from synthesis.circuits import get_circuit
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-gateway-"))
-    ports = {k: free_port() for k in ("redis", "flower", "metrics", "gateway")}
+    ports = {k: free_port() for k in ("redis", "flower", "metrics")}
     pw = os.urandom(8).hex()
     cfg = tmp / "zkhive.toml"
     keys = (args.param_cache or tmp / "keys").resolve()
@@ -97,8 +97,6 @@ port = {ports['flower']}
 password = "bench"
 [metrics]
 port = {ports['metrics']}
-[gateway]
-port = {ports['gateway']}
 """)
     circuit = get_circuit(args.params)
     t0 = time.time()
@@ -119,7 +117,8 @@ port = {ports['gateway']}
 
         configure(settings.load(tmp / "run" / "settings.toml"))
 
-        stub = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"127.0.0.1:{ports['gateway']}"))
+        # the gateway's default: a unix socket in the run directory (`up` prints it)
+        stub = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"unix://{tmp / 'run' / 'gateway.sock'}"))
         direct, gateway = [], []
         from gpu.groth16 import Proof, verify
 

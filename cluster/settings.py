@@ -288,13 +288,23 @@ class MetricsSettings(Section):
 
 class GatewaySettings(Section):
     """cuzk's ProvingEngine gRPC service in front of the cluster (``zkhive gateway``, started by
-    ``zkhive up``; docs/gateway.md). Curio connects without TLS and without a token: set either
-    only for clients that send them (or behind a proxy that adds them)."""
+    ``zkhive up``; docs/gateway.md). By default on a unix socket that only the operator's user and
+    group can open (Curio's client dials ``unix://`` addresses): file permissions are the guard,
+    since Curio sends neither a token nor a client certificate. TCP on loopback is an option;
+    beyond loopback only with TLS and client certificates."""
 
-    address: str = "127.0.0.1"
-    """Interface the gateway listens on (loopback by default; ``0.0.0.0`` to serve other hosts)."""
+    address: str = "unix"
+    """``unix`` (the default): listen on the unix socket ``socket`` (mode 0660). An IP address or
+    host name: TCP on ``port``; beyond loopback only with ``tls_cert``, ``tls_key`` and
+    ``tls_client_ca`` (or ``plaintext_beyond_loopback``)."""
+    socket: Path | None = None
+    """The unix socket's path; default ``<run dir>/gateway.sock`` (``zkhive up`` records it in the
+    cluster's settings and prints it: Curio's ``Cuzk.Address`` is ``unix://`` and this path)."""
+    socket_group: str | None = None
+    """A group the socket is given to (mode 0660: its members may call the gateway, e.g. the
+    group Curio runs as); default: the gateway's own group."""
     port: int = Field(9820, ge=1, le=65535)
-    """The gRPC port (cuzk's default)."""
+    """The gRPC port with a TCP ``address`` (cuzk's default)."""
     token: SecretStr | None = None
     """A bearer token every call must carry (``authorization: Bearer <token>``); none: no check."""
     token_file: Path | None = None
@@ -303,8 +313,21 @@ class GatewaySettings(Section):
     """PEM certificate chain: with ``tls_key``, the gateway serves TLS only."""
     tls_key: Path | None = None
     """PEM private key of ``tls_cert``."""
+    tls_client_ca: Path | None = None
+    """PEM CA certificates: with TLS, every client must present a certificate they signed."""
+    plaintext_beyond_loopback: bool = False
+    """Allow a TCP ``address`` beyond loopback without TLS and client certificates: only inside a
+    container whose port is published on the host's loopback (docker-compose.yml)."""
     max_message_bytes: int = Field(256 << 20, gt=0)
-    """Largest request or response (a 32 GiB Commit2 input is ~70 MB of base64-wrapped JSON)."""
+    """Largest response, and request (a 32 GiB Commit2 input is ~70 MB of base64-wrapped JSON);
+    requests are read only up to what a Commit2 input may be when that is less (``request_bytes``)."""
+    max_inflight_bytes: int = Field(256 << 20, gt=0)
+    """Bytes of SubmitProof/Prove requests being received, decoded and stored at once (each costs
+    a few times its size while it is); room for the largest request is reserved before a message
+    is read. At least the largest request (``request_bytes``)."""
+    inflight_wait_s: float = Field(10.0, ge=0)
+    """How long a SubmitProof/Prove waits for room in ``max_inflight_bytes`` before it is refused
+    with RESOURCE_EXHAUSTED (retry later)."""
     threads: int = Field(64, ge=2, le=4096)
     """Calls served at once (each waiting Prove holds one)."""
     control_timeout_s: float = Field(30.0, gt=0)
@@ -316,6 +339,31 @@ class GatewaySettings(Section):
     def check_tls(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise SettingsError("gateway.tls_cert and gateway.tls_key: set both (TLS) or neither")
+        if self.tls_client_ca is not None and self.tls_cert is None:
+            raise SettingsError("gateway.tls_client_ca: client certificates need TLS (gateway.tls_cert, tls_key)")
+
+    def request_bytes(self, c1_max_bytes: int) -> int:
+        """The largest request the gateway reads: ``max_message_bytes``, or less, what a Commit2
+        input may be (``c1_max_bytes`` as base64 in its JSON wrapper, cluster.gateway.c2input)
+        plus 64 KiB for the other fields; a larger one is refused as its length arrives."""
+        return min(self.max_message_bytes, (c1_max_bytes + 2) // 3 * 4 + 4096 + (64 << 10))
+
+    def on_unix_socket(self) -> bool:
+        return self.address == "unix"
+
+    def socket_path(self) -> Path:
+        """The unix socket: ``socket``, else ``gateway.sock`` in the cluster's run directory
+        (``$ZKHIVE_RUN_DIR``, set for every process of ``zkhive up``), else in ``var/up``."""
+        if self.socket is not None:
+            return self.socket.resolve()
+        return (Path(os.environ.get("ZKHIVE_RUN_DIR") or "var/up") / "gateway.sock").resolve()
+
+    def dial_address(self) -> str:
+        """What a client dials: ``unix://<socket>`` or ``host:port`` (grpc's target syntax)."""
+        if self.on_unix_socket():
+            return f"unix://{self.socket_path()}"
+        host = "127.0.0.1" if self.address in ("", "0.0.0.0") else ("[::1]" if self.address == "::" else self.address)
+        return f"[{host}]:{self.port}" if ":" in host and not host.startswith("[") else f"{host}:{self.port}"
 
 
 class LogSettings(Section):
@@ -356,6 +404,12 @@ class Settings(Section):
         if d.prove_soft_time_limit_s >= d.prove_time_limit_s:
             raise SettingsError(f"{where}: delivery.prove_soft_time_limit_s must be "
                                 "below delivery.prove_time_limit_s")
+        g = self.gateway
+        largest = g.request_bytes(self.limits.c1_max_bytes)
+        if g.max_inflight_bytes < largest:
+            raise SettingsError(f"{where}: gateway.max_inflight_bytes ({g.max_inflight_bytes}) must be at least "
+                                f"the largest request ({largest}: gateway.max_message_bytes, or a Commit2 input "
+                                f"of limits.c1_max_bytes if less), or no request could be served")
         return self
 
 

@@ -1,7 +1,7 @@
 """``zkhive gateway`` (cuzk's ProvingEngine gRPC service in front of the cluster) and ``zkhive
 c2`` (a drop-in for ``lotus-bench prove``).
 
-    zkhive gateway [--address A] [--port P]       # `zkhive up` starts it; [gateway] settings
+    zkhive gateway [--socket PATH | --address A --port P]   # `zkhive up` starts it; [gateway] settings
     zkhive c2 COMMIT2_INPUT.json [-o proof]        # through the cluster when one is up, else here
 
 ``zkhive c2`` prints what ``lotus-bench prove`` prints (the proof as hex after ``proof:``, the
@@ -28,6 +28,8 @@ def cmd_gateway(args) -> int:
     rt = _rt(args)
     s = rt.settings
     over = {k: v for k, v in (("address", args.address), ("port", args.port)) if v is not None}
+    if args.socket is not None:
+        over.update(address="unix", socket=Path(args.socket))
     if over:
         s = s.model_copy(update={"gateway": s.gateway.model_copy(update=over)})
     try:
@@ -168,8 +170,11 @@ def register(sub) -> None:
     p = sub.add_parser("gateway", help="serve cuzk's ProvingEngine gRPC service (Curio's external prover) "
                                        "in front of the cluster")
     p.add_argument("--config", metavar="FILE", help="settings TOML (default: $ZKHIVE_CONFIG)")
-    p.add_argument("--address", help="interface to listen on (default [gateway] address: 127.0.0.1)")
-    p.add_argument("--port", type=int, help="port (default [gateway] port: 9820)")
+    p.add_argument("--address", help="TCP interface to listen on instead of the unix socket (e.g. 127.0.0.1; "
+                                     "default [gateway] address: unix)")
+    p.add_argument("--port", type=int, help="TCP port (default [gateway] port: 9820)")
+    p.add_argument("--socket", metavar="PATH", help="unix socket to listen on (default [gateway] socket: "
+                                                    "<run dir>/gateway.sock)")
     p.set_defaults(func=cmd_gateway)
 
     p = sub.add_parser("c2", help="prove a Commit2 input file (lotus-bench prove's input and output)")

@@ -1,5 +1,15 @@
-"""The gateway's gRPC server: cuzk's ProvingEngine (cluster.gateway.service) on ``[gateway]
-address:port``, with the optional bearer token and TLS of the settings.
+"""The gateway's gRPC server: cuzk's ProvingEngine (cluster.gateway.service) on a unix socket
+(the default: ``[gateway] socket``, mode 0660, so only the operator's user and group can call it)
+or on TCP ``[gateway] address:port``, with the optional bearer token and TLS of the settings.
+TCP beyond loopback is refused unless it is TLS with client certificates: Curio sends no
+credentials, so on a shared address anyone could cancel jobs or evict keys.
+
+The bytes of SubmitProof/Prove requests in flight are bounded (``InflightBytes``): a request
+larger than a Commit2 input may be (``[limits] c1_max_bytes``, base64) is refused by grpc as its
+length arrives; room for the largest request is reserved from ``[gateway] max_inflight_bytes``
+before a message is read (a call waits ``inflight_wait_s`` for it, then RESOURCE_EXHAUSTED);
+the message's own size is kept while it is parsed, decoded and stored (a few times its size),
+and given back once its job is: a Prove waiting for its proof holds no copy of its input.
 
 Port reuse is off (grpc turns SO_REUSEPORT on by default): a second gateway on the same port
 fails to start instead of silently sharing it. SIGTERM stops taking calls and gives those in
@@ -8,20 +18,31 @@ the same request_id gets its proof.
 """
 from __future__ import annotations
 
+import ctypes
+import errno
 import hmac
+import ipaddress
+import os
 import signal
+import socket
+import stat
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import grpc
 
 from cluster.errors import SettingsError
 
-from .pb import proving_pb2_grpc as pb_grpc
+from .pb import proving_pb2 as pb
 from .service import ProvingEngine
 
 #: seconds the calls in flight get when the gateway stops
 STOP_GRACE_S = 5.0
+#: the longest unix socket path (sockaddr_un's sun_path, less its NUL)
+SOCKET_PATH_MAX = 107
+#: the socket's mode: the gateway's user and group (Curio's, with ``socket_group``), nobody else
+SOCKET_MODE = 0o660
 
 
 class GatewayError(RuntimeError):
@@ -41,9 +62,204 @@ class TokenCheck(grpc.ServerInterceptor):
         message = ("missing bearer token (metadata authorization: Bearer <token>; gateway.token)"
                    if not got else "the bearer token is not the gateway's (gateway.token)")
 
-        def deny(request, context):
+        def deny(requests, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-        return grpc.unary_unary_rpc_method_handler(deny)
+        # request-streaming (the same wire as a unary call's): the refusal reads no message
+        return grpc.stream_unary_rpc_method_handler(deny)
+
+
+class Held:
+    """A request's raw bytes, as grpc hands them over (the deserializer): the handler takes them
+    out, so no reference of grpc's keeps them alive while a Prove waits for its proof."""
+
+    def __init__(self, raw: bytes):
+        self.raw = raw
+
+    def take(self) -> bytes:
+        raw, self.raw = self.raw, b""
+        return raw
+
+
+class InflightBytes:
+    """The bytes of SubmitProof/Prove requests being received, parsed, decoded and stored at
+    once, bounded by ``limit``. A call reserves room for the largest request before one byte of
+    its message is read (waiting up to ``wait_s`` for it), keeps the message's real size once it
+    has it, and gives it back once its job is stored. When none is in flight, freed heap pages
+    go back to the system (glibc keeps them otherwise: one 250 MB request left the gateway at
+    576 MiB, issue 39)."""
+
+    def __init__(self, limit: int, wait_s: float = 0.0):
+        self.limit, self.wait_s, self.used, self.peak = limit, wait_s, 0, 0
+        self._cond = threading.Condition()
+
+    def take(self, n: int) -> bool:
+        with self._cond:
+            if not self._cond.wait_for(lambda: self.used + n <= self.limit, timeout=self.wait_s):
+                return False
+            self.used += n
+            self.peak = max(self.peak, self.used)
+            return True
+
+    def give(self, n: int) -> None:
+        with self._cond:
+            self.used -= n
+            idle = self.used == 0
+            self._cond.notify_all()
+        if idle and n >= TRIM_ABOVE:
+            _malloc_trim()
+
+
+#: a request at least this large gives its pages back when it leaves (malloc_trim)
+TRIM_ABOVE = 1 << 20
+
+
+def _malloc_trim() -> None:
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: nothing to give back this way
+        pass
+
+
+class _Hold:
+    """One call's share of the budget (given back once, whatever happens)."""
+
+    def __init__(self, budget: InflightBytes):
+        self.budget, self.n = budget, 0
+
+    def resize(self, n: int) -> None:
+        self.budget.give(self.n - n)
+        self.n = n
+
+    def release(self) -> None:
+        n, self.n = self.n, 0
+        if n:
+            self.budget.give(n)
+
+
+def _bounded(engine: ProvingEngine, budget: InflightBytes, request_max: int):
+    """SubmitProof and Prove as request-streaming handlers (one message on the wire, as a unary
+    call's): room for ``request_max`` bytes is reserved before the message is read, so requests
+    waiting for room hold none of their bytes, and a refusal reads none."""
+
+    def receive(requests, cls, context, hold: _Hold):
+        if not budget.take(request_max):
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED,
+                          f"the gateway is busy: {budget.used} bytes of requests in flight after "
+                          f"{budget.wait_s:g} s (gateway.max_inflight_bytes {budget.limit}); retry later")
+        hold.n = request_max
+        held = next(requests, None)
+        if held is None:
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"no {cls.DESCRIPTOR.name} message in the call")
+        raw = held.take()
+        hold.resize(len(raw))
+        try:
+            return cls.FromString(raw)
+        except Exception:  # noqa: BLE001 - protobuf's DecodeError, whatever its module
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"not a {cls.DESCRIPTOR.name} message")
+
+    def submit(requests, context):
+        hold = _Hold(budget)
+        try:
+            return engine.SubmitProof(receive(requests, pb.SubmitProofRequest, context, hold), context)
+        finally:
+            hold.release()
+
+    def prove(requests, context):
+        hold = _Hold(budget)
+        try:
+            req = receive(requests, pb.ProveRequest, context, hold)
+            if not req.HasField("submit"):
+                return engine.Prove(req, context)  # its one-line refusal
+            job_id = engine.SubmitProof(req.submit, context).job_id
+            del req
+        finally:
+            hold.release()
+        # Prove is SubmitProof then AwaitProof without a timeout, the input already dropped
+        return pb.ProveResponse(result=engine.AwaitProof(pb.AwaitProofRequest(job_id=job_id), context))
+    return {"SubmitProof": submit, "Prove": prove}
+
+
+def handlers(engine: ProvingEngine, budget: InflightBytes, request_max: int) -> grpc.GenericRpcHandler:
+    """cuzk.v1.ProvingEngine's methods; SubmitProof and Prove within ``budget`` (``_bounded``)."""
+    service = pb.DESCRIPTOR.services_by_name["ProvingEngine"]
+    bounded = _bounded(engine, budget, request_max)
+    methods = {}
+    for m in service.methods:
+        request, response = getattr(pb, m.input_type.name), getattr(pb, m.output_type.name)
+        if m.name in bounded:
+            methods[m.name] = grpc.stream_unary_rpc_method_handler(
+                bounded[m.name], request_deserializer=Held, response_serializer=response.SerializeToString)
+        else:
+            methods[m.name] = grpc.unary_unary_rpc_method_handler(
+                getattr(engine, m.name), request_deserializer=request.FromString,
+                response_serializer=response.SerializeToString)
+    return grpc.method_handlers_generic_handler(service.full_name, methods)
+
+
+def _is_loopback(address: str) -> bool:
+    if address == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(address).is_loopback
+    except ValueError:
+        return False
+
+
+def check_exposure(g) -> None:
+    """A TCP address beyond loopback needs TLS with client certificates: Curio's client sends no
+    credentials, so whoever reaches the port could cancel and evict."""
+    if g.on_unix_socket() or _is_loopback(g.address) or g.plaintext_beyond_loopback:
+        return
+    if g.tls_cert is None or g.tls_client_ca is None:
+        raise GatewayError(
+            f"gateway.address {g.address} is beyond loopback: serve it with TLS and client certificates "
+            f"(gateway.tls_cert, tls_key, tls_client_ca), or keep the default unix socket (gateway.address "
+            f"= \"unix\"); inside a container published on loopback only: gateway.plaintext_beyond_loopback")
+
+
+def _check_socket(path: Path) -> None:
+    """A socket file there already: another gateway's (it answers: refused) or a dead one's
+    (removed; grpc would silently unlink a live one's too). Anything else there: refused."""
+    if len(str(path).encode()) > SOCKET_PATH_MAX:
+        raise GatewayError(f"gateway.socket {path}: {len(str(path).encode())} bytes, over the "
+                           f"{SOCKET_PATH_MAX} a unix socket path may have; set a shorter gateway.socket")
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return
+    if not stat.S_ISSOCK(st.st_mode):
+        raise GatewayError(f"gateway.socket {path}: exists and is not a socket; remove it or set another path")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        try:
+            s.connect(str(path))
+        except OSError as e:
+            if e.errno not in (errno.ECONNREFUSED, errno.ENOENT):
+                raise GatewayError(f"gateway.socket {path}: {e.strerror}") from None
+        else:
+            raise GatewayError(f"cannot listen on unix://{path} (gateway.socket): another gateway serves it")
+    path.unlink(missing_ok=True)
+
+
+def _own_socket(path: Path, group: str | None) -> None:
+    os.chmod(path, SOCKET_MODE)
+    if group is not None:
+        import grp
+
+        try:
+            os.chown(path, -1, grp.getgrnam(group).gr_gid)
+        except KeyError:
+            raise GatewayError(f"gateway.socket_group {group!r}: no such group") from None
+        except PermissionError:
+            raise GatewayError(f"gateway.socket_group {group!r}: this user is not a member "
+                               f"(cannot give it the socket)") from None
+
+
+def listen_address(g, port: int | None = None) -> str:
+    """Where the gateway listens, as a client dials it (``unix:///...`` or ``host:port``)."""
+    if g.on_unix_socket():
+        return f"unix://{g.socket_path()}"
+    return _bind_address(g.address, g.port if port is None else port)
 
 
 def _bind_address(address: str, port: int) -> str:
@@ -71,28 +287,48 @@ def build(s, rt) -> tuple[grpc.Server, int]:
         token = g.secret()
     except SettingsError as e:
         raise GatewayError(str(e)) from None
-    opts = [("grpc.max_receive_message_length", g.max_message_bytes),
+    request_max = g.request_bytes(s.limits.c1_max_bytes)
+    opts = [("grpc.max_receive_message_length", request_max),
             ("grpc.max_send_message_length", g.max_message_bytes),
             ("grpc.so_reuseport", 0)]
     server = grpc.server(ThreadPoolExecutor(max_workers=g.threads, thread_name_prefix="gateway"),
                          interceptors=[TokenCheck(token)] if token else [], options=opts)
-    pb_grpc.add_ProvingEngineServicer_to_server(ProvingEngine(rt, control_timeout_s=g.control_timeout_s), server)
+    engine = ProvingEngine(rt, control_timeout_s=g.control_timeout_s)
+    budget = InflightBytes(g.max_inflight_bytes, g.inflight_wait_s)
+    server.add_generic_rpc_handlers((handlers(engine, budget, request_max),))
+    check_exposure(g)
+    creds = None
+    if g.tls_cert is not None:
+        try:
+            ca = g.tls_client_ca.read_bytes() if g.tls_client_ca is not None else None
+            creds = grpc.ssl_server_credentials([(g.tls_key.read_bytes(), g.tls_cert.read_bytes())],
+                                                root_certificates=ca, require_client_auth=ca is not None)
+        except OSError as e:
+            raise GatewayError(f"gateway.tls_cert/tls_key/tls_client_ca: cannot read {e.filename}: {e.strerror}") from None
+    if g.on_unix_socket():
+        path = g.socket_path()
+        _check_socket(path)
+        where, setting = f"unix://{path}", "gateway.socket"
+        old = os.umask(0o117)  # created 0660, never readable by others for an instant
+        try:
+            port = _add_port(server, f"unix:{path}", creds, where, setting)
+        finally:
+            os.umask(old)
+        _own_socket(path, g.socket_group)
+        return server, port
     where = _bind_address(g.address, g.port)
     _check_port(g.address, g.port, where)
+    return server, _add_port(server, where, creds, where, "[gateway] address, port")
+
+
+def _add_port(server, target: str, creds, where: str, setting: str) -> int:
     try:
-        if g.tls_cert is not None:
-            try:
-                creds = grpc.ssl_server_credentials([(g.tls_key.read_bytes(), g.tls_cert.read_bytes())])
-            except OSError as e:
-                raise GatewayError(f"gateway.tls_cert/tls_key: cannot read {e.filename}: {e.strerror}") from None
-            port = server.add_secure_port(where, creds)
-        else:
-            port = server.add_insecure_port(where)
+        port = server.add_secure_port(target, creds) if creds is not None else server.add_insecure_port(target)
     except RuntimeError as e:  # grpc raises RuntimeError when it cannot bind
-        raise GatewayError(f"cannot listen on {where} ([gateway] address, port): {e}") from None
+        raise GatewayError(f"cannot listen on {where} ({setting}): {e}") from None
     if not port:
-        raise GatewayError(f"cannot listen on {where} ([gateway] address, port): in use or not an address here")
-    return server, port
+        raise GatewayError(f"cannot listen on {where} ({setting}): in use or not an address here")
+    return port
 
 
 def serve(s, rt, out=print) -> int:
@@ -100,15 +336,20 @@ def serve(s, rt, out=print) -> int:
     server, port = build(s, rt)
     server.start()
     g = s.gateway
-    how = ("TLS" if g.tls_cert else "plaintext") + (", bearer token" if g.secret() else ", no token")
-    out(f"zkhive gateway: serving cuzk.v1.ProvingEngine on {_bind_address(g.address, port)} ({how}; "
+    how = ("TLS" + (" with client certificates" if g.tls_client_ca else "") if g.tls_cert else "plaintext") \
+        + (", bearer token" if g.secret() else ", no token")
+    if g.on_unix_socket():
+        how += f", mode {SOCKET_MODE:o}" + (f" group {g.socket_group}" if g.socket_group else "")
+    out(f"zkhive gateway: serving cuzk.v1.ProvingEngine on {listen_address(g, port)} ({how}; "
         f"Redis {s.redis.url})", flush=True)
-    if g.address not in ("127.0.0.1", "localhost", "::1") and not g.secret() and not g.tls_cert:
-        out("zkhive gateway: note: listening beyond loopback without a token or TLS: anyone who "
-            "reaches the port can submit and cancel proofs", flush=True)
+    if g.plaintext_beyond_loopback and not g.on_unix_socket() and not _is_loopback(g.address) and not g.tls_cert:
+        out("zkhive gateway: note: listening beyond loopback without TLS (gateway.plaintext_beyond_loopback): "
+            "anyone who reaches the port can submit and cancel proofs", flush=True)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop(STOP_GRACE_S).wait()
+    if g.on_unix_socket():
+        g.socket_path().unlink(missing_ok=True)
     return 0

@@ -31,7 +31,7 @@ import time
 
 import grpc
 
-from cluster.errors import JobConflict, JobError
+from cluster.errors import BlobStoreFull, JobConflict, JobError
 from cluster.pipeline import registry, timeline
 from cluster.pipeline.jobs import DONE, FAILED, INDEX, QUEUED, RUNNING, TERMINAL
 
@@ -59,6 +59,10 @@ class Abort(Exception):
     def __init__(self, code: grpc.StatusCode, message: str):
         super().__init__(message)
         self.code = code
+
+
+def _line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
 
 
 def timings(events: list[dict], submitted_at: float, finished_at: float | None) -> dict[str, int]:
@@ -153,6 +157,8 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
     def _call(self, context, fn):
         import redis
 
+        from kombu.exceptions import OperationalError
+
         try:
             return fn()
         except Abort as e:
@@ -160,6 +166,13 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         except redis.exceptions.RedisError as e:
             context.abort(grpc.StatusCode.UNAVAILABLE, f"the cluster's Redis does not answer: "
                                                        f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        # the codes say whether to retry (docs/gateway.md): a full store passes, a bad id never does
+        except BlobStoreFull as e:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{_line(e)}; retry later")
+        except JobError as e:  # a malformed job id (AwaitProof, CancelProof): never valid
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"field job_id: {_line(e)}")
+        except (OperationalError, ConnectionError) as e:  # the broker's connection (kombu)
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"the cluster's broker does not answer: {_line(e)}")
 
     # -- submit and await ---------------------------------------------------------------------------
     def _submit(self, req) -> tuple[pb.SubmitProofResponse, bool]:

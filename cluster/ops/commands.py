@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 from cluster.cli import CommandError, cli_name
 
 from .current import DEFAULT_RUN_DIR, run_dir_for, settings_for
-from .plan import check_options, flat, flower_url, metrics_url, plan, replan
+from .plan import check_options, check_ports, flat, flower_url, metrics_url, plan, replan
 from .supervisor import Supervisor, SupervisorError
 
 # -- up / down / ps ----------------------------------------------------------------------------
@@ -43,6 +43,7 @@ def _start_locked(sup: Supervisor, args, s, out) -> Supervisor:
     try:
         # refuse a live cluster and bound ports before writing configs or generating passwords
         note = sup.check_clear([])
+        check_ports(s)  # every clash at once, naming the settings
         services, meta = plan(args, s)
         sup.check_clear(flat(services))
     except SupervisorError as e:
@@ -235,6 +236,8 @@ def supervision_lines(s, run_dir=None) -> list[str]:
                      f"{sup.meta.get('flower_password')})")
     if sup.meta.get("metrics"):
         lines.append(f"  metrics  {sup.meta['metrics']}")
+    if sup.meta.get("gateway"):
+        lines.append(f"  gateway  {sup.meta['gateway']}  (cuzk's gRPC service: Curio's Cuzk.Address)")
     keeper = sup.record(KEEPER)
     if keeper is not None and keeper.process() is None:
         lines.append(f"  WARNING: the keeper (pid {keeper.pid}) is not running: a process that dies "
@@ -445,6 +448,10 @@ def cmd_flower(args) -> int:
     from cluster.pipeline.bounds import bound_flower_requests
 
     bound_flower_requests(s)  # request bodies decoded within [limits]; broker-full is one line
+    from .flowerguard import auth_before_body, bounded_http_server
+
+    auth_before_body()  # an unauthenticated body is refused at its headers, never read
+    bounded_http_server(s)  # and an authenticated one read up to what a submission needs
     from cluster.pipeline.app import app
 
     # the worker event stream: the workers send task events (worker_send_task_events,
@@ -564,7 +571,7 @@ def cmd_ready(args) -> int:
     elif args.service == "gateway":
         pid, reason = _gateway_pid(args)
         if reason is None:
-            reason = readiness.listening_check(pid, s.gateway.port)
+            reason = readiness.gateway_check(pid, s.gateway)
     else:
         import redis as redis_py
 

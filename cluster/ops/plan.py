@@ -232,17 +232,19 @@ def metrics_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
 
 
 def gateway_address(s) -> str:
-    host = "127.0.0.1" if s.gateway.address in ("", "0.0.0.0") else s.gateway.address
-    return f"{host}:{s.gateway.port}"
+    """What Curio's ``Cuzk.Address`` names: ``unix:///.../gateway.sock`` or ``host:port``."""
+    return s.gateway.dial_address()
 
 
 def gateway_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
     """cuzk's ProvingEngine gRPC service (cluster.gateway): what Curio points its Cuzk.Address at."""
-    from .readiness import listening_check
+    from .readiness import gateway_check
 
+    g = s.gateway
+    where = f"unix://{g.socket_path()}" if g.on_unix_socket() else f"port {g.port}"
     return ServiceSpec(name="gateway", argv=_zkhive() + ["gateway"], log=run_dir / "logs" / "gateway.log",
-                       ready=_ready_unless(lambda rec: listening_check(rec.pid, s.gateway.port)),
-                       waiting_for=f"it to listen on port {s.gateway.port}", ports=(s.gateway.port,),
+                       ready=_ready_unless(lambda rec: gateway_check(rec.pid, g)),
+                       waiting_for=f"it to listen on {where}", ports=() if g.on_unix_socket() else (g.port,),
                        env=env, ready_timeout_s=60, stop_grace_s=15, address=f"grpc {gateway_address(s)}")
 
 
@@ -259,6 +261,37 @@ def _flower_password(s, run_dir: Path) -> tuple[dict, str]:
         with os.fdopen(fd, "w") as f:
             f.write(secrets.token_urlsafe(18) + "\n")
     return {"ZKHIVE_FLOWER__PASSWORD_FILE": str(path)}, f"in {path}"
+
+
+def port_clashes(s) -> list[str]:
+    """Every port of the plan (Redis, Flower, the exporter, a TCP gateway) that is taken now or
+    listed twice, each as one line naming its holder and the setting that moves it."""
+    from .supervisor import port_holder, port_is_free
+
+    wanted = [("redis", _redis_endpoint(s)[1], "redis.url (ZKHIVE_REDIS__URL)"),
+              ("flower", s.flower.port, "flower.port (ZKHIVE_FLOWER__PORT)"),
+              ("metrics", s.metrics.port, "metrics.port (ZKHIVE_METRICS__PORT)")]
+    if not s.gateway.on_unix_socket():
+        wanted.append(("gateway", s.gateway.port, "gateway.port (ZKHIVE_GATEWAY__PORT)"))
+    out, seen = [], {}
+    for name, port, setting in wanted:
+        if port in seen:
+            out.append(f"{name} and {seen[port]} both want port {port}: move one with {setting}")
+            continue
+        seen[port] = name
+        if not port_is_free(port):
+            holder = port_holder(port)
+            out.append(f"{name}: port {port} is in use{' by ' + holder if holder else ''}: move it with {setting}")
+    return out
+
+
+def check_ports(s) -> None:
+    """Refuse, before any long work, every port clash at once (another cluster of this user, a
+    second checkout's demo), naming the settings that move them."""
+    clashes = port_clashes(s)
+    if clashes:
+        raise CommandError(f"{len(clashes)} port(s) of this cluster are taken (another cluster running?); nothing "
+                           f"started:\n  " + "\n  ".join(clashes))
 
 
 def _devices(text: str) -> list[str]:
@@ -290,6 +323,12 @@ def plan(args, s) -> tuple[list, dict]:
     run_dir = Path(args.run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     flower_env, pw_where = _flower_password(s, run_dir)
+    if s.gateway.on_unix_socket() and s.gateway.socket is None:
+        # the cluster's own socket, recorded in its settings: every client finds the same path
+        s = s.model_copy(update={"gateway": s.gateway.model_copy(update={"socket": run_dir / "gateway.sock"})})
+    if s.gateway.on_unix_socket() and len(str(s.gateway.socket_path()).encode()) > 107:
+        raise CommandError(f"gateway.socket {s.gateway.socket_path()}: over the 107 bytes a unix socket path "
+                           f"may have (a deep --run-dir): set a shorter gateway.socket")
     from . import current
 
     # every process gets the settings `up` resolved (absolute paths, passwords in files), and

@@ -7,7 +7,7 @@
   ``[srs] preload`` key as resident;
 - Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth);
 - the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis);
-- the gateway: its process listens on ``[gateway] port``.
+- the gateway: its process listens on its unix socket (``[gateway] socket``) or TCP ``port``.
 
 Each check returns None when ready, else a one-line reason (what it is still waiting for).
 """
@@ -80,3 +80,19 @@ def listening_check(pid: int, port: int, what: str = "the gateway") -> str | Non
     if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
         return None
     return f"{what} (pid {pid}) does not listen on port {port} yet"
+
+
+def gateway_check(pid: int, g) -> str | None:
+    """The gateway (pid) listens where ``g`` (``[gateway]``) says: its unix socket, else its port."""
+    if not g.on_unix_socket():
+        return listening_check(pid, g.port)
+    import psutil
+
+    path = str(g.socket_path())
+    try:
+        conns = psutil.Process(pid).net_connections(kind="unix")
+    except psutil.Error as e:
+        return f"the gateway (pid {pid}) cannot be inspected: {e}"
+    if any(c.laddr == path for c in conns):
+        return None
+    return f"the gateway (pid {pid}) does not listen on unix://{path} yet"

@@ -101,6 +101,10 @@ def cmd_demo(args) -> int:
     except KeyError as e:
         raise CommandError(e.args[0]) from None
     rt = runtime()
+    if not _cluster_running(args):
+        from cluster.ops.plan import check_ports
+
+        check_ports(s)  # a clash is refused now, not after minutes of keys
 
     t0 = time.monotonic()
     had = rt.keys.has(circuit)
@@ -162,6 +166,8 @@ def cmd_demo(args) -> int:
     status, down = hints(args)
     if sup.meta.get("metrics"):
         print(f"metrics    {sup.meta['metrics']}")
+    if sup.meta.get("gateway"):
+        print(f"gateway    {sup.meta['gateway']}  (cuzk's gRPC service: Curio's Cuzk.Address)")
     print(f"status     {status}")
     if args.down:
         from cluster.ops.commands import cmd_down

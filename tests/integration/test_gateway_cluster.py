@@ -15,6 +15,8 @@ import signal
 import threading
 import time
 
+from pathlib import Path
+
 import grpc
 import psutil
 import pytest
@@ -40,7 +42,8 @@ class Gateway:
 
         self.s = setup
         self.r = redis.Redis(host="127.0.0.1", port=setup.redis_port, password=setup.password)
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{setup.gateway_port}")
+        self.socket = setup.run_dir.resolve() / "gateway.sock"  # the default: a unix socket in the run dir
+        self.channel = grpc.insecure_channel(f"unix://{self.socket}")
         self.stub = pb_grpc.ProvingEngineStub(self.channel)
 
     def call(self, method: str, request, timeout=120, metadata=AUTH):
@@ -65,7 +68,9 @@ def gw(tmp_path_factory):
     s.env["ZKHIVE_GATEWAY__TOKEN"] = TOKEN  # `up` records it in a 0600 file, not the settings
     s.setup_keys(SQUARES_A, SQUARES_B, get_circuit(TINY))
     res = s.up(check=0)
-    assert re.search(rf"^  gateway\s+ready in .* grpc 127\.0\.0\.1:{s.gateway_port}", res.stdout, re.M), res.stdout
+    sock = s.run_dir.resolve() / "gateway.sock"
+    assert re.search(rf"^  gateway\s+ready in .* grpc unix://{re.escape(str(sock))}", res.stdout, re.M), res.stdout
+    assert re.search(rf"^  gateway  unix://{re.escape(str(sock))}  \(cuzk's gRPC service", res.stdout, re.M), res.stdout
     g = Gateway(s)
     try:
         yield g
@@ -374,9 +379,31 @@ def test_c2_without_a_cluster_proves_in_this_process(gw, porep, tmp_path):
     assert "--cluster: no cluster with a ready prover" in res.stderr
 
 
-def test_tls_only_and_one_gateway_a_port(gw, tmp_path):
-    """[gateway] tls_cert/tls_key: a TLS client is served, a plaintext one is not; half a TLS
-    setting and a port another gateway holds are refused in one line."""
+def _openssl(*args):
+    import subprocess
+
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+def _certs(tmp_path):
+    """A CA, a server certificate for 127.0.0.1 and a client certificate the CA signed."""
+    ca, ca_key = tmp_path / "ca.pem", tmp_path / "ca.key"
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca), "-days", "1",
+             "-subj", "/CN=zkhive test CA")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1",
+             "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1")
+    client, client_key, csr = tmp_path / "client.pem", tmp_path / "client.key", tmp_path / "client.csr"
+    _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", str(client_key), "-out", str(csr), "-subj", "/CN=curio")
+    _openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key), "-CAcreateserial",
+             "-out", str(client), "-days", "1")
+    return ca, cert, key, client, client_key
+
+
+def test_tls_with_client_certificates_beyond_loopback_and_one_gateway_a_socket(gw, tmp_path):
+    """Beyond loopback only TLS with client certificates is served: a client with a certificate
+    the CA signed is, one without (or plaintext) is not; the same address without TLS, half a
+    TLS setting and the socket another gateway serves are refused in one line."""
     import subprocess
     import sys
 
@@ -384,29 +411,218 @@ def test_tls_only_and_one_gateway_a_port(gw, tmp_path):
     from cluster.ops.supervisor import free_port
     from test_up_cluster import ROOT
 
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "1", "-subj", "/CN=localhost", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)
+    ca, cert, key, client, client_key = _certs(tmp_path)
     port = free_port()
-    env = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert), "ZKHIVE_GATEWAY__TLS_KEY": str(key)}
-    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--port", str(port))],
+    env = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert), "ZKHIVE_GATEWAY__TLS_KEY": str(key),
+           "ZKHIVE_GATEWAY__TLS_CLIENT_CA": str(ca)}
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--address", "0.0.0.0", "--port", str(port))],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         assert _until(lambda: listening_check(proc.pid, port) is None, 60), proc.poll()
-        tls = grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(cert.read_bytes()))
+        tls = grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(
+            cert.read_bytes(), private_key=client_key.read_bytes(), certificate_chain=client.read_bytes()))
         st = pb_grpc.ProvingEngineStub(tls).GetStatus(pb.GetStatusRequest(), metadata=AUTH, timeout=30)
         assert [q.proof_kind for q in st.queues] == ["porep-c2"]
+        tls.close()
+        anonymous = grpc.secure_channel(f"127.0.0.1:{port}", grpc.ssl_channel_credentials(cert.read_bytes()))
+        code, _ = _code(lambda: pb_grpc.ProvingEngineStub(anonymous).GetStatus(pb.GetStatusRequest(), metadata=AUTH,
+                                                                               timeout=10))
+        assert code == grpc.StatusCode.UNAVAILABLE  # no client certificate: the handshake fails
         plain = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
         code, _ = _code(lambda: plain.GetStatus(pb.GetStatusRequest(), metadata=AUTH, timeout=10))
         assert code == grpc.StatusCode.UNAVAILABLE
-        tls.close()
     finally:
         proc.terminate()
         out, _ = proc.communicate(timeout=30)
-    assert f"serving cuzk.v1.ProvingEngine on 127.0.0.1:{port} (TLS, bearer token" in out, out
+    assert f"serving cuzk.v1.ProvingEngine on 0.0.0.0:{port} (TLS with client certificates, bearer token" in out, out
+    bare = zkhive(*gw.s.args("gateway", "--address", "0.0.0.0", "--port", str(free_port())), env=gw.s.env, check=2)
+    assert "gateway.address 0.0.0.0 is beyond loopback: serve it with TLS and client certificates" in bare.stderr
+    assert len(bare.stderr.splitlines()) == 1
     half = {**gw.s.env, "ZKHIVE_GATEWAY__TLS_CERT": str(cert)}
-    res = zkhive(*gw.s.args("gateway", "--port", str(free_port())), env=half, check=2)
+    res = zkhive(*gw.s.args("gateway", "--address", "127.0.0.1", "--port", str(free_port())), env=half, check=2)
     assert "gateway.tls_cert and gateway.tls_key: set both" in res.stderr and len(res.stderr.splitlines()) == 1
-    res = zkhive(*gw.s.args("gateway"), env=gw.s.env, check=2)  # the port `up`'s gateway holds
-    assert f"cannot listen on 127.0.0.1:{gw.s.gateway_port}" in res.stderr and len(res.stderr.splitlines()) == 1
+    res = zkhive(*gw.s.args("gateway", "--socket", str(gw.socket)), env=gw.s.env, check=2)  # `up`'s gateway serves it
+    assert f"cannot listen on unix://{gw.socket} (gateway.socket): another gateway serves it" in res.stderr
+    assert len(res.stderr.splitlines()) == 1
+    assert gw.call("GetStatus", pb.GetStatusRequest()).uptime_seconds >= 0  # and it still does
+
+
+#: a gateway client that drops to another user (uid and gid) after its imports, before it dials
+OTHER_USER_CLIENT = r"""
+import os, sys
+import grpc
+from cluster.gateway.pb import proving_pb2 as pb, proving_pb2_grpc as pb_grpc
+target, uid, job, circuit, token = sys.argv[1:6]
+if int(uid) >= 0:
+    os.setgroups([])
+    os.setgid(int(uid))
+    os.setuid(int(uid))
+stub = pb_grpc.ProvingEngineStub(grpc.insecure_channel(target))
+md = [("authorization", "Bearer " + token)]
+for name, req in (("CancelProof", pb.CancelProofRequest(job_id=job)), ("EvictSRS", pb.EvictSrsRequest(circuit_id=circuit))):
+    try:
+        getattr(stub, name)(req, metadata=md, timeout=30)
+        print(name, "OK", flush=True)
+    except grpc.RpcError as e:
+        print(name, e.code().name, e.details().replace(chr(10), " "), flush=True)
+"""
+
+
+def test_another_local_user_cannot_cancel_or_evict_through_the_default_socket(gw, porep):
+    """The socket is 0660, the gateway's user and group: another local user's client (even one
+    that knows the token) is refused by the kernel at connect; the owner's client is served."""
+    import grp
+    import pwd
+    import shutil
+    import stat
+    import subprocess
+    import sys
+    import tempfile
+
+    from test_up_cluster import ROOT
+
+    st = gw.socket.lstat()  # the socket `up`'s gateway made
+    assert stat.S_ISSOCK(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o660, oct(st.st_mode)
+    assert (st.st_uid, st.st_gid) == (os.getuid(), os.getgid())
+    if os.getuid() != 0:
+        pytest.skip("switching to another user needs root (CI runs the suite as root)")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    assert nobody != st.st_uid and nobody != st.st_gid
+    # a gateway of the same cluster, started the same way, on a socket whose directories let
+    # others through (pytest's own are 0700, and other pytest sessions set them back): only the
+    # socket's mode stands between another user and the gateway
+    where = Path(tempfile.mkdtemp(prefix="zkhive-gw-"))
+    os.chmod(where, 0o711)
+    sock = where / "gateway.sock"
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--socket", str(sock))],
+                            cwd=ROOT, env=gw.s.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    _, _, c2 = porep
+
+    def client(uid, job="other-user-1", circuit=SQUARES_A.name):
+        res = subprocess.run([sys.executable, "-c", OTHER_USER_CLIENT, f"unix://{sock}", str(uid), job,
+                              circuit, TOKEN], cwd=ROOT, env=gw.s.env, capture_output=True, text=True,
+                             timeout=120)
+        assert res.returncode == 0, res.stderr
+        return dict(line.split(" ", 1) for line in res.stdout.splitlines())
+    try:
+        assert _until(lambda: sock.exists(), 60), proc.poll()
+        assert stat.S_IMODE(sock.lstat().st_mode) == 0o660
+        gw.call("SubmitProof", submit("other-user-1", c2))
+        assert _resident(gw, SQUARES_A.name, True)  # preloaded
+        other = client(nobody)
+        for call in ("CancelProof", "EvictSRS"):
+            assert other[call].startswith("UNAVAILABLE") and "Permission denied" in other[call], other
+        assert gw.r.hget("zkhive:job:other-user-1:state", "status") != b"cancelled"
+        assert _resident(gw, SQUARES_A.name, True)  # still resident
+        # the control: with the socket opened to everyone, the same client gets through (to
+        # harmless calls), so it was the 0660 that refused it
+        os.chmod(sock, 0o666)
+        try:
+            opened = client(nobody, job="no-such-job-2", circuit="nosuch-32g")
+        finally:
+            os.chmod(sock, 0o660)
+        assert all(v.startswith("NOT_FOUND") for v in opened.values()) and len(opened) == 2, opened
+        # [gateway] socket_group: the socket given to nobody's group, 0660 still, lets its members in
+        from cluster.gateway.server import _own_socket
+
+        _own_socket(sock, grp.getgrgid(pwd.getpwnam("nobody").pw_gid).gr_name)
+        member = client(nobody, job="no-such-job-3", circuit="nosuch-32g")
+        assert all(v.startswith("NOT_FOUND") for v in member.values()) and len(member) == 2, member
+        os.chown(sock, -1, os.getgid())
+        mine = client(-1)  # the owner
+        assert mine == {"CancelProof": "OK", "EvictSRS": "OK"}, mine
+        assert gw.r.hget("zkhive:job:other-user-1:state", "status") in (b"cancelled", b"done")
+        assert _resident(gw, SQUARES_A.name, False)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=30)
+        shutil.rmtree(where, ignore_errors=True)
+        gw.call("PreloadSRS", pb.PreloadSrsRequest(circuit_id=SQUARES_A.name))  # as the tests after expect
+    assert f"serving cuzk.v1.ProvingEngine on unix://{sock} (plaintext, bearer token, mode 660" in out, out
+
+
+def test_status_codes_say_whether_to_retry(gw, porep, tmp_path):
+    """A malformed job id is INVALID_ARGUMENT (never valid), an unknown one NOT_FOUND, a full blob
+    store RESOURCE_EXHAUSTED (retry later), never UNKNOWN."""
+    import subprocess
+    import sys
+
+    from test_up_cluster import ROOT
+
+    _, _, c2 = porep
+    for method, req in (("AwaitProof", pb.AwaitProofRequest(job_id="bad id!")),
+                        ("CancelProof", pb.CancelProofRequest(job_id="bad id!"))):
+        code, msg = _code(lambda: gw.call(method, req))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("field job_id: job id 'bad id!' is invalid"), msg
+    code, _ = _code(lambda: gw.call("CancelProof", pb.CancelProofRequest(job_id="no-such-job-1")))
+    assert code == grpc.StatusCode.NOT_FOUND
+    # a second gateway on the same cluster whose store "is full" (more free space asked than any disk has)
+    sock = tmp_path / "full.sock"
+    env = {**gw.s.env, "ZKHIVE_BLOBS__MIN_FREE_BYTES": str(1 << 60)}
+    proc = subprocess.Popen([sys.executable, "-m", "cluster", *gw.s.args("gateway", "--socket", str(sock))],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert _until(lambda: sock.exists(), 60), proc.poll()
+        with grpc.insecure_channel(f"unix://{sock}") as ch:
+            stub = pb_grpc.ProvingEngineStub(ch)
+            code, msg = _code(lambda: stub.SubmitProof(submit("full-1", c2), metadata=AUTH, timeout=30))
+        assert code == grpc.StatusCode.RESOURCE_EXHAUSTED and "blobs.min_free_bytes" in msg and msg.endswith("retry later"), msg
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert gw.r.get("zkhive:job:full-1") is None and not sock.exists()  # nothing recorded; the socket removed
+
+
+def _flower_pid(gw) -> int:
+    return gw.record("flower").pid
+
+
+def _rss(pid: int) -> int:
+    return psutil.Process(pid).memory_info().rss
+
+
+def _post(port: int, length: int, auth: str | None, send: int, body: bytes = b"") -> bytes:
+    """POST a send-task with ``Content-Length: length``, send ``send`` bytes of the body (as
+    far as the server lets us), then read the answer."""
+    import socket
+
+    head = (f"POST /api/task/send-task/zkhive.submit HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {length}\r\n" + (f"Authorization: {auth}\r\n" if auth else "") + "\r\n").encode()
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
+        s.sendall(head + body)
+        chunk = b" " * (1 << 20)
+        try:
+            for _ in range(send // len(chunk)):
+                s.sendall(chunk)
+        except OSError:  # the server closed: it reads no more
+            pass
+        try:
+            return s.recv(4096)
+        except OSError:
+            return b""
+
+
+def test_flower_refuses_an_unauthenticated_body_before_reading_it(gw):
+    """Issue 39: 16 unauthenticated 100 MB bodies cost Flower 970 MiB before its 401s. Now the
+    401 comes at the headers and no body is read; an authenticated body over what a submission
+    can need ([limits] c1_max_bytes + 64 KiB) is refused by its Content-Length alone."""
+    import base64
+    from concurrent.futures import ThreadPoolExecutor
+
+    port, pid = gw.s.flower_port, _flower_pid(gw)
+    # nothing of the body sent: the answer comes anyway
+    assert _post(port, 100_000_000, None, 0).startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+    wrong = "Basic " + base64.b64encode(b"zkhive:not-the-password").decode()
+    assert _post(port, 100_000_000, wrong, 0).startswith(b"HTTP/1.1 401 Unauthorized\r\n")
+    before = _rss(pid)
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(lambda _: _post(port, 100_000_000, None, 100_000_000), range(16)))
+    grown = _rss(pid) - before
+    assert all(a.startswith(b"HTTP/1.1 401") or a == b"" for a in answers), answers
+    assert grown < 64 << 20, f"Flower grew {grown >> 20} MiB for 16 refused bodies"
+    good = "Basic " + base64.b64encode(f"zkhive:{gw.s.flower_password}".encode()).decode()
+    over = _post(port, (64 << 20) + (64 << 10) + 1, good, 0)  # c1_max_bytes' default + the options, + 1
+    assert not over.startswith(b"HTTP/1.1 200"), over
+    # an authenticated small body is still read and answered by Flower's handler
+    ok = _post(port, 2, good, 0, body=b"{}")
+    assert ok.startswith(b"HTTP/1.1 ") and not ok.startswith(b"HTTP/1.1 401"), ok

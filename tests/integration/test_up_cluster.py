@@ -230,11 +230,16 @@ def test_up_prove_down_leaves_nothing(tmp_path):
 
 def test_port_already_taken_is_reported_and_nothing_starts(tmp_path):
     s = Setup(tmp_path)
-    with socket.socket() as taken:
+    with socket.socket() as taken, socket.socket() as also:
         taken.bind(("127.0.0.1", s.flower_port))
         taken.listen()
+        also.bind(("127.0.0.1", s.metrics_port))
+        also.listen()
         res = s.up(check=2)
-    assert f"port 127.0.0.1:{s.flower_port} needed by flower is already in use" in res.stderr
+    # every clash at once, each naming the setting that moves it (issue 39)
+    assert f"flower: port {s.flower_port} is in use" in res.stderr and "move it with flower.port" in res.stderr
+    assert f"metrics: port {s.metrics_port} is in use" in res.stderr and "move it with metrics.port" in res.stderr
+    assert "2 port(s) of this cluster are taken" in res.stderr
     assert not (s.run_dir / "cluster.json").exists()
     assert port_is_free(s.redis_port) and s.ours() == []
 
@@ -341,7 +346,8 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
         assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "prove", "synthesis"]
         ps = cli("ps", env=fresh, check=0)
         assert ps.stdout.count(" running ") == 8 and f":{s.metrics_port}/metrics" in ps.stdout
-        assert f"gateway 127.0.0.1:{s.gateway_port}" in ps.stdout
+        assert f"gateway unix://{s.run_dir.resolve()}/gateway.sock" in ps.stdout  # the default: a socket
+        assert f"gateway  unix://{s.run_dir.resolve()}/gateway.sock" in cli("status", env=fresh, check=0).stdout
         # told otherwise, a command uses what it is told: another Redis, which does not answer
         other = cli("status", env={**fresh, "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0"}, check=2)
         assert other.stderr.startswith("zkhive status: cannot reach Redis at redis://127.0.0.1:")
