@@ -42,6 +42,7 @@ def test_the_cluster_timeline_prints_its_events_and_draws_no_empty_chart(as_cli,
 
 def test_ready_gateway_without_pid_checks_the_gateway_up_recorded(as_cli, tmp_path, capsys, monkeypatch):
     spec = http_server(tmp_path, name="gateway")
+    monkeypatch.setenv("ZKHIVE_GATEWAY__ADDRESS", "127.0.0.1")  # this stand-in listens on TCP
     monkeypatch.setenv("ZKHIVE_GATEWAY__PORT", str(spec.ports[0]))
     run = tmp_path / "run"
     sup = Supervisor(run)
