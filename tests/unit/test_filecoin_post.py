@@ -125,6 +125,7 @@ def test_winning_post_2k_synthesized_from_a_sealed_sector_is_satisfied(winning):
     prm, pub, s = winning
     c = post.census(prm).synthesized
     assert (s.cs.num_constraints, s.cs.num_aux, s.cs.num_public + 1) == (c.constraints, c.aux, c.inputs)
+    assert s.cs.to_r1cs().nnz == c.nnz                          # neptune's real constants: no cancellation
     z = assignments(s)[0]
     assert field.vec_to_ints(z[1:1 + prm.num_public]) == pub   # the Rust input order
     check(s, 0)
