@@ -262,6 +262,31 @@ def synthesize(s: Synth, prm: PostParams, proofs: Sequence[SectorProof] | None) 
         sector_gadget(s, prm, proofs[k] if s.computing else None)
 
 
+# --- matrices ------------------------------------------------------------------------------------
+
+def build(prm: PostParams | str):
+    """The partition's matrices as a ``CompactR1CS``: one sector block recorded (ordered
+    ``TemplatingCS``: bellperson's row order) and replicated ``sector_count`` times. Blocks share
+    no variable: block k's template columns are ONE, its 1 + C inputs (global 1 + k (1 + C)) and its
+    own aux (global 1 + inputs + k * block aux), as bellperson (and ``synthesize_extendable``'s
+    chunks, extended in order) numbers them."""
+    from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices, expand_segments
+    prm = get(prm) if isinstance(prm, str) else prm
+    cs = TemplatingCS(ordered=True)
+    sector_gadget(Synth(cs=cs), prm, None)
+    per = 1 + prm.challenge_count
+    if cs.num_public != per:
+        raise AssertionError(f"a sector block has {cs.num_public} inputs, {per} expected")
+    nvar = 1 + per + cs.num_aux
+    segments = np.array([[0, 1, 0, 0], [1, 1 + per, 1, per],
+                         [1 + per, nvar, 1 + prm.num_public, cs.num_aux]], dtype=np.int64)
+    base, stride = expand_segments(segments, nvar)
+    empty = lambda: CompactMatrix(np.zeros(1, np.int64), np.zeros(0, np.int32),  # noqa: E731
+                                  np.zeros(0, np.int32), np.zeros((0, 4), np.uint64))
+    mats = [Replicated(empty(), m, base, stride, prm.sector_count) for m in compact_matrices(cs)]
+    return CompactR1CS(prm.num_public, prm.sector_count * cs.num_aux, *mats, segments=segments)
+
+
 # --- counts ----------------------------------------------------------------------------------------
 
 @dataclass

@@ -40,6 +40,10 @@ def test_window_post_counts_equal_filecoin_proofs_constants():
         c = post.census(prm)
         assert c.synthesized.constraints == want, prm.name
         assert c.synthesized.inputs == 1 + prm.num_public
+    for name in ("window-post-32g", "window-post-64g"):    # the built (compact) matrices agree
+        cr, c = post.build(name), post.census(name).synthesized
+        assert (cr.num_constraints, cr.num_aux, cr.num_public + 1, cr.nnz) == (
+            c.constraints, c.aux, c.inputs, c.nnz)
     assert post.get("window-post-32g").sector_count == 2349
     assert post.get("window-post-64g").sector_count == 2300
 
@@ -105,6 +109,13 @@ def sealed():
                      bytes(range(32)))
 
 
+def _row_sorted(m) -> np.ndarray:
+    """(nnz, 5): row, column, coefficient, each row's entries in column order."""
+    rows = np.repeat(np.arange(len(m.indptr) - 1), np.diff(m.indptr))
+    order = np.lexsort((m.indices, rows))
+    return np.column_stack([rows[order], m.indices[order], m.coeffs[order].astype(np.int64)])
+
+
 def _synth(prm, proofs):
     s = Synth(cs=ConstraintSystem(with_values=False), batch=1)
     post.synthesize(s, prm, proofs)
@@ -152,6 +163,12 @@ def test_window_post_2k_partial_partition_repeats_the_last_sector(sealed):
     z = assignments(s)[0]
     assert field.vec_to_ints(z[1:1 + prm.num_public]) == pub and pub[:11] == pub[11:]
     check(s, 0)
+    # the compact matrices (one block replicated) are the recorded rows, row for row
+    full, compact = s.cs.to_r1cs(), post.build(prm).to_r1cs()
+    for m, n in ((full.a, compact.a), (full.b, compact.b), (full.c, compact.c)):
+        assert np.array_equal(m.indptr, n.indptr)
+        assert np.array_equal(*(_row_sorted(x) for x in (m, n)))
+    compact.check(np.ascontiguousarray(z))
     # a path for other leaves than the challenged ones: the packed index differs from the input
     wrong = post.vanilla_proof(sealed, [(c + 1) % prm.nodes for c in proofs[0].challenges])
     s2 = _synth(prm, [proofs[0], wrong])
