@@ -230,36 +230,74 @@ def pad_partition(proofs: Sequence[SectorProof], sector_count: int) -> list[Sect
     return list(proofs) + [proofs[-1]] * (sector_count - len(proofs))
 
 
+@dataclass
+class SectorBatch:
+    """B circuit sectors' witnesses stacked (one batch row a sector): what the gadget reads."""
+    comm_r: np.ndarray           # (B, 4)
+    comm_c: np.ndarray
+    comm_r_last: np.ndarray
+    challenges: np.ndarray       # (B, C) uint64
+    leafs: np.ndarray            # (B, C, 4)
+    paths: list[np.ndarray]      # per level: (B, C, arity - 1, 4)
+
+
+def stack(prm: PostParams, proofs: Sequence[SectorProof]) -> SectorBatch:
+    for k, w in enumerate(proofs):
+        if len(w.challenges) != prm.challenge_count or len(w.paths) != len(prm.arities):
+            raise ValueError(f"sector proof {k} (sector {w.sector_id}): {len(w.challenges)} challenges "
+                             f"and {len(w.paths)} path levels, {prm.challenge_count} and "
+                             f"{len(prm.arities)} expected")
+    fe = lambda name: field.vec_from_ints([getattr(w, name) for w in proofs])  # noqa: E731
+    return SectorBatch(fe("comm_r"), fe("comm_c"), fe("comm_r_last"),
+                       np.array([w.challenges for w in proofs], dtype=np.uint64),
+                       np.stack([w.leafs for w in proofs]),
+                       [np.stack([w.paths[lv] for w in proofs]) for lv in range(len(prm.arities))])
+
+
 # --- the circuit ---------------------------------------------------------------------------------
 
-def sector_gadget(s: Synth, prm: PostParams, w: SectorProof | None) -> None:
-    """``Sector::synthesize`` (values mode: ``w`` with batch 1)."""
+def sector_gadget(s: Synth, prm: PostParams, w: SectorBatch | None) -> None:
+    """``Sector::synthesize`` (values mode: ``w`` a batch of sectors, one row each)."""
     comp = s.computing
-    vec = (lambda x: (lambda: field.vec_from_ints([x]))) if comp else (lambda x: None)
-    if comp and len(w.challenges) != prm.challenge_count:
-        raise ValueError(f"sector {w.sector_id}: {len(w.challenges)} challenges, "
-                         f"{prm.challenge_count} expected")
-    comm_r_last = alloc_num(s, vec(w.comm_r_last) if comp else None)
-    comm_c = alloc_num(s, vec(w.comm_c) if comp else None)
-    comm_r = alloc_num(s, vec(w.comm_r) if comp else None)
+    comm_r_last = alloc_num(s, (lambda: w.comm_r_last) if comp else None)
+    comm_c = alloc_num(s, (lambda: w.comm_c) if comp else None)
+    comm_r = alloc_num(s, (lambda: w.comm_r) if comp else None)
     inputize(s, comm_r)
     h = stacked.poseidon(s, [comm_c, comm_r_last])
     equal(s, comm_r, h, "enforce_comm_c_comm_r_last_hash_comm_r")
     arities = prm.arities
     for i in range(prm.challenge_count):
-        leaf = alloc_num(s, (lambda i=i: w.leafs[i:i + 1]) if comp else None)
+        leaf = alloc_num(s, (lambda i=i: np.ascontiguousarray(w.leafs[:, i])) if comp else None)
         stacked.por(s, leaf, comm_r_last, arities,
-                    lambda i=i: stacked._positions(np.array([w.challenges[i]]), arities),
-                    lambda lv, i=i: w.paths[lv][i:i + 1], sha=False)
+                    lambda i=i: stacked._positions(w.challenges[:, i], arities),
+                    lambda lv, i=i: w.paths[lv][:, i], sha=False)
 
 
 def synthesize(s: Synth, prm: PostParams, proofs: Sequence[SectorProof] | None) -> None:
-    """``FallbackPoStCircuit::synthesize`` over a partition's (padded) sector proofs."""
+    """``FallbackPoStCircuit::synthesize`` over a partition's (padded) sector proofs, sector by
+    sector (batch 1: shape and values at once, for tests; ``witness`` is the batched path)."""
     if s.computing and len(proofs) != prm.sector_count:
         raise ValueError(f"{len(proofs)} sector proofs, {prm.sector_count} expected "
                          f"(pad_partition repeats the last)")
     for k in range(prm.sector_count):
-        sector_gadget(s, prm, proofs[k] if s.computing else None)
+        sector_gadget(s, prm, stack(prm, [proofs[k]]) if s.computing else None)
+
+
+def witness(prm: PostParams, proofs: Sequence[SectorProof]):
+    """z of a partition (``assignment.Compact``) in ``build``'s numbering: every sector block in
+    one values-mode batch (a row a sector), inputs then aux, block-major."""
+    from .. import assignment
+    if len(proofs) != prm.sector_count:
+        raise ValueError(f"{len(proofs)} sector proofs, {prm.sector_count} expected "
+                         f"(pad_partition repeats the last)")
+    B = prm.sector_count
+    s = Synth(batch=B, blocks=True)
+    sector_gadget(s, prm, stack(prm, proofs))
+    pub = np.stack(s.public, axis=1).reshape(-1, 4)                 # (B * (1 + C), 4)
+    kinds, fes, _ = assignment.from_values(s.values, B)
+    pre = assignment.from_vec(np.concatenate([field.vec_from_ints([1]), pub]))
+    return assignment.Compact(np.concatenate([pre.kinds, kinds.reshape(-1)]),
+                              np.concatenate([pre.fes, fes]))
 
 
 # --- matrices ------------------------------------------------------------------------------------

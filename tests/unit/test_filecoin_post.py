@@ -129,21 +129,22 @@ def winning(sealed):
     pub = post.public_inputs(prm, RANDOMNESS, [(sealed.sector_id, comm_r)] * prm.sector_count)
     proofs = [post.vanilla_proof(sealed, post.sector_challenges(prm, RANDOMNESS, sealed.sector_id, i))
               for i in range(prm.sector_count)]
-    return prm, pub, _synth(prm, proofs)
+    return prm, pub, _synth(prm, proofs), proofs
 
 
 def test_winning_post_2k_synthesized_from_a_sealed_sector_is_satisfied(winning):
-    prm, pub, s = winning
+    prm, pub, s, proofs = winning
     c = post.census(prm).synthesized
     assert (s.cs.num_constraints, s.cs.num_aux, s.cs.num_public + 1) == (c.constraints, c.aux, c.inputs)
     assert s.cs.to_r1cs().nnz == c.nnz                          # neptune's real constants: no cancellation
     z = assignments(s)[0]
     assert field.vec_to_ints(z[1:1 + prm.num_public]) == pub   # the Rust input order
     check(s, 0)
+    assert np.array_equal(post.witness(prm, proofs).to_vec(), z)
 
 
 def test_winning_post_2k_refuses_a_changed_comm_r_or_challenge(winning):
-    prm, pub, s = winning
+    prm, pub, s, _ = winning
     z = assignments(s)[0]
     with pytest.raises(UnsatisfiedConstraint, match="enforce input is correct"):
         check(s, 0, set_value(z, 1 + 2 * 30, pub[2 * 30] + 1))          # sector 30's comm_r
@@ -169,6 +170,8 @@ def test_window_post_2k_partial_partition_repeats_the_last_sector(sealed):
         assert np.array_equal(m.indptr, n.indptr)
         assert np.array_equal(*(_row_sorted(x) for x in (m, n)))
     compact.check(np.ascontiguousarray(z))
+    # the batched witness (all sectors in one values-mode batch) is the same z
+    assert np.array_equal(post.witness(prm, proofs).to_vec(), z)
     # a path for other leaves than the challenged ones: the packed index differs from the input
     wrong = post.vanilla_proof(sealed, [(c + 1) % prm.nodes for c in proofs[0].challenges])
     s2 = _synth(prm, [proofs[0], wrong])
