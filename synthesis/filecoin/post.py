@@ -230,6 +230,51 @@ def pad_partition(proofs: Sequence[SectorProof], sector_count: int) -> list[Sect
     return list(proofs) + [proofs[-1]] * (sector_count - len(proofs))
 
 
+class PostProofError(ValueError):
+    """A vanilla PoSt proof that does not check: one line naming partition, sector, challenge."""
+
+
+def verify(prm: PostParams, randomness: bytes, sectors: Sequence[tuple[int, int]],
+           proofs: Sequence[SectorProof], partition: int = 0) -> None:
+    """vanilla.rs ``FallbackPoSt::verify`` of one partition, natively, before a proof reaches a
+    prover: ``proofs`` one a public sector of the partition (before padding); each sector's id and
+    comm_r those of its public sector, H(comm_c, comm_r_last) = comm_r, the challenged leaves the
+    derived ones, every path of the right length and reaching comm_r_last."""
+    from .. import poseidon
+    from .trees import root_from_path
+    chunk = list(sectors[partition * prm.sector_count:(partition + 1) * prm.sector_count])
+    if not chunk or len(proofs) != len(chunk):
+        raise PostProofError(f"partition {partition}: {len(proofs)} sector proofs for "
+                             f"{len(chunk)} public sectors")
+    arities = prm.arities
+    for i, ((sid, comm_r), w) in enumerate(zip(chunk, proofs)):
+        where = f"partition {partition}, sector {i} (id {sid})"
+        if w.sector_id != sid or w.comm_r != comm_r:
+            raise PostProofError(f"{where}: the proof is for sector {w.sector_id} with comm_r "
+                                 f"{w.comm_r:#x}, the public sector's comm_r is {comm_r:#x}")
+        if poseidon.hash_ints([w.comm_c, w.comm_r_last]) != comm_r:
+            raise PostProofError(f"{where}: H(comm_c, comm_r_last) differs from comm_r {comm_r:#x}")
+        want = sector_challenges(prm, randomness, sid, partition * prm.sector_count + i)
+        if len(w.challenges) != len(want) or len(w.paths) != len(arities):
+            raise PostProofError(f"{where}: {len(w.challenges)} challenges and {len(w.paths)} path "
+                                 f"levels, {len(want)} and {len(arities)} expected")
+        root = field.vec_from_ints([w.comm_r_last])[0]
+        for n, (got, leaf) in enumerate(zip(w.challenges, want)):
+            if got != leaf:
+                raise PostProofError(f"{where}, challenge {n}: leaf {got}, the challenge is leaf {leaf}")
+            path, pos = [], leaf
+            for lv, a in enumerate(arities):
+                sibs = np.asarray(w.paths[lv][n])
+                if sibs.shape != (a - 1, 4):
+                    raise PostProofError(f"{where}, challenge {n}, level {lv}: {sibs.shape[0]} "
+                                         f"siblings, {a - 1} expected")
+                path.append((sibs, pos % a))
+                pos //= a
+            if not np.array_equal(root_from_path(w.leafs[n], path, sha=False), root):
+                raise PostProofError(f"{where}, challenge {n} (leaf {leaf}): the path does not "
+                                     f"reach comm_r_last {w.comm_r_last:#x}")
+
+
 @dataclass
 class SectorBatch:
     """B circuit sectors' witnesses stacked (one batch row a sector): what the gadget reads."""

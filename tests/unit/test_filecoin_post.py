@@ -1,6 +1,7 @@
 """Filecoin's FallbackPoSt circuit (synthesis/filecoin/post.py): the counts rust-fil-proofs states,
 the parameter file names of parameters.json, and a sealed 2 KiB sector's WinningPoSt and
 WindowPoSt synthesized for real, satisfied, and refused with a changed comm_r or challenge."""
+import copy
 import hashlib
 
 import numpy as np
@@ -181,3 +182,31 @@ def test_window_post_2k_partial_partition_repeats_the_last_sector(sealed):
         check(s2, 0, z2)
     with pytest.raises(ValueError, match="3 sector proofs for a partition of 2"):
         post.pad_partition(proofs + proofs[:1], 2)
+
+
+def test_vanilla_proofs_checked_and_tampering_named(sealed):
+    prm = post.get("window-post-2k")
+    comm_r = field.from_bytes(sealed.comm_r)
+    secs = [(sealed.sector_id, comm_r)]
+    good = post.vanilla_proof(sealed, post.sector_challenges(prm, RANDOMNESS, sealed.sector_id, 0))
+    post.verify(prm, RANDOMNESS, secs, [good])
+    where = f"partition 0, sector 0 \\(id {sealed.sector_id}\\)"
+    with pytest.raises(post.PostProofError, match=where + ": the proof is for sector"):
+        post.verify(prm, RANDOMNESS, [(sealed.sector_id, comm_r + 1)], [good])
+    bad = copy.deepcopy(good)
+    bad.comm_c += 1
+    with pytest.raises(post.PostProofError, match=where + r": H\(comm_c, comm_r_last\) differs"):
+        post.verify(prm, RANDOMNESS, secs, [bad])
+    other = post.sector_challenges(prm, bytes(32), sealed.sector_id, 0)   # another randomness
+    with pytest.raises(post.PostProofError, match=where + ", challenge 0: leaf"):
+        post.verify(prm, RANDOMNESS, secs, [post.vanilla_proof(sealed, other)])
+    bad = copy.deepcopy(good)
+    bad.paths[1][4, 2, 0] ^= 1
+    with pytest.raises(post.PostProofError, match=where + r", challenge 4 \(leaf \d+\): the path does not reach"):
+        post.verify(prm, RANDOMNESS, secs, [bad])
+    bad = copy.deepcopy(good)
+    bad.leafs[7, 0] ^= 1
+    with pytest.raises(post.PostProofError, match=where + ", challenge 7"):
+        post.verify(prm, RANDOMNESS, secs, [bad])
+    with pytest.raises(post.PostProofError, match="partition 0: 2 sector proofs for 1 public sectors"):
+        post.verify(prm, RANDOMNESS, secs, [good, good])
