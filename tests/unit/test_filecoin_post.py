@@ -3,6 +3,7 @@ the parameter file names of parameters.json, and a sealed 2 KiB sector's Winning
 WindowPoSt synthesized for real, satisfied, and refused with a changed comm_r or challenge."""
 import copy
 import hashlib
+import os
 
 import numpy as np
 import pytest
@@ -210,3 +211,30 @@ def test_vanilla_proofs_checked_and_tampering_named(sealed):
         post.verify(prm, RANDOMNESS, secs, [bad])
     with pytest.raises(post.PostProofError, match="partition 0: 2 sector proofs for 1 public sectors"):
         post.verify(prm, RANDOMNESS, secs, [good, good])
+
+
+@pytest.mark.skipif(os.environ.get("ZKHIVE_LONG_FILECOIN") != "1",
+                    reason="a window-post-2k key takes ~1.5 minutes on the loaded 2-core machine: "
+                           "ZKHIVE_LONG_FILECOIN=1 runs it")
+def test_window_post_2k_proves_on_the_cpu_and_verifies_with_the_bellperson_vk(sealed, tmp_path):
+    """A sealed 2 KiB sector's WindowPoSt partition (one sector, padded to two) proved on the CPU
+    from post.build's matrices and post.witness's z, verified with the .vk written and read back
+    in bellperson's format; a changed comm_r, challenge or randomness refused."""
+    from gpu.groth16 import bellperson as bp
+    from gpu.groth16 import prove, setup, verify
+
+    prm = post.get("window-post-2k")
+    secs = [(sealed.sector_id, field.from_bytes(sealed.comm_r))]
+    proofs = [post.vanilla_proof(sealed, post.sector_challenges(prm, RANDOMNESS, sealed.sector_id, 0))]
+    post.verify(prm, RANDOMNESS, secs, proofs)
+    circuit = post.build(prm)
+    r1cs = circuit.to_r1cs()
+    pk, _ = setup(r1cs, seed=b"zkhive window-post-2k test")
+    proof = prove(pk, r1cs, post.witness(prm, post.pad_partition(proofs, 2)).to_vec())
+    vk = bp.read_vk(bp.write_vk(pk, tmp_path / "window-post-2k.vk"), circuit=circuit)
+    pub = post.public_inputs(prm, RANDOMNESS, secs)
+    assert verify(vk, pub, proof)
+    assert not verify(vk, [pub[0] + 1] + pub[1:], proof)
+    assert not verify(vk, pub[:1] + [(pub[1] + 1) % prm.nodes] + pub[2:], proof)
+    other = post.public_inputs(prm, bytes(32), secs)
+    assert other != pub and not verify(vk, other, proof)
