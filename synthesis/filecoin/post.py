@@ -353,7 +353,8 @@ def build(prm: PostParams | str):
     no variable: block k's template columns are ONE, its 1 + C inputs (global 1 + k (1 + C)) and its
     own aux (global 1 + inputs + k * block aux), as bellperson (and ``synthesize_extendable``'s
     chunks, extended in order) numbers them."""
-    from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices, expand_segments
+    from ..compact import (CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices,
+                           expand_segments)
     prm = get(prm) if isinstance(prm, str) else prm
     cs = TemplatingCS(ordered=True)
     sector_gadget(Synth(cs=cs), prm, None)

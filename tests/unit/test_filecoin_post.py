@@ -203,7 +203,8 @@ def test_vanilla_proofs_checked_and_tampering_named(sealed):
         post.verify(prm, RANDOMNESS, secs, [post.vanilla_proof(sealed, other)])
     bad = copy.deepcopy(good)
     bad.paths[1][4, 2, 0] ^= 1
-    with pytest.raises(post.PostProofError, match=where + r", challenge 4 \(leaf \d+\): the path does not reach"):
+    with pytest.raises(post.PostProofError,
+                       match=where + r", challenge 4 \(leaf \d+\): the path does not reach"):
         post.verify(prm, RANDOMNESS, secs, [bad])
     bad = copy.deepcopy(good)
     bad.leafs[7, 0] ^= 1
