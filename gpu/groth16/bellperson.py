@@ -332,7 +332,7 @@ def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", 
         out = np.empty((hi - lo, sec.width), dtype=np.uint8)
         index = None
         base = lo
-    buf = np.empty((min(CHUNK, max(hi - lo, 1)), sec.width), dtype=np.uint8)
+    buf = np.empty((min(CHUNK, hi - lo), sec.width), dtype=np.uint8)
     f.seek(sec.offset(lo))
     for i in range(lo, hi, CHUNK):
         k = min(CHUNK, hi - i)

@@ -170,7 +170,7 @@ def test_length_tampering_names_section_and_offset(files, tmp_path):
                                              rf"{b2.start - 4} says {b2.count} points"):
         bp.scan(short)
     long = tampered(files, tmp_path, lambda b: b + b"\0")
-    with pytest.raises(KeyFormatError, match=rf"1 bytes after the last section \(b_g2, ending at "
+    with pytest.raises(KeyFormatError, match=rf": 1 bytes after the last section \(b_g2, ending at "
                                              rf"byte offset {b2.end}\)"):
         bp.scan(long)
     h = lay.sections["h"]
@@ -487,9 +487,9 @@ def test_a_coordinate_equal_to_p_refused_by_the_range_check(files, tmp_path, sec
     sec = bp.scan(d / "k.params").sections[section]
     at = sec.offset(0) + 48 * coord
     path = tampered(files, tmp_path, lambda b: b.__setitem__(slice(at, at + 48), P.to_bytes(48, "big")))
-    with pytest.raises(KeyFormatError, match=rf"section {section}, point 0 at byte offset "
+    with pytest.raises(KeyFormatError, match=rf"^{path}: section {section}, point 0 at byte offset "
                                              rf"{sec.offset(0)}: a coordinate is not below the field "
-                                             r"modulus"):
+                                             r"modulus$"):
         bp.read_params(path, r1cs, points="none", eager=True)
     buf = bytearray((d / "k.params").read_bytes()[sec.offset(0):sec.offset(1)])
     for v, ok in ((P - 1, True), (P, False), (P + 1, False), (2 ** 381 - 1, False)):
@@ -606,3 +606,37 @@ def test_fifos_and_other_non_regular_files_refused_at_once(files, tmp_path):
     link = tmp_path / "link.params"
     link.symlink_to(d / "k.params")
     assert bp.scan(link).size == (d / "k.params").stat().st_size   # a link to a file is fine
+
+
+def test_a_length_field_cut_short_is_refused_as_truncated(files, tmp_path):
+    """A file ending inside a length field (1 to 3 of its 4 bytes there) is refused naming the
+    field, not read as a short integer."""
+    d = files[0]
+    lay = bp.scan(d / "k.params")
+    for name, at in (("ic", bp.IC_LEN_AT), ("h", lay.sections["h"].start - 4),
+                     ("b_g2", lay.sections["b_g2"].start - 4)):
+        for extra in (0, 1, 3):
+            cut = tampered(files, tmp_path, lambda b: b[:at + extra])
+            with pytest.raises(KeyFormatError, match=rf"^{cut}: {name}: the length field at byte offset "
+                                                     rf"{at} lies past the end of the file "
+                                                     rf"\({at + extra} bytes\): truncated$"):
+                bp.scan(cut)
+
+
+def test_a_vk_with_no_ic_and_reads_from_the_middle_of_a_section(files, tmp_path):
+    """A file may end right after a length field (IC of 0 points: scan takes it, the circuit's
+    length refuses it); ``read_section`` from a point inside a section; ``check_file`` on a .vk
+    returns the .vk's layout."""
+    d, r1cs, _, _ = files
+    empty = tampered(files, tmp_path, lambda b: b[:bp.IC_LEN_AT] + bytes(4), name="k.vk")
+    lay = bp.scan(empty)
+    assert lay.sections["ic"].count == 0 and lay.size == bp.IC_LEN_AT + 4 and not lay.is_params
+    with pytest.raises(KeyFormatError, match=r"section ic: the length field at byte offset 864 says 0 points"):
+        bp.read_vk(empty, circuit=r1cs)
+    full = bp.scan(d / "k.params")
+    with open(d / "k.params", "rb") as f:
+        whole = bp.read_section(f, full, "h")
+        part = bp.read_section(f, full, "h", lo=2, hi=5)
+    assert part.shape == (3, 96) and np.array_equal(part, whole[2:5])
+    vk = bp.check_file(d / "k.vk", r1cs)
+    assert set(vk.sections) == {n for n, _ in bp.VK_FIXED} | {"ic"} and vk.size == (d / "k.vk").stat().st_size
