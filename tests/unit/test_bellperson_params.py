@@ -640,3 +640,18 @@ def test_a_vk_with_no_ic_and_reads_from_the_middle_of_a_section(files, tmp_path)
     assert part.shape == (3, 96) and np.array_equal(part, whole[2:5])
     vk = bp.check_file(d / "k.vk", r1cs)
     assert set(vk.sections) == {n for n, _ in bp.VK_FIXED} | {"ic"} and vk.size == (d / "k.vk").stat().st_size
+
+
+def test_the_key_cache_refuses_a_fifo_beside_the_key(tmp_path):
+    """The key cache's .meta (the circuit digest beside a .params) as a FIFO: refused naming it,
+    not read (a worker would block); a missing .meta is no error."""
+    import os
+
+    from cluster.pipeline.keys import KeyCache
+    keys = KeyCache(tmp_path)
+    params = tmp_path / "x.params"
+    params.write_bytes(b"")
+    assert keys.circuit_digest(None, params) is None
+    os.mkfifo(tmp_path / "x.meta")
+    with pytest.raises(KeyFormatError, match=r"x\.meta: a FIFO, not a regular file"):
+        keys.circuit_digest(None, params)
