@@ -19,14 +19,18 @@ coefficient in A (aux) and B (inputs, aux) and walks the query in that order. ``
 computes those sets from our R1CS; reading a file expands each query to one point a variable
 (the identity where the density omits it), the layout our backends prove from.
 
-Checks, each error naming the section and the byte offset: the lengths against the file size
-and against the circuit (IC = inputs, h = domain - 1, l = auxiliary variables, a and b = the
-densities), the flags (no point at infinity: bellperson refuses them too), coordinates below p,
-every point on the curve (on the host: gpu/native/points_host.cpp; on the device as it is
-uploaded: gpu/cuda/msm.py ``load_bases``), with ``points="full"`` every point in the
-prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~160 us a point; device:
+Checks, each error naming the section and the byte offset: a regular file (a FIFO, device or
+directory refused at once: keys.open_regular), the lengths against the circuit as each is read
+(IC = inputs, h = domain - 1, l = auxiliary variables, a and b = the densities: a wrong length
+is named in its own section) and against the file size, the flags (no point at infinity:
+bellperson refuses them too; no section may hold the identity), no zero-filled point (our
+layout's identity), coordinates below p, every point on the curve (on the host:
+gpu/native/points_host.cpp; on the device as it is uploaded: gpu/cuda/msm.py ``load_bases``),
+with ``points="full"`` (``check_file``'s default: ``zkhive keys check`` and ``import``) every
+point in the prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~55 us a G1 point,
+~100 us a G2 point here, or a batch test given to ``set_subgroup_check``; device:
 gpu/kernels/subgroup.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
-digest), the verifying key's
+digest), the verifying key's six single points always in the subgroup and its
 beta_g1/beta_g2 and delta_g1/delta_g2 pairs against each other (two pairings), and on request
 the file's digest as paramfetch computes it: BLAKE2b-512 of the whole file, the first 32 hex
 digits (filecoin-proofs src/param.rs ``get_digest_for_file_within_cache``).
@@ -209,7 +213,7 @@ def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0,
         if where is None:
             raise KeyFormatError(f"point {first + i}: {what}")
         _fail(where[0], where[1], first + i, what)
-    coords = buf.reshape(n, -1, 48)[:, :, ::-1]             # each coordinate little-endian
+    coords = buf.reshape(n, 2 * kind, 48)[:, :, ::-1]       # each coordinate little-endian
     if kind == 2:
         coords = coords[:, [1, 0, 3, 2]]                   # c1, c0 -> c0, c1
     out = np.ascontiguousarray(coords).reshape(n, WIDTH[kind])
@@ -293,8 +297,8 @@ def first_bad(raw: np.ndarray, kind: int, points: str, *, native_subgroup: bool 
     """(index, reason) of the first point of ``raw`` (our layout) that fails ``points``
     ("curve": on the curve; "full": and in the subgroup), or (-1, ""). On the host the curve
     check is the host build of the device's (OpenMP, ~12 us a point on this shared 2-core
-    machine), the subgroup check arkworks' (``is_in_subgroup`` by endomorphism: ~160 us a
-    point); ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a
+    machine), the subgroup check arkworks' (``is_in_subgroup`` by endomorphism: ~55 us a
+    G1 point, ~100 us a G2 point, 2026-12-04) or the one given to ``set_subgroup_check``; ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a
     point: for its tests only)."""
     import ctypes
     if points == "none" or not len(raw):

@@ -655,3 +655,22 @@ def test_the_key_cache_refuses_a_fifo_beside_the_key(tmp_path):
     os.mkfifo(tmp_path / "x.meta")
     with pytest.raises(KeyFormatError, match=r"x\.meta: a FIFO, not a regular file"):
         keys.circuit_digest(None, params)
+
+
+def test_first_point_of_a_section_checked_and_a_vk_read_alone(files, tmp_path):
+    """The first point of a chunk is checked like the others; a .vk read without a circuit
+    carries no digest and no sizes, with one the circuit's."""
+    d, r1cs, _, _ = files
+    h0 = bp.scan(d / "k.params").sections["h"].offset(0)
+    bad = tampered(files, tmp_path, lambda b: b.__setitem__(h0 + 95, b[h0 + 95] ^ 1))
+    with pytest.raises(KeyFormatError, match=rf"^{bad}: section h, point 0 at byte offset {h0}: not on the G1 curve$"):
+        bp.read_params(bad, r1cs, points="curve", eager=True)
+    alone = bp.read_vk(d / "k.vk")
+    assert alone.circuit_digest == bytes(32) and alone.num_aux == 0 and alone.domain_size == 0
+    shape = bp.shape_of(r1cs)
+    mine = bp.read_vk(d / "k.vk", circuit=r1cs)
+    assert (mine.num_aux, mine.domain_size) == (shape.num_aux, shape.domain) and shape.num_aux != shape.domain
+    short = tampered(files, tmp_path, lambda b: b[:500], name="k.vk")
+    with pytest.raises(KeyFormatError, match=rf"^{short}: 500 bytes is too short for a verifying key "
+                                             rf"\(868 bytes before the IC points\)$"):
+        bp.scan(short)
