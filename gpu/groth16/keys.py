@@ -223,24 +223,18 @@ _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCH
 def open_regular(path) -> BinaryIO:
     """``path`` opened for reading if it is a regular file (a symbolic link to one is): a FIFO,
     device, socket or directory is refused at once, naming the path, instead of blocking in
-    ``open`` or ``read`` (O_NONBLOCK: opening a FIFO with no writer returns at once)."""
+    ``open`` or ``read`` (O_NONBLOCK: opening a FIFO with no writer returns at once; on a
+    regular file the flag changes nothing)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except FileNotFoundError:
         raise KeyFormatError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise KeyFormatError(f"{path}: a directory, not a regular file") from None
-    try:
-        mode = os.fstat(fd).st_mode
-        if not stat.S_ISREG(mode):
-            what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-            raise KeyFormatError(f"{path}: {what}, not a regular file: a key file must be one")
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
-    except BaseException:
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
         os.close(fd)
-        raise
-
+        what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise KeyFormatError(f"{path}: {what}, not a regular file: a key file must be one")
+    return os.fdopen(fd, "rb")
 
 
 def read_header(path) -> dict:
