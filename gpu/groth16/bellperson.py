@@ -336,7 +336,7 @@ def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", 
         out = np.empty((hi - lo, sec.width), dtype=np.uint8)
         index = None
         base = lo
-    buf = np.empty((min(CHUNK, hi - lo), sec.width), dtype=np.uint8)
+    buf = np.empty((CHUNK, sec.width), dtype=np.uint8)   # untouched rows cost nothing
     f.seek(sec.offset(lo))
     for i in range(lo, hi, CHUNK):
         k = min(CHUNK, hi - i)
@@ -346,7 +346,7 @@ def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", 
         raw = from_uncompressed(buf[:k], sec.kind, where=(lay, sec), first=i, range_check=range_check)
         _check_points(lay, sec, raw, i, points)
         if index is None:
-            out[i - base:i - base + k] = raw
+            out[i - base:][:k] = raw
         else:
             out[index[i:i + k]] = raw
     return out
@@ -454,7 +454,7 @@ def _shape(m) -> Shape:
 
 def _single(f, lay: Layout, name: str, points: str):
     raw = read_section(f, lay, name, points=points)
-    return POINT[lay.sections[name].kind].from_xy_bytes_unchecked_le(raw[0].tobytes())
+    return POINT[lay.sections[name].kind].from_xy_bytes_unchecked_le(raw.tobytes())   # one point
 
 
 def _read_vk_parts(f, lay: Layout, points: str) -> dict:
