@@ -110,7 +110,7 @@ def _u32(f: BinaryIO, path, at: int, what: str, size: int) -> int:
         raise KeyFormatError(f"{path}: {what}: the length field at byte offset {at} lies past the "
                              f"end of the file ({size} bytes): truncated")
     f.seek(at)
-    return struct.unpack(">I", f.read(4))[0]
+    return int.from_bytes(f.read(4), "big")
 
 
 def scan(path, *, params: bool | None = None, want: dict[str, tuple[int, str]] | None = None) -> Layout:
@@ -177,7 +177,7 @@ def _below_p(limbs: np.ndarray) -> np.ndarray:
     """Rows of 12 little-endian u32 limbs that are < p."""
     lt = np.zeros(len(limbs), dtype=bool)
     undecided = np.ones(len(limbs), dtype=bool)
-    for i in range(11, -1, -1):
+    for i in reversed(range(12)):
         col = limbs[:, i]
         lt |= undecided & (col < _P_LIMBS[i])
         undecided &= col == _P_LIMBS[i]
@@ -192,17 +192,16 @@ def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0,
     ``range_check``, coordinates >= p (not the curve equation: ``first_bad``; the device's
     ``load_bases`` checks the range itself)."""
     n = len(buf)
-    flags = buf[:, 0] & 0xE0
+    flags = buf[:, 0] >> 5          # the top three bits: compressed 4, infinity 2, sort 1
     bad = np.flatnonzero(flags)
     if len(bad):
         i = int(bad[0])
         f = int(flags[i])
         fixed = where is not None and where[1].name in FIXED_NAMES
-        what = (("the point at infinity (a Groth16 key's alpha, beta, gamma, delta never are)" if fixed
+        what = ("the compressed flag is set in an uncompressed point" if f & 4 else
+                ("the point at infinity (a Groth16 key's alpha, beta, gamma, delta never are)" if fixed
                  else "the point at infinity (bellperson's reader refuses it in IC and the queries)")
-                if f & 0x40 else
-                "the compressed flag is set in an uncompressed point" if f & 0x80 else
-                "the sort flag is set in an uncompressed point")
+                if f & 2 else "the sort flag is set in an uncompressed point")
         if where is None:
             raise KeyFormatError(f"point {first + i}: {what}")
         _fail(where[0], where[1], first + i, what)
@@ -219,7 +218,7 @@ def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0,
     out = np.ascontiguousarray(coords).reshape(n, WIDTH[kind])
     if not range_check:
         return out
-    limbs = out.view("<u4").reshape(n, -1, 12)
+    limbs = out.view("<u4").reshape(n, 2 * kind, 12)
     ok = np.ones(n, dtype=bool)
     for c in range(limbs.shape[1]):
         ok &= _below_p(limbs[:, c])
@@ -298,14 +297,15 @@ def first_bad(raw: np.ndarray, kind: int, points: str, *, native_subgroup: bool 
     ("curve": on the curve; "full": and in the subgroup), or (-1, ""). On the host the curve
     check is the host build of the device's (OpenMP, ~12 us a point on this shared 2-core
     machine), the subgroup check arkworks' (``is_in_subgroup`` by endomorphism: ~55 us a
-    G1 point, ~100 us a G2 point, 2026-12-04) or the one given to ``set_subgroup_check``; ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a
-    point: for its tests only)."""
+    G1 point, ~100 us a G2 point, 2026-12-04) or the one given to ``set_subgroup_check``;
+    ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a point:
+    for its tests only)."""
     import ctypes
     if points == "none" or not len(raw):
         return -1, ""
     raw = np.ascontiguousarray(raw)
-    why = ctypes.c_int(0)
-    mode = 2 if points == "full" and native_subgroup else 1
+    why = ctypes.c_int()
+    mode = 1 + bool(native_subgroup)   # 2: the device's [r] P test too
     bad = int(getattr(_host(), f"host_check_g{kind}")(len(raw), raw.ctypes.data, mode,
                                                        ctypes.byref(why)))
     if bad >= 0:
@@ -340,7 +340,7 @@ def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", 
     f.seek(sec.offset(lo))
     for i in range(lo, hi, CHUNK):
         k = min(CHUNK, hi - i)
-        view = memoryview(buf[:k].reshape(-1))
+        view = memoryview(buf[:k]).cast("B")
         if f.readinto(view) != k * sec.width:
             _fail(lay, sec, i, "truncated")
         raw = from_uncompressed(buf[:k], sec.kind, where=(lay, sec), first=i, range_check=range_check)

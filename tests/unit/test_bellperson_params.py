@@ -677,3 +677,63 @@ def test_first_point_of_a_section_checked_and_a_vk_read_alone(files, tmp_path):
     with pytest.raises(KeyFormatError, match=rf"^{short}: 500 bytes is too short for a verifying key "
                                              rf"\(868 bytes before the IC points\)$"):
         bp.scan(short)
+
+
+def test_decoding_names_the_first_bad_point_and_each_flag(files, tmp_path):
+    """Every refusal of ``from_uncompressed`` names the first bad point, counted from ``first``,
+    with the file and section when it has them; each flag has its own message; ``first_bad`` and
+    ``not_in_subgroup`` answer -1 for good points; points="none" checks no curve."""
+    d, r1cs, _, _ = files
+    lay = bp.scan(d / "k.params")
+    sec = lay.sections["h"]
+    good = np.frombuffer((d / "k.params").read_bytes()[sec.offset(0):sec.offset(4)], np.uint8).reshape(4, 96).copy()
+    where = (lay, sec)
+    cases = {"compressed": (0x80, "the compressed flag is set in an uncompressed point"),
+             "infinity": (0x40, r"the point at infinity \(bellperson's reader refuses it in IC and the queries\)"),
+             "sort": (0x20, "the sort flag is set in an uncompressed point")}
+    for flag, msg in cases.values():
+        buf = good.copy()
+        buf[1, 0] |= flag
+        buf[3, 0] |= 0xE0
+        with pytest.raises(KeyFormatError, match=rf"^point 6: {msg}$"):
+            bp.from_uncompressed(buf, 1, first=5)
+        with pytest.raises(KeyFormatError, match=rf"^{lay.path}: section h, point 6 at byte offset "
+                                                 rf"{sec.offset(6)}: {msg}$"):
+            bp.from_uncompressed(buf, 1, where=where, first=5)
+    for edit, msg in ((lambda b, j: b.__setitem__(j, 0), r"every byte zero \(a zero-filled point: \(0, 0\) is not on the G1 curve\)"),
+                      (lambda b, j: b[j].__setitem__(slice(0, 48), np.frombuffer(P.to_bytes(48, "big"), np.uint8)),
+                       "a coordinate is not below the field modulus")):
+        buf = good.copy()
+        edit(buf, 2)
+        edit(buf, 3)
+        with pytest.raises(KeyFormatError, match=rf"^point 9: {msg}$"):
+            bp.from_uncompressed(buf, 1, first=7)
+        with pytest.raises(KeyFormatError, match=rf"^{lay.path}: section h, point 9 at byte offset "
+                                                 rf"{sec.offset(9)}: {msg}$"):
+            bp.from_uncompressed(buf, 1, where=where, first=7)
+    raw = bp.from_uncompressed(good, 1)
+    assert bp.first_bad(raw, 1, "full") == (-1, "") and bp.first_bad(raw, 1, "curve") == (-1, "")
+    assert bp.not_in_subgroup(raw, 1) == -1
+    raw[2, 95] ^= 1
+    assert bp.first_bad(raw, 1, "none") == (-1, "") and bp.first_bad(raw, 1, "curve") == (2, "not on the G1 curve")
+    h1 = sec.offset(1)
+    off = tampered(files, tmp_path, lambda b: b.__setitem__(h1 + 95, b[h1 + 95] ^ 1))
+    bp.read_params(off, r1cs, points="none", eager=True)     # "none": no curve check
+    from gpu.backends.forms import circuit_digest
+    assert bp.read_vk(d / "k.vk", circuit=r1cs).circuit_digest == circuit_digest(r1cs)
+
+
+def test_size_messages_say_what_the_file_is(files, tmp_path):
+    d = files[0]
+    for name, kind in (("k.vk", "verifying key"), ("k.params", "parameter")):
+        padded = tampered(files, tmp_path, lambda b: b + bytes(3), name=name)
+        size = padded.stat().st_size
+        with pytest.raises(KeyFormatError, match=rf"^{padded}: 3 bytes after the last section \(\w+, ending at "
+                                                 rf"byte offset {size - 3}\): not a bellperson {kind} file, or padded$"):
+            bp.scan(padded)
+    b2 = bp.scan(d / "k.params").sections["b_g2"]
+    big = tampered(files, tmp_path, lambda b: b.__setitem__(slice(b2.start - 4, b2.start), (b2.count + 2).to_bytes(4, "big")))
+    with pytest.raises(KeyFormatError, match=rf"^{big}: section b_g2: its length field at byte offset {b2.start - 4} "
+                                             rf"says {b2.count + 2} points \({(b2.count + 2) * 192} bytes from offset "
+                                             rf"{b2.start}\), but the file ends at {b2.end}: truncated or a wrong length$"):
+        bp.scan(big)
