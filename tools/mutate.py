@@ -75,6 +75,16 @@ TARGETS: dict[str, Target] = {
                      ("tests/integration/test_keeper_backoff.py", "tests/integration/test_keeper.py",
                       "-k", "not up_restarts"),
                      ("delay", "step"), 240.0),  # the backoff and reset (issue 27 changes the rest)
+    # key files (issues 35, 39): the layout, the lengths, decoding and every point check
+    "keyfiles": Target("gpu/groth16/bellperson.py",
+                       ("tests/unit/test_bellperson_params.py", "-k",
+                        "not trapdoor and not compact and not snarkjs and not proves and not v28 "
+                        "and not encoding_is"),
+                       ("_u32", "scan", "_expect", "_fail", "_below_p", "from_uncompressed",
+                        "first_bad", "_check_points", "read_section", "_single", "_read_vk_parts",
+                        "read_vk", "check_file", "set_subgroup_check", "not_in_subgroup")),
+    "keyopen": Target("gpu/groth16/keys.py", ("tests/unit/test_bellperson_params.py", "-k", "fifo"),
+                      ("open_regular",)),
 }
 
 #: the one replacement kept per binary / comparison operator (mutmut's choices)

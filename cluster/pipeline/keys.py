@@ -117,9 +117,16 @@ class KeyCache:
 
     def circuit_digest(self, circuit, key_path: Path) -> bytes | None:
         """The circuit digest recorded beside a .params/.vk (its .meta), or None."""
+        from gpu.groth16.errors import KeyFormatError
+        from gpu.groth16.keys import open_regular
         meta = key_path.with_suffix(".meta")
         try:
-            d = json.loads(meta.read_text()).get("zkhive_circuit_digest")
+            with open_regular(meta) as f:   # a FIFO would block the worker: refused, not read
+                d = json.loads(f.read()).get("zkhive_circuit_digest")
+        except KeyFormatError as e:
+            if meta.exists():
+                raise
+            return None
         except (OSError, ValueError, AttributeError):
             return None
         try:

@@ -522,8 +522,12 @@ def _aggregate(rt, job_id: str) -> dict:
         budget = rt.settings.delivery.partition_retries
         attempts = rt.jobs.spend_retry(job_id, k)
         if not policy.within_budget(attempts, budget):
+            # every prover's proof refused: most likely the key (its .params not the .vk's, or a
+            # point off the subgroup), so the message names it
             _fail(rt, job_id, f"partition {k}: proof does not verify after {attempts} attempts "
-                              f"(delivery.partition_retries={budget})", k)
+                              f"(delivery.partition_retries={budget}) with the key "
+                              f"{rt.keys.find(circuit, 'params')} and {rt.keys.find(circuit, 'vk')}: "
+                              f"`zkhive keys check --params {rec.params}` checks it", k)
         rt.jobs.discard_partition(job_id, k, parts[k])
         dispatch_partition(rt, rec, k, exclude=[parts[k].get("device")] if parts[k].get("device") else [])
     if bad:

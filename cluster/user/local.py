@@ -37,6 +37,7 @@ def _partitions(c1, circuit) -> int:
 
 def cmd_prove(args) -> int:
     from cluster.pipeline.keys import KeyMissing
+    from gpu.groth16.errors import KeyFormatError
 
     circuit, c1 = load_c1(args.c1)
     cache = _keys(args)
@@ -49,7 +50,7 @@ def cmd_prove(args) -> int:
         print(f"keys for {circuit.name}: made in {time.time() - t:.1f} s under {cache.root}")
     try:
         proofs = prove_c1(circuit, c1, cache, args.backend)
-    except KeyMissing as e:
+    except (KeyMissing, KeyFormatError) as e:  # a corrupt key: one line naming the file
         raise CommandError(str(e)) from None
     out = Path(args.out)
     out.write_bytes(b"".join(proofs))
@@ -77,8 +78,11 @@ def prove_c1(circuit, c1, cache, backend: str = "auto", out=print) -> list[bytes
             raise CommandError(str(e)) from None
         proof = prove(pk, r1cs, z, backend=backend, timer=timer)
         ok = verify(vk, circuit.public_inputs(c1, k), proof)
-        if not ok:  # a prover bug, never an input problem: say so loudly
-            raise CommandError(f"partition {k}: the proof does not verify (prover bug: report it)")
+        if not ok:  # a bad key (its .params not the .vk's, a point off the subgroup) or a prover bug
+            raise CommandError(f"partition {k}: the proof does not verify with the key "
+                               f"{cache.find(circuit, 'params')} and {cache.find(circuit, 'vk')}: "
+                               f"`zkhive keys check --params {circuit.name}` checks it; if it passes, "
+                               "a prover bug: report it")
         stages = ", ".join(f"{n} {s:.2f}s" for n, s in timer.totals().items())
         out(f"partition {k}: proved and verified in {time.time() - t0:.2f} s ({stages})")
         proofs.append(proof.to_bytes())

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.groth16.bellperson import _REASONS, _fail, read_section
+from gpu.groth16.bellperson import _REASONS, ZERO_FILLED, _fail, open_regular, read_section
 
 
 def fill(q, buffer) -> None:
@@ -38,7 +38,7 @@ def fill(q, buffer) -> None:
         cuda.memcpy_dtoh(word, dev.ptr)
         return int(word[0])
 
-    with open(q.lay.path, "rb") as f, \
+    with open_regular(q.lay.path) as f, \
             DeviceBuffer(host.nbytes, what=f"{q.section} file chunk") as filebuf, \
             DeviceBuffer(host.nbytes, what=f"{q.section} xy chunk") as xy, \
             DeviceBuffer(max(4 * rows, 8), what=f"{q.section} density chunk") as dens, \
@@ -62,6 +62,9 @@ def fill(q, buffer) -> None:
                 view = memoryview(host[:m].reshape(-1))
                 if f.readinto(view) != m * w:
                     _fail(q.lay, sec, j0, "truncated")
+                zero = np.flatnonzero(~host[:m].any(axis=1))
+                if len(zero):  # all zeros is the identity in our layout: the device would take it
+                    _fail(q.lay, sec, j0 + int(zero[0]), ZERO_FILLED.format(g=g.upper()))
                 if m:
                     filebuf.upload(host[:m])
                 cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)

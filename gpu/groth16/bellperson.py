@@ -19,14 +19,18 @@ coefficient in A (aux) and B (inputs, aux) and walks the query in that order. ``
 computes those sets from our R1CS; reading a file expands each query to one point a variable
 (the identity where the density omits it), the layout our backends prove from.
 
-Checks, each error naming the section and the byte offset: the lengths against the file size
-and against the circuit (IC = inputs, h = domain - 1, l = auxiliary variables, a and b = the
-densities), the flags (no point at infinity: bellperson refuses them too), coordinates below p,
-every point on the curve (on the host: gpu/native/points_host.cpp; on the device as it is
-uploaded: gpu/cuda/msm.py ``load_bases``), with ``points="full"`` every point in the
-prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~160 us a point; device:
+Checks, each error naming the section and the byte offset: a regular file (a FIFO, device or
+directory refused at once: keys.open_regular), the lengths against the circuit as each is read
+(IC = inputs, h = domain - 1, l = auxiliary variables, a and b = the densities: a wrong length
+is named in its own section) and against the file size, the flags (no point at infinity:
+bellperson refuses them too; no section may hold the identity), no zero-filled point (our
+layout's identity), coordinates below p, every point on the curve (on the host:
+gpu/native/points_host.cpp; on the device as it is uploaded: gpu/cuda/msm.py ``load_bases``),
+with ``points="full"`` (``check_file``'s default: ``zkhive keys check`` and ``import``) every
+point in the prime-order subgroup too (host: arkworks' ``is_in_subgroup``, ~55 us a G1 point,
+~100 us a G2 point here, or a batch test given to ``set_subgroup_check``; device:
 gpu/kernels/subgroup.cu, [r] P == O; Filecoin itself maps its files unchecked and trusts the
-digest), the verifying key's
+digest), the verifying key's six single points always in the subgroup and its
 beta_g1/beta_g2 and delta_g1/delta_g2 pairs against each other (two pairings), and on request
 the file's digest as paramfetch computes it: BLAKE2b-512 of the whole file, the first 32 hex
 digits (filecoin-proofs src/param.rs ``get_digest_for_file_within_cache``).
@@ -46,7 +50,7 @@ from py_arkworks_bls12381 import G1Point, G2Point
 
 from .compress import FQ_MODULUS
 from .errors import KeyFormatError
-from .keys import ProvingKey, VerifyingKey
+from .keys import ProvingKey, VerifyingKey, open_regular
 from .points import PointArray
 
 G1_UNC, G2_UNC = 96, 192
@@ -55,6 +59,7 @@ POINT = {1: G1Point, 2: G2Point}
 #: the .vk's fixed part: six points, then IC's length at this offset
 VK_FIXED = (("alpha_g1", 1), ("beta_g1", 1), ("beta_g2", 2), ("gamma_g2", 2), ("delta_g1", 1),
             ("delta_g2", 2))
+FIXED_NAMES = frozenset(name for name, _ in VK_FIXED)
 IC_LEN_AT = sum(WIDTH[k] for _, k in VK_FIXED)  # 864
 QUERIES = (("h", 1), ("l", 1), ("a", 1), ("b_g1", 1), ("b_g2", 2))
 #: our ProvingKey's name for each bellperson query
@@ -62,6 +67,9 @@ OURS = {"h": "h_query", "l": "l_query", "a": "a_query", "b_g1": "b_g1_query", "b
 CHUNK = 1 << 16  # points a read/convert step (G2: 12 MiB)
 _P_LIMBS = np.frombuffer(FQ_MODULUS.to_bytes(48, "little"), dtype="<u4")
 POINT_CHECKS = ("none", "curve", "full")
+#: a point whose 96 | 192 bytes are all zero: (0, 0), no flag (bellperson's identity is 0x40
+#: then zeros, refused as the point at infinity)
+ZERO_FILLED = "every byte zero (a zero-filled point: (0, 0) is not on the {g} curve)"
 
 
 # --- the layout ----------------------------------------------------------------------------
@@ -102,21 +110,19 @@ def _u32(f: BinaryIO, path, at: int, what: str, size: int) -> int:
         raise KeyFormatError(f"{path}: {what}: the length field at byte offset {at} lies past the "
                              f"end of the file ({size} bytes): truncated")
     f.seek(at)
-    return struct.unpack(">I", f.read(4))[0]
+    return int.from_bytes(f.read(4), "big")
 
 
-def scan(path, *, params: bool | None = None) -> Layout:
+def scan(path, *, params: bool | None = None, want: dict[str, tuple[int, str]] | None = None) -> Layout:
     """The layout of a .vk (``params=False``) or .params file (True; None: by the extension),
     checked against the file's size: a length that runs past the end, or bytes left after the
-    last section, are refused naming the section and offset."""
+    last section, are refused naming the section and offset. ``want``: section -> (count, why),
+    the circuit's lengths (``Shape.want_why``), each compared as its length field is read, so a
+    wrong length is named in its own section, not in the next one it throws off."""
     path = Path(path)
     if params is None:
         params = path.suffix != ".vk"
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise KeyFormatError(f"{path}: no such file") from None
-    with f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         lay = Layout(path, size)
         at = 0
@@ -127,11 +133,13 @@ def scan(path, *, params: bool | None = None) -> Layout:
             raise KeyFormatError(f"{path}: {size} bytes is too short for a verifying key "
                                  f"({IC_LEN_AT + 4} bytes before the IC points)")
         n = _u32(f, path, at, "ic", size)
+        _expect(path, want, "ic", n, at)
         sec = Section("ic", 1, n, at + 4)
         lay.sections["ic"] = sec
         at = sec.end
         for name, kind in (QUERIES if params else ()):
             n = _u32(f, path, at, name, size)
+            _expect(path, want, name, n, at)
             sec = Section(name, kind, n, at + 4)
             lay.sections[name] = sec
             if sec.end > size:
@@ -151,6 +159,13 @@ def scan(path, *, params: bool | None = None) -> Layout:
     return lay
 
 
+def _expect(path, want, name: str, n: int, at: int) -> None:
+    if want is not None and name in want and n != want[name][0]:
+        need, why = want[name]
+        raise KeyFormatError(f"{path}: section {name}: the length field at byte offset {at} says "
+                             f"{n} points, the circuit needs {need} ({why})")
+
+
 # --- point encodings -----------------------------------------------------------------------
 
 def _fail(lay_or_path, sec: Section, i: int, what: str):
@@ -162,7 +177,7 @@ def _below_p(limbs: np.ndarray) -> np.ndarray:
     """Rows of 12 little-endian u32 limbs that are < p."""
     lt = np.zeros(len(limbs), dtype=bool)
     undecided = np.ones(len(limbs), dtype=bool)
-    for i in range(11, -1, -1):
+    for i in reversed(range(12)):
         col = limbs[:, i]
         lt |= undecided & (col < _P_LIMBS[i])
         undecided &= col == _P_LIMBS[i]
@@ -172,28 +187,38 @@ def _below_p(limbs: np.ndarray) -> np.ndarray:
 def from_uncompressed(buf: np.ndarray, kind: int, *, where=None, first: int = 0,
                       range_check: bool = True) -> np.ndarray:
     """(n, 96 | 192) ZCash uncompressed bytes -> (n, 96 | 192) our xy little-endian layout
-    (gpu/groth16/points.py). ``where``: (layout, section) for errors; refuses flags and, with
+    (gpu/groth16/points.py). ``where``: (layout, section) for errors; refuses flags, a
+    zero-filled point (always: our layout would take it for the identity) and, with
     ``range_check``, coordinates >= p (not the curve equation: ``first_bad``; the device's
     ``load_bases`` checks the range itself)."""
     n = len(buf)
-    flags = buf[:, 0] & 0xE0
+    flags = buf[:, 0] >> 5          # the top three bits: compressed 4, infinity 2, sort 1
     bad = np.flatnonzero(flags)
     if len(bad):
         i = int(bad[0])
         f = int(flags[i])
-        what = ("the point at infinity (bellperson's reader refuses it in IC and the queries)" if f & 0x40 else
-                "the compressed flag is set in an uncompressed point" if f & 0x80 else
-                "the sort flag is set in an uncompressed point")
+        fixed = where is not None and where[1].name in FIXED_NAMES
+        what = ("the compressed flag is set in an uncompressed point" if f & 4 else
+                ("the point at infinity (a Groth16 key's alpha, beta, gamma, delta never are)" if fixed
+                 else "the point at infinity (bellperson's reader refuses it in IC and the queries)")
+                if f & 2 else "the sort flag is set in an uncompressed point")
         if where is None:
             raise KeyFormatError(f"point {first + i}: {what}")
         _fail(where[0], where[1], first + i, what)
-    coords = buf.reshape(n, -1, 48)[:, :, ::-1]             # each coordinate little-endian
+    zero = np.flatnonzero(~buf.any(axis=1))
+    if len(zero):   # our layout's identity is all zeros: refused here, before it could pass as one
+        i = int(zero[0])
+        what = ZERO_FILLED.format(g="G1" if kind == 1 else "G2")
+        if where is None:
+            raise KeyFormatError(f"point {first + i}: {what}")
+        _fail(where[0], where[1], first + i, what)
+    coords = buf.reshape(n, 2 * kind, 48)[:, :, ::-1]       # each coordinate little-endian
     if kind == 2:
         coords = coords[:, [1, 0, 3, 2]]                   # c1, c0 -> c0, c1
     out = np.ascontiguousarray(coords).reshape(n, WIDTH[kind])
     if not range_check:
         return out
-    limbs = out.view("<u4").reshape(n, -1, 12)
+    limbs = out.view("<u4").reshape(n, 2 * kind, 12)
     ok = np.ones(n, dtype=bool)
     for c in range(limbs.shape[1]):
         ok &= _below_p(limbs[:, c])
@@ -231,6 +256,18 @@ def not_in_subgroup(raw: np.ndarray, kind: int) -> int:
     return -1
 
 
+_subgroup_check = None
+
+
+def set_subgroup_check(check) -> None:
+    """Replace the host's per-point subgroup test of ``points="full"`` (arkworks') with
+    ``check(raw, kind) -> index of the first point outside the prime-order subgroup, or -1``,
+    ``raw`` a chunk in our layout already on the curve (a batch test on a device: helper
+    i40-params); None restores arkworks'."""
+    global _subgroup_check
+    _subgroup_check = check
+
+
 _lib = None
 _REASONS = {1: "a coordinate is not below the field modulus", 2: "not on the {g} curve",
             3: "not in the prime-order subgroup"}
@@ -259,21 +296,22 @@ def first_bad(raw: np.ndarray, kind: int, points: str, *, native_subgroup: bool 
     """(index, reason) of the first point of ``raw`` (our layout) that fails ``points``
     ("curve": on the curve; "full": and in the subgroup), or (-1, ""). On the host the curve
     check is the host build of the device's (OpenMP, ~12 us a point on this shared 2-core
-    machine), the subgroup check arkworks' (``is_in_subgroup`` by endomorphism: ~160 us a
-    point); ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a
-    point: for its tests only)."""
+    machine), the subgroup check arkworks' (``is_in_subgroup`` by endomorphism: ~55 us a
+    G1 point, ~100 us a G2 point, 2026-12-04) or the one given to ``set_subgroup_check``;
+    ``native_subgroup`` runs the device's [r]P test on the host instead (milliseconds a point:
+    for its tests only)."""
     import ctypes
     if points == "none" or not len(raw):
         return -1, ""
     raw = np.ascontiguousarray(raw)
-    why = ctypes.c_int(0)
-    mode = 2 if points == "full" and native_subgroup else 1
+    why = ctypes.c_int()
+    mode = 1 + bool(native_subgroup)   # 2: the device's [r] P test too
     bad = int(getattr(_host(), f"host_check_g{kind}")(len(raw), raw.ctypes.data, mode,
                                                        ctypes.byref(why)))
     if bad >= 0:
         return bad, _REASONS[why.value].format(g="G1" if kind == 1 else "G2")
     if points == "full" and not native_subgroup:
-        bad = not_in_subgroup(raw, kind)
+        bad = (_subgroup_check or not_in_subgroup)(raw, kind)
         if bad >= 0:
             return bad, _REASONS[3]
     return -1, ""
@@ -298,17 +336,17 @@ def read_section(f: BinaryIO, lay: Layout, name: str, *, points: str = "curve", 
         out = np.empty((hi - lo, sec.width), dtype=np.uint8)
         index = None
         base = lo
-    buf = np.empty((min(CHUNK, max(hi - lo, 1)), sec.width), dtype=np.uint8)
+    buf = np.empty((CHUNK, sec.width), dtype=np.uint8)   # untouched rows cost nothing
     f.seek(sec.offset(lo))
     for i in range(lo, hi, CHUNK):
         k = min(CHUNK, hi - i)
-        view = memoryview(buf[:k].reshape(-1))
+        view = memoryview(buf[:k]).cast("B")
         if f.readinto(view) != k * sec.width:
             _fail(lay, sec, i, "truncated")
         raw = from_uncompressed(buf[:k], sec.kind, where=(lay, sec), first=i, range_check=range_check)
         _check_points(lay, sec, raw, i, points)
         if index is None:
-            out[i - base:i - base + k] = raw
+            out[i - base:][:k] = raw
         else:
             out[index[i:i + k]] = raw
     return out
@@ -333,6 +371,13 @@ class Shape:
         return {"ic": self.num_public + 1, "h": self.domain - 1, "l": self.num_aux,
                 "a": int(self.a_density.sum()), "b_g1": int(self.b_density.sum()),
                 "b_g2": int(self.b_density.sum())}
+
+    def want_why(self) -> dict[str, tuple[int, str]]:
+        """``want`` with what each length counts (for the errors)."""
+        why = {"ic": f"{self.num_public} public inputs + ONE", "h": f"domain {self.domain} - 1",
+               "l": "the auxiliary variables", "a": "the inputs and the auxiliary variables in A",
+               "b_g1": "the variables in B", "b_g2": "the variables in B"}
+        return {name: (n, why[name]) for name, n in self.want().items()}
 
     def index(self, name: str) -> np.ndarray | None:
         """Variable index of each point of query ``name`` (None: the section is dense); int32,
@@ -405,27 +450,11 @@ def _shape(m) -> Shape:
     return Shape(npub, naux, domain, a, _columns(m.b, nv))
 
 
-def check_shape(lay: Layout, shape: Shape) -> None:
-    """The file's section lengths against the circuit's, each named with its offset."""
-    for name, n in shape.want().items():
-        sec = lay.sections.get(name)
-        if sec is None:
-            continue
-        if sec.count != n:
-            why = {"ic": f"{shape.num_public} public inputs + ONE",
-                   "h": f"domain {shape.domain} - 1", "l": "the auxiliary variables",
-                   "a": "the inputs and the auxiliary variables in A",
-                   "b_g1": "the variables in B", "b_g2": "the variables in B"}[name]
-            raise KeyFormatError(f"{lay.path}: section {name}: the length field at byte offset "
-                                 f"{sec.start - 4} says {sec.count} points, the circuit needs {n} "
-                                 f"({why})")
-
-
 # --- reading -------------------------------------------------------------------------------
 
 def _single(f, lay: Layout, name: str, points: str):
     raw = read_section(f, lay, name, points=points)
-    return POINT[lay.sections[name].kind].from_xy_bytes_unchecked_le(raw[0].tobytes())
+    return POINT[lay.sections[name].kind].from_xy_bytes_unchecked_le(raw.tobytes())   # one point
 
 
 def _read_vk_parts(f, lay: Layout, points: str) -> dict:
@@ -452,15 +481,10 @@ def read_vk(path, *, circuit=None, digest: bytes | None = None, points: str = "f
     if points not in POINT_CHECKS:
         raise ValueError(f"points must be one of {POINT_CHECKS}")
     path = Path(path)
-    lay = scan(path, params=path.suffix == ".params")
     sizes = _sizes(circuit) if circuit is not None else None
-    if sizes is not None:
-        ic = lay.sections["ic"]
-        if ic.count != sizes[0] + 1:
-            raise KeyFormatError(f"{path}: section ic: the length field at byte offset {ic.start - 4} "
-                                 f"says {ic.count} points, the circuit needs {sizes[0] + 1} "
-                                 f"({sizes[0]} public inputs + ONE)")
-    with open(path, "rb") as f:
+    want = {"ic": (sizes[0] + 1, f"{sizes[0]} public inputs + ONE")} if sizes else None
+    lay = scan(path, params=path.suffix == ".params", want=want)
+    with open_regular(path) as f:
         s = _read_vk_parts(f, lay, points)
     if circuit is not None and digest is None:
         from gpu.backends.forms import circuit_digest
@@ -493,7 +517,7 @@ class FileQuery(PointArray):
     def raw(self) -> np.ndarray:
         if self._raw is None:
             sec = self.lay.sections[self.section]
-            with open(self.lay.path, "rb") as f:
+            with open_regular(self.lay.path) as f:
                 if self.index is None:
                     self._raw = read_section(f, self.lay, self.section, points=self.points)
                 else:
@@ -524,11 +548,10 @@ def read_params(path, circuit, *, points: str = "curve", vk_points: str | None =
         raise ValueError(f"points must be one of {POINT_CHECKS}")
     from gpu.backends.forms import circuit_digest
     path = Path(path)
-    lay = scan(path, params=True)
     shape = shape_of(circuit)
-    check_shape(lay, shape)
+    lay = scan(path, params=True, want=shape.want_why())
     digest = circuit_digest(circuit)
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         s = _read_vk_parts(f, lay, vk_points or points)
     vk = VerifyingKey(s["alpha_g1"], s["beta_g2"], s["gamma_g2"], s["delta_g2"], s["ic"],
                       circuit_digest=digest, num_aux=shape.num_aux,
@@ -547,7 +570,7 @@ def read_params(path, circuit, *, points: str = "curve", vk_points: str | None =
     return pk
 
 
-def check_file(path, circuit, *, points: str = "curve") -> Layout:
+def check_file(path, circuit, *, points: str = "full") -> Layout:
     """Check a whole .params (or .vk) file against ``circuit`` without keeping it: the lengths
     and densities, then every point of every section, read a million at a time (host memory:
     one chunk). ``zkhive keys check``; a 2^27 file's 0.6 G points take minutes on the host."""
@@ -556,9 +579,8 @@ def check_file(path, circuit, *, points: str = "curve") -> Layout:
     if not params:
         read_vk(path, circuit=circuit, points=points)
         return scan(path, params=False)
-    lay = scan(path, params=True)
-    check_shape(lay, shape_of(circuit))
-    with open(path, "rb") as f:
+    lay = scan(path, params=True, want=shape_of(circuit).want_why())
+    with open_regular(path) as f:
         _read_vk_parts(f, lay, points)
         for name, _ in QUERIES:
             n = lay.sections[name].count
@@ -690,7 +712,7 @@ def write_params_from(pk, circuit, path, rows, *, encoded: bool = False) -> Path
 def file_digest(path) -> str:
     """paramfetch's digest: BLAKE2b-512 of the whole file, the first 32 hex digits."""
     h = hashlib.blake2b()
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while True:
             b = f.read(1 << 24)
             if not b:
@@ -758,5 +780,5 @@ def filecoin_stem(sector_size: int) -> str:
 def is_bellperson_vk(path) -> bool:
     """A .vk file in bellperson's format rather than ours (gpu/groth16/keys.py: magic)."""
     from .keys import MAGIC
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         return f.read(len(MAGIC)) != MAGIC

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import struct
 
 import numpy as np
@@ -215,9 +216,30 @@ def _write_stream(f: BinaryIO, kind: int, obj, layout) -> None:
 
 # --- reading -------------------------------------------------------------------------------
 
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def open_regular(path) -> BinaryIO:
+    """``path`` opened for reading if it is a regular file (a symbolic link to one is): a FIFO,
+    device, socket or directory is refused at once, naming the path, instead of blocking in
+    ``open`` or ``read`` (O_NONBLOCK: opening a FIFO with no writer returns at once; on a
+    regular file the flag changes nothing)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except FileNotFoundError:
+        raise KeyFormatError(f"{path}: no such file") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise KeyFormatError(f"{path}: {what}, not a regular file: a key file must be one")
+    return os.fdopen(fd, "rb")
+
+
 def read_header(path) -> dict:
     """Parse and check a key file's header only (cheap: used by the registry and `zkhive keys`)."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         meta, _ = _read_header(f, path)
     return meta
 
@@ -252,11 +274,7 @@ def _read_header(f: BinaryIO, path) -> tuple[dict, list[tuple[int, int, bytes]]]
 
 def _read(path, want_kind: int, layout) -> tuple[dict, dict]:
     path = Path(path)
-    try:
-        f = open(path, "rb")
-    except FileNotFoundError:
-        raise KeyFormatError(f"{path}: no such key file") from None
-    with f:
+    with open_regular(path) as f:
         meta, sections = _read_header(f, path)
         if meta["kind"] != want_kind:
             names = {KIND_PK: "proving key", KIND_VK: "verifying key"}

@@ -117,3 +117,21 @@ def test_bad_points_refused_on_the_device(backend, files, tmp_path):
         backend.load(bp.read_params(path, cr, points="full"), cr)
     backend.load(bp.read_params(path, cr, points="curve"), cr)  # "curve" does not look
     backend.unload(pk.circuit_digest)
+
+
+@pytest.mark.parametrize("host_convert", ["0", "1"])
+def test_a_zero_filled_point_refused_on_the_way_to_the_device(backend, files, tmp_path, monkeypatch,
+                                                              host_convert):
+    """All 96 bytes zero is our layout's identity, which load_bases would take: refused on the
+    host as the chunk is read, naming the section and offset (issue 39)."""
+    monkeypatch.setenv("ZKHIVE_PARAMS_HOST_CONVERT", host_convert)
+    d, cr = files
+    at = bp.scan(d / "host.params").sections["l"].offset(1)
+    data = bytearray((d / "host.params").read_bytes())
+    data[at:at + 96] = bytes(96)
+    path = tmp_path / "zero.params"
+    path.write_bytes(bytes(data))
+    pk = bp.read_params(path, cr, points="none")
+    with pytest.raises(KeyFormatError, match=rf"section l, point 1 at byte offset {at}: every byte zero"):
+        backend.load(pk, cr)
+    assert pk.circuit_digest not in backend._on_device

@@ -148,3 +148,71 @@ def test_filecoin_names_and_settings(tmp_path, monkeypatch):
     mine = names[0].with_name(names[0].name + ".params")
     mine.write_bytes(b"z")
     assert keys.find(Named(), "params") == mine    # param_cache (cuzk's) before Filecoin's cache
+
+
+def _off_subgroup_g2() -> bytes:
+    """A G2 curve point outside the r-subgroup (never multiplied by the cofactor), uncompressed."""
+    import numpy as np
+    from py_arkworks_bls12381 import G2Point
+    for x in range(1, 1000):
+        try:
+            p = G2Point.from_compressed_bytes_unchecked(bytes([0x80]) + bytes(94) + bytes([x]))
+        except Exception:
+            continue
+        if not p.is_in_subgroup():
+            return bp.to_uncompressed(np.frombuffer(p.to_xy_bytes_le(), np.uint8).reshape(1, 192), 2).tobytes()
+    raise AssertionError("no G2 point outside the subgroup found")
+
+
+def test_check_and_import_refuse_bad_keys_by_default(zk):
+    """b_g2 damaged, a point off the subgroup (the default checks it), a zero-filled point, IC's
+    length, a FIFO: `keys check` and `keys import` refuse each in one line naming the section
+    and byte offset (the path for the FIFO), and import copies nothing."""
+    import time
+    zk("setup", "--params", SQUARES_A.name, "--backend", "cpu")
+    keys = KeyCache(zk.tmp / "keys")
+    params, vk = keys.path(SQUARES_A, "params"), keys.path(SQUARES_A, "vk")
+    good = params.read_bytes()
+    lay = bp.scan(params)
+    g = lay.sections["b_g2"].offset(1)
+    fresh = zk.tmp / "fresh"
+
+    def damaged(edit, *args, want, import_too=True):
+        data = bytearray(good)
+        edit(data)
+        params.write_bytes(bytes(data))
+        bad = zk("check", *args, "--params", SQUARES_A.name, check=2)
+        assert bad.stderr.strip() == f"zkhive keys: {params}: {want}", bad.stderr
+        if import_too:
+            bad = zk("import", params, vk, "--params", SQUARES_A.name,
+                     ZKHIVE_SRS__PARAM_CACHE=str(fresh), check=2)
+            assert bad.stderr.strip() == f"zkhive keys: {params}: {want}" and not fresh.exists()
+        params.write_bytes(good)
+
+    def flip(b):
+        b[g + 191] ^= 1
+    damaged(flip, want=f"section b_g2, point 1 at byte offset {g}: not on the G2 curve", import_too=False)
+
+    def off_group(b):
+        b[g:g + 192] = _off_subgroup_g2()
+    data = bytearray(good)
+    off_group(data)
+    params.write_bytes(bytes(data))
+    assert zk("check", "--params", SQUARES_A.name, "--points", "curve").returncode == 0
+    damaged(off_group, want=f"section b_g2, point 1 at byte offset {g}: not in the prime-order subgroup")
+    at = lay.sections["l"].offset(0)
+    damaged(lambda b: b.__setitem__(slice(at, at + 96), bytes(96)), "--points", "curve",
+            want=f"section l, point 0 at byte offset {at}: every byte zero (a zero-filled point: "
+                 "(0, 0) is not on the G1 curve)")
+    ic = lay.sections["ic"]
+    damaged(lambda b: b.__setitem__(slice(ic.start - 4, ic.start), (ic.count + 1).to_bytes(4, "big")),
+            want=f"section ic: the length field at byte offset 864 says {ic.count + 1} points, the "
+                 f"circuit needs {ic.count} ({ic.count - 1} public inputs + ONE)")
+    assert zk("check", "--params", SQUARES_A.name).returncode == 0   # restored: accepted
+    fifo = zk.tmp / "pipe.params"
+    os.mkfifo(fifo)
+    t0 = time.monotonic()
+    for action in ("check", "import"):
+        bad = zk(action, fifo, vk, "--params", SQUARES_A.name, ZKHIVE_SRS__PARAM_CACHE=str(fresh), check=2)
+        assert bad.stderr.strip() == f"zkhive keys: {fifo}: a FIFO, not a regular file: a key file must be one"
+    assert time.monotonic() - t0 < 120 and not fresh.exists()

@@ -170,7 +170,7 @@ def test_length_tampering_names_section_and_offset(files, tmp_path):
                                              rf"{b2.start - 4} says {b2.count} points"):
         bp.scan(short)
     long = tampered(files, tmp_path, lambda b: b + b"\0")
-    with pytest.raises(KeyFormatError, match=rf"1 bytes after the last section \(b_g2, ending at "
+    with pytest.raises(KeyFormatError, match=rf": 1 bytes after the last section \(b_g2, ending at "
                                              rf"byte offset {b2.end}\)"):
         bp.scan(long)
     h = lay.sections["h"]
@@ -401,3 +401,339 @@ def test_our_key_is_bellpersons_generator_on_the_same_trapdoor():
         else:
             assert pk.l_query[k - inputs] == pt(g1, e * pow(delta, R - 2, R) % R), k
     assert pk.beta_g1 == pt(g1, beta) and vk.delta_g2 == pt(g2, delta) and vk.alpha_g1 == pt(g1, alpha)
+
+
+# --- issue 35/39: every key-file check has a test that breaks with it ---------------------------
+
+def _off_subgroup(kind: int) -> bytes:
+    """A point of E(Fp) (G1) or E'(Fp2) (G2) outside the r-subgroup, uncompressed (ZCash): a
+    curve point found from its x, never multiplied by the cofactor."""
+    point, width = (G1Point, 48) if kind == 1 else (G2Point, 96)
+    for x in range(1, 1000):
+        enc = bytes([0x80]) + bytes(width - 2) + bytes([x])
+        try:
+            p = point.from_compressed_bytes_unchecked(enc)
+        except Exception:
+            continue   # x^3 + b is not a square
+        if not p.is_in_subgroup():
+            raw = np.frombuffer(p.to_xy_bytes_le(), np.uint8).reshape(1, 2 * width)
+            return bp.to_uncompressed(raw, kind).tobytes()
+    raise AssertionError("no point outside the subgroup found")
+
+
+@pytest.mark.parametrize("name", [n for n, _ in bp.VK_FIXED])
+def test_vk_fixed_points_off_the_subgroup_refused_each(files, tmp_path, name):
+    """Each of the six single points replaced by a curve point outside the subgroup: refused
+    naming the point, in the .vk and at the head of the .params (whatever ``points``)."""
+    sec = bp.scan(files[0] / "k.vk").sections[name]
+    bad = _off_subgroup(sec.kind)
+    G = G1Point if sec.kind == 1 else G2Point
+    assert not G.from_xy_bytes_unchecked_le(bp.from_uncompressed(np.frombuffer(bad, np.uint8).reshape(1, -1),
+                                                                 sec.kind).tobytes()).is_in_subgroup()
+    edit = lambda b: b.__setitem__(slice(sec.start, sec.end), bad)   # noqa: E731
+    want = rf"section {name}, point 0 at byte offset {sec.start}: not in the prime-order subgroup"
+    vk = tampered(files, tmp_path, edit, name="k.vk")
+    bp.read_vk(vk, points="none")          # on the curve, and unchecked "none" takes it
+    for points in ("curve", "full"):
+        with pytest.raises(KeyFormatError, match=want):
+            bp.read_vk(vk, points=points)
+    with pytest.raises(KeyFormatError, match=want):
+        bp.read_params(tampered(files, tmp_path, edit), files[1], points="curve")
+    with pytest.raises(KeyFormatError, match=want):
+        bp.check_file(tampered(files, tmp_path, edit), files[1], points="curve")
+
+
+def _set_len(sec, n):
+    def edit(b):
+        b[sec.start - 4:sec.start] = n.to_bytes(4, "big")
+    return edit
+
+
+@pytest.mark.parametrize("name", ["ic", "h", "l", "a", "b_g1", "b_g2"])
+def test_each_length_is_named_in_its_own_section(files, tmp_path, name):
+    """A length one too long or one too short is refused in that section, at its length field,
+    against the circuit (IC too long used to be reported as h's)."""
+    d, r1cs, _, _ = files
+    sec = bp.scan(d / "k.params").sections[name]
+    for n in (sec.count + 1, sec.count - 1):
+        path = tampered(files, tmp_path, _set_len(sec, n))
+        want = (rf"k.params: section {name}: the length field at byte offset {sec.start - 4} says {n} "
+                rf"points, the circuit needs {sec.count} \(")
+        for read in (lambda: bp.read_params(path, r1cs), lambda: bp.check_file(path, r1cs)):
+            with pytest.raises(KeyFormatError, match=want):
+                read()
+
+
+def test_ic_too_long_and_too_short_in_a_vk(files, tmp_path):
+    d, r1cs, _, _ = files
+    ic = bp.scan(d / "k.vk").sections["ic"]
+    for n in (ic.count + 1, ic.count - 1):
+        path = tampered(files, tmp_path, _set_len(ic, n), name="k.vk")
+        with pytest.raises(KeyFormatError, match=rf"section ic: the length field at byte offset 864 "
+                                                 rf"says {n} points, the circuit needs {ic.count} "
+                                                 rf"\({ic.count - 1} public inputs \+ ONE\)"):
+            bp.read_vk(path, circuit=r1cs)
+        with pytest.raises(KeyFormatError, match=r"k\.vk: .*\(?ic\b"):   # without a circuit: the size
+            bp.read_vk(path)
+    assert bp.read_vk(d / "k.vk", circuit=r1cs).num_public == ic.count - 1
+
+
+@pytest.mark.parametrize("section,coord", [("alpha_g1", 0), ("ic", 1), ("h", 0), ("l", 1),
+                                           ("b_g2", 0), ("b_g2", 3), ("beta_g2", 2)])
+def test_a_coordinate_equal_to_p_refused_by_the_range_check(files, tmp_path, section, coord):
+    """A coordinate = p (which the curve code would read as 0) refused by the range check
+    itself: with points="none" no curve check runs; p - 1 passes the range check."""
+    d, r1cs, _, _ = files
+    sec = bp.scan(d / "k.params").sections[section]
+    at = sec.offset(0) + 48 * coord
+    path = tampered(files, tmp_path, lambda b: b.__setitem__(slice(at, at + 48), P.to_bytes(48, "big")))
+    with pytest.raises(KeyFormatError, match=rf"^{path}: section {section}, point 0 at byte offset "
+                                             rf"{sec.offset(0)}: a coordinate is not below the field "
+                                             r"modulus$"):
+        bp.read_params(path, r1cs, points="none", eager=True)
+    buf = bytearray((d / "k.params").read_bytes()[sec.offset(0):sec.offset(1)])
+    for v, ok in ((P - 1, True), (P, False), (P + 1, False), (2 ** 381 - 1, False)):
+        buf[48 * coord:48 * coord + 48] = v.to_bytes(48, "big")
+        arr = np.frombuffer(bytes(buf), np.uint8).reshape(1, -1)
+        if ok:
+            bp.from_uncompressed(arr, sec.kind)
+            continue
+        with pytest.raises(KeyFormatError, match=r"point 0: a coordinate is not below the field modulus"):
+            bp.from_uncompressed(arr, sec.kind)
+
+
+@pytest.mark.parametrize("section", ["alpha_g1", "beta_g2", "delta_g1", "ic", "h", "l", "a",
+                                     "b_g1", "b_g2"])
+def test_zero_filled_and_identity_points_refused_everywhere(files, tmp_path, section):
+    """No section of a bellperson file may hold the identity: its reader refuses it in IC and
+    the queries (its generator drops it from a and b), Groth16's alpha..delta never are. A
+    zero-filled point ((0, 0), no flag) is our layout's identity: refused whatever ``points``."""
+    d, r1cs, _, _ = files
+    sec = bp.scan(d / "k.params").sections[section]
+    i = sec.count - 1
+    at = sec.offset(i)
+    g = "G1" if sec.kind == 1 else "G2"
+    zero = tampered(files, tmp_path, lambda b: b.__setitem__(slice(at, at + sec.width), bytes(sec.width)))
+    for points in ("none", "curve", "full"):
+        with pytest.raises(KeyFormatError, match=rf"section {section}, point {i} at byte offset {at}: "
+                                                 rf"every byte zero \(a zero-filled point: \(0, 0\) is "
+                                                 rf"not on the {g} curve\)"):
+            bp.read_params(zero, r1cs, points=points, eager=True)
+    with pytest.raises(KeyFormatError, match=rf"section {section}, point {i} at byte offset {at}: every byte zero"):
+        bp.check_file(zero, r1cs)
+    inf = tampered(files, tmp_path, lambda b: b.__setitem__(slice(at, at + sec.width),
+                                                            b"\x40" + bytes(sec.width - 1)))
+    fixed = "a Groth16 key's alpha, beta, gamma, delta never are" if section in bp.FIXED_NAMES else \
+        "bellperson's reader refuses it in IC and the queries"
+    with pytest.raises(KeyFormatError, match=rf"section {section}, point {i} at byte offset {at}: the "
+                                             rf"point at infinity \({fixed}\)"):
+        bp.check_file(inf, r1cs)
+
+
+def test_off_subgroup_refused_by_default_and_the_batch_hook(files, tmp_path):
+    """``check_file`` (``zkhive keys check``/``import``) checks the subgroup by default;
+    ``set_subgroup_check`` replaces the host's per-point test (a device's batch test)."""
+    d, r1cs, _, _ = files
+    for name, i in (("a", 1), ("b_g2", 0), ("h", 2), ("ic", 2)):
+        sec = bp.scan(d / "k.params").sections[name]
+        at = sec.offset(i)
+        bad = _off_subgroup(sec.kind)
+        path = tampered(files, tmp_path, lambda b: b.__setitem__(slice(at, at + sec.width), bad))
+        bp.check_file(path, r1cs, points="curve")
+        with pytest.raises(KeyFormatError, match=rf"section {name}, point {i} at byte offset {at}: "
+                                                 r"not in the prime-order subgroup"):
+            bp.check_file(path, r1cs)
+    seen = []
+
+    def batch(raw, kind):
+        seen.append((len(raw), kind))
+        return 0 if kind == 2 and len(raw) > 1 else -1     # refuses b_g2's first point
+    bp.set_subgroup_check(batch)
+    try:
+        l2 = bp.scan(d / "k.params").sections["b_g2"]
+        with pytest.raises(KeyFormatError, match=rf"section b_g2, point 0 at byte offset {l2.start}: "
+                                                 r"not in the prime-order subgroup"):
+            bp.check_file(d / "k.params", r1cs)
+        assert (l2.count, 2) in seen and any(k == 1 for _, k in seen)
+    finally:
+        bp.set_subgroup_check(None)
+    bp.check_file(d / "k.params", r1cs)
+
+
+def test_fifos_and_other_non_regular_files_refused_at_once(files, tmp_path):
+    """A FIFO (no writer: opening it would block), a directory, a device as the .params or .vk:
+    refused at once naming the path, by every reader."""
+    import os
+    import threading
+    from gpu.groth16 import keys as zkeys
+    d, r1cs, _, _ = files
+    fifo = tmp_path / "f.params"
+    os.mkfifo(fifo)
+    vfifo = tmp_path / "f.vk"
+    os.mkfifo(vfifo)
+    (tmp_path / "dir.params").mkdir()
+    calls = [lambda: bp.scan(fifo), lambda: bp.read_params(fifo, r1cs), lambda: bp.check_file(fifo, r1cs),
+             lambda: bp.read_vk(vfifo), lambda: bp.check_file(vfifo, r1cs), lambda: bp.file_digest(fifo),
+             lambda: bp.is_bellperson_vk(vfifo), lambda: zkeys.read_header(fifo)]
+    results = []
+
+    def run():
+        for call in calls:
+            try:
+                call()
+                results.append("accepted")
+            except KeyFormatError as e:
+                results.append(str(e))
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)
+    if t.is_alive():   # unblock the reader so the test process can end, then fail
+        for p in (fifo, vfifo):
+            try:
+                os.close(os.open(p, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:
+                pass
+        pytest.fail(f"a reader blocked on the FIFO after {len(results)} calls")
+    assert len(results) == len(calls)
+    for r, p in zip(results, [fifo] * 3 + [vfifo] * 2 + [fifo, vfifo, fifo]):
+        assert r == f"{p}: a FIFO, not a regular file: a key file must be one", r
+    fds = len(os.listdir("/proc/self/fd"))
+    for _ in range(20):   # each refusal closes what it opened
+        with pytest.raises(KeyFormatError, match=r"dir\.params: a directory, not a regular file"):
+            bp.scan(tmp_path / "dir.params")
+    assert len(os.listdir("/proc/self/fd")) == fds
+    with pytest.raises(KeyFormatError, match=r"/dev/null: a character device, not a regular file"):
+        bp.scan("/dev/null")
+    with pytest.raises(KeyFormatError, match=r"nothing\.params: no such file"):
+        bp.scan(tmp_path / "nothing.params")
+    link = tmp_path / "link.params"
+    link.symlink_to(d / "k.params")
+    assert bp.scan(link).size == (d / "k.params").stat().st_size   # a link to a file is fine
+
+
+def test_a_length_field_cut_short_is_refused_as_truncated(files, tmp_path):
+    """A file ending inside a length field (1 to 3 of its 4 bytes there) is refused naming the
+    field, not read as a short integer."""
+    d = files[0]
+    lay = bp.scan(d / "k.params")
+    for name, at in (("ic", bp.IC_LEN_AT), ("h", lay.sections["h"].start - 4),
+                     ("b_g2", lay.sections["b_g2"].start - 4)):
+        for extra in (0, 1, 3):
+            cut = tampered(files, tmp_path, lambda b: b[:at + extra])
+            with pytest.raises(KeyFormatError, match=rf"^{cut}: {name}: the length field at byte offset "
+                                                     rf"{at} lies past the end of the file "
+                                                     rf"\({at + extra} bytes\): truncated$"):
+                bp.scan(cut)
+
+
+def test_a_vk_with_no_ic_and_reads_from_the_middle_of_a_section(files, tmp_path):
+    """A file may end right after a length field (IC of 0 points: scan takes it, the circuit's
+    length refuses it); ``read_section`` from a point inside a section; ``check_file`` on a .vk
+    returns the .vk's layout."""
+    d, r1cs, _, _ = files
+    empty = tampered(files, tmp_path, lambda b: b[:bp.IC_LEN_AT] + bytes(4), name="k.vk")
+    lay = bp.scan(empty)
+    assert lay.sections["ic"].count == 0 and lay.size == bp.IC_LEN_AT + 4 and not lay.is_params
+    with pytest.raises(KeyFormatError, match=r"section ic: the length field at byte offset 864 says 0 points"):
+        bp.read_vk(empty, circuit=r1cs)
+    full = bp.scan(d / "k.params")
+    with open(d / "k.params", "rb") as f:
+        whole = bp.read_section(f, full, "h")
+        part = bp.read_section(f, full, "h", lo=2, hi=5)
+    assert part.shape == (3, 96) and np.array_equal(part, whole[2:5])
+    vk = bp.check_file(d / "k.vk", r1cs)
+    assert set(vk.sections) == {n for n, _ in bp.VK_FIXED} | {"ic"} and vk.size == (d / "k.vk").stat().st_size
+
+
+def test_the_key_cache_refuses_a_fifo_beside_the_key(tmp_path):
+    """The key cache's .meta (the circuit digest beside a .params) as a FIFO: refused naming it,
+    not read (a worker would block); a missing .meta is no error."""
+    import os
+
+    from cluster.pipeline.keys import KeyCache
+    keys = KeyCache(tmp_path)
+    params = tmp_path / "x.params"
+    params.write_bytes(b"")
+    assert keys.circuit_digest(None, params) is None
+    os.mkfifo(tmp_path / "x.meta")
+    with pytest.raises(KeyFormatError, match=r"x\.meta: a FIFO, not a regular file"):
+        keys.circuit_digest(None, params)
+
+
+def test_first_point_of_a_section_checked_and_a_vk_read_alone(files, tmp_path):
+    """The first point of a chunk is checked like the others; a .vk read without a circuit
+    carries no digest and no sizes, with one the circuit's."""
+    d, r1cs, _, _ = files
+    h0 = bp.scan(d / "k.params").sections["h"].offset(0)
+    bad = tampered(files, tmp_path, lambda b: b.__setitem__(h0 + 95, b[h0 + 95] ^ 1))
+    with pytest.raises(KeyFormatError, match=rf"^{bad}: section h, point 0 at byte offset {h0}: not on the G1 curve$"):
+        bp.read_params(bad, r1cs, points="curve", eager=True)
+    alone = bp.read_vk(d / "k.vk")
+    assert alone.circuit_digest == bytes(32) and alone.num_aux == 0 and alone.domain_size == 0
+    shape = bp.shape_of(r1cs)
+    mine = bp.read_vk(d / "k.vk", circuit=r1cs)
+    assert (mine.num_aux, mine.domain_size) == (shape.num_aux, shape.domain) and shape.num_aux != shape.domain
+    short = tampered(files, tmp_path, lambda b: b[:500], name="k.vk")
+    with pytest.raises(KeyFormatError, match=rf"^{short}: 500 bytes is too short for a verifying key "
+                                             rf"\(868 bytes before the IC points\)$"):
+        bp.scan(short)
+
+
+def test_decoding_names_the_first_bad_point_and_each_flag(files, tmp_path):
+    """Every refusal of ``from_uncompressed`` names the first bad point, counted from ``first``,
+    with the file and section when it has them; each flag has its own message; ``first_bad`` and
+    ``not_in_subgroup`` answer -1 for good points; points="none" checks no curve."""
+    d, r1cs, _, _ = files
+    lay = bp.scan(d / "k.params")
+    sec = lay.sections["h"]
+    good = np.frombuffer((d / "k.params").read_bytes()[sec.offset(0):sec.offset(4)], np.uint8).reshape(4, 96).copy()
+    where = (lay, sec)
+    cases = {"compressed": (0x80, "the compressed flag is set in an uncompressed point"),
+             "infinity": (0x40, r"the point at infinity \(bellperson's reader refuses it in IC and the queries\)"),
+             "sort": (0x20, "the sort flag is set in an uncompressed point")}
+    for flag, msg in cases.values():
+        buf = good.copy()
+        buf[1, 0] |= flag
+        buf[3, 0] |= 0xE0
+        with pytest.raises(KeyFormatError, match=rf"^point 6: {msg}$"):
+            bp.from_uncompressed(buf, 1, first=5)
+        with pytest.raises(KeyFormatError, match=rf"^{lay.path}: section h, point 6 at byte offset "
+                                                 rf"{sec.offset(6)}: {msg}$"):
+            bp.from_uncompressed(buf, 1, where=where, first=5)
+    for edit, msg in ((lambda b, j: b.__setitem__(j, 0), r"every byte zero \(a zero-filled point: \(0, 0\) is not on the G1 curve\)"),
+                      (lambda b, j: b[j].__setitem__(slice(0, 48), np.frombuffer(P.to_bytes(48, "big"), np.uint8)),
+                       "a coordinate is not below the field modulus")):
+        buf = good.copy()
+        edit(buf, 2)
+        edit(buf, 3)
+        with pytest.raises(KeyFormatError, match=rf"^point 9: {msg}$"):
+            bp.from_uncompressed(buf, 1, first=7)
+        with pytest.raises(KeyFormatError, match=rf"^{lay.path}: section h, point 9 at byte offset "
+                                                 rf"{sec.offset(9)}: {msg}$"):
+            bp.from_uncompressed(buf, 1, where=where, first=7)
+    raw = bp.from_uncompressed(good, 1)
+    assert bp.first_bad(raw, 1, "full") == (-1, "") and bp.first_bad(raw, 1, "curve") == (-1, "")
+    assert bp.not_in_subgroup(raw, 1) == -1
+    raw[2, 95] ^= 1
+    assert bp.first_bad(raw, 1, "none") == (-1, "") and bp.first_bad(raw, 1, "curve") == (2, "not on the G1 curve")
+    h1 = sec.offset(1)
+    off = tampered(files, tmp_path, lambda b: b.__setitem__(h1 + 95, b[h1 + 95] ^ 1))
+    bp.read_params(off, r1cs, points="none", eager=True)     # "none": no curve check
+    from gpu.backends.forms import circuit_digest
+    assert bp.read_vk(d / "k.vk", circuit=r1cs).circuit_digest == circuit_digest(r1cs)
+
+
+def test_size_messages_say_what_the_file_is(files, tmp_path):
+    d = files[0]
+    for name, kind in (("k.vk", "verifying key"), ("k.params", "parameter")):
+        padded = tampered(files, tmp_path, lambda b: b + bytes(3), name=name)
+        size = padded.stat().st_size
+        with pytest.raises(KeyFormatError, match=rf"^{padded}: 3 bytes after the last section \(\w+, ending at "
+                                                 rf"byte offset {size - 3}\): not a bellperson {kind} file, or padded$"):
+            bp.scan(padded)
+    b2 = bp.scan(d / "k.params").sections["b_g2"]
+    big = tampered(files, tmp_path, lambda b: b.__setitem__(slice(b2.start - 4, b2.start), (b2.count + 2).to_bytes(4, "big")))
+    with pytest.raises(KeyFormatError, match=rf"^{big}: section b_g2: its length field at byte offset {b2.start - 4} "
+                                             rf"says {b2.count + 2} points \({(b2.count + 2) * 192} bytes from offset "
+                                             rf"{b2.start}\), but the file ends at {b2.end}: truncated or a wrong length$"):
+        bp.scan(big)

@@ -174,6 +174,49 @@ def test_unverifiable_partition_is_reproved_on_another_device(stub, tmp_path):
     assert all(e["exclude"] == ["cpu:0"] for e in stub.events("reprove", "redispatched"))
 
 
+def test_a_key_whose_proofs_never_verify_fails_the_job_naming_the_key(key_dir, tmp_path):
+    """Every proof refused by the verifying key (here: the prover's .params are another setup's)
+    until the budget is spent: the job fails naming the key files and the check to run, not as
+    a prover bug."""
+    stub = StubCluster(key_dir, partition_retries=1)
+    other = KeyCache(tmp_path / "other")
+    other.setup(SQUARES_A)
+    stub.add_prover("cpu:0", keys=other)
+    submit(stub, make_c1(SQUARES_A, seed=12), "badkey")
+    stub.drain()
+    err = stub.jobs.state("badkey")["error"]
+    keys = stub.keys
+    assert (f"proof does not verify after 2 attempts (delivery.partition_retries=1) with the key "
+            f"{keys.find(SQUARES_A, 'params')} and {keys.find(SQUARES_A, 'vk')}: `zkhive keys check "
+            f"--params {SQUARES_A.name}` checks it") in err, err
+    assert stub.jobs.status("badkey") == "failed"
+
+
+def test_a_zero_filled_key_fails_the_job_at_once_naming_the_point(key_dir, tmp_path):
+    """A .params with a zero-filled point (which used to load as the identity and fail every
+    proof) is refused when the prover loads it: the job fails at once, naming the file, section
+    and offset."""
+    import shutil
+
+    from gpu.groth16 import bellperson as bp
+    d = tmp_path / "keys"
+    shutil.copytree(key_dir, d)
+    keys = KeyCache(d)
+    params = keys.find(SQUARES_A, "params")
+    at = bp.scan(params).sections["l"].offset(1)
+    data = bytearray(params.read_bytes())
+    data[at:at + 96] = bytes(96)
+    params.write_bytes(bytes(data))
+    stub = StubCluster(d)
+    stub.add_prover("cpu:0")
+    submit(stub, make_c1(SQUARES_A, seed=13), "zeros")
+    stub.drain()
+    err = stub.jobs.state("zeros")["error"]
+    assert (f"{params}: section l, point 1 at byte offset {at}: every byte zero (a zero-filled "
+            "point: (0, 0) is not on the G1 curve)") in err and "does not verify" not in err, err
+    assert stub.jobs.status("zeros") == "failed"
+
+
 def test_watchdog_redispatches_a_partition_whose_prover_died(stub):
     import time
 
