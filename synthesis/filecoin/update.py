@@ -365,3 +365,98 @@ def census(prm: UpdateParams | str) -> UpdateCensus:
     total.add(one, prm.challenge_count - 1)
     total.add(one)
     return UpdateCensus(prm.name, total, header, one)
+
+
+# --- the circuit (shape) ---------------------------------------------------------------------------
+
+def synthesize_shape(s, prm: UpdateParams | str) -> None:
+    """``EmptySectorUpdateCircuit::synthesize`` (either variant) in shape mode over
+    ``synthesis.bellpepper`` (``Synth(cs=ConstraintSystem(with_values=False))``): the constraints
+    and variables in bellperson's allocation order, on the PoRep circuit's gadgets (neptune's
+    Poseidon with the standard arity-2 constants standing in for the GenRandomness tag: the same
+    rows and variables). No witness yet: that needs the update sealer."""
+    from ..bellpepper import AllocatedBit, Boolean, alloc_num, equal, inputize, to_bits_le
+    from ..bellpepper.boolean import comb
+    from ..bellpepper.num import mul
+    from ..builder import LinearCombination
+    from . import stacked
+    prm = get(prm) if isinstance(prm, str) else prm
+    if not s.shape or s.computing:
+        raise ValueError("update.synthesize_shape records shape only (no update witness yet)")
+    ONE = LinearCombination({0: 1})
+    bit = lambda name: Boolean.is_(AllocatedBit.alloc(s, None, name))  # noqa: E731
+
+    def path(arities):
+        return [[alloc_num(s) for _ in range(a - 1)] for a in arities]
+
+    def por_nci(bits, leaf, sibs, root, arities, sha):
+        cur, it = leaf, iter(bits)
+        for arity, level in zip(arities, sibs, strict=True):
+            ins = stacked.insert(s, cur, [next(it) for _ in range(arity.bit_length() - 1)], level)
+            cur = stacked.sha256_hash_multi_leaf(s, ins) if sha else stacked.poseidon(s, ins)
+        s.cs.enforce(cur.lc, ONE, root.lc, "calculated root == provided root")
+
+    first = alloc_num(s)
+    inputize(s, first)
+    sel = [bit("k_and_h_select bit") for _ in range(prm.partition_bit_len + len(prm.hs))]
+    s.cs.enforce(comb(*((1 << i, b) for i, b in enumerate(sel))), ONE, first.lc, "binary decomp")
+    part_bits, h_bits = sel[:prm.partition_bit_len], sel[prm.partition_bit_len:]
+    if not prm.poseidon:
+        partition = stacked.pack_bits(s, part_bits)
+    comm_r_old, comm_d_new, comm_r_new = alloc_num(s), alloc_num(s), alloc_num(s)
+    for v in (comm_r_old, comm_d_new, comm_r_new):
+        inputize(s, v)
+    phi = stacked.poseidon(s, [comm_d_new, comm_r_old])
+    comm_c, root_r_old, root_r_new = alloc_num(s), alloc_num(s), alloc_num(s)
+    apex_leafs = [alloc_num(s) for _ in range(prm.apex_leaf_count)]
+    part_path = path((2,) * prm.partition_bit_len)
+    for root, comm_r in ((root_r_old, comm_r_old), (root_r_new, comm_r_new)):
+        equal(s, stacked.poseidon(s, [comm_c, root]), comm_r)
+    if prm.poseidon:
+        partition = alloc_num(s)
+    else:
+        row = apex_leafs
+        while len(row) > 1:
+            row = [stacked.sha256_hash_multi_leaf(s, row[i:i + 2]) for i in range(0, len(row), 2)]
+        por_nci(part_bits, row[0], part_path, comm_d_new, (2,) * prm.partition_bit_len, True)
+    width = prm.challenge_bit_len - prm.partition_bit_len
+    per_digest = cen.CAPACITY // width
+    digests = -(-prm.challenge_count // per_digest)
+    gen: list = []
+    for j in range(digests):
+        idx = alloc_num(s)
+        s.cs.enforce(partition.lc * digests + ONE * j if j else partition.lc * digests, ONE,
+                     idx.lc, "digest_index")
+        bits = to_bits_le(s, stacked.poseidon(s, [comm_r_new, idx]))
+        take = prm.challenge_count - len(gen) if j == digests - 1 else per_digest
+        gen += [bits[i * width:(i + 1) * width] for i in range(take)]
+    ar = prm.tree_r_arities
+    for c_bits in gen:
+        c_bits = c_bits + part_bits
+        n, ors = len(c_bits), []
+        for h, hb in zip(prm.hs, h_bits, strict=True):
+            high = stacked.pack_bits(s, c_bits[n - h:])
+            o = alloc_num(s)
+            s.cs.enforce(high.lc, hb.lc(), o.lc, "c_high_or_zero")
+            ors.append(o)
+        c_high = alloc_num(s)
+        total = ors[0].lc
+        for o in ors[1:]:
+            total = total + o.lc
+        s.cs.enforce(total, ONE, c_high.lc, "c_high_selected")
+        rho = stacked.poseidon(s, [phi, c_high])
+        leaf_r_old, leaf_d_new = alloc_num(s), alloc_num(s)
+        prod = mul(s, leaf_d_new, rho)
+        leaf_r_new = alloc_num(s)
+        s.cs.enforce(leaf_r_old.lc + prod.lc, ONE, leaf_r_new.lc, "label_r_new")
+        por_nci(c_bits, leaf_r_old, path(ar), root_r_old, ar, False)
+        por_nci(c_bits, leaf_r_new, path(ar), root_r_new, ar, False)
+        if prm.poseidon:
+            por_nci(c_bits, leaf_d_new, path(ar), comm_d_new, ar, False)
+            continue
+        start = prm.challenge_bit_len - prm.partition_bit_len - prm.apex_leaf_bit_len
+        state = list(apex_leafs)
+        for b in reversed(c_bits[start:start + prm.apex_leaf_bit_len]):
+            half = len(state) // 2
+            state = [stacked.pick(s, b, state[half + j], state[j]) for j in range(half)]
+        por_nci(c_bits[:start], leaf_d_new, path((2,) * start), state[0], (2,) * start, True)
