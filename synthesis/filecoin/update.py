@@ -367,7 +367,7 @@ def census(prm: UpdateParams | str) -> UpdateCensus:
     return UpdateCensus(prm.name, total, header, one)
 
 
-# --- the circuit (shape) ---------------------------------------------------------------------------
+# --- the circuit (shape) ------------------------------------------------------------------------
 
 def synthesize_shape(s, prm: UpdateParams | str) -> None:
     """``EmptySectorUpdateCircuit::synthesize`` (either variant) in shape mode over
