@@ -3,9 +3,17 @@ resident base buffer, and a resident key's bases read back for writing (kernels:
 gpu/kernels/params.cu, subgroup.cu; gpu/kernels/msm.cu ``load_bases``)."""
 from __future__ import annotations
 
+import logging
+import time
+
 import numpy as np
 
 from gpu.groth16.bellperson import _REASONS, _fail, read_section
+
+log = logging.getLogger(__name__)
+#: seconds and bytes of the last ``fill`` of each section: {"h": {"read_s", "upload_s",
+#: "device_s", "bytes", "s"}} (the prover's log; bench/params_up.py)
+last_fill: dict = {}
 
 
 def fill(q, buffer) -> None:
@@ -38,6 +46,9 @@ def fill(q, buffer) -> None:
         cuda.memcpy_dtoh(word, dev.ptr)
         return int(word[0])
 
+    spent = {"read_s": 0.0, "upload_s": 0.0, "device_s": 0.0, "bytes": 0}
+    t_all = time.perf_counter()
+
     with open(q.lay.path, "rb") as f, \
             DeviceBuffer(host.nbytes, what=f"{q.section} file chunk") as filebuf, \
             DeviceBuffer(host.nbytes, what=f"{q.section} xy chunk") as xy, \
@@ -58,12 +69,19 @@ def fill(q, buffer) -> None:
                     host[idx[j0:j1] - v0] = pts
                 xy.upload(host[:k])
             else:
+                t = time.perf_counter()
                 f.seek(sec.offset(j0))
                 view = memoryview(host[:m].reshape(-1))
                 if f.readinto(view) != m * w:
                     _fail(q.lay, sec, j0, "truncated")
+                t1 = time.perf_counter()
                 if m:
                     filebuf.upload(host[:m])
+                t2 = time.perf_counter()
+                spent["read_s"] += t1 - t
+                spent["upload_s"] += t2 - t1
+                spent["bytes"] += m * w
+                t_dev = t2
                 cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                 if idx is not None:
                     cuda.memset_d32(xy.ptr, 0, k * w // 4)   # the identity where density has none
@@ -97,6 +115,14 @@ def fill(q, buffer) -> None:
                 j = v if idx is None else int(np.searchsorted(idx, v))
                 _fail(q.lay, sec, j, f"a coordinate not below p, or not on the {g.upper()} curve "
                                         "(found on the device)")
+            if not q.host_convert:
+                spent["device_s"] += time.perf_counter() - t_dev
+    spent["s"] = time.perf_counter() - t_all
+    last_fill[q.section] = spent
+    log.info("section %s streamed to the device: %d points, %.2f GB in %.2f s (%.2f GB/s; read "
+             "%.2f s, upload %.2f s, device %.2f s)", q.section, q.n, spent["bytes"] / 1e9,
+             spent["s"], spent["bytes"] / 1e9 / max(spent["s"], 1e-9), spent["read_s"],
+             spent["upload_s"], spent["device_s"])
 
 
 def device_rows(bases, lo: int, hi: int, *, encoded: bool = False) -> np.ndarray:
