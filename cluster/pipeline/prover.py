@@ -69,6 +69,8 @@ class Prover:
         self._device_lock = threading.Lock()
         self._make_lock = threading.Lock()
         self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
+        #: name -> {"seconds", "bytes", "gbps"} of the key's last load (registry: status, metrics)
+        self._loads: dict[str, dict[str, float]] = {}
 
     # -- memory ---------------------------------------------------------------------------------
     def capacity(self) -> int | None:
@@ -117,6 +119,8 @@ class Prover:
                 return hit[1]
         if self.in_process is not None and self.in_process.makes(circuit):
             return self._make(circuit, on_evict)
+        import time
+        t0 = time.time()
         pk = self.keys.load_pk(circuit)
         # the matrices now, not inside the first timed prove: the compact form where the circuit
         # has one (filecoin-32g's full R1CS would be ~30 GB of host memory and 29.8 GiB of
@@ -150,9 +154,20 @@ class Prover:
                 if not self._evict_one(on_evict):
                     raise
         need = self.backend.held_bytes(pk.circuit_digest) or need
+        self._loaded(circuit.name, time.time() - t0, self.keys.size(circuit))
         with self._lock:
             self._resident[circuit.name] = (circuit, pk, need)
         return pk
+
+    def _loaded(self, name: str, seconds: float, nbytes: int) -> None:
+        with self._lock:
+            self._loads[name] = {"seconds": round(seconds, 3), "bytes": int(nbytes),
+                                 "gbps": nbytes / 1e9 / seconds if seconds > 0 else 0.0}
+
+    def key_loads(self) -> dict[str, dict[str, float]]:
+        """The last load of each resident key: seconds, the file's bytes, GB/s."""
+        with self._lock:
+            return {n: dict(v) for n, v in self._loads.items() if n in self._resident}
 
     def _make(self, circuit, on_evict=None) -> object:
         """Make the key in this process ([srs] in_process, cluster/pipeline/inprocess.py), evicting idle
@@ -165,6 +180,8 @@ class Prover:
                 hit = self._resident.get(circuit.name)
                 if hit is not None:
                     return hit[1]
+            import time
+            t0 = time.time()
             while True:
                 try:
                     resident, _vk = self.in_process.make(self.backend, circuit)
@@ -174,6 +191,7 @@ class Prover:
                         raise
             need = (self.backend.held_bytes(resident.circuit_digest)
                     or _resident_size(resident) or _shape_bytes(circuit))
+            self._loaded(circuit.name, time.time() - t0, 0)
             with self._lock:
                 self._resident[circuit.name] = (circuit, resident, need)
             return resident

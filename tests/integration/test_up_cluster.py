@@ -246,6 +246,18 @@ def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
     try:
         st = json.loads(zkhive(*s.args("status", "--json"), env=s.env, check=0).stdout)
         assert [w["resident_keys"] for w in st["workers"] if w["role"] == "prove"] == [[COMPACT.name]]
+        # the load's seconds and bytes: in status and in the metrics
+        size = params.stat().st_size
+        ld = next(w for w in st["workers"] if w["role"] == "prove")["key_loads"][COMPACT.name]
+        assert ld["bytes"] == size and ld["seconds"] > 0 and ld["gbps"] > 0, ld
+        text = zkhive(*s.args("status"), env=s.env, check=0).stdout
+        assert re.search(rf"loaded the proving key of {COMPACT.name} in \d+\.\d s from "
+                         rf"{size / 1e9:.2f} GB at \d+\.\d\d GB/s", text), text
+        code, body = _flower(f"http://127.0.0.1:{s.metrics_port}/metrics")
+        got = re.findall(rb'^zkhive_key_load_bytes\{[^}]*params="' + COMPACT.name.encode()
+                         + rb'"[^}]*\} (\S+)$', body, re.M)
+        assert code == 200 and [float(x) for x in got] == [float(size)], body.decode()[-1500:]
+        assert re.search(rb'^zkhive_key_load_seconds\{[^}]*params="' + COMPACT.name.encode(), body, re.M)
         doc = {"params": COMPACT.name, "partitions": [{"x": hex(v), "y": hex(v)} for v in (7, 2**200 + 9)]}
         (tmp_path / "c1.json").write_text(json.dumps(doc))
         zkhive(*s.args("submit", str(tmp_path / "c1.json"), "--job-id", "up-compact", "--wait",
