@@ -125,6 +125,11 @@ def phase_load(args) -> dict:
     print(f"  loaded {row['params_bytes'] / GiB:.1f} GiB in {row['load_s']:.1f} s "
           f"({row['load_GBps']:.2f} GB/s); peak RSS {row['peak_rss_bytes'] / GiB:.2f} GiB "
           f"(before {row['rss_before_bytes'] / GiB:.2f})", flush=True)
+    from gpu.cuda.params import last_fill
+    row["sections"] = last_fill  # read / upload / device seconds of each section
+    if args.load_only:
+        be.unload(pk.circuit_digest)
+        return row
 
     if args.c1:
         doc = json.loads(Path(args.c1).read_text())
@@ -158,10 +163,14 @@ def main() -> int:
     ap.add_argument("--c1", help="a C1 JSON for the set (default: a sector sealed here: sdr, porep-lite)")
     ap.add_argument("--out", default="params_load.json")
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--load-only", action="store_true",
+                    help="with --phase load: the load and its per-section seconds, no proof")
     ap.add_argument("--phase", choices=["write", "load"],
                     help="run one phase in this process (with --dir; keep the files between them): "
                          "each under the device tool's 10 minutes a command")
     args = ap.parse_args()
+    import logging
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     if args.phase:
         row = (phase_write if args.phase == "write" else phase_load)(args)
         print("RESULT " + json.dumps(row), flush=True)

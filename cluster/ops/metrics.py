@@ -36,6 +36,8 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
     zkhive_worker_inflight{worker,host,device}            partitions in hand
     zkhive_resident_keys{worker,host,device}              number of resident proving keys
     zkhive_resident_key{worker,host,device,params}        1 per resident key
+    zkhive_key_load_seconds{worker,host,device,params}    the resident key's last load
+    zkhive_key_load_bytes{worker,host,device,params}      the .params bytes it read (0: made in process)
     zkhive_device_memory_free_bytes{worker,host,device}   room left for keys (cluster.pipeline.prover)
     zkhive_device_memory_used_bytes{worker,host,device}   total - free
     zkhive_device_memory_total_bytes{worker,host,device}
@@ -239,6 +241,10 @@ class ClusterCollector:
                                     "(preload before ready, or a job's first partition)", labels=wl + ["params"])
         key = GaugeMetricFamily("zkhive_resident_key", "1 for each resident proving key",
                                 labels=wl + ["params"])
+        load_s = GaugeMetricFamily("zkhive_key_load_seconds", "Seconds the resident key's last "
+                                   "load took", labels=wl + ["params"])
+        load_b = GaugeMetricFamily("zkhive_key_load_bytes", "Bytes of .params the resident key's "
+                                   "last load read (0: made in process)", labels=wl + ["params"])
         free = GaugeMetricFamily("zkhive_device_memory_free_bytes", "Device memory left for keys", labels=wl)
         used = GaugeMetricFamily("zkhive_device_memory_used_bytes", "Device memory in use (total - free)",
                                  labels=wl)
@@ -259,6 +265,9 @@ class ClusterCollector:
                 loading.add_metric(lv + [name], 1.0)
             for name in w.resident_keys:
                 key.add_metric(lv + [name], 1.0)
+            for name, ld in w.key_loads.items():
+                load_s.add_metric(lv + [name], float(ld.get("seconds", 0.0)))
+                load_b.add_metric(lv + [name], float(ld.get("bytes", 0)))
             if w.free_memory is not None:
                 free.add_metric(lv, w.free_memory)
             if w.total_memory is not None:
@@ -287,7 +296,8 @@ class ClusterCollector:
                                    "Age of the oldest partition proof in hand (0 when none)")
         picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
         oldest.add_metric([], max((now - t for t in picked), default=0.0))
-        return [ready, inflight, nkeys, key, loading, free, used, total, depth, active, waiting, oldest]
+        return [ready, inflight, nkeys, key, loading, load_s, load_b, free, used, total, depth,
+                active, waiting, oldest]
 
     def collect(self):
         import redis

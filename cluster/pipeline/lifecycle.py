@@ -136,6 +136,7 @@ class WorkerLifecycle:
             busy.send()  # the event loop that sends Celery's heartbeat is running the task
         if self.prover is not None:
             info.resident_keys = self.prover.resident_names()
+            info.key_loads = self.prover.key_loads()
             info.free_memory = self.prover.free_memory()
             info.total_memory = self.prover.total_memory()
 

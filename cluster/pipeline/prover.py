@@ -69,6 +69,8 @@ class Prover:
         self._device_lock = threading.Lock()
         self._make_lock = threading.Lock()
         self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
+        #: name -> {"seconds", "bytes", "gbps"} of the key's last load (registry: status, metrics)
+        self._loads: dict[str, dict[str, float]] = {}
 
     # -- memory ---------------------------------------------------------------------------------
     def capacity(self) -> int | None:
@@ -105,9 +107,10 @@ class Prover:
     def load(self, circuit, on_evict: Callable[[str], None] | None = None) -> object:
         """The circuit's proving key, made resident (evicting idle keys first) when it is not.
         ``on_evict(name)`` hears of every key dropped for it (the task's timeline)."""
+        from gpu.backends.forms import circuit_digest
         from gpu.budget import DeviceMemoryExhausted
         from gpu.errors import GpuOutOfMemory
-        from gpu.groth16.prover import check_key_matches
+        from gpu.groth16.errors import CircuitMismatch
 
         with self._lock:
             hit = self._resident.get(circuit.name)
@@ -116,13 +119,23 @@ class Prover:
                 return hit[1]
         if self.in_process is not None and self.in_process.makes(circuit):
             return self._make(circuit, on_evict)
+        import time
+        t0 = time.time()
         pk = self.keys.load_pk(circuit)
-        r1cs = circuit.r1cs()  # build the matrices now, not inside the first timed prove
+        # the matrices now, not inside the first timed prove: the compact form where the circuit
+        # has one (filecoin-32g's full R1CS would be ~30 GB of host memory and 29.8 GiB of
+        # device matrices, which no H200 budget admits beside the key)
+        r1cs = self._matrices(circuit)
         # a key made for other matrices is refused here, at load (preload: before ready), and
         # the digest is computed now, not inside the first proof (0.5-1 s at 2^20, measured on
         # the H200 as a gap before partition 0's upload)
-        check_key_matches(pk, r1cs)
-        need = self.backend.resident_bytes(pk, r1cs) or self.keys.size(circuit)
+        digest = circuit_digest(r1cs)
+        if pk.circuit_digest != digest:
+            raise CircuitMismatch("the proving key was made for another circuit (circuit digests "
+                                  f"{pk.circuit_digest.hex()[:16]} and {digest.hex()[:16]} differ)")
+        # the device's one admission, the one a key made in process takes (gpu/budget.py
+        # admit_shape: lean where only that fits), refusing with every part named
+        need = self.backend.admit(pk, r1cs) or self.keys.size(circuit)
         limit = self.capacity()
         if limit is not None and need > limit:
             raise DeviceMemoryExhausted(
@@ -140,9 +153,21 @@ class Prover:
                 # drop one more idle key and try again; with none left the error stands
                 if not self._evict_one(on_evict):
                     raise
+        need = self.backend.held_bytes(pk.circuit_digest) or need
+        self._loaded(circuit.name, time.time() - t0, self.keys.size(circuit))
         with self._lock:
             self._resident[circuit.name] = (circuit, pk, need)
         return pk
+
+    def _loaded(self, name: str, seconds: float, nbytes: int) -> None:
+        with self._lock:
+            self._loads[name] = {"seconds": round(seconds, 3), "bytes": int(nbytes),
+                                 "gbps": nbytes / 1e9 / seconds if seconds > 0 else 0.0}
+
+    def key_loads(self) -> dict[str, dict[str, float]]:
+        """The last load of each resident key: seconds, the file's bytes, GB/s."""
+        with self._lock:
+            return {n: dict(v) for n, v in self._loads.items() if n in self._resident}
 
     def _make(self, circuit, on_evict=None) -> object:
         """Make the key in this process ([srs] in_process, cluster/pipeline/inprocess.py), evicting idle
@@ -155,6 +180,8 @@ class Prover:
                 hit = self._resident.get(circuit.name)
                 if hit is not None:
                     return hit[1]
+            import time
+            t0 = time.time()
             while True:
                 try:
                     resident, _vk = self.in_process.make(self.backend, circuit)
@@ -162,7 +189,9 @@ class Prover:
                 except (GpuOutOfMemory, DeviceMemoryExhausted):
                     if not self._evict_one(on_evict):
                         raise
-            need = _resident_size(resident) or _shape_bytes(circuit)
+            need = (self.backend.held_bytes(resident.circuit_digest)
+                    or _resident_size(resident) or _shape_bytes(circuit))
+            self._loaded(circuit.name, time.time() - t0, 0)
             with self._lock:
                 self._resident[circuit.name] = (circuit, resident, need)
             return resident
@@ -231,11 +260,11 @@ class Prover:
                 self._busy.discard(circuit.name)
 
     def _matrices(self, circuit):
-        """What the backend proves against: the circuit itself for a key made in process from
-        a compact circuit (sdr-32g's full R1CS would be ~32 GB on the host; the backend takes
-        what setup_resident took), else the full R1CS (the key file's digest was checked on it)."""
-        if self.in_process is not None and self.in_process.makes(circuit) \
-                and hasattr(circuit, "compact_r1cs"):
+        """What the backend proves against: the circuit itself where it has compact matrices
+        (sdr-32g's full R1CS would be ~32 GB on the host; the CUDA backend holds the compact
+        form, the CPU backend expands it once), for a key made in process and a key from a file
+        alike, else the full R1CS."""
+        if hasattr(circuit, "compact_r1cs"):
             return circuit
         return circuit.r1cs()
 

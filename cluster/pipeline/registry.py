@@ -55,6 +55,9 @@ class WorkerInfo(BaseModel):
     #: parameter sets whose proving keys are being loaded now (preload before ready, or a job's
     #: first partition of a set that was not resident): ``zkhive status`` says ``loading``
     loading: list[str] = []
+    #: the last load of each resident key: {params: {"seconds", "bytes", "gbps"}} (bytes: the
+    #: .params file read; 0 for a key made in process)
+    key_loads: dict[str, dict[str, float]] = {}
     ready: bool = False
     #: (job, partition) being worked on, or None
     inflight: list[str] = []

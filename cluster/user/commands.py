@@ -171,6 +171,10 @@ def status_text(rt, *, jobs: int = 5) -> str:
                      f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
                      f"{now - w.heartbeat_at:.1f}s")
     for w in ws:
+        for name, ld in sorted(w.key_loads.items()):
+            size = (f" from {ld['bytes'] / 1e9:.2f} GB at {ld['gbps']:.2f} GB/s" if ld.get("bytes")
+                    else " (made in process)")
+            lines.append(f"  {w.worker_id} loaded the proving key of {name} in {ld['seconds']:.1f} s{size}")
         if w.loading:
             lines.append(f"  {w.worker_id} is loading the proving key of {', '.join(w.loading)}"
                          + ("" if w.ready else " (ready after it)")

@@ -6,6 +6,10 @@ stay resident, in what order they are evicted (least recently used first, never 
 using) and evicts *before* a new key goes up. A backend only does what it is told:
 
     resident_bytes(pk, r1cs)  what ``load`` will hold on the device (asked before loading)
+    admit(pk, r1cs)           the same, decided by the device's one admission (the rule a key
+                              made in process takes too): DeviceMemoryExhausted, naming the
+                              bytes, where the key and one proof can never fit
+    held_bytes(digest)        what a resident key's booking holds (a key made in process too)
     capacity()                bytes this backend may fill with resident keys, or None
     load(pk, r1cs)            put one key and its matrices on the device (idempotent);
                               GpuOutOfMemory when the device refuses
@@ -47,6 +51,16 @@ class Backend:
     def resident_bytes(self, pk, r1cs) -> int | None:
         """Bytes ``load(pk, r1cs)`` will hold; None: nothing on a device (the key file's size,
         in host memory, is what the Prover books)."""
+        return None
+
+    def admit(self, pk, r1cs) -> int | None:
+        """Bytes ``load(pk, r1cs)`` will hold, by the admission a key made in process takes too;
+        raises DeviceMemoryExhausted where the key and one proof can never fit. Nothing is
+        booked. None: nothing on a device."""
+        return self.resident_bytes(pk, r1cs)
+
+    def held_bytes(self, digest: bytes) -> int | None:
+        """Bytes booked for the resident key with this circuit digest; None: not known here."""
         return None
 
     def capacity(self) -> int | None:

@@ -135,10 +135,23 @@ class Resident:
 
     @staticmethod
     def shape(pk, r1cs):
-        """The sizes the memory ledger books (gpu/budget.py ProofShape)."""
+        """The sizes the memory ledger books (gpu/budget.py ProofShape) for a key ``pk`` (a file's
+        or a host setup's) over ``r1cs``: the same as ``made_shape`` of the circuit's counts."""
         from gpu.budget import ProofShape
         return ProofShape(num_vars=1 + pk.num_public + pk.num_aux, num_aux=pk.num_aux,
                           domain=pk.domain_size, matrix_bytes=Resident.matrix_bytes(r1cs))
+
+    @staticmethod
+    def made_shape(cr):
+        """The ledger's ProofShape of a key the device setup makes from compact matrices ``cr``
+        (no key yet: the circuit's counts)."""
+        from gpu.budget import ProofShape
+        from gpu.cuda.compact import DeviceCompactR1CS
+        from gpu.cuda.setup import domain_of
+        nv = 1 + int(cr.num_public) + int(cr.num_aux)
+        return ProofShape(num_vars=nv, num_aux=int(cr.num_aux),
+                          domain=domain_of(int(cr.a.rows), int(cr.num_public)),
+                          matrix_bytes=DeviceCompactR1CS.estimate_bytes(cr))
 
     @staticmethod
     def estimate_bytes(pk, r1cs) -> int:
@@ -154,6 +167,18 @@ class Resident:
         for b in self.bases.values():
             b.close()
         self.matrices, self.bases, self.compact = {}, {}, None
+
+
+def admit_key(budget, pk, r1cs):
+    """(shape, label): the ledger's admission of key ``pk`` (a file's, or a host setup's) over
+    ``r1cs``: gpu/budget.py ``admit_shape`` on ``Resident.shape``, the rule and the shape a key
+    made on the device from the same circuit takes (``Resident.made_shape``; its setup's
+    temporaries first, then ``affine_upgrade``), so either ends with the same booking. Host
+    code only (tests/unit/test_budget.py)."""
+    from gpu.budget import admit_shape
+    label = f"the proving key {pk.circuit_digest.hex()[:16]}" + (
+        f" ({pk.num_constraints} constraints)" if pk.num_constraints else "")
+    return admit_shape(budget, Resident.shape(pk, r1cs), label), label
 
 
 class CudaBackend(Backend):
@@ -227,7 +252,29 @@ class CudaBackend(Backend):
 
     # -- residency ------------------------------------------------------------------------
     def resident_bytes(self, pk, r1cs) -> int:
-        return Resident.estimate_bytes(pk, r1cs)
+        """What ``load`` books: the shape the ledger admits (``admit``), or the full shape
+        where it admits none (``admit`` then says why)."""
+        from gpu.budget import DeviceMemoryExhausted
+        try:
+            return self.admit(pk, r1cs)
+        except DeviceMemoryExhausted:
+            return Resident.estimate_bytes(pk, r1cs)
+
+    def admit(self, pk, r1cs) -> int:
+        """The bytes ``load(pk, r1cs)`` will book, by the one admission every key takes on this
+        device (gpu/budget.py ``admit_shape``: a key from a file here, a key made in process in
+        ``setup_resident``): the full shape where it and one proof fit the ledger's budget, else
+        the lean one (no dense-engine affine buffers); DeviceMemoryExhausted naming every part
+        where not even that fits. Nothing is booked or allocated."""
+        return self._admitted(pk, r1cs)[0].resident_bytes()
+
+    def _admitted(self, pk, r1cs):
+        return admit_key(self.budget, pk, r1cs)
+
+    def held_bytes(self, digest: bytes) -> int | None:
+        """The bytes the ledger booked for the resident key ``digest`` (None: not resident)."""
+        hit = self._on_device.get(digest)
+        return hit[1] if hit is not None else None
 
     def load(self, pk, r1cs) -> Resident:
         """Upload the key and matrices (booked in the ledger first: DeviceMemoryExhausted when
@@ -238,10 +285,7 @@ class CudaBackend(Backend):
         if getattr(pk, "on_device", False) or pk.a_query is None:
             raise BackendError(f"proving key {pk.circuit_digest.hex()[:16]} was made on the device "
                                "and is no longer resident (unloaded): make it again (setup_resident)")
-        from gpu.budget import admit_shape
-        shape = Resident.shape(pk, r1cs)
-        label = f"proving key {pk.circuit_digest.hex()[:16]} ({pk.num_constraints} constraints)"
-        shape = admit_shape(self.budget, shape, label)  # never fits: refused now, with the breakdown
+        shape, label = self._admitted(pk, r1cs)  # never fits: refused now, with the breakdown
         need = shape.resident_bytes()
         self.budget.reserve_resident(need, label)
         res = None
@@ -512,17 +556,13 @@ class CudaBackend(Backend):
             pk, vk = setup(r1cs, backend=self, seed=seed)
             self.load(pk, r1cs)
             return pk, vk
-        from gpu.budget import ProofShape, admit_shape, affine_upgrade
-        from gpu.cuda.compact import DeviceCompactR1CS
-        from gpu.cuda.setup import domain_of, setup_on_device, temp_bytes
+        from gpu.budget import admit_shape, affine_upgrade
+        from gpu.cuda.setup import setup_on_device, temp_bytes
         digest = cr.digest()
         self.unload(digest)
-        nv = 1 + int(cr.num_public) + int(cr.num_aux)
-        m = int(cr.a.rows)
-        n = domain_of(m, int(cr.num_public))
-        shape = ProofShape(num_vars=nv, num_aux=int(cr.num_aux), domain=n,
-                           matrix_bytes=DeviceCompactR1CS.estimate_bytes(cr))
-        label = f"proving key {digest.hex()[:16]} ({m} constraints, made on the device)"
+        shape = Resident.made_shape(cr)
+        nv, n, m = shape.num_vars, shape.domain, int(cr.a.rows)
+        label = f"the proving key {digest.hex()[:16]} ({m} constraints, made on the device)"
         # the setup's temporaries count against the budget until the key is made
         shape = admit_shape(self.budget, shape, label, working=temp_bytes(nv, n))
         need = shape.resident_bytes()

@@ -3,19 +3,230 @@ resident base buffer, and a resident key's bases read back for writing (kernels:
 gpu/kernels/params.cu, subgroup.cu; gpu/kernels/msm.cu ``load_bases``)."""
 from __future__ import annotations
 
+import logging
+import os
+import queue
+import threading
+import time
+
 import numpy as np
 
 from gpu.groth16.bellperson import _REASONS, ZERO_FILLED, _fail, open_regular, read_section
 
+log = logging.getLogger(__name__)
+#: seconds and bytes of the last ``fill`` of each section: {"h": {"read_s", "upload_s",
+#: "device_s", "bytes", "s"}} (the prover's log; bench/params_up.py)
+last_fill: dict = {}
+
+
+#: page-locked read buffers of the pipelined fill: the reader fills the others while the
+#: copy engine drains one
+PIPE_BUFFERS = 3
+
+
+def _bounds(idx: np.ndarray, *v: int) -> np.ndarray:
+    """np.searchsorted(idx, v) with the keys in idx's own dtype: keys of another dtype (a
+    Python list: int64) make numpy convert the whole index first, 0.3 s for a's 130 M int32
+    entries a chunk, which was 40 of the 85-101 s filecoin-32g's file took to load (H200,
+    2026-12-04)."""
+    return np.searchsorted(idx, np.asarray(v, dtype=idx.dtype))
+
 
 def fill(q, buffer) -> None:
     """Stream the query into ``buffer`` (n points, Montgomery affine as the MSM kernels read
-    them), ``q.chunk`` variables at a time: the chunk's points read from the file as they
-    are, uploaded, turned into our layout and scattered by the density on the device
-    (params.cu ``load_file_points``; with ``host_convert`` on the host instead: numpy,
-    ~0.1 GB/s here against the disk's GB/s), then ``load_bases`` (Montgomery form, every
-    point checked below p and on the curve) into the chunk's rows of ``buffer``; with
-    points="full" subgroup.cu ``check_points`` ([r] P = O) first. Host memory: one chunk."""
+    them), ``q.chunk`` variables at a time: each chunk's points read from the file as they lie,
+    uploaded, turned into our layout and scattered by the density on the device (params.cu
+    ``load_file_points``), then ``load_bases`` (Montgomery form, every point checked below p
+    and on the curve) into the chunk's rows of ``buffer``; with points="full" subgroup.cu
+    ``check_points`` ([r] P = O) first.
+
+    By default pipelined (``_fill_pipelined``): a reader thread reads the section in large
+    sequential reads into page-locked buffers while the device copies and checks the chunk
+    before, with no host round trip a chunk (every chunk's flags are read once at the end).
+    ``ZKHIVE_PARAMS_PIPELINE=0``: one chunk after the other, flags read each chunk
+    (``_fill_serial``), as does ``host_convert`` (numpy on the host: ~0.1 GB/s)."""
+    if q.host_convert or os.environ.get("ZKHIVE_PARAMS_PIPELINE", "1") == "0":
+        return _fill_serial(q, buffer)
+    return _fill_pipelined(q, buffer)
+
+
+def _log_fill(q, spent: dict) -> None:
+    last_fill[q.section] = spent
+    log.info("section %s streamed to the device: %d points, %.2f GB in %.2f s (%.2f GB/s; read "
+             "%.2f s, upload %.2f s, device %.2f s)", q.section, q.n, spent["bytes"] / 1e9,
+             spent["s"], spent["bytes"] / 1e9 / max(spent["s"], 1e-9), spent["read_s"],
+             spent["upload_s"], spent["device_s"])
+
+
+def _fill_pipelined(q, buffer) -> None:
+    """``fill`` with the file read on a thread into PIPE_BUFFERS page-locked buffers (each read
+    one chunk's points, contiguous in the file, plus its density indices), every copy,
+    conversion and check queued on one stream, and the error flags of every chunk kept in a
+    device array read once at the end: the first bad point in file order is refused with the
+    serial fill's words. Timings: ``read_s`` the reader's seconds in reads, ``upload_s`` the
+    seconds the device side waited for the reader, ``device_s`` the final drain."""
+    from gpu.cuda import loader
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.cuda.msm import kernel as msm_kernel
+
+    sec = q.lay.sections[q.section]
+    g = "g1" if sec.kind == 1 else "g2"
+    w = sec.width
+    cuda = loader.driver()
+    load = msm_kernel(f"{g}_load_bases")
+    check = (loader.get_function(loader.load_module("subgroup"), f"{g}_check_points")
+             if q.points == "full" else None)
+    convert = loader.get_function(loader.load_module("params"), f"{g}_load_file_points")
+    idx, chunk = q.index, q.chunk
+    rows = min(chunk, max(q.n, 1))
+    starts = list(range(0, q.n, chunk))
+    spans = []  # (v0, v1, j0, j1) a chunk
+    for v0 in starts:
+        v1 = min(q.n, v0 + chunk)
+        j0, j1 = (v0, v1) if idx is None else map(int, _bounds(idx, v0, v1))
+        spans.append((v0, v1, j0, j1))
+    NONE = 0xFFFFFFFFFFFFFFFF
+    spent = {"read_s": 0.0, "upload_s": 0.0, "device_s": 0.0, "bytes": 0}
+    t_all = time.perf_counter()
+    bufs = [cuda.pagelocked_empty(rows * w, np.uint8) for _ in range(PIPE_BUFFERS)]
+    dbufs = ([cuda.pagelocked_empty(max(rows, 2), np.int32) for _ in range(PIPE_BUFFERS)]
+             if idx is not None else None)
+    free: queue.Queue = queue.Queue()
+    filled: queue.Queue = queue.Queue()
+    for k in range(PIPE_BUFFERS):
+        free.put(k)
+    stop = threading.Event()
+
+    def reader():
+        try:
+            with open_regular(q.lay.path) as f:
+                try:
+                    os.posix_fadvise(f.fileno(), sec.offset(0), sec.count * w,
+                                     os.POSIX_FADV_SEQUENTIAL)
+                except (AttributeError, OSError):
+                    pass
+                for c, (v0, v1, j0, j1) in enumerate(spans):
+                    k = free.get()
+                    if k is None or stop.is_set():
+                        return
+                    m = j1 - j0
+                    t = time.perf_counter()
+                    if m:
+                        view = memoryview(bufs[k])[: m * w]
+                        f.seek(sec.offset(j0))
+                        got = 0
+                        while got < m * w:
+                            r = f.readinto(view[got:])
+                            if not r:
+                                break
+                            got += r
+                        if got != m * w:
+                            filled.put(("truncated", j0))
+                            return
+                        # all zeros is the identity in our layout: the device would take it
+                        words = np.frombuffer(bufs[k], np.uint64, m * w // 8).reshape(m, w // 8)
+                        zero = np.flatnonzero(np.bitwise_or.reduce(words, axis=1) == 0)
+                        if len(zero):
+                            filled.put(("zero", j0 + int(zero[0])))
+                            return
+                        if idx is not None:
+                            dbufs[k][:m] = idx[j0:j1]
+                    spent["read_s"] += time.perf_counter() - t
+                    filled.put((c, k))
+        except BaseException as e:  # handed to the device side, raised there
+            filled.put(("error", e))
+
+    th = threading.Thread(target=reader, name=f"params-read-{q.section}", daemon=True)
+    stream = cuda.Stream()
+    nflags = 3 * max(len(spans), 1)
+    try:
+        with DeviceBuffer(rows * w, what=f"{q.section} file chunk") as filebuf, \
+                DeviceBuffer(rows * w, what=f"{q.section} xy chunk") as xy, \
+                DeviceBuffer(max(4 * rows, 8), what=f"{q.section} density chunk") as dens, \
+                DeviceBuffer(8 * nflags, what="bad point indices") as flags:
+            cuda.memset_d32(flags.ptr, 0xFFFFFFFF, 2 * nflags)
+            th.start()
+            pending: list = []
+            for _ in spans:
+                t = time.perf_counter()
+                item = filled.get()
+                spent["upload_s"] += time.perf_counter() - t
+                if item[0] == "truncated":
+                    _fail(q.lay, sec, item[1], "truncated")
+                if item[0] == "zero":
+                    _fail(q.lay, sec, item[1], ZERO_FILLED.format(g=g.upper()))
+                if item[0] == "error":
+                    raise item[1]
+                c, k = item
+                v0, v1, j0, j1 = spans[c]
+                kk, m = v1 - v0, j1 - j0
+                slot = flags.ptr + 8 * 3 * c
+                if m:
+                    cuda.memcpy_htod_async(filebuf.ptr, bufs[k][: m * w], stream)
+                    spent["bytes"] += m * w
+                if idx is not None:
+                    cuda.memset_d32_async(xy.ptr, 0, kk * w // 4, stream)  # the identity
+                    if m:
+                        cuda.memcpy_htod_async(dens.ptr, dbufs[k][:m], stream)
+                ev = cuda.Event()
+                ev.record(stream)
+                pending.append((ev, k))
+                if m:
+                    with loader.guard(kernel=f"{g}_load_file_points", shape=m):
+                        convert(np.int64(m), np.uintp(filebuf.ptr),
+                                np.uintp(dens.ptr if idx is not None else 0), np.int64(v0),
+                                np.uintp(xy.ptr), np.uintp(slot), block=(128, 1, 1),
+                                grid=(-(-m // 128), 1), stream=stream)
+                if check is not None:
+                    with loader.guard(kernel=f"{g}_check_points", shape=kk):
+                        check(np.int64(kk), np.uintp(xy.ptr), np.int32(2), np.uintp(slot + 8),
+                              block=(128, 1, 1), grid=(-(-kk // 128), 1), stream=stream)
+                with loader.guard(kernel=f"{g}_load_bases", shape=kk):
+                    load(np.int64(kk), np.uintp(xy.ptr), np.uintp(buffer.ptr + w * v0),
+                         np.uintp(slot + 16), block=(128, 1, 1), grid=(-(-kk // 128), 1),
+                         stream=stream)
+                # a buffer goes back to the reader once its copy is done (the newest stays
+                # queued; the reader has the others)
+                while len(pending) > 1:
+                    e, kb = pending.pop(0)
+                    e.synchronize()
+                    free.put(kb)
+            t = time.perf_counter()
+            stream.synchronize()
+            spent["device_s"] = time.perf_counter() - t
+            got = np.empty(nflags, np.uint64)
+            cuda.memcpy_dtoh(got, flags.ptr)
+    finally:
+        stop.set()
+        free.put(None)
+        if th.is_alive():
+            th.join(timeout=60)
+        try:
+            stream.synchronize()  # no copy may still read a page-locked buffer freed below
+        except Exception:
+            pass
+        for b in bufs + (dbufs or []):
+            b.base.free()
+    for c, (v0, v1, j0, j1) in enumerate(spans):
+        fmt, sub, curve = (int(x) for x in got[3 * c:3 * c + 3])
+        if fmt != NONE:
+            _fail(q.lay, sec, j0 + fmt, "a flag bit is set (the point at infinity, or a "
+                  "compressed or sort flag) (found on the device)")
+        if sub != NONE:
+            v = v0 + (sub >> 2)
+            j = v if idx is None else int(_bounds(idx, v)[0])
+            _fail(q.lay, sec, j, _REASONS[sub & 3].format(g=g.upper()) + " (found on the device)")
+        if curve != NONE:
+            v = v0 + curve
+            j = v if idx is None else int(_bounds(idx, v)[0])
+            _fail(q.lay, sec, j, f"a coordinate not below p, or not on the {g.upper()} curve "
+                                 "(found on the device)")
+    spent["s"] = time.perf_counter() - t_all
+    _log_fill(q, spent)
+
+
+def _fill_serial(q, buffer) -> None:
+    """``fill`` one chunk after the other (ZKHIVE_PARAMS_PIPELINE=0, or host_convert)."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
     from gpu.cuda.msm import kernel as msm_kernel
@@ -38,6 +249,9 @@ def fill(q, buffer) -> None:
         cuda.memcpy_dtoh(word, dev.ptr)
         return int(word[0])
 
+    spent = {"read_s": 0.0, "upload_s": 0.0, "device_s": 0.0, "bytes": 0}
+    t_all = time.perf_counter()
+
     with open_regular(q.lay.path) as f, \
             DeviceBuffer(host.nbytes, what=f"{q.section} file chunk") as filebuf, \
             DeviceBuffer(host.nbytes, what=f"{q.section} xy chunk") as xy, \
@@ -46,7 +260,7 @@ def fill(q, buffer) -> None:
         for v0 in range(0, q.n, chunk):
             v1 = min(q.n, v0 + chunk)
             k = v1 - v0
-            j0, j1 = (v0, v1) if idx is None else map(int, np.searchsorted(idx, [v0, v1]))
+            j0, j1 = (v0, v1) if idx is None else map(int, _bounds(idx, v0, v1))
             m = j1 - j0
             if q.host_convert:
                 host[:k] = 0
@@ -58,6 +272,7 @@ def fill(q, buffer) -> None:
                     host[idx[j0:j1] - v0] = pts
                 xy.upload(host[:k])
             else:
+                t = time.perf_counter()
                 f.seek(sec.offset(j0))
                 view = memoryview(host[:m].reshape(-1))
                 if f.readinto(view) != m * w:
@@ -65,8 +280,14 @@ def fill(q, buffer) -> None:
                 zero = np.flatnonzero(~host[:m].any(axis=1))
                 if len(zero):  # all zeros is the identity in our layout: the device would take it
                     _fail(q.lay, sec, j0 + int(zero[0]), ZERO_FILLED.format(g=g.upper()))
+                t1 = time.perf_counter()
                 if m:
                     filebuf.upload(host[:m])
+                t2 = time.perf_counter()
+                spent["read_s"] += t1 - t
+                spent["upload_s"] += t2 - t1
+                spent["bytes"] += m * w
+                t_dev = t2
                 cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
                 if idx is not None:
                     cuda.memset_d32(xy.ptr, 0, k * w // 4)   # the identity where density has none
@@ -88,7 +309,7 @@ def fill(q, buffer) -> None:
                           block=(128, 1, 1), grid=(-(-k // 128), 1))
                 if flag(bad) != NONE:
                     v = v0 + (int(word[0]) >> 2)
-                    j = v if idx is None else int(np.searchsorted(idx, v))
+                    j = v if idx is None else int(_bounds(idx, v)[0])
                     _fail(q.lay, sec, j, _REASONS[int(word[0]) & 3].format(g=g.upper())
                           + " (found on the device)")
             cuda.memset_d32(bad.ptr, 0xFFFFFFFF, 2)
@@ -97,9 +318,13 @@ def fill(q, buffer) -> None:
                      np.uintp(bad.ptr), block=(128, 1, 1), grid=(-(-k // 128), 1))
             if flag(bad) != NONE:
                 v = v0 + int(word[0])
-                j = v if idx is None else int(np.searchsorted(idx, v))
+                j = v if idx is None else int(_bounds(idx, v)[0])
                 _fail(q.lay, sec, j, f"a coordinate not below p, or not on the {g.upper()} curve "
                                         "(found on the device)")
+            if not q.host_convert:
+                spent["device_s"] += time.perf_counter() - t_dev
+    spent["s"] = time.perf_counter() - t_all
+    _log_fill(q, spent)
 
 
 def device_rows(bases, lo: int, hi: int, *, encoded: bool = False) -> np.ndarray:

@@ -105,10 +105,57 @@ class SquareChain:
         return cs.assignment()
 
 
+class CompactToy:
+    """A circuit with compact matrices (tests/compact_circuits.py ``toy``): the prover holds
+    such a circuit's key from a .params file over its compact form, as it does sdr's and
+    Filecoin's (issue 40). P partitions, each public input p: z = 1, p, s = p, then per copy
+    j x_j, x_j^2, (x_j^2 + 3 p)(1 + x_j), x_j drawn from p (some 0 and 1). A C1 document is
+    ``{"params": NAME, "partitions": [{"x": "0x<p>", "y": "0x<p>"}, ...]}`` (y must equal x)."""
+
+    def __init__(self, copies: int, partitions: int):
+        self.copies, self.partitions = copies, partitions
+        self.name = f"test-compact-{copies}x{partitions}"
+
+    @lru_cache(maxsize=1)
+    def compact_r1cs(self):
+        from tests.compact_circuits import toy
+        return toy(self.copies)
+
+    @lru_cache(maxsize=1)
+    def r1cs(self):
+        return self.compact_r1cs().to_r1cs()
+
+    def digest(self) -> str:
+        return hashlib.sha256(f"{self.name}/compact-toy/v1".encode()).hexdigest()
+
+    def num_partitions(self) -> int:
+        return self.partitions
+
+    def parse_c1(self, doc):
+        c1 = SquareChain.parse_c1(self, doc)  # the same document shape, checked the same way
+        for k, (x, y) in enumerate(c1):
+            if x != y:
+                raise C1Error("must equal x", field=f"partitions[{k}].y", partition=k)
+        return c1
+
+    def public_inputs(self, c1, partition: int) -> list[int]:
+        return [c1[partition][0]]
+
+    def synthesize(self, c1, partition: int) -> np.ndarray:
+        p = c1[partition][0]
+        z = [1, p, p]
+        for j in range(self.copies):
+            x = j % 2 if j % 3 == 0 else pow(p + j, 3, field.MODULUS)
+            y = x * x % field.MODULUS
+            z += [x, y, (y + 3 * p) * (1 + x) % field.MODULUS]
+        return field.vec_from_ints(z)
+
+
 SQUARES_A = register(SquareChain(8, 2))   # test-squares-8x2: the main multi-partition circuit
 SQUARES_B = register(SquareChain(5, 2))   # test-squares-5x2: a second circuit for routing tests
 SQUARES_C = register(SquareChain(6, 3))   # test-squares-6x3: three partitions
 SQUARES_SLOW = register(SquareChain(512, 2))  # ~0.2 s a proof: long enough to stop a prover mid-prove
+COMPACT = register(CompactToy(40, 2))     # test-compact-40x2: a key over compact matrices
 
 
 def make_c1(circuit: SquareChain, seed: int = 0, *, bad_y_partition: int | None = None) -> dict:

@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from circuits_for_tests import SQUARES_A, SQUARES_B, SQUARES_C, make_c1
+from circuits_for_tests import COMPACT, SQUARES_A, SQUARES_B, SQUARES_C, make_c1
 from cluster.ops.supervisor import free_port, port_is_free
 
 pytestmark = pytest.mark.integration
@@ -226,6 +226,65 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     # nothing left to stop: down again is a no-op that says so
     assert "nothing to stop" in s.down().stdout
     assert "not ready" in zkhive(*s.args("ready", "redis"), env=s.env, check=1).stderr
+
+
+def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
+    """Issue 40, item 0 (the CPU half; bench/params_up.py is the H200's): `up` with a preloaded
+    key read from a bellperson .params file without the .meta beside it (as paramfetch leaves
+    Filecoin's), for a circuit the prover holds over its compact matrices, is ready with the key
+    resident, and a job through it verifies with the .vk file; a prover whose device cannot
+    hold the key stops `up` before ready, naming the bytes the key needs and the device has."""
+    from gpu.groth16 import Proof, bellperson as bp, verify
+
+    s = Setup(tmp_path, preload=[COMPACT.name])
+    s.setup_keys(COMPACT)
+    keys = tmp_path / "keys"
+    meta = next(keys.glob(f"{COMPACT.name}.*.meta"))
+    meta.unlink()
+    params = next(keys.glob(f"{COMPACT.name}.*.params"))
+    s.up(check=0)
+    try:
+        st = json.loads(zkhive(*s.args("status", "--json"), env=s.env, check=0).stdout)
+        assert [w["resident_keys"] for w in st["workers"] if w["role"] == "prove"] == [[COMPACT.name]]
+        # the load's seconds and bytes: in status and in the metrics
+        size = params.stat().st_size
+        ld = next(w for w in st["workers"] if w["role"] == "prove")["key_loads"][COMPACT.name]
+        assert ld["bytes"] == size and ld["seconds"] > 0 and ld["gbps"] > 0, ld
+        text = zkhive(*s.args("status"), env=s.env, check=0).stdout
+        assert re.search(rf"loaded the proving key of {COMPACT.name} in \d+\.\d s from "
+                         rf"{size / 1e9:.2f} GB at \d+\.\d\d GB/s", text), text
+        code, body = _flower(f"http://127.0.0.1:{s.metrics_port}/metrics")
+        got = re.findall(rb'^zkhive_key_load_bytes\{[^}]*params="' + COMPACT.name.encode()
+                         + rb'"[^}]*\} (\S+)$', body, re.M)
+        assert code == 200 and [float(x) for x in got] == [float(size)], body.decode()[-1500:]
+        assert re.search(rb'^zkhive_key_load_seconds\{[^}]*params="' + COMPACT.name.encode(), body, re.M)
+        doc = {"params": COMPACT.name, "partitions": [{"x": hex(v), "y": hex(v)} for v in (7, 2**200 + 9)]}
+        (tmp_path / "c1.json").write_text(json.dumps(doc))
+        zkhive(*s.args("submit", str(tmp_path / "c1.json"), "--job-id", "up-compact", "--wait",
+                       "--timeout", "120"), env=s.env, check=0)
+        r = json.loads(zkhive(*s.args("result", "up-compact"), env=s.env, check=0).stdout)
+        proof = bytes.fromhex(r["proof"])
+        vk = bp.read_vk(params.with_suffix(".vk"), circuit=COMPACT)
+        c1 = COMPACT.parse_c1(doc)
+        assert len(proof) == 2 * 192
+        for k in range(2):
+            assert verify(vk, COMPACT.public_inputs(c1, k), Proof.from_bytes(proof[192 * k:192 * (k + 1)])), k
+        assert not verify(vk, COMPACT.public_inputs(c1, 1), Proof.from_bytes(proof[:192]))
+    finally:
+        s.down()
+    assert s.ours() == []
+
+    # a device too small for the key: refused at preload, before ready, naming the bytes
+    (tmp_path / "small" / "keys").mkdir(parents=True)
+    small = Setup(tmp_path / "small", preload=[COMPACT.name])
+    for f in keys.glob(f"{COMPACT.name}.*"):
+        (small.tmp / "keys" / f.name).write_bytes(f.read_bytes())
+    small.env["ZKHIVE_WORKER__DEVICE_MEMORY_BYTES"] = str(params.stat().st_size - 1)
+    res = small.up(check=2)
+    assert "prove-cpu0 failed to start" in res.stderr, res.stderr
+    assert (f"the proving key of {COMPACT.name} needs {params.stat().st_size} bytes resident, more "
+            f"than device cpu:0 can hold ({params.stat().st_size - 1} bytes)") in res.stderr, res.stderr
+    assert small.ours() == []
 
 
 def test_port_already_taken_is_reported_and_nothing_starts(tmp_path):

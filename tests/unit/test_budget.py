@@ -191,3 +191,57 @@ def test_a_device_setup_is_admitted_lean_then_books_the_affine_buffers(tmp_path,
     # a setup whose temporaries do not fit even beside the lean key is refused, and says so
     with pytest.raises(DeviceMemoryExhausted, match=r"device setup needs 30\.00 GiB of temporaries"):
         admit_shape(budget, shape, "filecoin-32g key", working=30 * GiB)
+
+
+def test_a_key_from_a_file_is_admitted_by_the_rule_of_the_key_made_in_process(tmp_path, monkeypatch):
+    """Issue 40, item 0: filecoin-32g's .params was refused at preload ("needs 148858459336
+    bytes resident, more than device cuda:0 can hold") where the key made in process was held
+    lean. A .params file read for a compact circuit gives the shape the device setup books for
+    that circuit, and one admission (admit_shape through cuda.admit_key) ends where the in-process
+    key ends (its setup's temporaries first, then affine_upgrade): full where it fits, lean
+    where only that fits, refused with the bytes where not even that fits. Small chunks put
+    the toy's H query through the dense engine, with its affine buffers, as 2^27 does."""
+    from gpu.backends.cuda import Resident, admit_key
+    from gpu.budget import admit_shape, affine_upgrade
+    from gpu.groth16 import bellperson as bp
+    from gpu.groth16.setup import setup as host_setup
+    from tests.compact_circuits import toy
+
+    monkeypatch.setenv("ZKHIVE_SPLIT_CHUNK_LOG", "8")
+    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "8")
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "2")
+    cr = toy(300)
+    pk, _ = host_setup(cr.to_r1cs(), seed=b"admission")
+    bp.write_params(pk, cr, tmp_path / "toy.params")
+    from_file = bp.read_params(tmp_path / "toy.params", cr)   # FileQuery: no point read yet
+    shape = Resident.shape(from_file, cr)
+    assert shape == Resident.made_shape(cr)
+    lean = replace(shape, dense_affine=False)
+    full_need = shape.resident_bytes() + shape.working_set_bytes()
+    lean_need = lean.resident_bytes() + lean.working_set_bytes()
+    assert lean_need < full_need and shape.resident_bytes() - lean.resident_bytes() > 0
+
+    def made_in_process(budget):
+        """What setup_resident books at 2^27: admitted lean beside its temporaries (23 GiB
+        there; at this size they are a constant 3.5 GiB, so the lean shape is taken as given),
+        then the affine buffers once the setup is done, where they and a proof fit."""
+        got = admit_shape(budget, replace(Resident.made_shape(cr), dense_affine=False), "made")
+        budget.reserve_resident(got.resident_bytes(), "made")
+        return got.resident_bytes() + affine_upgrade(budget, got, "made")
+
+    for cap, want in ((full_need, shape), (full_need - 1, lean), (lean_need, lean)):
+        led = tmp_path / f"ledger-{cap}"
+        got, label = admit_key(DeviceBudget("dev", cap, ledger_dir=led / "file"), from_file, cr)
+        assert got == want, cap
+        assert got.resident_bytes() == made_in_process(DeviceBudget("dev", cap, ledger_dir=led / "made"))
+    # below the lean shape both are refused, naming the parts and the budget in bytes
+    cap = lean_need - 1
+    with pytest.raises(DeviceMemoryExhausted) as file_err:
+        admit_key(DeviceBudget("dev", cap, ledger_dir=tmp_path / "small"), from_file, cr)
+    with pytest.raises(DeviceMemoryExhausted):
+        made_in_process(DeviceBudget("dev", cap, ledger_dir=tmp_path / "small-made"))
+    msg = str(file_err.value)
+    assert msg.startswith(f"the proving key {from_file.circuit_digest.hex()[:16]} cannot run on "
+                          "device dev: resident ")
+    assert "h_query bases" in msg and "g1 dense engine" in msg and "a proof, against a budget of" in msg
+    assert file_err.value.shape == lean_need

@@ -1,0 +1,236 @@
+"""The operator's path (issue 40, item 0): Filecoin's `.params` in FIL_PROOFS_PARAMETER_CACHE,
+the page cache dropped, `zkhive up --devices cuda:0` with `[srs] preload = ["porep-32g"]`, then a
+job through it, every partition verified with the `.vk` file.
+
+    python3 bench/params_up.py --params filecoin-32g --dir DIR [--jobs 1] [--out OUT] [--keep]
+
+1. write (skipped with --no-write when DIR holds the files): `bench/params_load.py SET --phase
+   write --dir DIR` in its own process: the key made on the device with the bench seed, written
+   from the device under Filecoin's v28 name (.params, .vk; no .meta, as paramfetch leaves them);
+   meanwhile --jobs benchmark sectors are sealed here and their C1 inputs made.
+2. the page cache dropped (`sync; echo 3 > /proc/sys/vm/drop_caches`: root only; the report
+   says whether it was, and the page cache's size before and after).
+3. `zkhive up --devices cuda:0 --synthesis-workers 1` with FIL_PROOFS_PARAMETER_CACHE=DIR,
+   ZKHIVE_SRS__PRELOAD='["porep-32g"]' (cuzk's id), an empty param_cache and no in-process key:
+   the prover reads the file, the ledger admits the key (gpu/budget.py admit_shape, the rule of
+   the key made in process) and it reports ready. Reported: `up`'s wall, the prover's "ready in"
+   and "loaded the proving key ... in" seconds, the prover's peak host RSS (VmHWM of its
+   process), the resident bytes the ledger booked.
+4. --jobs jobs submitted at once; every partition's proof verified with the verifying key read
+   from DIR's .vk (`bellperson.read_vk`), a wrong public input rejected; the seconds a job.
+5. `zkhive down`; the files removed unless --keep.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+GiB = 1 << 30
+
+
+def zkhive(*args, env=None, timeout=None, check=True) -> subprocess.CompletedProcess:
+    res = subprocess.run([sys.executable, "-m", "cluster.cli", *args], capture_output=True,
+                         text=True, env=env, timeout=timeout)
+    if check and res.returncode != 0:
+        raise RuntimeError(f"zkhive {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n"
+                           f"{res.stderr[-3000:]}")
+    return res
+
+
+def cached_bytes() -> int:
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("Cached:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def drop_page_cache() -> bool:
+    subprocess.run(["sync"], check=False)
+    try:
+        Path("/proc/sys/vm/drop_caches").write_text("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def hwm(pid: int) -> int:
+    """Peak resident set of a process and its children (VmHWM), bytes."""
+    import psutil
+    best = 0
+    try:
+        procs = [psutil.Process(pid)] + psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return 0
+    for p in procs:
+        try:
+            for line in Path(f"/proc/{p.pid}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    best = max(best, int(line.split()[1]) * 1024)
+        except OSError:
+            pass
+    return best
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--params", default="filecoin-32g")
+    ap.add_argument("--preload", default="porep-32g", help="the id in [srs] preload (cuzk's)")
+    ap.add_argument("--dir", required=True, help="FIL_PROOFS_PARAMETER_CACHE for the run")
+    ap.add_argument("--jobs", type=int, default=1)
+    ap.add_argument("--devices", default="cuda:0")
+    ap.add_argument("--partition-workers", type=int, default=8)
+    ap.add_argument("--no-write", action="store_true", help="DIR already holds the files")
+    ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--ready-timeout", type=float, default=400)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--out", default="params_up_out")
+    args = ap.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pdir = Path(args.dir)
+    pdir.mkdir(parents=True, exist_ok=True)
+    work = Path(os.environ.get("ZKHIVE_BENCH_DIR", "/tmp/zkhive-params-up"))
+    rep: dict = {"params": args.params, "preload": args.preload, "dir": str(pdir),
+                 "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+
+    from cluster_sdr32g import sectors
+    from gpu.groth16 import bellperson as bp
+    from synthesis.circuits import get_circuit
+
+    circuit = get_circuit(args.params)
+    t = time.time()
+    circuit.compact_r1cs() if hasattr(circuit, "compact_r1cs") else None
+    rep["matrices_s"] = time.time() - t
+    writer = None
+    if not args.no_write:
+        writer = subprocess.Popen([sys.executable, str(ROOT / "bench" / "params_load.py"),
+                                   args.params, "--phase", "write", "--dir", str(pdir)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t = time.time()
+    docs = sectors(args.params, args.jobs)
+    rep["sectors_s"] = time.time() - t
+    if writer is not None:
+        so, se = writer.communicate()
+        lines = [ln for ln in so.splitlines() if ln.startswith("RESULT ")]
+        if writer.returncode != 0 or not lines:
+            print(so[-3000:], se[-3000:], flush=True)
+            rep["error"] = f"write failed ({writer.returncode})"
+            (out / "params_up.json").write_text(json.dumps(rep, indent=1))
+            return 1
+        rep["write"] = json.loads(lines[-1][7:])
+        print("write: " + json.dumps(rep["write"]), flush=True)
+    stem = bp.filecoin_stem(bp.FILECOIN_SETS[args.params])
+    params, vk_path = pdir / f"{stem}.params", pdir / f"{stem}.vk"
+    rep["params_bytes"] = params.stat().st_size
+    assert not params.with_suffix(".meta").exists()
+
+    rep["page_cache_before_drop"] = cached_bytes()
+    rep["page_cache_dropped"] = drop_page_cache()
+    rep["page_cache_after_drop"] = cached_bytes()
+    print(f"page cache {rep['page_cache_before_drop'] / GiB:.1f} GiB -> "
+          f"{rep['page_cache_after_drop'] / GiB:.1f} GiB (dropped: {rep['page_cache_dropped']})",
+          flush=True)
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_SRS__")}
+    env.update(FIL_PROOFS_PARAMETER_CACHE=str(pdir), PYTHONUNBUFFERED="1",
+               ZKHIVE_SRS__PRELOAD=json.dumps([args.preload]), ZKHIVE_SRS__IN_PROCESS="[]",
+               ZKHIVE_SRS__PARAM_CACHE=str(work / "keys"), ZKHIVE_BLOBS__DIR=str(work / "blobs"),
+               ZKHIVE_STATE_DIR=str(work / "state"),
+               ZKHIVE_WORKER__PARTITION_WORKERS=str(args.partition_workers))
+    env.setdefault("OMP_NUM_THREADS", "2")
+    run_dir = work / "up"
+    t = time.time()
+    up = zkhive("up", "--run-dir", str(run_dir), "--devices", args.devices, "--synthesis-workers",
+                "1", "--ready-timeout", str(args.ready_timeout), env=env, check=False)
+    rep["up_s"] = time.time() - t
+    print(up.stdout, up.stderr[-3000:], flush=True)
+    prove_logs = sorted((run_dir / "logs").glob("prove*.log"))
+    for log in prove_logs:
+        text = log.read_text(errors="replace")
+        rep.setdefault("prover_log", []).extend(
+            ln.strip()[-200:] for ln in text.splitlines()
+            if "loaded the proving key" in ln or "needs" in ln or "Error" in ln)
+        m = re.search(r"loaded the proving key of \S+ in ([\d.]+) s", text)
+        if m:
+            rep["key_load_s"] = float(m.group(1))
+    m = re.search(r"^\s*prove-cuda0\s+ready in\s+([\d.]+) s\s+pid (\d+)", up.stdout, re.M)
+    rc = 1
+    try:
+        if up.returncode != 0 or not m:
+            rep["error"] = f"up failed ({up.returncode}): {up.stderr.strip().splitlines()[-1:] }"
+            for log in prove_logs:
+                print(f"--- {log.name}\n" + log.read_text(errors="replace")[-4000:], flush=True)
+            return 1
+        rep["prover_ready_s"] = float(m.group(1))
+        pid = int(m.group(2))
+        rep["prover_peak_rss_bytes"] = hwm(pid)
+        st = json.loads(zkhive("status", "--json", env=env).stdout)
+        rep["provers"] = [{k: w.get(k) for k in ("worker_id", "resident_keys", "free_memory",
+                                                 "total_memory")}
+                          for w in st["workers"] if w["role"] == "prove"]
+        from gpu.budget import DeviceBudget  # noqa: F401  (the ledger file: what was booked)
+        ledgers = list((Path(os.environ.get("ZKHIVE_CACHE_DIR", "")) / "budget").glob("*.json"))
+        if ledgers:
+            book = json.loads(ledgers[0].read_text() or "{}")
+            rep["ledger"] = {k.split(":")[0]: v for k, v in book.items()}
+        print(f"ready: prover {rep['prover_ready_s']:.1f} s (key {rep.get('key_load_s')} s), "
+              f"up {rep['up_s']:.1f} s, prover peak RSS {rep['prover_peak_rss_bytes'] / GiB:.2f} GiB",
+              flush=True)
+
+        from cluster.client import submit
+        from cluster.pipeline.app import configure
+        from cluster.settings import load
+        from gpu import verify
+        from gpu.groth16 import split_proofs
+        from gpu.native.compact import compact_of
+
+        configure(load(env={k: v for k, v in env.items() if k.startswith("ZKHIVE_")}))
+        vk = bp.read_vk(vk_path, circuit=compact_of(circuit) or circuit)
+        t = time.time()
+        stamp = int(t)
+        handles = [submit(d, job_id=f"params-up-{j}-{stamp}") for j, d in enumerate(docs)]
+        results = [h.result(timeout=args.timeout) for h in handles]
+        rep["jobs_wall_s"] = time.time() - t
+        ok, wrong = [], []
+        for d, res in zip(docs, results):
+            c1 = circuit.parse_c1(d)
+            proofs = split_proofs(res.proof)
+            pubs = [circuit.public_inputs(c1, k) for k in range(len(proofs))]
+            ok.append(len(proofs) == circuit.num_partitions()
+                      and all(verify(vk, pubs[k], p) for k, p in enumerate(proofs)))
+            wrong.append(not verify(vk, [pubs[0][0] ^ 1, *pubs[0][1:]], proofs[0]))
+        rep["partitions"] = circuit.num_partitions()
+        rep["all_verify_with_vk_file"] = all(ok)
+        rep["wrong_input_rejected"] = all(wrong)
+        rep["prover_peak_rss_after_jobs_bytes"] = hwm(pid)
+        print(f"{args.jobs} job(s) x {rep['partitions']} partitions in {rep['jobs_wall_s']:.1f} s; "
+              f"verified with {vk_path.name}: {rep['all_verify_with_vk_file']}; a wrong input "
+              f"rejected: {rep['wrong_input_rejected']}", flush=True)
+        rc = 0 if rep["all_verify_with_vk_file"] and rep["wrong_input_rejected"] else 1
+    except Exception as e:
+        rep["error"] = f"{type(e).__name__}: {e}"
+        for log in sorted((run_dir / "logs").glob("*.log")):
+            print(f"--- {log.name}\n" + log.read_text(errors="replace")[-2000:], flush=True)
+    finally:
+        down = zkhive("down", "--run-dir", str(run_dir), env=env, check=False)
+        rep["down_rc"] = down.returncode
+        if not args.keep:
+            for p in (params, vk_path):
+                p.unlink(missing_ok=True)
+        (out / "params_up.json").write_text(json.dumps(rep, indent=1, default=str))
+        print("RESULT " + json.dumps(rep, default=str), flush=True)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())
