@@ -351,17 +351,6 @@ def permute_vec(state: np.ndarray, prm: Params | None = None) -> np.ndarray:
     return state
 
 
-def hash_vec(inputs: np.ndarray) -> np.ndarray:
-    """H over each row of a (B, arity, 4) batch of inputs -> (B, 4): neptune's optimized form of
-    the permutation (its preprocessed constants and sparse partial rounds, 4 x 64-bit Montgomery
-    arithmetic in poseidon_host.cpp's ``neptune_hash``), the same hash with ~3x fewer products."""
-    inputs = np.ascontiguousarray(inputs, dtype=np.uint64)
-    if inputs.ndim != 3 or inputs.shape[2] != 4:
-        raise ValueError(f"expected a (B, arity, 4) batch of inputs, got shape {inputs.shape}")
-    from .bellpepper.neptune import hash_native
-    return hash_native(inputs)
-
-
 # --- the permutation in C++ (poseidon_host.cpp) ------------------------------------------------
 
 _kernel = None

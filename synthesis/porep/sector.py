@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import field, poseidon
+from ..bellpepper.neptune import hash_native
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
 from ..family.sector import vec_hex as _vec_hex
@@ -112,7 +113,7 @@ def generate(prm: PorepParams, seed: bytes) -> Sector:
     data = _data(prm, seed)
     labels = label_layers(prm, replica_id)
     from arith import native
-    columns = poseidon.hash_vec(np.ascontiguousarray(labels.transpose(1, 0, 2)))
+    columns = hash_native(np.ascontiguousarray(labels.transpose(1, 0, 2)))
     replica = native.add(data, labels[-1])  # encoding: replica = data + key (last layer)
     return Sector(prm, seed, replica_id, data, labels, trees.build(data, 2),
                   trees.build(columns, TREE_ARITY), trees.build(replica, TREE_ARITY))

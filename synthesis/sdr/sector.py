@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import field, poseidon
+from ..bellpepper.neptune import hash_native
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
 from ..family.sector import vec_hex as _hex
@@ -39,7 +40,7 @@ def _sha_pairs(pairs: np.ndarray) -> np.ndarray:
 
 
 def _poseidon_groups(groups: np.ndarray) -> np.ndarray:
-    return poseidon.hash_vec(np.ascontiguousarray(groups, dtype=np.uint64))
+    return hash_native(np.ascontiguousarray(groups, dtype=np.uint64))
 
 
 @dataclass
@@ -165,7 +166,7 @@ def label_layers(prm: SdrParams, replica_id: int) -> np.ndarray:
 def _with_trees(prm: SdrParams, seed: bytes, replica_id: int, data: np.ndarray,
                 labels: np.ndarray) -> Sector:
     from arith import native
-    columns = poseidon.hash_vec(np.ascontiguousarray(labels.transpose(1, 0, 2)))
+    columns = hash_native(np.ascontiguousarray(labels.transpose(1, 0, 2)))
     replica = native.add(data, labels[-1])  # the encoding: replica = data + key (last layer)
     return Sector(prm, seed, replica_id, data, labels, Tree.build(data, prm.tree_depth, 2),
                   Tree.build(columns, prm.tree_rc_depth, TREE_ARITY),
