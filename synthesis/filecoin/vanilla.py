@@ -19,7 +19,7 @@ import numpy as np
 
 from .. import field
 from ..bellpepper.neptune import hash_native
-from .c1 import C1Document, FilecoinC1Error, MerkleProof
+from .document import C1Document, FilecoinC1Error, MerkleProof
 from .graph import Graph, label_parent_order
 from .params import DRG_PARENTS, EXP_PARENTS, TOTAL_PARENTS, FilecoinParams
 from .trees import hash_node, sha254_pairs
