@@ -209,23 +209,13 @@ def program(key: bytes) -> Program:
     return _programs[key]
 
 
-_kernel = None
-_kernel_lock = threading.Lock()
-
-
 def kernel() -> ctypes.CDLL:
-    global _kernel
-    with _kernel_lock:
-        if _kernel is None:
-            from arith import native
-            lib = ctypes.CDLL(str(native.build(Path(__file__).with_name("bits_host.cpp"),
-                                               stem="bellpepper-bits")))
-            for fn in (lib.bits_replay, lib.bits_replay64):
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64,
-                               ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-                fn.restype = ctypes.c_int
-            _kernel = lib
-    return _kernel
+    """bits_host.cpp, compiled on first use into the host library's cache."""
+    from arith import native
+    replay = ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+               ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
+    return native.load(Path(__file__).with_name("bits_host.cpp"), stem="bellpepper-bits",
+                       signatures={"bits_replay": replay, "bits_replay64": replay})
 
 
 def replay(tmpl: "Template | Program", slot_values: np.ndarray, *, sliced: bool = True) -> np.ndarray:

@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -425,25 +424,13 @@ def _instantiate_dicts(cs: ConstraintSystem, tmpl: Template, inputs: Sequence[Li
     return [aux[j] for j in tmpl.outputs]
 
 
-_kernel = None
-_kernel_lock = threading.Lock()
-
-
 def kernel() -> ctypes.CDLL:
     """sha256_host.cpp, compiled on first use into the host library's cache."""
-    global _kernel
-    with _kernel_lock:
-        if _kernel is None:
-            from arith import native
-            lib = ctypes.CDLL(str(native.build(Path(__file__).resolve().parent.parent / "sha256_host.cpp",
-                                               stem="sha256")))
-            lib.sha256_trace_len_for.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            lib.sha256_trace_len_for.restype = ctypes.c_int64
-            lib.sha256_compress.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-            lib.sha256_compress.restype = ctypes.c_int
-            _kernel = lib
-    return _kernel
+    from arith import native
+    v = ctypes.c_void_p
+    return native.load(Path(__file__).resolve().parent.parent / "sha256_host.cpp", stem="sha256", signatures={
+        "sha256_trace_len_for": ([v, ctypes.c_int], ctypes.c_int64),
+        "sha256_compress": ([ctypes.c_int64, v, v, v, v, ctypes.c_int64], ctypes.c_int)})
 
 
 def compress_native(state: np.ndarray, block: np.ndarray | None, const_words=None, *,
