@@ -179,7 +179,8 @@ def native() -> ctypes.CDLL:
     """seal_host.cpp (the expander and the labeling loop), compiled on first use."""
     from arith import native as host
     v, u64 = ctypes.c_void_p, ctypes.c_uint64
-    return host.load(Path(__file__).with_name("seal_host.cpp"), stem="filecoin_seal", signatures={
+    return host.load(Path(__file__).with_name("seal_host.cpp"), stem="filecoin_seal",
+                     include_dirs=(Path(__file__).parent.parent,), signatures={
         "fc_exp_parents": ([u64, v, u64, u64, ctypes.c_int, v], ctypes.c_int),
         "fc_labels": ([u64, ctypes.c_int, ctypes.c_char_p, v, v], ctypes.c_int)})
 
