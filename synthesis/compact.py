@@ -26,7 +26,7 @@ import numpy as np
 
 from . import field
 from .builder import ConstraintSystem, LinearCombination, Variable
-from .r1cs import R1CS, SparseMatrix
+from .r1cs import R1CS, Sizes, SparseMatrix
 
 P = field.MODULUS
 HALF = P // 2
@@ -294,7 +294,7 @@ class Replicated:
 
 
 @dataclass
-class CompactR1CS:
+class CompactR1CS(Sizes):
     """A partition's matrices, compact: ``a``, ``b``, ``c`` are ``Replicated``."""
     num_public: int
     num_aux: int
@@ -302,18 +302,6 @@ class CompactR1CS:
     b: Replicated
     c: Replicated
     segments: np.ndarray  # the challenge block's column map (see build_compact); base/stride shared
-
-    @property
-    def num_constraints(self) -> int:
-        return self.a.rows
-
-    @property
-    def num_variables(self) -> int:
-        return 1 + self.num_public + self.num_aux
-
-    @property
-    def nnz(self) -> int:
-        return self.a.nnz + self.b.nnz + self.c.nnz
 
     @property
     def nbytes(self) -> int:
