@@ -100,6 +100,19 @@ class SyntheticCircuit(FamilyCircuit):
                                   field=f"{at}.parents[{j}].node", partition=k)
 
 
+def block_inputs(s, cs, parents: int, *, header: bool) -> dict:
+    """The inputs of a synthetic family's recorded block (porep-lite's and sdr's matrices): the
+    public replica_id, comm_d, comm_r (a challenge block: also its challenge and ``parents``
+    parent indices), then comm_c and comm_r_last, the two auxiliaries every block shares."""
+    pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
+    if not header:
+        pub["challenge"] = s.input(cs.alloc_input(), None)
+        pub["parents"] = [s.input(cs.alloc_input(), None) for _ in range(parents)]
+    pub["comm_c"] = s.input(cs.alloc(), None)
+    pub["comm_r_last"] = s.input(cs.alloc(), None)
+    return pub
+
+
 def report_first_failure(k: int, challenges: int, checks: Iterable[tuple[np.ndarray, str, str]]) -> None:
     """``checks``: (per-challenge failure mask, field under the challenge, message). Raises a
     C1Error for the first challenge (then the first check) that fails, naming its field."""

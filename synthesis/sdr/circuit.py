@@ -37,7 +37,7 @@ import numpy as np
 from .. import assignment, field
 from ..builder import LinearCombination
 from ..circuits import C1Error
-from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
+from ..family.circuit import SyntheticCircuit, block_inputs, cached, differs, report_first_failure
 from ..family.circuit import vec_from_hex as _vec
 from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices
 from ..compact import expand_segments as _expand
@@ -233,12 +233,7 @@ class Block:
 def record(prm: SdrParams, *, header: bool) -> Block:
     cs = TemplatingCS()
     s = Synth(cs=cs)
-    pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
-    if not header:
-        pub["challenge"] = s.input(cs.alloc_input(), None)
-        pub["parents"] = [s.input(cs.alloc_input(), None) for _ in range(prm.parents)]
-    pub["comm_c"] = s.input(cs.alloc(), None)
-    pub["comm_r_last"] = s.input(cs.alloc(), None)
+    pub = block_inputs(s, cs, prm.parents, header=header)
     if header:
         header_gadget(s, pub)
     else:
