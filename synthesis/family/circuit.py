@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import zipfile
+from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 import numpy as np
@@ -66,6 +67,26 @@ class FamilyCircuit:
         if not 0 <= k < self.prm.partitions:
             raise C1Error(f"partition index {k} is outside 0..{self.prm.partitions - 1}", partition=k)
         return c1.partitions[k]
+
+
+class CompactMatrices:
+    """What a circuit whose matrices are kept compact answers alike (filecoin, sdr): whether they
+    are built (in memory, or in its cache file ``matrices_path()``), and the full matrices,
+    expanded once from ``compact_r1cs()`` (~40 bytes a nonzero). Its ``__init__`` sets
+    ``_lock``, ``_compact`` and ``_r1cs``."""
+
+    def matrices_path(self) -> Path:
+        raise NotImplementedError
+
+    def is_built(self) -> bool:
+        return self._compact is not None or self.matrices_path().exists()
+
+    def r1cs(self):
+        cr = self.compact_r1cs()
+        with self._lock:
+            if self._r1cs is None:
+                self._r1cs = cr.to_r1cs()
+            return self._r1cs
 
 
 class SyntheticCircuit(FamilyCircuit):

@@ -37,6 +37,7 @@ from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
 from ..gadgets.core import Num, Synth, const_vec
 from ..r1cs import R1CS
 from ..compact import CompactR1CS, expand_segments
+from ..family.circuit import CompactMatrices
 from ..bellpepper import AllocatedBit, Boolean
 from . import c1 as c1mod
 from . import stacked
@@ -178,7 +179,7 @@ def cache_path(digest: str) -> Path:
 
 # --- the Circuit ---------------------------------------------------------------------------------
 
-class FilecoinCircuit:
+class FilecoinCircuit(CompactMatrices):
     """One Filecoin PoRep parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "filecoin"
@@ -241,15 +242,8 @@ class FilecoinCircuit:
         except UnsatisfiedConstraint as e:
             raise C1Error(f"{self.describe_row(e.index)} is not satisfied", partition=partition) from None
 
-    def is_built(self) -> bool:
-        return self._compact is not None or cache_path(self.digest()).exists()
-
-    def r1cs(self) -> R1CS:
-        cr = self.compact_r1cs()
-        with self._lock:
-            if self._r1cs is None:
-                self._r1cs = cr.to_r1cs()
-            return self._r1cs
+    def matrices_path(self) -> Path:
+        return cache_path(self.digest())
 
     def size(self) -> dict[str, int]:
         """From the built matrices when they are built, else from the census (no build)."""

@@ -37,7 +37,8 @@ import numpy as np
 from .. import assignment, field
 from ..builder import LinearCombination
 from ..circuits import C1Error
-from ..family.circuit import SyntheticCircuit, block_inputs, cached, differs, report_first_failure
+from ..family.circuit import (CompactMatrices, SyntheticCircuit, block_inputs, cached, differs,
+                              report_first_failure)
 from ..family.circuit import vec_from_hex as _vec
 from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices
 from ..compact import expand_segments as _expand
@@ -277,7 +278,7 @@ def cache_path(digest: str) -> Path:
 
 # --- the Circuit implementation ---------------------------------------------------------------
 
-class SdrCircuit(SyntheticCircuit):
+class SdrCircuit(SyntheticCircuit, CompactMatrices):
     """One SDR parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "sdr"
@@ -298,16 +299,8 @@ class SdrCircuit(SyntheticCircuit):
                                        lambda c: c.save(path))
             return self._compact
 
-    def is_built(self) -> bool:
-        return self._compact is not None or cache_path(self.digest()).exists()
-
-    def r1cs(self) -> R1CS:
-        """The full matrices (expanded from the compact form; ~40 bytes a nonzero)."""
-        cr = self.compact_r1cs()
-        with self._lock:
-            if self._r1cs is None:
-                self._r1cs = cr.to_r1cs()
-            return self._r1cs
+    def matrices_path(self) -> Path:
+        return cache_path(self.digest())
 
     def size(self) -> dict[str, int]:
         cr = self.compact_r1cs()
