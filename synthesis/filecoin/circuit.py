@@ -331,11 +331,7 @@ class FilecoinCircuit(CompactMatrices):
         pub_h = np.concatenate(getattr(hs, "public", []), axis=0)            # (3, 4)
         pub_c = np.stack(getattr(cs, "public", []), axis=1).reshape(-1, 4)  # (B * 18, 4)
         head = np.concatenate([field.vec_from_ints([1]), pub_h, pub_c])
-        hk, hf, _ = assignment.from_values(hs.values, 1)
-        ck, cf, _ = assignment.from_values(cs.values, B)
-        pre = assignment.from_vec(head)
-        return assignment.Compact(np.concatenate([pre.kinds, hk.reshape(-1), ck.reshape(-1)]),
-                                  np.concatenate([pre.fes, hf, cf]))
+        return assignment.from_blocks(head, hs.values, cs.values, B)
 
     def synthesize(self, c1: c1mod.C1Document, partition: int, *, check: bool = False) -> np.ndarray:
         """z for one partition as an (n, 4) Fr vector; ``check=True`` also checks the matrices."""

@@ -362,11 +362,7 @@ class SdrCircuit(SyntheticCircuit, CompactMatrices):
         self._check_vanilla(k, out, wit, comm_d, comm_c, comm_r_last)
 
         head = field.vec_from_ints([1, *pub_ints, comm_c, comm_r_last])
-        hk, hf, _ = assignment.from_values(hs.values, 1)
-        ck, cf, _ = assignment.from_values(cs.values, B)
-        pre = assignment.from_vec(head)
-        return assignment.Compact(np.concatenate([pre.kinds, hk.reshape(-1), ck.reshape(-1)]),
-                                  np.concatenate([pre.fes, hf, cf]))
+        return assignment.from_blocks(head, hs.values, cs.values, B)
 
     def synthesize(self, c1: c1mod.C1Document, partition: int, *, check: bool = False) -> np.ndarray:
         """z for one partition as an (n, 4) Fr vector; ``check=True`` also checks the matrices."""
