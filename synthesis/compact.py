@@ -293,6 +293,16 @@ class Replicated:
         return SparseMatrix(indptr, indices, coeffs)
 
 
+def replicate(header_mats, block_mats, header_map: np.ndarray, segments: np.ndarray, nvar: int,
+              copies: int) -> list[Replicated]:
+    """A partition's A, B, C from its recorded blocks (the filecoin and sdr families): each
+    header matrix with its columns renumbered by ``header_map``, and the challenge block's
+    replicated ``copies`` times by the column map ``segments`` (``expand_segments``)."""
+    base, stride = expand_segments(segments, nvar)
+    return [Replicated(CompactMatrix(hm.indptr, header_map[hm.cols].astype(np.int32), hm.coef, hm.table),
+                       cm, base, stride, copies) for hm, cm in zip(header_mats, block_mats)]
+
+
 @dataclass
 class CompactR1CS(Sizes):
     """A partition's matrices, compact: ``a``, ``b``, ``c`` are ``Replicated``."""

@@ -33,10 +33,10 @@ import numpy as np
 
 from .. import assignment, field
 from ..circuits import C1Error
-from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
+from ..compact import TemplatingCS, compact_matrices, replicate
 from ..gadgets.core import Num, Synth, const_vec
 from ..r1cs import R1CS
-from ..compact import CompactR1CS, expand_segments
+from ..compact import CompactR1CS
 from ..family.circuit import CompactMatrices
 from ..bellpepper import AllocatedBit, Boolean
 from . import c1 as c1mod
@@ -49,7 +49,8 @@ CH_INPUTS = 18  # public inputs a challenge: TreeD, 6 DRG, 8 EXP, challenge, Tre
 _SOURCES = ("filecoin/stacked.py", "filecoin/circuit.py", "bellpepper/boolean.py", "bellpepper/num.py",
             "bellpepper/uint32.py", "bellpepper/uint64.py", "bellpepper/multieq.py",
             "bellpepper/multipack.py", "bellpepper/sha256.py", "bellpepper/template.py",
-            "bellpepper/neptune.py", "poseidon.py", "compact.py")
+            "bellpepper/neptune.py", "bellpepper/compression.py", "sha256_spec.py", "poseidon.py",
+            "compact.py")
 
 
 def source_digest() -> str:
@@ -160,11 +161,7 @@ def build(prm: FilecoinParams) -> tuple[CompactR1CS, dict]:
         [a + 3, a + SHARED, rid0, 0],                   # the replica id bits
         [a + SHARED, nvar, aux0 + hdr.num_aux, ch_locals],  # this challenge's own variables
     ], dtype=np.int64)
-    base, stride = expand_segments(segments, nvar)
-    mats = []
-    for hm, cm in zip(hdr.mats, ch.mats):
-        h = CompactMatrix(hm.indptr, hmap[hm.cols].astype(np.int32), hm.coef, hm.table)
-        mats.append(Replicated(h, cm, base, stride, C))
+    mats = replicate(hdr.mats, ch.mats, hmap, segments, nvar, C)
     rows = {"header": hdr.num_constraints, "block": ch.num_constraints, "marks": ch.marks}
     return CompactR1CS(npub, hdr.num_aux + C * ch_locals, *mats, segments=segments), rows
 

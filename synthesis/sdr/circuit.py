@@ -40,8 +40,7 @@ from ..circuits import C1Error
 from ..family.circuit import (CompactMatrices, SyntheticCircuit, block_inputs, cached, differs,
                               report_first_failure)
 from ..family.circuit import vec_from_hex as _vec
-from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices
-from ..compact import expand_segments as _expand
+from ..compact import CompactMatrix, CompactR1CS, TemplatingCS, compact_matrices, replicate
 from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
 from ..gadgets.core import FeBlock, const_vec, small_ints_vec
 from ..gadgets.sha256 import Bits, alloc_bits, bits_to_num, cond_swap_bits, num_to_bits, sha254_bits
@@ -260,11 +259,7 @@ def build_compact(prm: SdrParams) -> CompactR1CS:
         [shared, first, aux0, 0],              # shared aux
         [first, nvar, aux0 + 2 + hdr_locals, ch_locals],  # this challenge's own variables
     ], dtype=np.int64)
-    base, stride = _expand(segments, nvar)
-    mats = []
-    for hm, cm in zip(hdr.mats, ch.mats):
-        h = CompactMatrix(hm.indptr, hmap[hm.cols].astype(np.int32), hm.coef, hm.table)
-        mats.append(Replicated(h, cm, base, stride, C))
+    mats = replicate(hdr.mats, ch.mats, hmap, segments, nvar, C)
     return CompactR1CS(prm.num_public, 2 + hdr_locals + C * ch_locals, *mats, segments=segments)
 
 
