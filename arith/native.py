@@ -74,6 +74,25 @@ def build(source: Path, *, stem: str, flags: list[str] | None = None,
     return out
 
 
+_loaded: dict[str, ctypes.CDLL] = {}
+_loaded_lock = threading.Lock()
+
+
+def load(source: Path, *, stem: str, signatures: dict | None = None,
+         include_dirs: tuple[Path, ...] = ()) -> ctypes.CDLL:
+    """``source`` built (``build``) and loaded once a process, the same library for every
+    caller; ``signatures``: {function: (argtypes, restype)} set when it is loaded."""
+    with _loaded_lock:
+        lib = _loaded.get(stem)
+        if lib is None:
+            lib = ctypes.CDLL(str(build(source, stem=stem, include_dirs=include_dirs)))
+            for name, (argtypes, restype) in (signatures or {}).items():
+                fn = getattr(lib, name)
+                fn.argtypes, fn.restype = argtypes, restype
+            _loaded[stem] = lib
+    return lib
+
+
 def _build() -> Path:
     return build(HERE / "host.cpp", stem="host")
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from gpu_cluster import DEVICE_STAGES, union_seconds  # noqa: E402
+from gpu_cluster import DEVICE_STAGES, all_verify, union_seconds  # noqa: E402
 
 
 def zkhive(*args, check=True, env=None, timeout=None) -> subprocess.CompletedProcess:
@@ -69,8 +69,6 @@ def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> di
     from cluster.client import submit
     from cluster.pipeline.keys import KeyCache
     from cluster.settings import load
-    from gpu import verify
-    from gpu.groth16 import split_proofs
     from synthesis.circuits import get_circuit
 
     run_dir = work / f"up-{config}"
@@ -109,13 +107,7 @@ def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> di
         handles = [submit(d, job_id=f"c{config}-{args.params}-{j}-{stamp}") for j, d in enumerate(docs)]
         results = [h.result(timeout=args.timeout) for h in handles]
         rep["wall_s"] = time.time() - t_submit
-        ok = []
-        for d, res in zip(docs, results):
-            c1 = circuit.parse_c1(d)
-            proofs = split_proofs(res.proof)
-            ok.append(len(proofs) == circuit.num_partitions() and all(
-                verify(vk, circuit.public_inputs(c1, k), p) for k, p in enumerate(proofs)))
-        rep["all_verify"] = all(ok)
+        rep["all_verify"] = all_verify(circuit, vk, docs, results)
         done, iv, synth, dev_sum, fetch = [], [], [], [], []
         for h in handles:
             ev = timeline.load(rt.redis, h.job_id)

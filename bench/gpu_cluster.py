@@ -97,6 +97,20 @@ def sample_queues(stop: threading.Event, rt, out: list) -> None:
         stop.wait(0.25)
 
 
+def all_verify(circuit, vk, docs, results) -> bool:
+    """Every job's result: one proof a partition, each verifying against the public inputs of
+    its C1 document (docs[j] for results[j])."""
+    from gpu import verify
+    from gpu.groth16 import split_proofs
+    ok = []
+    for d, res in zip(docs, results):
+        c1 = circuit.parse_c1(d)
+        proofs = split_proofs(res.proof)
+        ok.append(len(proofs) == circuit.num_partitions() and all(
+            verify(vk, circuit.public_inputs(c1, k), p) for k, p in enumerate(proofs)))
+    return all(ok)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", default="porep-lite-1m")
@@ -149,8 +163,6 @@ def main() -> int:
         from cluster.pipeline import timeline
         from cluster.pipeline.app import runtime
         from cluster.client import submit
-        from gpu.groth16 import split_proofs
-        from gpu import verify
         from synthesis.circuits import get_circuit
         from synthesis.porep import c1_document, generate
         from cluster.pipeline.keys import KeyCache
@@ -173,13 +185,7 @@ def main() -> int:
         stop.set()
         report["wall_s"] = t_done - t_submit
         report["proofs_per_hour"] = args.jobs * 3600 / report["wall_s"]
-        ok = []
-        for d, res in zip(docs, results):
-            c1 = circuit.parse_c1(d)
-            proofs = split_proofs(res.proof)
-            ok.append(len(proofs) == circuit.num_partitions() and all(
-                verify(vk, circuit.public_inputs(c1, k), p) for k, p in enumerate(proofs)))
-        report["all_verify"] = all(ok)
+        report["all_verify"] = all_verify(circuit, vk, docs, results)
         # busy fraction per device, from the timelines
         per_device: dict[str, list] = {}
         first_pickup, last_end = None, None

@@ -13,7 +13,7 @@ Two processes, so that each one's peak host memory is its own:
    else /dev/shm (tmpfs, host memory: the device machine's 64 GiB disk cannot hold a ~47 GiB
    file beside the checkout); the report says which.
 2. load: ``read_params`` (lengths and densities against the circuit) then ``CudaBackend.load``,
-   which streams every query into the device bases (FileQuery.fill_device: one chunk of
+   which streams every query into the device bases (gpu/cuda/params.py fill: one chunk of
    variables in host memory at a time, every point checked on the curve on the device, with
    ``--points full`` in the subgroup too). Reported: load seconds, file size and GB/s, the
    process's peak RSS (VmHWM, reset just before the load through /proc/self/clear_refs) beside

@@ -46,6 +46,17 @@ class Compact:
         return {"variables": len(self.kinds), "zeros": int(c[0]), "ones": int(c[1]), "other": int(c[2])}
 
 
+def from_blocks(head: np.ndarray, header_values, challenge_values, batch: int) -> "Compact":
+    """A partition's assignment from its parts (the compact-matrix families: filecoin, sdr): the
+    ``head`` Fr vector (ONE, the public inputs, the shared auxiliaries), then the header block's
+    values (one instance), then the challenge block's (``batch`` instances, instance-major)."""
+    hk, hf, _ = from_values(header_values, 1)
+    ck, cf, _ = from_values(challenge_values, batch)
+    pre = from_vec(head)
+    return Compact(np.concatenate([pre.kinds, hk.reshape(-1), ck.reshape(-1)]),
+                   np.concatenate([pre.fes, hf, cf]))
+
+
 def from_vec(z: np.ndarray) -> Compact:
     z = np.ascontiguousarray(z, dtype=np.uint64)
     high = np.any(z[:, 1:] != 0, axis=1)

@@ -2,11 +2,12 @@
 locally) and ``zkhive circuits`` (the parameter sets and their sizes)."""
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 from pathlib import Path
+
+# what the filecoin commands share with these (they import it from there too)
+from synthesis.command import CommandError, parse_seed  # noqa: F401
 
 #: Largest C1 file a command reads (the porep-lite-16m document is ~140 MB).
 MAX_C1_BYTES = 1 << 30
@@ -16,18 +17,6 @@ def _local_limits():
     # a local command reads the user's own file: the cluster's bounds except the document size
     from synthesis.limits import Limits
     return Limits(document_bytes=MAX_C1_BYTES)
-
-
-class CommandError(Exception):
-    """A user-facing failure of a synthesis command; the ``zkhive`` command prints it as one
-    line (cluster.cli.main), exit status 2."""
-
-
-def parse_seed(text: str) -> bytes:
-    """``0x`` + 64 hex digits is taken as is; any other text is hashed (SHA-256) to 32 bytes."""
-    if re.fullmatch(r"0x[0-9a-fA-F]{64}", text):
-        return bytes.fromhex(text[2:])
-    return hashlib.sha256(text.encode()).digest()
 
 
 def _circuit(name: str):

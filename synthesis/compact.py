@@ -26,7 +26,7 @@ import numpy as np
 
 from . import field
 from .builder import ConstraintSystem, LinearCombination, Variable
-from .r1cs import R1CS, SparseMatrix
+from .r1cs import R1CS, Sizes, SparseMatrix
 
 P = field.MODULUS
 HALF = P // 2
@@ -293,8 +293,18 @@ class Replicated:
         return SparseMatrix(indptr, indices, coeffs)
 
 
+def replicate(header_mats, block_mats, header_map: np.ndarray, segments: np.ndarray, nvar: int,
+              copies: int) -> list[Replicated]:
+    """A partition's A, B, C from its recorded blocks (the filecoin and sdr families): each
+    header matrix with its columns renumbered by ``header_map``, and the challenge block's
+    replicated ``copies`` times by the column map ``segments`` (``expand_segments``)."""
+    base, stride = expand_segments(segments, nvar)
+    return [Replicated(CompactMatrix(hm.indptr, header_map[hm.cols].astype(np.int32), hm.coef, hm.table),
+                       cm, base, stride, copies) for hm, cm in zip(header_mats, block_mats)]
+
+
 @dataclass
-class CompactR1CS:
+class CompactR1CS(Sizes):
     """A partition's matrices, compact: ``a``, ``b``, ``c`` are ``Replicated``."""
     num_public: int
     num_aux: int
@@ -302,18 +312,6 @@ class CompactR1CS:
     b: Replicated
     c: Replicated
     segments: np.ndarray  # the challenge block's column map (see build_compact); base/stride shared
-
-    @property
-    def num_constraints(self) -> int:
-        return self.a.rows
-
-    @property
-    def num_variables(self) -> int:
-        return 1 + self.num_public + self.num_aux
-
-    @property
-    def nnz(self) -> int:
-        return self.a.nnz + self.b.nnz + self.c.nnz
 
     @property
     def nbytes(self) -> int:

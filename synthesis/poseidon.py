@@ -30,7 +30,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
-import threading
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -351,41 +350,18 @@ def permute_vec(state: np.ndarray, prm: Params | None = None) -> np.ndarray:
     return state
 
 
-def hash_vec(inputs: np.ndarray) -> np.ndarray:
-    """H over each row of a (B, arity, 4) batch of inputs -> (B, 4): neptune's optimized form of
-    the permutation (its preprocessed constants and sparse partial rounds, 4 x 64-bit Montgomery
-    arithmetic in poseidon_host.cpp's ``neptune_hash``), the same hash with ~3x fewer products."""
-    inputs = np.ascontiguousarray(inputs, dtype=np.uint64)
-    if inputs.ndim != 3 or inputs.shape[2] != 4:
-        raise ValueError(f"expected a (B, arity, 4) batch of inputs, got shape {inputs.shape}")
-    from .bellpepper.neptune import hash_native
-    return hash_native(inputs)
-
-
 # --- the permutation in C++ (poseidon_host.cpp) ------------------------------------------------
-
-_kernel = None
-_kernel_lock = threading.Lock()
-
 
 def kernel() -> ctypes.CDLL:
     """The batched permutation, compiled on first use into the host library's cache."""
-    global _kernel
-    with _kernel_lock:
-        if _kernel is None:
-            from pathlib import Path
+    from pathlib import Path
 
-            from arith import native
-            lib = ctypes.CDLL(str(native.build(Path(__file__).with_name("poseidon_host.cpp"),
-                                               stem="poseidon")))
-            lib.poseidon_trace_len.argtypes = [ctypes.c_int] * 3
-            lib.poseidon_trace_len.restype = ctypes.c_int64
-            lib.poseidon_permute.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                                             ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
-                                             ctypes.c_void_p, ctypes.c_void_p]
-            lib.poseidon_permute.restype = ctypes.c_int
-            _kernel = lib
-    return _kernel
+    from arith import native
+    v = ctypes.c_void_p
+    return native.load(Path(__file__).with_name("poseidon_host.cpp"), stem="poseidon", signatures={
+        "poseidon_trace_len": ([ctypes.c_int] * 3, ctypes.c_int64),
+        "poseidon_permute": ([ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int, v, v, v, v, v],
+                             ctypes.c_int)})
 
 
 def trace_len(prm: Params) -> int:

@@ -71,14 +71,9 @@ class SparseMatrix:
             h.update(np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<")).tobytes())
 
 
-@dataclass(frozen=True)
-class R1CS:
-    num_public: int       # public inputs, not counting the constant one
-    num_aux: int
-    a: SparseMatrix
-    b: SparseMatrix
-    c: SparseMatrix
-    names: tuple[str | None, ...] | None = None  # optional per-constraint labels for errors
+class Sizes:
+    """The sizes both R1CS forms answer alike (R1CS here, compact.CompactR1CS): constraints,
+    variables (1 + public + aux) and nonzeros, from their ``a``, ``b``, ``c`` and counts."""
 
     @property
     def num_constraints(self) -> int:
@@ -91,6 +86,16 @@ class R1CS:
     @property
     def nnz(self) -> int:
         return self.a.nnz + self.b.nnz + self.c.nnz
+
+
+@dataclass(frozen=True)
+class R1CS(Sizes):
+    num_public: int       # public inputs, not counting the constant one
+    num_aux: int
+    a: SparseMatrix
+    b: SparseMatrix
+    c: SparseMatrix
+    names: tuple[str | None, ...] | None = None  # optional per-constraint labels for errors
 
     def validate(self) -> None:
         n = self.num_variables

@@ -31,6 +31,7 @@ from gpu.budget import DeviceBudget
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer, DeviceView
 from gpu.errors import GpuError
+from gpu.groth16.bellperson import FileQuery
 from gpu.groth16.errors import BackendError, CircuitMismatch
 from gpu.groth16.points import PointArray
 from gpu.native.compact import compact_of
@@ -99,9 +100,11 @@ class Resident:
                     self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
             for name, group in self.QUERIES:
                 q = getattr(pk, name)
-                if hasattr(q, "fill_device"):  # a query of a parameter file, streamed from disk
-                    if len(q):                 # (gpu/groth16/bellperson.py FileQuery)
-                        self.bases[name] = DeviceBases.filled_on_device(len(q), group, q.fill_device)
+                if isinstance(q, FileQuery):  # a query of a parameter file, streamed from disk
+                    if len(q):                # by gpu/cuda/params.py ``fill``
+                        from gpu.cuda.params import fill
+                        self.bases[name] = DeviceBases.filled_on_device(
+                            len(q), group, lambda buffer, q=q: fill(q, buffer))
                     continue
                 limbs = q.limbs() if isinstance(q, PointArray) else PointArray.from_points(
                     type(q[0]), q).limbs()

@@ -23,7 +23,7 @@ from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTE
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
-from gpu.cuda.msm import BLOCK, _grid, _u, exclusive_scan, memset_words
+from gpu.cuda.launch import BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.errors import GpuError
 
 

@@ -28,6 +28,7 @@ import numpy as np
 
 from gpu.affine_plan import dense_affine_rounds, dense_affine_windows
 from gpu.cuda import loader
+from gpu.cuda.launch import _SCAN_CHUNK, BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
 from gpu.errors import GpuError, MsmInputError
@@ -39,9 +40,6 @@ LEVEL_WIDTH = 8
 #: Window-reduction threads per resident level-1 thread (ZKHIVE_MSM_SEG_FACTOR overrides it,
 #: read when a workspace is made; bench/gpu_msm.py's variants).
 SEG_FACTOR = 1.0
-#: Threads per block for the non-accumulation kernels.
-BLOCK = 128
-_SCAN_CHUNK = 4096
 #: First-level segments a second-level segment of the window reduction (msm_core.cuh
 #: first_run_out), and the points a thread adds in the per-window sums after it: short
 #: chains, many threads (each step of a chain waits for the one before). H200 (bench/gpu_msm.py,
@@ -134,38 +132,6 @@ def read_back(host: np.ndarray, ptr: int, stream=None) -> None:
         else:
             cuda.memcpy_dtoh_async(host, ptr, stream)
             stream.synchronize()
-
-
-def _u(x) -> np.uintp:
-    return np.uintp(x.ptr if hasattr(x, "ptr") else x)
-
-
-def memset_words(ptr: int, value: int, words: int, stream=None) -> None:
-    """``words`` 32-bit words at ptr set to ``value``, on ``stream`` (None: the default
-    stream, synchronously)."""
-    cuda = loader.driver()
-    with loader.guard(kernel="memset", shape=words):
-        if stream is None:
-            cuda.memset_d32(ptr, value, words)
-        else:
-            cuda.memset_d32_async(ptr, value, words, stream)
-
-
-def exclusive_scan(launch, n: int, counts, out, sums, total, stream=None) -> None:
-    """out = the exclusive scan of the n u32 counts, their sum into the u64 at ``total``:
-    msm.cu's three kernels (each chunk of _SCAN_CHUNK scanned, the chunk totals ``sums``
-    scanned by one block, added back). ``launch``: the caller's kernel launcher (its table
-    holds msm_scan_chunks, msm_scan_sums, msm_scan_add)."""
-    nb = -(-int(n) // _SCAN_CHUNK)
-    launch("msm_scan_chunks", (nb, 1), np.int64(n), _u(counts), _u(out), _u(sums), block=1024,
-           stream=stream)
-    launch("msm_scan_sums", (1, 1), np.int64(nb), _u(sums), _u(total), block=1024,
-           stream=stream)
-    launch("msm_scan_add", _grid(n), np.int64(n), _u(out), _u(sums), stream=stream)
-
-
-def _grid(n: int, block: int = BLOCK) -> tuple:
-    return (max(1, -(-int(n) // block)), 1)
 
 
 class _Workspace:

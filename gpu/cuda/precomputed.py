@@ -29,7 +29,8 @@ from gpu.cuda import loader
 from gpu.cuda.affine_acc import AffineBuckets
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
-from gpu.cuda.msm import BLOCK, DeviceBases, _grid, _u
+from gpu.cuda.launch import BLOCK, _grid, _u
+from gpu.cuda.msm import DeviceBases
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import decode_point, windows
 

@@ -27,7 +27,7 @@ import numpy as np
 
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
-from gpu.cuda.msm import memset_words
+from gpu.cuda.launch import memset_words
 from gpu.budget import chunk_capacity, dense_chunk, tail_engine_bytes
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import decode_point, group_of, window_bits

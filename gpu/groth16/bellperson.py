@@ -499,7 +499,7 @@ def read_vk(path, *, circuit=None, digest: bytes | None = None, points: str = "f
 class FileQuery(PointArray):
     """One query of a .params file, expanded to one point a variable (the identity where the
     density leaves a variable out), read on demand: ``raw`` reads and checks it into host memory
-    once (the CPU backend); ``fill_device(buffer)`` streams it straight into a device base
+    once (the CPU backend); gpu/cuda/params.py ``fill`` streams it straight into a device base
     buffer a chunk at a time (the CUDA backend: gpu/backends/cuda.py Resident), so the key is
     never held in host memory at all."""
 
@@ -531,12 +531,6 @@ class FileQuery(PointArray):
 
     def __getitem__(self, i):
         return PointArray(self.kind, self.raw)[i]
-
-    def fill_device(self, buffer) -> None:
-        """Stream the query into a device base buffer (gpu/cuda/params.py ``fill``): one chunk of
-        ``self.chunk`` variables in host memory at a time."""
-        from gpu.cuda.params import fill
-        fill(self, buffer)
 
 
 def read_params(path, circuit, *, points: str = "curve", vk_points: str | None = None,

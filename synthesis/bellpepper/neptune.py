@@ -180,9 +180,18 @@ def trace_ints(inputs: Sequence[int], c: Constants | None = None) -> tuple[int, 
         r = (q2 * y + post[i]) % P
         out.extend([q, q2, r])
         new.append(r)
-    el = mds(new, rnd)
-    rnd += 1
-    for r_ in range(1, half):
+    el = _later_rounds(c, crc, off, mds(new, rnd), rnd + 1, mds, sbox)
+    out.append(el[1])
+    return el[1], out
+
+
+def _later_rounds(c: "Constants", crc, off: int, el: list, rnd: int, mds, sbox) -> list:
+    """Every round after the first, in neptune's order (full rounds, the partial rounds, full
+    rounds, the last full round without constants): ``sbox(x, constant)`` on each element of a
+    full round and on element 0 of a partial one, then ``mds(el, round)``; ``crc`` the
+    compressed round constants from ``off``. The one schedule of the trace and the gadget."""
+    t, half = c.t, c.full_rounds // 2
+    for _ in range(1, half):
         post = crc[off:off + t]
         off += t
         el = mds([sbox(el[i], post[i]) for i in range(t)], rnd)
@@ -192,15 +201,13 @@ def trace_ints(inputs: Sequence[int], c: Constants | None = None) -> tuple[int, 
         off += 1
         el = mds([sbox(el[0], k)] + el[1:], rnd)
         rnd += 1
-    for r_ in range(half - 1):
+    for _ in range(half - 1):
         post = crc[off:off + t]
         off += t
         el = mds([sbox(el[i], post[i]) for i in range(t)], rnd)
         rnd += 1
-    el = mds([sbox(el[i], None) for i in range(t)], rnd)
     assert off == len(crc)
-    out.append(el[1])
-    return el[1], out
+    return mds([sbox(el[i], None) for i in range(t)], rnd)
 
 
 def hash_ints(inputs: Sequence[int]) -> int:
@@ -367,24 +374,7 @@ def poseidon_hash(s: Synth, preimage: Sequence[Num], arity: int | None = None) -
                            "mul sum constraint post-add")
             return {r: 1}
 
-        el = mds(new, rnd)
-        rnd += 1
-        for _ in range(1, half):
-            post = crc[off:off + t]
-            off += t
-            el = mds([sbox(el[i], post[i]) for i in range(t)], rnd)
-            rnd += 1
-        for _ in range(c.partial_rounds):
-            k = crc[off]
-            off += 1
-            el = mds([sbox(el[0], k)] + el[1:], rnd)
-            rnd += 1
-        for _ in range(half - 1):
-            post = crc[off:off + t]
-            off += t
-            el = mds([sbox(el[i], post[i]) for i in range(t)], rnd)
-            rnd += 1
-        el = mds([sbox(el[i], None) for i in range(t)], rnd)
+        el = _later_rounds(c, crc, off, mds(new, rnd), rnd + 1, mds, sbox)
         h = alloc()
         cs.enforce(_lc(el[1]), one, LinearCombination({h: 1}), "enforce num allocation preserves lc")
         if len(keys) != c.num_constraints:

@@ -36,6 +36,7 @@ from .. import field
 from ..builder import ConstraintSystem, LinearCombination
 from ..gadgets.core import BitBlock, Synth
 from .boolean import OP_AND, OP_CH, OP_MAJ, OP_SUM, OP_XOR, AllocatedBit, Boolean
+from .compression import compression_direct
 from .uint32 import UInt32
 
 P = field.MODULUS
@@ -54,8 +55,6 @@ class Template:
     ``out_refs``); ``prog`` the replay program."""
 
     def __init__(self, key: bytes):
-        from .sha256 import compression_direct
-
         kinds = np.frombuffer(key, dtype=np.int8)
         if len(kinds) != 768:
             raise ValueError("a compression template takes 768 input kinds")
@@ -136,7 +135,7 @@ _programs: dict[bytes, "Program"] = {}
 _templates_lock = threading.Lock()
 
 #: the code a template's program depends on: part of the disk cache's key
-_SOURCES = ("boolean.py", "uint32.py", "multieq.py", "sha256.py", "template.py")
+_SOURCES = ("boolean.py", "uint32.py", "multieq.py", "compression.py", "sha256.py", "template.py")
 
 
 @functools.lru_cache(maxsize=1)
@@ -210,23 +209,13 @@ def program(key: bytes) -> Program:
     return _programs[key]
 
 
-_kernel = None
-_kernel_lock = threading.Lock()
-
-
 def kernel() -> ctypes.CDLL:
-    global _kernel
-    with _kernel_lock:
-        if _kernel is None:
-            from arith import native
-            lib = ctypes.CDLL(str(native.build(Path(__file__).with_name("bits_host.cpp"),
-                                               stem="bellpepper-bits")))
-            for fn in (lib.bits_replay, lib.bits_replay64):
-                fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64,
-                               ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-                fn.restype = ctypes.c_int
-            _kernel = lib
-    return _kernel
+    """bits_host.cpp, compiled on first use into the host library's cache."""
+    from arith import native
+    replay = ([ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_int64, ctypes.c_int64,
+               ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int)
+    return native.load(Path(__file__).with_name("bits_host.cpp"), stem="bellpepper-bits",
+                       signatures={"bits_replay": replay, "bits_replay64": replay})
 
 
 def replay(tmpl: "Template | Program", slot_values: np.ndarray, *, sliced: bool = True) -> np.ndarray:
@@ -269,8 +258,6 @@ def _substitute(cs: ConstraintSystem, tmpl: Template, slot_keys: list[int]) -> l
 
 def compress(s: Synth, inp: Sequence[Boolean], current: Sequence[UInt32]) -> list[UInt32]:
     """``sha256_compression_function`` through a template (see the module docstring)."""
-    from .sha256 import compression_direct
-
     if getattr(s, "ops", None) is not None:  # inside another recording: plain gadget code
         return compression_direct(s, inp, current)
     if len(inp) != 512 or len(current) != 8:

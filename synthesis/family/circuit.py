@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import zipfile
+from pathlib import Path
 from typing import Any, Callable, Iterable, TypeVar
 
 import numpy as np
@@ -68,6 +69,26 @@ class FamilyCircuit:
         return c1.partitions[k]
 
 
+class CompactMatrices:
+    """What a circuit whose matrices are kept compact answers alike (filecoin, sdr): whether they
+    are built (in memory, or in its cache file ``matrices_path()``), and the full matrices,
+    expanded once from ``compact_r1cs()`` (~40 bytes a nonzero). Its ``__init__`` sets
+    ``_lock``, ``_compact`` and ``_r1cs``."""
+
+    def matrices_path(self) -> Path:
+        raise NotImplementedError
+
+    def is_built(self) -> bool:
+        return self._compact is not None or self.matrices_path().exists()
+
+    def r1cs(self):
+        cr = self.compact_r1cs()
+        with self._lock:
+            if self._r1cs is None:
+                self._r1cs = cr.to_r1cs()
+            return self._r1cs
+
+
 class SyntheticCircuit(FamilyCircuit):
     """The synthetic families' shared C1 layout (porep-lite, sdr): public inputs (replica_id,
     comm_d, comm_r, then per challenge v and its parents), challenges drawn from the seed and
@@ -98,6 +119,19 @@ class SyntheticCircuit(FamilyCircuit):
                     raise C1Error(f"challenge {i}, layers 1..{prm.layers}: parent {j} of node "
                                   f"{ch.node} is {want_parents[i][j]}, not {p.node}",
                                   field=f"{at}.parents[{j}].node", partition=k)
+
+
+def block_inputs(s, cs, parents: int, *, header: bool) -> dict:
+    """The inputs of a synthetic family's recorded block (porep-lite's and sdr's matrices): the
+    public replica_id, comm_d, comm_r (a challenge block: also its challenge and ``parents``
+    parent indices), then comm_c and comm_r_last, the two auxiliaries every block shares."""
+    pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
+    if not header:
+        pub["challenge"] = s.input(cs.alloc_input(), None)
+        pub["parents"] = [s.input(cs.alloc_input(), None) for _ in range(parents)]
+    pub["comm_c"] = s.input(cs.alloc(), None)
+    pub["comm_r_last"] = s.input(cs.alloc(), None)
+    return pub
 
 
 def report_first_failure(k: int, challenges: int, checks: Iterable[tuple[np.ndarray, str, str]]) -> None:

@@ -53,6 +53,12 @@ def parents(seed: int, nodes_total: int, base_degree: int, exp_degree: int,
     return out
 
 
+def parents_of(tag: bytes, prm, nodes: np.ndarray | None = None) -> np.ndarray:
+    """``parents`` of parameter set ``prm`` (its name, nodes, base_degree, exp_degree) in the
+    family tagged ``tag``: each family's graph under its own seed."""
+    return parents(graph_seed(tag, prm.name), prm.nodes, prm.base_degree, prm.exp_degree, nodes)
+
+
 def challenge(tag: bytes, nodes_total: int, seed: bytes, replica_id_bytes: bytes, partition: int,
               index: int) -> int:
     """1 + SHA-256(tag, seed, replica id, k, i) mod (nodes - 1): never node 0."""

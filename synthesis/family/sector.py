@@ -13,6 +13,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from .. import field, limits
+from .synthetic import C1_VERSION
 
 
 class SectorError(ValueError):
@@ -26,6 +27,43 @@ def hexfe(x: int) -> str:
 def vec_hex(v: np.ndarray) -> list[str]:
     """An Fr vector (any shape ending in 4 limbs) as a flat list of hex strings."""
     return [hexfe(x) for x in field.vec_to_ints(np.asarray(v).reshape(-1, 4))]
+
+
+def c1_document(sector, seed: bytes, circuit: str, challenges, parents, d_path, rc_path) -> dict:
+    """The C1 input of a synthetic family's proof job (porep-lite's and sdr's schema: family/c1.py):
+    per partition k the openings of ``challenges(prm, seed, replica_id, k)``, each with its data
+    leaf, TreeD path, column, TreeC and TreeR paths and its ``parents(prm, nodes)`` columns;
+    ``d_path(v)``, ``rc_path(tree, v)``: the family's Merkle paths of leaf v in TreeD and in
+    TreeC / TreeR (levels of sibling arrays)."""
+    prm = sector.prm
+
+    def column(v: int) -> list[str]:
+        return vec_hex(sector.labels[:, v])
+
+    def paths(tree, v: int) -> list[list[str]]:
+        return [vec_hex(lv) for lv in rc_path(tree, v)]
+
+    partitions = []
+    for k in range(prm.partitions):
+        chals = []
+        for v in challenges(prm, seed, sector.replica_id, k):
+            pars = parents(prm, np.array([v]))[0].tolist()
+            chals.append({
+                "node": v,
+                "data_leaf": vec_hex(sector.data[v])[0],
+                "tree_d_path": vec_hex(d_path(v)),
+                "column": column(v),
+                "tree_c_path": paths(sector.tree_c, v),
+                "tree_r_path": paths(sector.tree_r, v),
+                "parents": [{"node": p, "column": column(p), "tree_c_path": paths(sector.tree_c, p)}
+                            for p in pars],
+            })
+        partitions.append({"challenges": chals})
+    return {"version": C1_VERSION, "circuit": circuit, "params": prm.name,
+            "seed": "0x" + seed.hex(), "replica_id": hexfe(sector.replica_id),
+            "comm_d": hexfe(sector.comm_d), "comm_r": hexfe(sector.comm_r),
+            "comm_c": hexfe(sector.comm_c), "comm_r_last": hexfe(sector.comm_r_last),
+            "partitions": partitions}
 
 
 def save(directory: str | Path, arrays: Mapping[str, np.ndarray], meta: dict[str, Any]) -> Path:

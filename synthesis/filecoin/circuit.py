@@ -33,10 +33,11 @@ import numpy as np
 
 from .. import assignment, field
 from ..circuits import C1Error
-from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices
+from ..compact import TemplatingCS, compact_matrices, replicate
 from ..gadgets.core import Num, Synth, const_vec
 from ..r1cs import R1CS
-from ..compact import CompactR1CS, expand_segments
+from ..compact import CompactR1CS
+from ..family.circuit import CompactMatrices
 from ..bellpepper import AllocatedBit, Boolean
 from . import c1 as c1mod
 from . import stacked
@@ -48,7 +49,8 @@ CH_INPUTS = 18  # public inputs a challenge: TreeD, 6 DRG, 8 EXP, challenge, Tre
 _SOURCES = ("filecoin/stacked.py", "filecoin/circuit.py", "bellpepper/boolean.py", "bellpepper/num.py",
             "bellpepper/uint32.py", "bellpepper/uint64.py", "bellpepper/multieq.py",
             "bellpepper/multipack.py", "bellpepper/sha256.py", "bellpepper/template.py",
-            "bellpepper/neptune.py", "poseidon.py", "compact.py")
+            "bellpepper/neptune.py", "bellpepper/compression.py", "sha256_spec.py", "poseidon.py",
+            "compact.py")
 
 
 def source_digest() -> str:
@@ -159,11 +161,7 @@ def build(prm: FilecoinParams) -> tuple[CompactR1CS, dict]:
         [a + 3, a + SHARED, rid0, 0],                   # the replica id bits
         [a + SHARED, nvar, aux0 + hdr.num_aux, ch_locals],  # this challenge's own variables
     ], dtype=np.int64)
-    base, stride = expand_segments(segments, nvar)
-    mats = []
-    for hm, cm in zip(hdr.mats, ch.mats):
-        h = CompactMatrix(hm.indptr, hmap[hm.cols].astype(np.int32), hm.coef, hm.table)
-        mats.append(Replicated(h, cm, base, stride, C))
+    mats = replicate(hdr.mats, ch.mats, hmap, segments, nvar, C)
     rows = {"header": hdr.num_constraints, "block": ch.num_constraints, "marks": ch.marks}
     return CompactR1CS(npub, hdr.num_aux + C * ch_locals, *mats, segments=segments), rows
 
@@ -178,7 +176,7 @@ def cache_path(digest: str) -> Path:
 
 # --- the Circuit ---------------------------------------------------------------------------------
 
-class FilecoinCircuit:
+class FilecoinCircuit(CompactMatrices):
     """One Filecoin PoRep parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "filecoin"
@@ -241,15 +239,8 @@ class FilecoinCircuit:
         except UnsatisfiedConstraint as e:
             raise C1Error(f"{self.describe_row(e.index)} is not satisfied", partition=partition) from None
 
-    def is_built(self) -> bool:
-        return self._compact is not None or cache_path(self.digest()).exists()
-
-    def r1cs(self) -> R1CS:
-        cr = self.compact_r1cs()
-        with self._lock:
-            if self._r1cs is None:
-                self._r1cs = cr.to_r1cs()
-            return self._r1cs
+    def matrices_path(self) -> Path:
+        return cache_path(self.digest())
 
     def size(self) -> dict[str, int]:
         """From the built matrices when they are built, else from the census (no build)."""
@@ -337,11 +328,7 @@ class FilecoinCircuit:
         pub_h = np.concatenate(getattr(hs, "public", []), axis=0)            # (3, 4)
         pub_c = np.stack(getattr(cs, "public", []), axis=1).reshape(-1, 4)  # (B * 18, 4)
         head = np.concatenate([field.vec_from_ints([1]), pub_h, pub_c])
-        hk, hf, _ = assignment.from_values(hs.values, 1)
-        ck, cf, _ = assignment.from_values(cs.values, B)
-        pre = assignment.from_vec(head)
-        return assignment.Compact(np.concatenate([pre.kinds, hk.reshape(-1), ck.reshape(-1)]),
-                                  np.concatenate([pre.fes, hf, cf]))
+        return assignment.from_blocks(head, hs.values, cs.values, B)
 
     def synthesize(self, c1: c1mod.C1Document, partition: int, *, check: bool = False) -> np.ndarray:
         """z for one partition as an (n, 4) Fr vector; ``check=True`` also checks the matrices."""

@@ -15,13 +15,13 @@ from pathlib import Path
 
 def _bytes32(text: str) -> bytes:
     """0x + 64 hex digits as is, other text hashed; trimmed to 254 bits as Lotus's randomness."""
-    from synthesis.cli import parse_seed
+    from synthesis.command import parse_seed
     from .sector import trim
     return trim(parse_seed(text))
 
 
 def sector_new(args) -> int:
-    from synthesis.cli import CommandError, parse_seed
+    from synthesis.command import CommandError, parse_seed
     from . import params as P
     from . import sector as S
 
@@ -63,7 +63,7 @@ def sector_new(args) -> int:
 
 
 def sector_c1(args) -> int:
-    from synthesis.cli import CommandError
+    from synthesis.command import CommandError
     from . import c1 as C
     from . import sector as S
 

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import threading
 from pathlib import Path
 
 import numpy as np
@@ -176,23 +175,14 @@ def feistel_permute(num_elements: int, index: int, keys, pre) -> int:
     return u
 
 
-_native = None
-_native_lock = threading.Lock()
-
-
 def native() -> ctypes.CDLL:
     """seal_host.cpp (the expander and the labeling loop), compiled on first use."""
-    global _native
-    with _native_lock:
-        if _native is None:
-            from arith import native as host
-            lib = ctypes.CDLL(str(host.build(Path(__file__).with_name("seal_host.cpp"), stem="filecoin_seal")))
-            lib.fc_exp_parents.argtypes = [ctypes.c_uint64, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint64,
-                                           ctypes.c_int, ctypes.c_void_p]
-            lib.fc_labels.argtypes = [ctypes.c_uint64, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p,
-                                      ctypes.c_void_p]
-            _native = lib
-    return _native
+    from arith import native as host
+    v, u64 = ctypes.c_void_p, ctypes.c_uint64
+    return host.load(Path(__file__).with_name("seal_host.cpp"), stem="filecoin_seal",
+                     include_dirs=(Path(__file__).parent.parent,), signatures={
+        "fc_exp_parents": ([u64, v, u64, u64, ctypes.c_int, v], ctypes.c_int),
+        "fc_labels": ([u64, ctypes.c_int, ctypes.c_char_p, v, v], ctypes.c_int)})
 
 
 def exp_parents_range(first: int, count: int, size: int, porep_id: bytes, api_version: str = "1.1.0") -> np.ndarray:

@@ -34,13 +34,12 @@ from .. import field, poseidon
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
 from . import challenges as chal
+from .document import BENCHMARK_NOTE
 from .graph import Graph, label_parent_order
 from .params import SETS, FilecoinParams
 from .trees import Tree, column_hashes
 
 SECTOR_VERSION = 1
-BENCHMARK_NOTE = ("benchmark sector: a committed-capacity sector whose trees hold only the columns "
-                  "this seed's challenges open; not a replica")
 
 
 def trim(h: bytes) -> bytes:

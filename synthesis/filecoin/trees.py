@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import field, poseidon
+from .. import field
+from ..bellpepper.neptune import hash_native
 
 
 def sha254_pairs(pairs: np.ndarray) -> np.ndarray:
@@ -33,7 +34,7 @@ def sha254_pairs(pairs: np.ndarray) -> np.ndarray:
 
 
 def poseidon_groups(groups: np.ndarray) -> np.ndarray:
-    return poseidon.hash_vec(np.ascontiguousarray(groups, dtype=np.uint64))
+    return hash_native(np.ascontiguousarray(groups, dtype=np.uint64))
 
 
 @dataclass

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import field, poseidon
-from .c1 import C1Document, FilecoinC1Error, MerkleProof
+from .. import field
+from ..bellpepper.neptune import hash_native
+from .document import C1Document, FilecoinC1Error, MerkleProof
 from .graph import Graph, label_parent_order
 from .params import DRG_PARENTS, EXP_PARENTS, TOTAL_PARENTS, FilecoinParams
 from .trees import hash_node, sha254_pairs
@@ -194,7 +195,7 @@ def _roots(leaves: np.ndarray, sibs: list, pos: np.ndarray, *, sha: bool) -> np.
             above = s[:, max(slot - 1, 0)]
             kids.append(np.where(p == slot, h, np.where(slot < p, below, above)))
         kids = np.ascontiguousarray(np.stack(kids, axis=1))
-        h = sha254_pairs(kids) if sha else poseidon.hash_vec(kids)
+        h = sha254_pairs(kids) if sha else hash_native(kids)
     return h
 
 
@@ -296,7 +297,7 @@ def check_partition(prm: FilecoinParams, pv: PartitionVanilla, expect: np.ndarra
         fail("TreeC root differs from challenge 0's c_x", bad[0],
              f"replica_column_proofs.{_cp_name(bad[1])}.inclusion_proof")
     cols = np.concatenate([pv.column[:, None], pv.drg_columns, pv.exp_columns], axis=1)   # (B, 15, L, 4)
-    hashes = poseidon.hash_vec(cols.reshape(B * 15, L, 4)).reshape(B, 15, 4)
+    hashes = hash_native(cols.reshape(B * 15, L, 4)).reshape(B, 15, 4)
     bad = _first_bad((hashes != pv.given_leaves_c).any(axis=2))
     if bad:
         fail("TreeC leaf is not the Poseidon hash of the column", bad[0],

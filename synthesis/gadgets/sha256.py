@@ -29,7 +29,6 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
-import threading
 from pathlib import Path
 from typing import Sequence
 
@@ -37,18 +36,9 @@ import numpy as np
 
 from .. import field
 from ..builder import ONE, ConstraintSystem, LinearCombination
+from ..sha256_spec import IV, K
 from .core import Num, Synth
 
-K = [
-    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
-    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
-    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
-    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
-    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
-    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
-    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
-    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2]
-IV = [0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a, 0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19]
 M32 = 0xFFFFFFFF
 #: MultiEq: additions whose packing equations share one constraint (each spans <= 35 bits)
 PACK_BITS = 245
@@ -425,25 +415,14 @@ def _instantiate_dicts(cs: ConstraintSystem, tmpl: Template, inputs: Sequence[Li
     return [aux[j] for j in tmpl.outputs]
 
 
-_kernel = None
-_kernel_lock = threading.Lock()
-
-
 def kernel() -> ctypes.CDLL:
     """sha256_host.cpp, compiled on first use into the host library's cache."""
-    global _kernel
-    with _kernel_lock:
-        if _kernel is None:
-            from arith import native
-            lib = ctypes.CDLL(str(native.build(Path(__file__).resolve().parent.parent / "sha256_host.cpp",
-                                               stem="sha256")))
-            lib.sha256_trace_len_for.argtypes = [ctypes.c_void_p, ctypes.c_int]
-            lib.sha256_trace_len_for.restype = ctypes.c_int64
-            lib.sha256_compress.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p,
-                                            ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-            lib.sha256_compress.restype = ctypes.c_int
-            _kernel = lib
-    return _kernel
+    from arith import native
+    v = ctypes.c_void_p
+    here = Path(__file__).resolve().parent.parent
+    return native.load(here / "sha256_host.cpp", stem="sha256", include_dirs=(here,), signatures={
+        "sha256_trace_len_for": ([v, ctypes.c_int], ctypes.c_int64),
+        "sha256_compress": ([ctypes.c_int64, v, v, v, v, ctypes.c_int64], ctypes.c_int)})
 
 
 def compress_native(state: np.ndarray, block: np.ndarray | None, const_words=None, *,

@@ -14,13 +14,9 @@ GRAPH_TAG = b"porep-lite graph\0"
 CHALLENGE_TAG = b"porep-lite challenge\0"
 
 
-def graph_seed(prm: PorepParams) -> int:
-    return family_graph.graph_seed(GRAPH_TAG, prm.name)
-
-
 def parents(prm: PorepParams, nodes: np.ndarray | None = None) -> np.ndarray:
     """(len(nodes), base_degree + exp_degree) int64 parent indices (all nodes by default)."""
-    return family_graph.parents(graph_seed(prm), prm.nodes, prm.base_degree, prm.exp_degree, nodes)
+    return family_graph.parents_of(GRAPH_TAG, prm, nodes)
 
 
 def layer_tag(layer: int, node: int) -> int:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..builder import ConstraintSystem
+from ..family.circuit import block_inputs
 from ..gadgets import Synth
 from ..r1cs import R1CS, SparseMatrix
 from .gadget import challenge_gadget, header_gadget
@@ -26,12 +27,7 @@ class Template:
 def template(prm: PorepParams, *, header: bool) -> Template:
     cs = ConstraintSystem(with_values=False)
     s = Synth(cs=cs)
-    pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
-    if not header:
-        pub["challenge"] = s.input(cs.alloc_input(), None)
-        pub["parents"] = [s.input(cs.alloc_input(), None) for _ in range(prm.parents)]
-    pub["comm_c"] = s.input(cs.alloc(), None)
-    pub["comm_r_last"] = s.input(cs.alloc(), None)
+    pub = block_inputs(s, cs, prm.parents, header=header)
     if header:
         header_gadget(s, pub)
     else:

@@ -24,8 +24,9 @@ TREE_ARITY = 8
 #: The code that decides the constraint matrices. Its digest is part of the circuit digest too,
 #: so a change to a gadget that someone forgot to mark with CIRCUIT_VERSION still gets new
 #: cached matrices and new keys instead of a "shape (3524, 4), expected (3477, 4)" at prove time.
-MATRIX_SOURCES = ("porep/circuit.py", "porep/params.py", "porep/graph.py", "gadgets/*.py",
-                  "poseidon.py", "builder.py", "r1cs.py")
+MATRIX_SOURCES = ("porep/circuit.py", "porep/matrices.py", "porep/params.py", "porep/graph.py",
+                  "gadgets/*.py", "poseidon.py", "builder.py", "r1cs.py", "family/circuit.py",
+                  "sha256_spec.py")
 
 
 def source_digest() -> str:

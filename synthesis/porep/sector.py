@@ -14,14 +14,11 @@ from pathlib import Path
 import numpy as np
 
 from .. import field, poseidon
+from ..bellpepper.neptune import hash_native
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
-from ..family.sector import vec_hex as _vec_hex
 from . import graph, trees
 from .params import SETS, TREE_ARITY, PorepParams
-
-C1_VERSION = 1
-
 
 
 @dataclass
@@ -112,7 +109,7 @@ def generate(prm: PorepParams, seed: bytes) -> Sector:
     data = _data(prm, seed)
     labels = label_layers(prm, replica_id)
     from arith import native
-    columns = poseidon.hash_vec(np.ascontiguousarray(labels.transpose(1, 0, 2)))
+    columns = hash_native(np.ascontiguousarray(labels.transpose(1, 0, 2)))
     replica = native.add(data, labels[-1])  # encoding: replica = data + key (last layer)
     return Sector(prm, seed, replica_id, data, labels, trees.build(data, 2),
                   trees.build(columns, TREE_ARITY), trees.build(replica, TREE_ARITY))
@@ -124,32 +121,8 @@ def interactive_seed(sector: Sector) -> bytes:
     return hashlib.sha256(b"porep-lite interactive seed\0" + sector.seed).digest()
 
 
-def _column(sector: Sector, v: int) -> list[str]:
-    return _vec_hex(sector.labels[:, v])
-
-
 def c1_document(sector: Sector, seed: bytes) -> dict:
     """The C1-equivalent input of a proof job (see ``synthesis.porep.c1`` for the schema)."""
-    prm = sector.prm
-    partitions = []
-    for k in range(prm.partitions):
-        chals = []
-        for v in graph.challenges(prm, seed, sector.replica_id, k):
-            pars = graph.parents(prm, np.array([v]))[0].tolist()
-            chals.append({
-                "node": v,
-                "data_leaf": _vec_hex(sector.data[v])[0],
-                "tree_d_path": _vec_hex(trees.path(sector.tree_d, v, 2)),
-                "column": _column(sector, v),
-                "tree_c_path": [_vec_hex(lv) for lv in trees.path(sector.tree_c, v, TREE_ARITY)],
-                "tree_r_path": [_vec_hex(lv) for lv in trees.path(sector.tree_r, v, TREE_ARITY)],
-                "parents": [{"node": p, "column": _column(sector, p),
-                             "tree_c_path": [_vec_hex(lv) for lv in trees.path(sector.tree_c, p, TREE_ARITY)]}
-                            for p in pars],
-            })
-        partitions.append({"challenges": chals})
-    return {"version": C1_VERSION, "circuit": "porep-lite", "params": prm.name,
-            "seed": "0x" + seed.hex(), "replica_id": hexfe(sector.replica_id),
-            "comm_d": hexfe(sector.comm_d), "comm_r": hexfe(sector.comm_r),
-            "comm_c": hexfe(sector.comm_c), "comm_r_last": hexfe(sector.comm_r_last),
-            "partitions": partitions}
+    return store.c1_document(sector, seed, "porep-lite", graph.challenges, graph.parents,
+                             lambda v: trees.path(sector.tree_d, v, 2),
+                             lambda tree, v: trees.path(tree, v, TREE_ARITY))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import poseidon
+from ..bellpepper.neptune import hash_native
 
 
 def build(leaves: np.ndarray, arity: int) -> list[np.ndarray]:
@@ -13,7 +13,7 @@ def build(leaves: np.ndarray, arity: int) -> list[np.ndarray]:
         cur = levels[-1]
         if len(cur) % arity:
             raise ValueError(f"level of {len(cur)} nodes is not a multiple of arity {arity}")
-        levels.append(poseidon.hash_vec(cur.reshape(-1, arity, 4)))
+        levels.append(hash_native(cur.reshape(-1, arity, 4)))
     return levels
 
 

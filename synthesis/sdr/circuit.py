@@ -37,10 +37,10 @@ import numpy as np
 from .. import assignment, field
 from ..builder import LinearCombination
 from ..circuits import C1Error
-from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
+from ..family.circuit import (CompactMatrices, SyntheticCircuit, block_inputs, cached, differs,
+                              report_first_failure)
 from ..family.circuit import vec_from_hex as _vec
-from ..compact import CompactMatrix, CompactR1CS, Replicated, TemplatingCS, compact_matrices
-from ..compact import expand_segments as _expand
+from ..compact import CompactMatrix, CompactR1CS, TemplatingCS, compact_matrices, replicate
 from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
 from ..gadgets.core import FeBlock, const_vec, small_ints_vec
 from ..gadgets.sha256 import Bits, alloc_bits, bits_to_num, cond_swap_bits, num_to_bits, sha254_bits
@@ -233,12 +233,7 @@ class Block:
 def record(prm: SdrParams, *, header: bool) -> Block:
     cs = TemplatingCS()
     s = Synth(cs=cs)
-    pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
-    if not header:
-        pub["challenge"] = s.input(cs.alloc_input(), None)
-        pub["parents"] = [s.input(cs.alloc_input(), None) for _ in range(prm.parents)]
-    pub["comm_c"] = s.input(cs.alloc(), None)
-    pub["comm_r_last"] = s.input(cs.alloc(), None)
+    pub = block_inputs(s, cs, prm.parents, header=header)
     if header:
         header_gadget(s, pub)
     else:
@@ -264,11 +259,7 @@ def build_compact(prm: SdrParams) -> CompactR1CS:
         [shared, first, aux0, 0],              # shared aux
         [first, nvar, aux0 + 2 + hdr_locals, ch_locals],  # this challenge's own variables
     ], dtype=np.int64)
-    base, stride = _expand(segments, nvar)
-    mats = []
-    for hm, cm in zip(hdr.mats, ch.mats):
-        h = CompactMatrix(hm.indptr, hmap[hm.cols].astype(np.int32), hm.coef, hm.table)
-        mats.append(Replicated(h, cm, base, stride, C))
+    mats = replicate(hdr.mats, ch.mats, hmap, segments, nvar, C)
     return CompactR1CS(prm.num_public, 2 + hdr_locals + C * ch_locals, *mats, segments=segments)
 
 
@@ -282,7 +273,7 @@ def cache_path(digest: str) -> Path:
 
 # --- the Circuit implementation ---------------------------------------------------------------
 
-class SdrCircuit(SyntheticCircuit):
+class SdrCircuit(SyntheticCircuit, CompactMatrices):
     """One SDR parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "sdr"
@@ -303,16 +294,8 @@ class SdrCircuit(SyntheticCircuit):
                                        lambda c: c.save(path))
             return self._compact
 
-    def is_built(self) -> bool:
-        return self._compact is not None or cache_path(self.digest()).exists()
-
-    def r1cs(self) -> R1CS:
-        """The full matrices (expanded from the compact form; ~40 bytes a nonzero)."""
-        cr = self.compact_r1cs()
-        with self._lock:
-            if self._r1cs is None:
-                self._r1cs = cr.to_r1cs()
-            return self._r1cs
+    def matrices_path(self) -> Path:
+        return cache_path(self.digest())
 
     def size(self) -> dict[str, int]:
         cr = self.compact_r1cs()
@@ -374,11 +357,7 @@ class SdrCircuit(SyntheticCircuit):
         self._check_vanilla(k, out, wit, comm_d, comm_c, comm_r_last)
 
         head = field.vec_from_ints([1, *pub_ints, comm_c, comm_r_last])
-        hk, hf, _ = assignment.from_values(hs.values, 1)
-        ck, cf, _ = assignment.from_values(cs.values, B)
-        pre = assignment.from_vec(head)
-        return assignment.Compact(np.concatenate([pre.kinds, hk.reshape(-1), ck.reshape(-1)]),
-                                  np.concatenate([pre.fes, hf, cf]))
+        return assignment.from_blocks(head, hs.values, cs.values, B)
 
     def synthesize(self, c1: c1mod.C1Document, partition: int, *, check: bool = False) -> np.ndarray:
         """z for one partition as an (n, 4) Fr vector; ``check=True`` also checks the matrices."""

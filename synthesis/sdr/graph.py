@@ -19,13 +19,9 @@ GRAPH_TAG = b"zkhive sdr graph\0"
 CHALLENGE_TAG = b"zkhive sdr challenge\0"
 
 
-def graph_seed(prm: SdrParams) -> int:
-    return family_graph.graph_seed(GRAPH_TAG, prm.name)
-
-
 def parents(prm: SdrParams, nodes: np.ndarray | None = None) -> np.ndarray:
     """(len(nodes), base_degree + exp_degree) int64 parent indices (all nodes by default)."""
-    return family_graph.parents(graph_seed(prm), prm.nodes, prm.base_degree, prm.exp_degree, nodes)
+    return family_graph.parents_of(GRAPH_TAG, prm, nodes)
 
 
 def preimage_parents(prm: SdrParams, layer: int) -> list[int]:

@@ -22,7 +22,7 @@ from ..family.synthetic import SyntheticShape
 CIRCUIT_VERSION = 1
 TREE_ARITY = 8
 MATRIX_SOURCES = ("sdr/circuit.py", "sdr/params.py", "gadgets/*.py", "poseidon.py", "builder.py",
-                  "compact.py", "r1cs.py")
+                  "compact.py", "r1cs.py", "family/circuit.py", "sha256_spec.py")
 
 
 def source_digest() -> str:

@@ -14,21 +14,17 @@ from pathlib import Path
 import numpy as np
 
 from .. import field, poseidon
+from ..bellpepper.neptune import hash_native
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
-from ..family.sector import vec_hex as _hex
 from ..gadgets.sha256 import sha254
 from . import graph
 from .params import SETS, TREE_ARITY, SdrParams
-
-C1_VERSION = 1
-
 
 
 def fr_bytes(v: np.ndarray) -> bytes:
     """(4,) uint64 canonical limbs -> 32 little-endian bytes."""
     return np.ascontiguousarray(v, dtype="<u8").tobytes()
-
 
 
 def _sha_pairs(pairs: np.ndarray) -> np.ndarray:
@@ -39,7 +35,7 @@ def _sha_pairs(pairs: np.ndarray) -> np.ndarray:
 
 
 def _poseidon_groups(groups: np.ndarray) -> np.ndarray:
-    return poseidon.hash_vec(np.ascontiguousarray(groups, dtype=np.uint64))
+    return hash_native(np.ascontiguousarray(groups, dtype=np.uint64))
 
 
 @dataclass
@@ -165,7 +161,7 @@ def label_layers(prm: SdrParams, replica_id: int) -> np.ndarray:
 def _with_trees(prm: SdrParams, seed: bytes, replica_id: int, data: np.ndarray,
                 labels: np.ndarray) -> Sector:
     from arith import native
-    columns = poseidon.hash_vec(np.ascontiguousarray(labels.transpose(1, 0, 2)))
+    columns = hash_native(np.ascontiguousarray(labels.transpose(1, 0, 2)))
     replica = native.add(data, labels[-1])  # the encoding: replica = data + key (last layer)
     return Sector(prm, seed, replica_id, data, labels, Tree.build(data, prm.tree_depth, 2),
                   Tree.build(columns, prm.tree_rc_depth, TREE_ARITY),
@@ -185,32 +181,5 @@ def interactive_seed(sector: Sector) -> bytes:
 
 def c1_document(sector: Sector, seed: bytes) -> dict:
     """The C1 input of a proof job (schema: ``synthesis.sdr.c1``)."""
-    prm = sector.prm
-
-    def column(v: int) -> list[str]:
-        return _hex(sector.labels[:, v])
-
-    def paths(tree: Tree, v: int) -> list[list[str]]:
-        return [_hex(lv) for lv in tree.path(v)]
-
-    partitions = []
-    for k in range(prm.partitions):
-        chals = []
-        for v in graph.challenges(prm, seed, sector.replica_id, k):
-            pars = graph.parents(prm, np.array([v]))[0].tolist()
-            chals.append({
-                "node": v,
-                "data_leaf": _hex(sector.data[v])[0],
-                "tree_d_path": _hex(sector.tree_d.path(v)),
-                "column": column(v),
-                "tree_c_path": paths(sector.tree_c, v),
-                "tree_r_path": paths(sector.tree_r, v),
-                "parents": [{"node": p, "column": column(p), "tree_c_path": paths(sector.tree_c, p)}
-                            for p in pars],
-            })
-        partitions.append({"challenges": chals})
-    return {"version": C1_VERSION, "circuit": "sdr", "params": prm.name,
-            "seed": "0x" + seed.hex(), "replica_id": hexfe(sector.replica_id),
-            "comm_d": hexfe(sector.comm_d), "comm_r": hexfe(sector.comm_r),
-            "comm_c": hexfe(sector.comm_c), "comm_r_last": hexfe(sector.comm_r_last),
-            "partitions": partitions}
+    return store.c1_document(sector, seed, "sdr", graph.challenges, graph.parents,
+                             sector.tree_d.path, lambda tree, v: tree.path(v))

@@ -2,7 +2,7 @@
 
 - a key made on the device with a seed, written out from the device (params.cu store_bases), is
   byte for byte the file the host setup with that seed writes;
-- that file streamed into the device (FileQuery.fill_device: a chunk of variables at a time,
+- that file streamed into the device (gpu/cuda/params.py fill: a chunk of variables at a time,
   load_bases checking every point on the curve) proves, with r and s fixed, the same proof as
   the key made on the device, and the proof verifies with the .vk read back;
 - a point off the curve or with a flag set is refused on the device naming the section and byte

@@ -164,8 +164,37 @@ def _bump(domain, at=0):
     domain[at] ^= 1
 
 
+def _set(key, value):
+    return lambda lp: lp.__setitem__(key, value(lp[key]))
+
+
+def _treec_opening_in_another_tree(d):
+    """Challenge 1's opening of expander parent 5 moved into another TreeC: a top-level sibling
+    changed and the root recomputed, so the path hashes from the column to its own root; only
+    the per-challenge TreeC root (rust-fil-proofs: every opening against comm_c) tells."""
+    mp = _proof(d)["replica_column_proofs"]["exp_parents"][5]["inclusion_proof"]["data"]["Single"]
+    levels = mp["path"]["path"]
+    _bump(levels[-1]["hashes"][0])
+    fr = lambda dom: field.vec_from_ints([field.from_bytes(bytes(dom))])  # noqa: E731
+    sibs = [np.concatenate([fr(h) for h in lv["hashes"]])[None] for lv in levels]
+    root = V._roots(fr(mp["leaf"]), sibs, np.array([[lv["index"] for lv in levels]]), sha=False)
+    mp["root"] = list(field.to_bytes(field.vec_to_ints(root)[0]))
+
+
 TAMPER = {
     # field changed -> (expected message, names a layer)
+    # the labeling proof's own layer and node (rust-fil-proofs: LabelingProof::verify checks both;
+    # the labels are computed from the loop's layer and the challenge, so nothing else refuses)
+    "labeling layer": (lambda d: _set("layer_index", lambda x: 1)(_proof(d)["labeling_proofs"][1]),
+                       r"^partition 0; field vanilla_proofs\.StackedDrg2KiBV1\[0\]\[1\]\.labeling_proofs\[1\]: "
+                       r"challenge 1 \(node \d+\), layer 2: labeling proof is for layer 1 node \d+$"),
+    "labeling node": (lambda d: _set("node", lambda x: x ^ 1)(_proof(d, 0)["labeling_proofs"][0]),
+                      r"^partition 0; field vanilla_proofs\.StackedDrg2KiBV1\[0\]\[0\]\.labeling_proofs\[0\]: "
+                      r"challenge 0 \(node (\d+)\), layer 1: labeling proof is for layer 1 node (?!\1$)\d+$"),
+    "TreeC root of another tree": (_treec_opening_in_another_tree,
+                                   r"^partition 0; field vanilla_proofs\.StackedDrg2KiBV1\[0\]\[1\]\.replica_column_proofs\."
+                                   r"exp_parents\[5\]\.inclusion_proof: challenge 1 \(node \d+\): "
+                                   r"TreeC root differs from challenge 0's c_x$"),
     "label": (lambda d: _bump(_proof(d)["replica_column_proofs"]["c_x"]["column"]["rows"][1]),
               r"^partition 0; field vanilla_proofs\.StackedDrg2KiBV1\[0\]\[1\]\.replica_column_proofs\.c_x\.column\.rows\[1\]: "
               r"challenge 1 \(node \d+\), layer 2: label does not match its preimage"),
