@@ -70,7 +70,10 @@ TARGETS: dict[str, Target] = {
     "bounds": Target("cluster/pipeline/bounds.py", ("tests/unit/test_input_bounds.py",),
                      ("limits_of", "check_c1", "check_canonical_size")),
     "lease": Target("cluster/pipeline/lease.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
-    "reconcile": Target("cluster/pipeline/reconcile.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
+    # the stub's fakeredis is always "settled": the rule itself is judged over a real Redis
+    "reconcile": Target("cluster/pipeline/reconcile.py",
+                        ("tests/integration/test_reconcile_settled.py", "tests/unit/test_leases.py"),
+                        timeout_s=240.0),
     "keeper": Target("cluster/ops/keeper.py",
                      ("tests/integration/test_keeper_backoff.py", "tests/integration/test_keeper.py",
                       "-k", "not up_restarts"),

@@ -46,12 +46,12 @@ def _writer(name: str, env: dict, job_ids: list, barrier, out) -> None:
     out.put((name, results, lines))
 
 
-def _job(jobs, job_id: str):
+def _job(jobs, job_id: str, partitions: int = 1):
     from cluster.pipeline.blobs import BlobRef
     from cluster.pipeline.jobs import JobRecord
 
     now = time.time()
-    rec = JobRecord(job_id=job_id, params="squares-a", circuit_digest="0" * 16, num_partitions=1, priority=5,
+    rec = JobRecord(job_id=job_id, params="squares-a", circuit_digest="0" * 16, num_partitions=partitions, priority=5,
                     c1=BlobRef(store="redis", sha256="0" * 64, size=0, kind="c1"),
                     submitted_at=now, deadline_at=now + 600)
     assert jobs.create(rec)
