@@ -4,7 +4,7 @@ the task's final step (``cluster.pipeline.tasks.store_proof``, the proof store's
 the chord, so the winner's proof completes the set and sends the aggregation. Exactly one proof
 is stored (the winner's, never replaced), the loser records a ``duplicate`` event and says so in
 one log line naming the job, the partition and both tasks, and exactly one aggregation message
-is sent per job. Without the NX both "win": two ``prove_end`` events, the last writer's proof
+is sent per job (none where partition 1 is still missing, none where the chord sends it). Without the NX both "win": two ``prove_end`` events, the last writer's proof
 stored, two aggregations."""
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ ROUNDS = 12
 WRITERS = ("lapsed", "redispatched")
 
 
-def _writer(name: str, env: dict, job_ids: list, barrier, out) -> None:
+def _writer(name: str, env: dict, jobs: list, barrier, out) -> None:
     """One writer process: its own settings, Celery app and Redis connections."""
     from cluster import settings
     from cluster.pipeline.app import configure, runtime
@@ -36,11 +36,11 @@ def _writer(name: str, env: dict, job_ids: list, barrier, out) -> None:
     rt = runtime()
     rt.redis.ping()
     results = []
-    for job_id in job_ids:
+    for job_id, in_chord in jobs:
         rec = rt.jobs.get(job_id)
         proof = f"{name}:{job_id}".encode().ljust(192, b"\0")
         barrier.wait(timeout=60)
-        res = store_proof(rt, Delivery(task_id=f"{name}-{job_id}", in_chord=False), rec, 0, proof,
+        res = store_proof(rt, Delivery(task_id=f"{name}-{job_id}", in_chord=in_chord), rec, 0, proof,
                           {"worker": name, "device": None})
         results.append((job_id, res["duplicate"]))
     out.put((name, results, lines))
@@ -77,13 +77,17 @@ def test_two_writers_racing_for_one_partition_store_one_proof_and_send_once(clus
     cluster.flush()
     cluster.configure_here()
     rt = runtime()
-    job_ids = [f"race-{i}" for i in range(ROUNDS)]
+    # a third each: re-proved alone and completing the set (the winner aggregates), re-proved
+    # alone with partition 1 missing, and in the chord (whose body aggregates)
+    kinds = {f"race-{i}": ("alone", "incomplete", "chord")[i % 3] for i in range(ROUNDS)}
+    job_ids = list(kinds)
     for j in job_ids:
-        _job(rt.jobs, j)
+        _job(rt.jobs, j, partitions=2 if kinds[j] == "incomplete" else 1)
+    jobs = [(j, kinds[j] == "chord") for j in job_ids]
     env = {k: v for k, v in cluster.env.items() if k.startswith("ZKHIVE_")}
     ctx = mp.get_context("spawn")  # each writer makes its own connections, nothing inherited
     barrier, out = ctx.Barrier(len(WRITERS)), ctx.Queue()
-    procs = [ctx.Process(target=_writer, args=(n, env, job_ids, barrier, out)) for n in WRITERS]
+    procs = [ctx.Process(target=_writer, args=(n, env, jobs, barrier, out)) for n in WRITERS]
     for p in procs:
         p.start()
     got = {}
@@ -107,9 +111,10 @@ def test_two_writers_racing_for_one_partition_store_one_proof_and_send_once(clus
         assert sorted(e["event"] for e in events) == ["duplicate", "prove_end"], events
         [dup] = [e for e in events if e["event"] == "duplicate"]
         assert dup["task_id"] == f"{loser}-{j}" and dup["reason"] == "another run stored first"
+        assert [e["proof_sha"] for e in events] == [stored["proof"][:16]] * 2  # the winner's, both
         said = [line for line in got[loser][1] if line.startswith(f"job {j} partition 0: ")]
         assert said == [f"job {j} partition 0: another run stored its proof first (task {winner}-{j}); "
                         f"this proof (task {loser}-{j}) is dropped and nothing is sent"], got[loser][1]
         assert not [line for line in got[winner][1] if line.startswith(f"job {j} ")]
-        assert sent.get(j) == 1, f"{j}: {sent.get(j, 0)} aggregations sent"
+        assert sent.get(j, 0) == (kinds[j] == "alone"), f"{j} ({kinds[j]}): {sent.get(j, 0)} aggregations sent"
     print("winners:", {n: sum(w == n for w in winners.values()) for n in WRITERS})
