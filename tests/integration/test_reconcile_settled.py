@@ -88,3 +88,24 @@ def test_leases_and_lost_units_are_judged_only_once_redis_has_been_up_a_lease_tt
     finally:
         cluster.configure_here()
         srv.stop()
+
+
+def test_a_prove_queue_is_live_only_while_a_ready_prover_serves_it(cluster):
+    """The other half of ``look``: which prove queues count as served when the reconciler decides
+    to re-route a partition (a prover restarting on its device is registered but not ready; a
+    synthesis worker is ready but serves no prove queue)."""
+    from cluster.pipeline import reconcile, registry
+    from cluster.pipeline.app import runtime
+
+    cluster.flush()
+    cluster.configure_here()
+    rt = runtime()
+
+    def info(worker_id, role, queue, ready):
+        return registry.WorkerInfo(worker_id=worker_id, role=role, host="vm", pid=1, queues=[queue],
+                                   device=None, ready=ready)
+    for w in (info("prove.vm.cpu0.0", "prove", "prove.vm.cpu0", False),
+              info("prove.vm.cpu1.0", "prove", "prove.vm.cpu1", True),
+              info("synthesis.vm.0", "synthesis", "synthesis", True)):
+        registry.publish(rt.redis, w, ttl_s=60)
+    assert reconcile.look(rt).live_prove_queues == {"prove.vm.cpu1"}
