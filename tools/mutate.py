@@ -67,6 +67,10 @@ TARGETS: dict[str, Target] = {
                                              "tests/unit/test_faults_c1_fuzz.py", "-k",
                                              "bound or document or array or object or keys or "
                                              "read or c1 or input_class")),
+    # the text's size bound and the decoder's entry points (the rest: the "limits" target)
+    "limits_size": Target("synthesis/limits.py", ("tests/unit/test_input_bounds.py",
+                                                  "tests/unit/test_filecoin_seal_limits.py"),
+                          ("loads", "read")),
     "bounds": Target("cluster/pipeline/bounds.py", ("tests/unit/test_input_bounds.py",),
                      ("limits_of", "check_c1", "check_canonical_size")),
     "lease": Target("cluster/pipeline/lease.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
