@@ -67,10 +67,30 @@ TARGETS: dict[str, Target] = {
                                              "tests/unit/test_faults_c1_fuzz.py", "-k",
                                              "bound or document or array or object or keys or "
                                              "read or c1 or input_class")),
+    # the text's size bound and the decoder's entry points (the rest: the "limits" target)
+    "limits_size": Target("synthesis/limits.py", ("tests/unit/test_input_bounds.py",
+                                                  "tests/unit/test_filecoin_seal_limits.py"),
+                          ("loads", "read")),
     "bounds": Target("cluster/pipeline/bounds.py", ("tests/unit/test_input_bounds.py",),
                      ("limits_of", "check_c1", "check_canonical_size")),
     "lease": Target("cluster/pipeline/lease.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
-    "reconcile": Target("cluster/pipeline/reconcile.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
+    # the stub's fakeredis is always "settled": the rule itself is judged over a real Redis
+    "reconcile": Target("cluster/pipeline/reconcile.py",
+                        ("tests/integration/test_reconcile_settled.py", "tests/unit/test_leases.py"),
+                        timeout_s=240.0),
+    # the uptime gate alone (``look``): a run of minutes, not the hour of the whole module
+    "settled": Target("cluster/pipeline/reconcile.py",
+                      ("tests/integration/test_reconcile_settled.py", "tests/unit/test_leases.py"), ("look",),
+                      240.0),
+    # first writer wins for a partition proof: the store's SET NX and the prove task's last step
+    "store": Target("cluster/pipeline/jobs.py", ("tests/integration/test_first_writer_wins.py",),
+                    ("store_partition",)),
+    "store_proof": Target("cluster/pipeline/tasks.py", ("tests/integration/test_first_writer_wins.py",),
+                          ("store_proof",)),
+    # the Commit2 wrapper's bounds and fields (the gRPC limit's tests need no mutant of this file)
+    "c2input": Target("cluster/gateway/c2input.py",
+                      ("tests/unit/test_gateway_units.py", "tests/unit/test_input_limits_exact.py", "-k",
+                       "not grpc and not commit2_file"), ("decode", "_c1_doc", "_filecoin_doc")),
     "keeper": Target("cluster/ops/keeper.py",
                      ("tests/integration/test_keeper_backoff.py", "tests/integration/test_keeper.py",
                       "-k", "not up_restarts"),

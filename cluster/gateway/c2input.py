@@ -63,7 +63,7 @@ def decode(raw: bytes, limits: lim.Limits, *, miner_id: int | None = None,
     outer = replace(limits, document_bytes=b64_max + 4096, depth=2, string_bytes=b64_max + 4096,
                     object_keys=len(WRAPPER_KEYS) + 8)
     try:
-        wrapper = lim.loads(raw, outer, setting="limits.c1_max_bytes")
+        wrapper = lim.loads(raw, outer, setting="limits.c1_max_bytes, as base64 in a Commit2 input")
     except lim.InputError as e:
         raise C2InputError(f"{where}: Commit2 input: {e}") from None
     if not isinstance(wrapper, dict):
@@ -119,7 +119,7 @@ def _filecoin_doc(phase1: bytes, num: int, size: int, miner_id: int | None, wher
         if hook is not None:
             doc = hook(phase1, sector_number=num, sector_size=size, miner_id=miner_id)
         else:
-            raw = lim.loads(phase1, fc1.C1_LIMITS, setting="the Filecoin C1 bound")
+            raw = lim.loads(phase1, fc1.C1_LIMITS, setting="the filecoin C1 bound")
             prm = fc1.params_of(raw)
             fc1.parse(prm, raw)  # the shape for this parameter set: partitions, challenges, fields
             if prm.sector_size != size:

@@ -337,14 +337,27 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
     except Exception as e:  # the policy decides: fail the job now, or go to another device
         _retry_or_fail(rt, d, job_id, k, e, "prove",
                        lambda countdown=0.2: _retry_elsewhere(rt, d, synthesized, job_id, k, exclude, e, countdown))
-    # the final writes wait for Redis (bounded) rather than drop a finished proof
+    return store_proof(rt, d, rec, k, proof, who)
+
+
+def store_proof(rt, d: Delivery, rec, k: int, proof: bytes, who: dict) -> dict:
+    """Store partition k's finished proof, first writer wins (``JobStore.store_partition``'s SET
+    NX): the winner records ``prove_end`` and, when its proof completes the set outside the
+    chord, sends the aggregation; a loser (a lapsed holder finishing after its re-dispatch did,
+    a duplicate delivery) changes nothing: a ``duplicate`` event, one warning line naming the job,
+    the partition and both tasks, and nothing sent. The writes wait for Redis (bounded) rather
+    than drop a finished proof."""
+    job_id = rec.job_id
     won, doc = durable(lambda: rt.jobs.store_partition(job_id, k, proof, task_id=d.task_id, **who),
                        f"job {job_id} partition {k}: store the proof")
     durable(lambda: rt.jobs.event(job_id, "prove_end" if won else "duplicate", partition=k, task_id=d.task_id,
                                   proof_sha=doc["proof"][:16],
                                   **({} if won else {"reason": "another run stored first"}), **who),
             f"job {job_id} partition {k}: prove_end event")
-    if won and (not d.in_chord or rt.jobs.flagged(job_id, OUTSIDE_CHORD)) \
+    if not won:
+        log.warning("job %s partition %d: another run stored its proof first (task %s); this proof "
+                    "(task %s) is dropped and nothing is sent", job_id, k, doc.get("task_id"), d.task_id)
+    elif (not d.in_chord or rt.jobs.flagged(job_id, OUTSIDE_CHORD)) \
             and len(rt.jobs.partitions(job_id, rec.num_partitions)) == rec.num_partitions:
         # the set is complete and the chord will not send the aggregation (this partition was
         # re-proved alone, or one was, or the body already fired early): send it now

@@ -224,3 +224,69 @@ def test_lotus_bench_formats():
     from cluster.cli import CommandError
     with pytest.raises(CommandError, match="an ID address"):
         miner_id("t3abc")
+
+
+# -- the wrapper's fields at their bounds (issue 35: mutation survivors of c2input.decode) -------------
+
+def _wrapper(**fields) -> bytes:
+    doc = {"SectorNum": 7, "Phase1Out": base64.b64encode(json.dumps(DOC).encode()).decode(), "SectorSize": 2048}
+    doc.update(fields)
+    return json.dumps(doc).encode()
+
+
+@pytest.mark.parametrize("num", [0, 1 << 62, (1 << 63) - 1])
+def test_sector_numbers_from_0_to_2_63_minus_1_are_taken(num):
+    assert c2input.decode(_wrapper(SectorNum=num), LIMITS).sector_number == num
+
+
+@pytest.mark.parametrize("size", [1, 2048, 1 << 35])
+def test_sector_sizes_are_powers_of_two_from_1(size):
+    assert c2input.decode(_wrapper(SectorSize=size), LIMITS).sector_size == size
+
+
+@pytest.mark.parametrize("fields, message", [
+    ({"SectorNum": 1 << 63}, "field SectorNum must be a sector number, got 9223372036854775808"),
+    ({"SectorNum": -1}, "field SectorNum must be a sector number, got -1"),
+    ({"SectorNum": True}, "field SectorNum must be a sector number, got True"),
+    ({"SectorSize": 0}, "field SectorSize must be a power of two in bytes, got 0"),
+    ({"SectorSize": True}, "field SectorSize must be a power of two in bytes, got True"),
+    ({"SectorSize": 3072}, "field SectorSize must be a power of two in bytes, got 3072"),
+    ({"Phase1Out": "e30=!"}, "field Phase1Out is not standard base64"),
+    ({"x": {"y": {}}}, "Commit2 input: field x.y: nested deeper than 2 levels (limits.depth)"),
+    ({f"x{i}": 0 for i in range(9)}, "Commit2 input: field (document): an object of 12 keys, over the limit of 11"),
+])
+def test_the_wrapper_s_fields_one_past_their_bounds_are_refused(fields, message):
+    with pytest.raises(c2input.C2InputError) as e:
+        c2input.decode(_wrapper(**fields), LIMITS)
+    assert message in str(e.value), str(e.value)
+
+
+def test_the_wrapper_takes_other_fields_to_its_bounds():
+    """Go may add fields: up to 8 beyond the three, nested once."""
+    extra = {f"x{i}": {"y": i} for i in range(8)}
+    assert c2input.decode(_wrapper(**extra), LIMITS).doc == DOC
+
+
+def test_a_filecoin_c1_is_recognized_within_its_first_256_bytes():
+    head = b'{"registered_proof":"StackedDrg2KiBV1_1"}'
+    at = b" " * (256 - len(b'{"registered_proof"')) + head  # the name ends at byte 256
+    with pytest.raises(c2input.C2InputError, match=r"field Phase1Out: field vanilla_proofs"):
+        c2input.decode(c2input.wrap(at, 7, 2048), LIMITS)
+    with pytest.raises(c2input.C2InputError, match=r"not a C1 document"):  # one byte later: not sniffed
+        c2input.decode(c2input.wrap(b" " + at, 7, 2048), LIMITS)
+
+
+def test_the_first_missing_field_is_named():
+    with pytest.raises(c2input.C2InputError, match=r"Commit2 input: field Phase1Out is missing \(a Commit2 input"):
+        c2input.decode(b'{"SectorNum": 7}', LIMITS)
+
+
+def test_a_build_without_the_filecoin_family_says_so(monkeypatch):
+    import sys
+
+    import synthesis.filecoin
+
+    monkeypatch.delattr(synthesis.filecoin, "c1")  # the import below fails: ImportError
+    monkeypatch.setitem(sys.modules, "synthesis.filecoin.c1", None)
+    with pytest.raises(c2input.C2InputError, match=r"this build has no Filecoin circuit family"):
+        c2input.decode(c2input.wrap(b'{"registered_proof":"StackedDrg2KiBV1_1"}', 7, 2048), LIMITS)

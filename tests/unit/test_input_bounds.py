@@ -131,3 +131,18 @@ def test_read_checks_a_file_size_before_reading_it(tmp_path, monkeypatch):
     monkeypatch.setattr(pathlib.Path, "read_bytes", refuse)
     with pytest.raises(InputError, match=rf"^{1 << 40} bytes, over the limit of 200 \(limits\.c1_max_bytes\)$"):
         read(path, Limits(document_bytes=200))
+
+
+def test_text_that_is_not_utf8_not_json_or_nested_past_the_decoder_is_one_line():
+    """loads' three decoding errors, each one InputError line with its byte offset (not a
+    UnicodeDecodeError, a JSONDecodeError or a RecursionError from deep in json)."""
+    with pytest.raises(InputError, match=r"^not UTF-8: byte 7 \(0xff\) is not valid UTF-8") as e:
+        loads(b'{"a": "\xff"}')
+    assert e.value.offset == 7
+    with pytest.raises(InputError, match=r"^not JSON \(line 1, column 7: Expecting value\)$") as e:
+        loads('{"a": }')
+    assert e.value.offset == 6
+    deep = "[" * 100_000 + "]" * 100_000  # far past Python's recursion limit: json raises RecursionError
+    with pytest.raises(InputError, match=r"nested deeper than 16 levels \(limits\.depth\) at byte 16$") as e:
+        loads(deep)
+    assert e.value.offset == 16
