@@ -155,3 +155,27 @@ def test_update_partition_proof_round_trip_and_refusals():
         bc.read_update_partition_proof(prm, data[:at + 8] + struct.pack("<I", 2) + data[at + 12:], 1)
     with pytest.raises(bc.BincodeError, match=r"^partition 1: .*truncated"):
         bc.read_update_partition_proof(prm, data[:-1], 1)
+
+
+@pytest.mark.parametrize("name,variant", [("window-post-32g", 1), ("window-post-64g", 2),
+                                          ("winning-post-64g", 2)])
+def test_sub_and_top_tree_layouts_round_trip(name, variant):
+    """8-8-0 (32 GiB) is ProofData::Sub, 8-8-2 (64 GiB) ProofData::Top: base_proof, sub_proof
+    (one element), top_proof, then root and leaf; synthetic values (no 32 GiB sector here)."""
+    prm = post.get(name)
+    rng = np.random.default_rng(7)
+    n = bc.sector_challenge_count(prm)
+    per = 1 if prm.kind == "winning" else n
+    rnd = lambda *s: rng.integers(0, 1 << 62, size=s + (4,), dtype=np.uint64)  # noqa: E731
+    proofs = [post.SectorProof(99, 5, 6, 7, [int(c) for c in rng.integers(0, prm.nodes, per)], rnd(per),
+                               [rnd(per, a - 1) for a in prm.arities]) for _ in range(n // per)]
+    data = bc.write_post_sector_proof(prm, proofs)
+    assert struct.unpack_from("<I", data, 56)[0] == variant
+    got = bc.to_post_proofs(prm, bc.read_post_sector_proof(prm, data, 0))
+    assert [g.challenges for g in got] == [p.challenges for p in proofs]
+    for g, p in zip(got, proofs):
+        assert np.array_equal(g.leafs, p.leafs)
+        assert all(np.array_equal(a, b) for a, b in zip(g.paths, p.paths))
+    with pytest.raises(bc.BincodeError, match=r"variant 0 \(Single\), %s expected for a 8-8-%d tree"
+                       % (bc.VARIANTS[variant], prm.shape[2])):
+        bc.read_post_sector_proof(prm, data[:56] + bytes(4) + data[60:], 0)
