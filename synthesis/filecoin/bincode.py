@@ -258,21 +258,24 @@ def tree_d_arities(prm) -> tuple[int, ...]:
 
 
 def read_update_partition_proof(prm, data: bytes, partition: int | str = "?") -> UpdatePartitionProof:
-    """Decode one storage-proofs-update ``PartitionProof`` (``prm``: ``update.UpdateParams``, the
-    non-Poseidon EmptySectorUpdate whose TreeD is SHA-256, so TreeD domains are not range-checked)."""
-    if prm.poseidon:
-        raise ValueError(f"{prm.name}: the Poseidon update's PartitionProof layout is not read here")
+    """Decode one storage-proofs-update ``PartitionProof`` (``prm``: ``update.UpdateParams``).
+    EmptySectorUpdate: TreeD is SHA-256 (its domains not range-checked), ``apex_leafs`` present;
+    the Poseidon variant (``poseidon/vanilla.rs``): no ``apex_leafs``, proof_d_new a TreeR-shaped
+    Poseidon proof."""
     r = _Reader(data, f"partition {partition}")
     comm_c = r.domain("comm_c")
-    n_apex = r.length("apex_leafs", prm.apex_leaf_count, 32)
-    apex = b"".join(r.domain(f"apex_leafs[{i}]", canonical=False) for i in range(n_apex))
+    apex = b""
+    if not prm.poseidon:
+        n_apex = r.length("apex_leafs", prm.apex_leaf_count, 32)
+        apex = b"".join(r.domain(f"apex_leafs[{i}]", canonical=False) for i in range(n_apex))
     n = r.length("challenge_proofs", prm.challenge_count, 3 * (4 + 64))
-    ar, ad = prm.tree_r_arities, tree_d_arities(prm)
+    ar = prm.tree_r_arities
+    ad, sd = (ar, prm.shape) if prm.poseidon else (tree_d_arities(prm), (2, 0, 0))
     cps = []
     for i in range(n):
         f = f"challenge_proofs[{i}]"
         cps.append((_merkle_proof(r, f + ".proof_r_old", ar, prm.shape),
-                    _merkle_proof(r, f + ".proof_d_new", ad, (2, 0, 0), canonical=False),
+                    _merkle_proof(r, f + ".proof_d_new", ad, sd, canonical=prm.poseidon),
                     _merkle_proof(r, f + ".proof_r_new", ar, prm.shape)))
     r.end()
     return UpdatePartitionProof(comm_c, _dom_array(apex), cps)
@@ -280,6 +283,8 @@ def read_update_partition_proof(prm, data: bytes, partition: int | str = "?") ->
 
 def write_update_partition_proof(prm, comm_c: bytes, apex_leafs: bytes,
                                  challenge_proofs: Sequence[tuple[bytes, bytes, bytes]]) -> bytes:
-    """``bincode::serialize(&PartitionProof)`` from already-written MerkleProofs."""
-    return (comm_c + _u64(len(apex_leafs) // 32) + apex_leafs + _u64(len(challenge_proofs))
+    """``bincode::serialize(&PartitionProof)`` from already-written MerkleProofs (no
+    ``apex_leafs`` field for the Poseidon variant)."""
+    apex = b"" if prm.poseidon else _u64(len(apex_leafs) // 32) + apex_leafs
+    return (comm_c + apex + _u64(len(challenge_proofs))
             + b"".join(a + b + c for a, b, c in challenge_proofs))

@@ -124,13 +124,14 @@ def test_malformed_post_bytes_refused_with_offsets(window):
 
 
 def _update_bytes(prm, rng):
-    ar, ad = prm.tree_r_arities, bc.tree_d_arities(prm)
+    ar = prm.tree_r_arities
+    ad, sd = (ar, prm.shape) if prm.poseidon else (bc.tree_d_arities(prm), (2, 0, 0))
     dom = lambda: field.to_bytes(field.random_element())  # noqa: E731
 
     def mp(arities, shape):
         sibs = [field.vec_from_ints([field.random_element() for _ in range(a - 1)]) for a in arities]
         return bc.write_merkle_proof(shape, arities, dom(), dom(), sibs, [int(rng.integers(a)) for a in arities])
-    cps = [(mp(ar, prm.shape), mp(ad, (2, 0, 0)), mp(ar, prm.shape)) for _ in range(prm.challenge_count)]
+    cps = [(mp(ar, prm.shape), mp(ad, sd), mp(ar, prm.shape)) for _ in range(prm.challenge_count)]
     return bc.write_update_partition_proof(prm, dom(), b"".join(dom() for _ in range(prm.apex_leaf_count)), cps)
 
 
@@ -179,3 +180,15 @@ def test_sub_and_top_tree_layouts_round_trip(name, variant):
     with pytest.raises(bc.BincodeError, match=r"variant 0 \(Single\), %s expected for a 8-8-%d tree"
                        % (bc.VARIANTS[variant], prm.shape[2])):
         bc.read_post_sector_proof(prm, data[:56] + bytes(4) + data[60:], 0)
+
+
+def test_poseidon_update_partition_proof_has_no_apex_leafs():
+    prm = next(p for p in update.SETS.values() if p.sector_size == 2 << 10 and p.poseidon)
+    data = _update_bytes(prm, np.random.default_rng(6))
+    assert struct.unpack_from("<Q", data, 32)[0] == prm.challenge_count    # challenge_proofs right after comm_c
+    d = bc.read_update_partition_proof(prm, data, 0)
+    assert d.apex_leafs.shape == (0, 4) and len(d.challenge_proofs) == prm.challenge_count
+    assert len(d.challenge_proofs[0][1].siblings) == len(prm.tree_r_arities)
+    with pytest.raises(bc.BincodeError, match=r"^partition 0: challenge_proofs length at byte 32: "
+                       r"1099511627776 items"):
+        bc.read_update_partition_proof(prm, data[:32] + struct.pack("<Q", 1 << 40) + data[40:], 0)
