@@ -5,6 +5,10 @@ filecoin-proofs' ``FallbackPoStSectorProof<Tree>`` and, per SnapDeals partition,
 storage-proofs-update's ``PartitionProof<TreeR>``, both ``bincode::serialize``d (bincode 1.x
 defaults: little-endian, fixed-width integers, ``Vec`` length a u64, ``usize`` a u64, enum variant
 a u32, ``[u8; 32]`` / a hasher ``Domain`` 32 raw bytes, ``PhantomData`` nothing).
+The bytes are made by rust-filecoin-proofs-api: ``post.rs generate_single_vanilla_proof_inner``
+(``bincode::serialize(&vanilla_proof)``, read back with ``bincode::deserialize`` in
+``generate_winning_post_with_vanilla`` / ``generate_single_window_post_with_vanilla``) and
+``update.rs`` (``PartitionProofBytes(bincode::serialize(&proof))``).
 
 Layouts (rust-fil-proofs mirror commit 87348a7):
 
