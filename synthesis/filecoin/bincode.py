@@ -93,6 +93,17 @@ class _Reader:
             self.fail(fld, "not a canonical field element (not below the Fr modulus)", at)
         return d
 
+    def domains(self, n: int, fld: str, *, canonical: bool = True) -> bytes:
+        """``n`` domains in one read (``fld[j]`` named only when one is refused)."""
+        at = self.o
+        raw = self.take(32 * n, fld)
+        if canonical:
+            for j in range(n):
+                if int.from_bytes(raw[32 * j:32 * j + 32], "little") >= field.MODULUS:
+                    self.fail(f"{fld}[{j}]", "not a canonical field element (not below the Fr "
+                              "modulus)", at + 32 * j)
+        return raw
+
     def end(self) -> None:
         if self.o != len(self.b):
             self.fail("end", f"{len(self.b) - self.o} trailing bytes")
@@ -137,7 +148,7 @@ def _merkle_proof(r: _Reader, fld: str, arities: Sequence[int], shape: tuple[int
         for lv, a in enumerate(ars):
             e = f"{fld}.{name}.path[{lv}]"
             r.length(e + ".hashes", a - 1, 32)
-            hs = b"".join(r.domain(f"{e}.hashes[{j}]", canonical=canonical) for j in range(a - 1))
+            hs = r.domains(a - 1, e + ".hashes", canonical=canonical)
             at = r.o
             idx = r.u64(e + ".index")
             if idx >= a:
@@ -271,7 +282,7 @@ def read_update_partition_proof(prm, data: bytes, partition: int | str = "?") ->
     apex = b""
     if not prm.poseidon:
         n_apex = r.length("apex_leafs", prm.apex_leaf_count, 32)
-        apex = b"".join(r.domain(f"apex_leafs[{i}]", canonical=False) for i in range(n_apex))
+        apex = r.domains(n_apex, "apex_leafs", canonical=False)
     n = r.length("challenge_proofs", prm.challenge_count, 3 * (4 + 64))
     ar = prm.tree_r_arities
     ad, sd = (ar, prm.shape) if prm.poseidon else (tree_d_arities(prm), (2, 0, 0))

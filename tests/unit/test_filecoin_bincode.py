@@ -118,6 +118,11 @@ def test_malformed_post_bytes_refused_with_offsets(window):
     idx = data[:140 + 224] + struct.pack("<Q", 8) + data[140 + 232:]
     with pytest.raises(bc.BincodeError, match=r"path\[0\].index at byte 364: 8, not below the arity 8"):
         bc.read_post_sector_proof(prm, idx, 3)
+    at = 140 + 3 * 32
+    big = data[:at] + b"\xff" * 32 + data[at + 32:]
+    with pytest.raises(bc.BincodeError, match=where + r": vanilla_proof.sectors\[0\].inclusion_proofs\[0\]"
+                       r".path.path\[0\].hashes\[3\] at byte %d: not a canonical" % at):
+        bc.read_post_sector_proof(prm, big, 3)
     big = data[:8] + b"\xff" * 32 + data[40:]
     with pytest.raises(bc.BincodeError, match=where + r": comm_r at byte 8: not a canonical"):
         bc.read_post_sector_proof(prm, big, 3)
