@@ -8,26 +8,39 @@ proof claims: that a verifier's input cannot be swapped with the witness followi
     assert_inputs_bound(r1cs, z, expected_free=...)
 
 The argument. Every auxiliary variable v of a circuit built by our gadgets is either *defined*
-by a constraint over variables numbered before it, or a *free choice* of the prover (a Merkle
-sibling, a column value: what the witness brings). The audit finds, in variable order:
+by a constraint from other variables, or a *free choice* of the prover (a Merkle sibling, a
+column value: what the witness brings). The audit finds the definitions:
 
-- a **single definition** of v: a row in which v is the highest-numbered variable and which is
-  linear in v with a non-zero coefficient on the witness, ``(a0 + a1 v)(b0 + b1 v) = c0 + c1 v``
-  with ``a1 b1 = 0`` and ``k1 = a1 b0 + a0 b1 - c1 != 0``: given the variables before v, v is
-  ``-k0 / k1`` and nothing else;
-- a **packing definition** of a group G: a linear row (A or B a constant) whose not yet defined
-  variables are bits bound by their booleanity rows with coefficients ``f 2^e`` for distinct
-  exponents e <= 253 (``to_bits``, an input packed from bits, a MultiEq of additions): the sum
-  ``sum 2^e g_e`` is below the modulus, so the row fixes every bit of G.
+- a **single definition** of v: a row linear in v with a non-zero coefficient on the witness,
+  ``(a0 + a1 v)(b0 + b1 v) = c0 + c1 v`` with ``a1 b1 = 0`` and ``k1 = a1 b0 + a0 b1 - c1 != 0``:
+  given the row's other variables, v is ``-k0 / k1`` and nothing else. In variable order a row
+  defines its highest variable; then, repeated to a fixpoint, a row not yet used defines its
+  one undefined variable (bellpepper's maj: the result is allocated before the product it is
+  computed from);
+- a **packing definition** of a group G: a linear row (A or B a constant) whose undefined
+  variables are bits bound by booleanity rows, coefficients ``f 2^e`` for distinct e <= 254,
+  numbered after the row's other variables (``to_bits``, an input packed from bits): the row
+  fixes G up to the representation x or x + r (bellpepper's non-strict ``to_bits_le``, as
+  Filecoin's), and the witness's representation is kept;
+- a **carry definition** (a MultiEq of additions): a linear row of bits with small integer
+  coefficients whose positive and negative sums stay below the modulus, an integer identity;
+  read modulo 2^(e+1) it fixes the result bit whose coefficient's lowest set bit is e from the
+  terms whose coefficients have a bit at or below e. Each member depends only on its own
+  addition's operands and the lower results, never on the later additions that read it.
 
-What is left undefined is the prover's free set F. By induction in variable order, the public
-inputs and F fix every defined variable: a satisfying assignment is a function of (inputs, F).
-So for input x_i and a new value x' the audit recomputes x_i's *cone* (the variables whose
-definitions reach x_i, in order) from x', everything else kept, and evaluates every row the
-cone touches. If some row fails, no satisfying assignment has x' with the other inputs and F
-unchanged: **x_i is bound relative to F**. If none fails, x_i can be changed with the witness
-following it: the input is *unbound* (named in ``problems``). A definition row that has no
-solution for x' (a packing whose bits cannot hold the new value) refuses it too.
+Each row defines one variable or one group. The definitions are put in an order where each
+comes after what it reads (Kahn's algorithm); one on a cycle is dropped. What is left undefined
+is the prover's free set F. By induction in that order, the public inputs and F fix every
+defined variable: a satisfying assignment is a function of (inputs, F). So for input x_i and a
+new value x' the audit recomputes x_i's *cone* (the defined variables whose definitions reach
+x_i) in order, everything else kept, and evaluates every row the changes touch. If some row
+fails, no satisfying assignment has x' with the other inputs and F unchanged: **x_i is bound
+relative to F**. If none fails, x_i can be changed with the witness following it: the input is
+*unbound* (named in ``problems``). A carry row is only an integer identity over bits: a
+recomputation that leaves a non-bit in one proves nothing, and the input is reported unbound.
+
+Checked on SHA-256 (45k constraints): a message bit flipped, the recomputation satisfies every
+row (the digest follows), and only the 512 message bits are free.
 
 Bound relative to F is as strong as the circuit's hashes: a prover who changes F as well
 (other siblings, other columns) must make the failing rows (a Merkle root equality, comm_r =
@@ -39,11 +52,15 @@ every free variable outside it is reported, and so is every input whose refusing
 reached (through definitions) from one of them: the input is bound only by what the extra
 freedom can satisfy.
 
+A defined variable that no row reads besides its definition (and booleanity) is *dangling*:
+a computation nothing checks (a Merkle root whose equality was removed). With
+``expected_dangling`` (the real circuit's), each new one is a problem naming the inputs it
+follows. ``weakened``: the inputs an unexpected free or dangling variable reaches.
+
 Each input is tried with ``x + 1`` and, for an input below 2^64 (an index, a packed challenge),
 with its lowest bit flipped (``x ^ 1``) and its highest set bit cleared: an index's change
 moves the Merkle path's position, the label's node. The cone is found by a breadth-first walk
-of the definition graph (numpy, level by level) and recomputed with Python integers:
-filecoin-2k's replica id reaches 2.3 M variables (every label's SHA-256).
+of the definition graph (numpy, level by level) and recomputed with Python integers.
 
 ``without`` drops rows (as if removed from the R1CS) for the tests that remove each header or
 input constraint and expect the audit to name the input.

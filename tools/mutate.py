@@ -71,6 +71,14 @@ TARGETS: dict[str, Target] = {
                      ("limits_of", "check_c1", "check_canonical_size")),
     "lease": Target("cluster/pipeline/lease.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
     "reconcile": Target("cluster/pipeline/reconcile.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
+    # issue 35: the input-binding audit (its recomputation and verdicts, against the Filecoin
+    # header's tests: seconds a mutant) and the sealer's C1 vanilla checks
+    "input_audit": Target("synthesis/input_audit.py",
+                          ("tests/unit/test_soundness_inputs.py", "-k", "filecoin_header"),
+                          ("check", "audit_inputs")),
+    "vanilla": Target("synthesis/filecoin/vanilla.py",
+                      ("tests/unit/test_filecoin_seal.py", "-k", "tampered or untampered"),
+                      ("check_partition",), 240.0),
     "keeper": Target("cluster/ops/keeper.py",
                      ("tests/integration/test_keeper_backoff.py", "tests/integration/test_keeper.py",
                       "-k", "not up_restarts"),

@@ -166,3 +166,24 @@ def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_remov
         want = _inputs_of(A, r)
         if want:
             assert want & (set(rep.unbound) | set(rep.weakened)), (r, rep.problems[:3])
+
+
+def test_a_sha256_recomputation_follows_a_flipped_message_bit():
+    """The definitions hold a whole SHA-256 (two compressions, MultiEq carries, maj computed
+    after its result is allocated): only the 512 message bits are free, and a message bit
+    flipped with its cone recomputed satisfies every row (nothing here checks the digest); a
+    carry recomputed wrongly would leave a MultiEq row failing."""
+    from synthesis.bellpepper import check as ck, sha256 as sh
+    from synthesis.builder import ConstraintSystem
+    from synthesis.gadgets.core import Synth
+    from tests.unit.test_bellpepper_sha256 import alloc_message
+
+    data = np.random.default_rng(35).integers(0, 256, (1, 64), dtype=np.uint8)
+    s = Synth(cs=ConstraintSystem(with_values=False), batch=1)
+    sh.sha256(s, alloc_message(s, data))
+    r1cs = s.cs.to_r1cs()
+    A = InputAudit(r1cs, np.ascontiguousarray(ck.assignments(s)[0]))
+    assert A.free == list(range(1, 513))
+    assert sum(1 for d in A.defn.values() if d[0] == "c") > 10_000  # the additions' result bits
+    rows, cone = A.check(77, 1 - A.z[77])
+    assert rows == [] and len(cone) > 40_000
