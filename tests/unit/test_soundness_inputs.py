@@ -171,8 +171,11 @@ def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_remov
 def test_a_sha256_recomputation_follows_a_flipped_message_bit():
     """The definitions hold a whole SHA-256 (two compressions, MultiEq carries, maj computed
     after its result is allocated): only the 512 message bits are free, and a message bit
-    flipped with its cone recomputed satisfies every row (nothing here checks the digest); a
-    carry recomputed wrongly would leave a MultiEq row failing."""
+    flipped with its cone recomputed satisfies every row (nothing here checks the digest) with
+    the digest of the flipped message, bit for bit as hashlib computes it: a carry or an XOR
+    recomputed wrongly would fail a row or change the digest."""
+    import hashlib
+
     from synthesis.bellpepper import check as ck, sha256 as sh
     from synthesis.builder import ConstraintSystem
     from synthesis.gadgets.core import Synth
@@ -180,10 +183,21 @@ def test_a_sha256_recomputation_follows_a_flipped_message_bit():
 
     data = np.random.default_rng(35).integers(0, 256, (1, 64), dtype=np.uint8)
     s = Synth(cs=ConstraintSystem(with_values=False), batch=1)
-    sh.sha256(s, alloc_message(s, data))
+    out = sh.sha256(s, alloc_message(s, data))
     r1cs = s.cs.to_r1cs()
     A = InputAudit(r1cs, np.ascontiguousarray(ck.assignments(s)[0]))
     assert A.free == list(range(1, 513))
     assert sum(1 for d in A.defn.values() if d[0] == "c") > 10_000  # the additions' result bits
-    rows, cone = A.check(77, 1 - A.z[77])
+    rows, cone = A.check(77, 1 - A.z[77])                              # message bit 76
     assert rows == [] and len(cone) > 40_000
+    flipped = bytearray(data[0].tobytes())
+    flipped[76 // 8] ^= 0x80 >> (76 % 8)
+    want = np.unpackbits(np.frombuffer(hashlib.sha256(bytes(flipped)).digest(), np.uint8)).tolist()
+    got = []
+    for b in out:
+        if b.const is not None:
+            got.append(b.const)
+            continue
+        v = A.last_values.get(-b.bit.key, A.z[-b.bit.key])
+        got.append(1 - v if b.neg else v)
+    assert got == want and all(v in (0, 1) for v in A.last_values.values())
