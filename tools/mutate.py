@@ -91,6 +91,14 @@ TARGETS: dict[str, Target] = {
     "c2input": Target("cluster/gateway/c2input.py",
                       ("tests/unit/test_gateway_units.py", "tests/unit/test_input_limits_exact.py", "-k",
                        "not grpc and not commit2_file"), ("decode", "_c1_doc", "_filecoin_doc")),
+    # issue 35: the input-binding audit (its recomputation and verdicts: the Filecoin header's
+    # tests and the SHA-256 recomputation, ~25 s a mutant) and the sealer's C1 vanilla checks
+    "input_audit": Target("synthesis/input_audit.py",
+                          ("tests/unit/test_soundness_inputs.py", "-k", "filecoin_header or sha256"),
+                          ("check", "audit_inputs")),
+    "vanilla": Target("synthesis/filecoin/vanilla.py",
+                      ("tests/unit/test_filecoin_seal.py", "-k", "tampered or untampered"),
+                      ("check_partition",), 240.0),
     "keeper": Target("cluster/ops/keeper.py",
                      ("tests/integration/test_keeper_backoff.py", "tests/integration/test_keeper.py",
                       "-k", "not up_restarts"),
