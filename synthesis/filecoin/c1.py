@@ -222,8 +222,9 @@ def parse(prm: FilecoinParams, doc: Any, *, bounded: bool = False) -> C1Document
         more = f" (and {e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
         raise FilecoinC1Error(err["msg"] + more, field=limits.json_path(loc) or None, **_loc_error(loc)) from None
     if not prm.accepts(c1.registered_proof):
+        ni = " (NI-PoRep is not proved here: docs/interop.md)" if "NonInteractive" in c1.registered_proof else ""
         raise FilecoinC1Error(f"is {limits.clip(c1.registered_proof)}, this parameter set ({prm.name}) "
-                              f"is {prm.registered_proof}", field="registered_proof")
+                              f"is {prm.registered_proof} or {prm.synthetic_proof}{ni}", field="registered_proof")
     if c1.shape != prm.shape:
         raise FilecoinC1Error(f"vanilla proofs are keyed {limits.clip(c1.shape)}, {prm.shape} expected",
                               field="vanilla_proofs")
