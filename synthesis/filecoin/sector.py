@@ -218,7 +218,7 @@ class Sector:
     def save(self, directory) -> Path:
         meta = {
             "version": SECTOR_VERSION, "family": "filecoin", "params": self.prm.name,
-            "registered_proof": self.prm.registered_proof, "benchmark": self.benchmark,
+            "registered_proof": self.registered_proof or self.prm.registered_proof, "benchmark": self.benchmark,
             "note": BENCHMARK_NOTE if self.benchmark else "sealed as rust-fil-proofs seals",
             # seed: a real sector's data seed, a benchmark sector's interactive seed
             "seed": "0x" + (self.seed or bytes(32)).hex(),
@@ -239,11 +239,21 @@ class Sector:
         try:
             sector = cls(prm, bytes.fromhex(meta["prover_id"]), int(meta["sector_id"]), bytes.fromhex(meta["ticket"]),
                          rid.to_bytes(32, "little"), z["nodes"].astype(np.uint64), z["data"].astype(np.uint64),
-                         z["columns"].astype(np.uint64), bool(meta["benchmark"]), seed)
+                         z["columns"].astype(np.uint64), bool(meta["benchmark"]), seed,
+                         registered_proof=_kind(prm, meta.get("registered_proof")))
         except (KeyError, ValueError, TypeError) as e:
             raise SectorError(f"{Path(directory) / 'sector.json'}: malformed ({e!r})") from None
         store.check_commitment(directory, meta, int.from_bytes(sector.comm_r, "little"))
         return sector
+
+
+def _kind(prm: FilecoinParams, rp) -> str | None:
+    """A saved sector's kind: None for the set's V1_1 kind, its SyntheticPoRep kind, else an error."""
+    if rp in (None, prm.registered_proof):
+        return None
+    if rp == prm.synthetic_proof:
+        return rp
+    raise ValueError(f"registered_proof {str(rp)[:64]!r} is not {prm.name}'s")
 
 
 def seal(prm: FilecoinParams, data: bytes, prover_id: bytes, sector_id: int, ticket: bytes,

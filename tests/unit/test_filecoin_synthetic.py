@@ -63,6 +63,24 @@ def test_public_inputs_are_derived_not_read_from_the_vanilla_proofs(sectors):
         assert circuit.public_inputs(c1, 0) == good
 
 
+def test_a_synthetic_sector_keeps_its_kind_when_saved(tmp_path):
+    from synthesis.filecoin import c1 as fc1
+    from synthesis.filecoin import sector as fs
+    from synthesis.filecoin.params import SETS
+
+    prm = SETS["filecoin-2k"]
+    sealed = fs.seal(prm, os.urandom(1016), fs.prover_id_from_miner(1000), 7, bytes([3] * 32),
+                     registered_proof=prm.synthetic_proof)
+    plain = fs.seal(prm, bytes(1016), fs.prover_id_from_miner(1000), 7, bytes([3] * 32))
+    sealed.save(tmp_path / "s")
+    back = fs.Sector.load(tmp_path / "s")
+    assert (back.registered_proof, back.replica_id) == (prm.synthetic_proof, sealed.replica_id)
+    assert fc1.c1_document(back, bytes([1] * 32))["registered_proof"] == prm.synthetic_proof
+    # its own porep id: the same data, miner, sector and ticket give another replica id
+    assert fs.seal(prm, bytes(1016), fs.prover_id_from_miner(1000), 7, bytes([3] * 32),
+                   registered_proof=prm.synthetic_proof).replica_id != plain.replica_id
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 @pytest.mark.skipif(os.environ.get("ZKHIVE_LONG_FILECOIN") != "1",
