@@ -92,6 +92,38 @@ def decode(raw: bytes, limits: lim.Limits, *, miner_id: int | None = None,
     return C2Input(doc=doc, sector_number=num, sector_size=size, shape="commit2")
 
 
+def check_filecoin(c2: C2Input, *, registered_proof: int, sector_number: int, miner_id: int) -> None:
+    """The request against a Filecoin C1, as ``seal_commit_phase2`` holds them (filecoin-proofs
+    api/seal.rs: its ensures, then ``verify_seal`` from prover id, sector id, ticket and seed):
+    the request's RegisteredSealProof number names the C1's ``registered_proof``; its
+    sector_number is the Commit2 input's SectorNum; comm_d, comm_r and seed are not all zero; the
+    replica id SHA-256(prover id of miner_id | sector number u64 BE | ticket | comm_d | porep id)
+    (trimmed to 254 bits) is the C1's. The partitions' public inputs are then derived from these
+    (``FilecoinCircuit.public_inputs``). A document of another family (no ``registered_proof``)
+    has none of these fields: nothing to check. C2InputError, one line naming the field."""
+    doc = c2.doc
+    if "registered_proof" not in doc:
+        return
+    from synthesis.filecoin import sector as fs
+    from synthesis.filecoin.params import porep_id_of, proof_name
+
+    rp = doc["registered_proof"]
+    if proof_name(registered_proof) != rp:
+        raise C2InputError(f"registered_proof: request says {proof_name(registered_proof)}, C1 is {rp}")
+    if c2.sector_number is not None and sector_number != c2.sector_number:
+        raise C2InputError(f"sector_number: request says {sector_number}, the Commit2 input's SectorNum "
+                           f"is {c2.sector_number}")
+    for name in ("comm_d", "comm_r", "seed"):
+        if not any(doc[name]):
+            raise C2InputError(f"{name}: all zero (seal_commit_phase2 refuses it)")
+    want = fs.replica_id(fs.prover_id_from_miner(miner_id), sector_number, bytes(doc["ticket"]),
+                         bytes(doc["comm_d"]), porep_id_of(rp))
+    if want != bytes(doc["replica_id"]):
+        raise C2InputError(f"replica_id: the C1's is {bytes(doc['replica_id']).hex()[:16]}..., miner_id {miner_id}, "
+                           f"sector {sector_number}, the C1's ticket and comm_d under {rp} give "
+                           f"{want.hex()[:16]}... (another miner's or sector's C1?)")
+
+
 def _c1_doc(raw: bytes, limits: lim.Limits, where: str) -> dict:
     try:
         doc = lim.loads(raw, limits, setting="limits.c1_max_bytes")

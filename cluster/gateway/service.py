@@ -192,6 +192,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         limits = self.rt.settings.limits.limits()
         try:
             c2 = c2input.decode(req.vanilla_proof, limits, miner_id=req.miner_id or None)
+            # a Filecoin C1 held against the request as seal_commit_phase2 holds it (docs/gateway.md)
+            c2input.check_filecoin(c2, registered_proof=req.registered_proof, sector_number=req.sector_number,
+                                   miner_id=req.miner_id)
         except c2input.C2InputError as e:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
         if req.sector_size and c2.sector_size and req.sector_size != c2.sector_size:

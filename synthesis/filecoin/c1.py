@@ -77,10 +77,12 @@ def params_of(doc: Any) -> FilecoinParams:
     """The parameter set a decoded C1 names (registered_proof), or a FilecoinC1Error."""
     rp = doc.get("registered_proof") if isinstance(doc, dict) else None
     for p in SETS.values():
-        if p.registered_proof == rp:
+        if isinstance(rp, str) and p.accepts(rp):   # V1_1 or its SyntheticPoRep kind: one circuit
             return p
+    ni = " (NI-PoRep is not proved here: docs/interop.md)" if isinstance(rp, str) and "NonInteractive" in rp else ""
     raise FilecoinC1Error(f"registered proof {limits.clip(rp)} is not one of "
-                          f"{', '.join(p.registered_proof for p in SETS.values())}", field="registered_proof")
+                          f"{', '.join(r for p in SETS.values() for r in (p.registered_proof, p.synthetic_proof))}{ni}",
+                          field="registered_proof")
 
 
 def parse(prm: FilecoinParams, doc: Any, *, bounded: bool = False) -> C1Document:
@@ -97,9 +99,10 @@ def parse(prm: FilecoinParams, doc: Any, *, bounded: bool = False) -> C1Document
         loc = tuple(err["loc"])
         more = f" (and {e.error_count() - 1} more errors)" if e.error_count() > 1 else ""
         raise FilecoinC1Error(err["msg"] + more, field=limits.json_path(loc) or None, **_loc_error(loc)) from None
-    if c1.registered_proof != prm.registered_proof:
+    if not prm.accepts(c1.registered_proof):
+        ni = " (NI-PoRep is not proved here: docs/interop.md)" if "NonInteractive" in c1.registered_proof else ""
         raise FilecoinC1Error(f"is {limits.clip(c1.registered_proof)}, this parameter set ({prm.name}) "
-                              f"is {prm.registered_proof}", field="registered_proof")
+                              f"is {prm.registered_proof} or {prm.synthetic_proof}{ni}", field="registered_proof")
     if c1.shape != prm.shape:
         raise FilecoinC1Error(f"vanilla proofs are keyed {limits.clip(c1.shape)}, {prm.shape} expected",
                               field="vanilla_proofs")
@@ -192,14 +195,18 @@ def vanilla_proof(sector, c: int) -> dict:
 
 
 def c1_document(sector, seed: bytes) -> dict:
-    """SealCommitPhase1Output for ``seed`` (the interactive randomness, 32 bytes)."""
+    """SealCommitPhase1Output for ``seed`` (the interactive randomness, 32 bytes); a sector
+    sealed as SyntheticPoRep (``sector.registered_proof``) opens the synthetic challenges."""
     if len(seed) != 32:
         raise ValueError("the interactive seed is 32 bytes")
     if sector.benchmark and sector.seed != seed:
         raise ValueError("a benchmark sector is populated for one seed: use the seed it was made with")
     prm = sector.prm
-    proofs = [[vanilla_proof(sector, int(c)) for c in row] for row in sector.challenges(seed)]
-    doc = {"registered_proof": prm.registered_proof, "vanilla_proofs": {prm.shape: proofs},
+    rp = getattr(sector, "registered_proof", None) or prm.registered_proof
+    rows = [chal.porep_partition(rp, prm.nodes, prm.challenges, sector.replica_id, seed, sector.comm_r, k)
+            for k in range(prm.partitions)]
+    proofs = [[vanilla_proof(sector, int(c)) for c in row] for row in rows]
+    doc = {"registered_proof": rp, "vanilla_proofs": {prm.shape: proofs},
            "comm_r": list(sector.comm_r), "comm_d": list(sector.comm_d),
            "replica_id": list(sector.replica_id), "seed": list(seed), "ticket": list(sector.ticket)}
     if sector.benchmark:
@@ -252,6 +259,13 @@ def load(raw: bytes) -> tuple[FilecoinParams, C1Document, dict]:
 
 # --- verifying -----------------------------------------------------------------------------------
 
+def expected_challenges(prm: FilecoinParams, c1: C1Document, k: int):
+    """Partition k's challenges as the verifier derives them from the document's replica id,
+    seed (and comm_r, SyntheticPoRep): interactive or synthetic by ``registered_proof``."""
+    return chal.porep_partition(c1.registered_proof, prm.nodes, prm.challenges, bytes(c1.replica_id),
+                                bytes(c1.seed), bytes(c1.comm_r), k)
+
+
 def verify(prm: FilecoinParams, c1: C1Document, *, partitions=None) -> list:
     """Check every vanilla proof (or those of ``partitions``); return their PartitionVanilla."""
     from .vanilla import check_partition, from_c1
@@ -261,9 +275,9 @@ def verify(prm: FilecoinParams, c1: C1Document, *, partitions=None) -> list:
             raise FilecoinC1Error("is not below 2^254 (a trimmed domain)", field=name)
     comm_c = comm_r_last = None
     out = []
-    graph = Graph.for_params(prm)
+    graph = Graph.for_params(prm, c1.registered_proof)
     for k in range(prm.partitions) if partitions is None else partitions:
-        expect = chal.partition_challenges(rid, bytes(c1.seed), k, prm.challenges, prm.nodes)
+        expect = expected_challenges(prm, c1, k)
         pv = from_c1(prm, c1, k)
         check_partition(prm, pv, expect, graph, k)
         if comm_c is None:

@@ -77,3 +77,15 @@ class SynthChallenges:
         key = _blake2b_key(b"filecoin.io|PoRep|1|Synthetic|1|Selection", self.replica_id, rand)
         raw = _chacha20_stream(key, 4 * k * n, 4 * n)
         return [self.challenge(int.from_bytes(raw[4 * j:4 * j + 4], "little") % self.count) for j in range(n)]
+
+
+def porep_partition(registered_proof: str, nodes: int, challenges: int, replica_id: bytes, seed: bytes,
+                    comm_r: bytes, k: int) -> np.ndarray:
+    """Partition k's challenged nodes for ``registered_proof``: the interactive rule, or for the
+    SyntheticPoRep kinds ``SynthChallenges(...).porep_partition`` with the seed as ``rand``
+    (PublicInputs::challenges, Challenges::Synth; comm_r is tau's)."""
+    from .params import is_synthetic
+    if is_synthetic(registered_proof):
+        return np.array(SynthChallenges(nodes, replica_id, comm_r).porep_partition(challenges, seed, k),
+                        dtype=np.uint64)
+    return partition_challenges(replica_id, seed, k, challenges, nodes)

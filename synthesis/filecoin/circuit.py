@@ -290,9 +290,24 @@ class FilecoinCircuit(CompactMatrices):
 
     def public_inputs(self, c1: c1mod.C1Document, partition: int) -> list[int]:
         """StackedCompound::generate_public_inputs: replica_id, comm_d, comm_r, then per challenge
-        the packed index bits of each inclusion proof (= the node's index) in circuit order."""
-        pv = self.vanilla(c1, partition, check=False)
-        return self._public(pv)
+        the packed index bits of each inclusion proof (= the node's index) in circuit order.
+        The challenges are derived again from the document's replica id, seed (and comm_r for
+        SyntheticPoRep), their parents from the graph, as seal_commit_phase2's verifier does:
+        never the indices the vanilla proofs carry (a proof of other nodes does not verify)."""
+        from .graph import Graph
+        self._check_k(partition)
+        ch = np.asarray(c1mod.expected_challenges(self.prm, c1, partition), dtype=np.uint64)
+        par = Graph.for_params(self.prm, c1.registered_proof).parents(ch)
+        head = []
+        for name in ("replica_id", "comm_d", "comm_r"):
+            try:
+                head.append(field.from_bytes(bytes(getattr(c1, name)), what=name))
+            except field.FieldError:
+                raise c1mod.FilecoinC1Error("is not below the BLS12-381 scalar field modulus", field=name) from None
+        out = list(head)
+        for i, c in enumerate(ch.tolist()):
+            out += [c, *par[i, :6].tolist(), *par[i, 6:].tolist(), c, c, c]
+        return [int(x) for x in out]
 
     @staticmethod
     def _public(pv) -> list[int]:

@@ -219,7 +219,12 @@ class Graph:
         self.size, self.porep_id, self.api_version = size, bytes(porep_id), api_version
 
     @classmethod
-    def for_params(cls, p: FilecoinParams) -> "Graph":
+    def for_params(cls, p: FilecoinParams, registered_proof: str | None = None) -> "Graph":
+        """The set's graph, or that of its SyntheticPoRep kind: the graph's seed is the porep id
+        (api 1.2.0: the same rules as 1.1.0)."""
+        if registered_proof and registered_proof != p.registered_proof:
+            from .params import porep_id_of
+            return cls(p.nodes, porep_id_of(registered_proof), "1.2.0")
         return cls(p.nodes, p.porep_id, p.api_version)
 
     def drg(self, nodes) -> np.ndarray:

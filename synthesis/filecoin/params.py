@@ -32,6 +32,41 @@ REGISTERED_PROOF_IDS = {
     "StackedDrg2KiBV1_1": 5, "StackedDrg8MiBV1_1": 6, "StackedDrg512MiBV1_1": 7,
     "StackedDrg32GiBV1_1": 8, "StackedDrg64GiBV1_1": 9,
 }
+#: the SyntheticPoRep kinds (api 1.1.0 with ApiFeature::SyntheticPoRep; registry.rs ids 10..14):
+#: the same circuit and keys as the V1_1 kind of the size, challenges from the synthetic set
+#: (``challenges.SynthChallenges``) and their own porep id (so their own replica ids)
+SYNTHETIC_PROOF_IDS = {
+    "StackedDrg2KiBV1_1_Feat_SyntheticPoRep": 10, "StackedDrg8MiBV1_1_Feat_SyntheticPoRep": 11,
+    "StackedDrg512MiBV1_1_Feat_SyntheticPoRep": 12, "StackedDrg32GiBV1_1_Feat_SyntheticPoRep": 13,
+    "StackedDrg64GiBV1_1_Feat_SyntheticPoRep": 14,
+}
+#: NI-PoRep (api 1.2.0, ids 15..19): named so a request for it is refused by name (docs/interop.md)
+NON_INTERACTIVE_PROOF_IDS = {
+    "StackedDrg2KiBV1_2_Feat_NonInteractivePoRep": 15, "StackedDrg8MiBV1_2_Feat_NonInteractivePoRep": 16,
+    "StackedDrg512MiBV1_2_Feat_NonInteractivePoRep": 17, "StackedDrg32GiBV1_2_Feat_NonInteractivePoRep": 18,
+    "StackedDrg64GiBV1_2_Feat_NonInteractivePoRep": 19,
+}
+ALL_PROOF_IDS = {**REGISTERED_PROOF_IDS, **SYNTHETIC_PROOF_IDS, **NON_INTERACTIVE_PROOF_IDS}
+SYNTHETIC_SUFFIX = "_Feat_SyntheticPoRep"
+
+
+def proof_name(proof_id: int) -> str:
+    """RegisteredSealProof's name for its number (Go's abi.RegisteredSealProof, the same numbers)."""
+    for name, i in ALL_PROOF_IDS.items():
+        if i == proof_id:
+            return name
+    return f"RegisteredSealProof {proof_id} (unknown)"
+
+
+def is_synthetic(registered_proof: str) -> bool:
+    return registered_proof in SYNTHETIC_PROOF_IDS
+
+
+def porep_id_of(registered_proof: str) -> bytes:
+    """rust-filecoin-proofs-api ``RegisteredSealProof::porep_id``: id LE | nonce 0 LE | zeros."""
+    return ALL_PROOF_IDS[registered_proof].to_bytes(8, "little") + (0).to_bytes(8, "little") + bytes(16)
+
+
 NODE_SIZE = 32
 DRG_PARENTS = 6
 EXP_PARENTS = 8
@@ -135,7 +170,16 @@ class FilecoinParams:
     @property
     def porep_id(self) -> bytes:
         """rust-filecoin-proofs-api ``RegisteredSealProof::porep_id``: id LE | nonce 0 LE | zeros."""
-        return self.registered_proof_id.to_bytes(8, "little") + (0).to_bytes(8, "little") + bytes(16)
+        return porep_id_of(self.registered_proof)
+
+    @property
+    def synthetic_proof(self) -> str:
+        """The SyntheticPoRep kind of this size (same circuit, same keys)."""
+        return self.registered_proof + SYNTHETIC_SUFFIX
+
+    def accepts(self, registered_proof: str) -> bool:
+        """Whether a C1 of ``registered_proof`` is proved with this set's circuit and keys."""
+        return registered_proof in (self.registered_proof, self.synthetic_proof)
 
     @property
     def preimage_bytes(self) -> int:

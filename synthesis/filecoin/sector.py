@@ -36,7 +36,7 @@ from ..family.sector import SectorError, hexfe
 from . import challenges as chal
 from .document import BENCHMARK_NOTE
 from .graph import Graph, label_parent_order
-from .params import SETS, FilecoinParams
+from .params import SETS, FilecoinParams, porep_id_of
 from .trees import Tree, column_hashes
 
 SECTOR_VERSION = 1
@@ -170,10 +170,13 @@ class Sector:
     columns: np.ndarray      # (n, layers, 4) the labels at ``nodes``, layer 1 first
     benchmark: bool
     seed: bytes | None = None   # a benchmark sector is populated for this interactive seed
+    #: the kind it was sealed as: None for the set's V1_1 kind, or its SyntheticPoRep kind
+    #: (its own porep id, so its own replica id; C1 opens the synthetic challenges)
+    registered_proof: str | None = None
 
     def __post_init__(self):
         p = self.prm
-        self.graph = Graph.for_params(p)
+        self.graph = Graph.for_params(p, self.registered_proof)
         self.tree_d = Tree.build((2,) * p.tree_d_depth, self.nodes, self.data, sha=True)
         self.tree_c = Tree.build(p.tree_c_arities, self.nodes, column_hashes(self.columns), sha=False)
         self.tree_r = Tree.build(p.tree_r_arities, self.nodes,
@@ -214,7 +217,7 @@ class Sector:
     def save(self, directory) -> Path:
         meta = {
             "version": SECTOR_VERSION, "family": "filecoin", "params": self.prm.name,
-            "registered_proof": self.prm.registered_proof, "benchmark": self.benchmark,
+            "registered_proof": self.registered_proof or self.prm.registered_proof, "benchmark": self.benchmark,
             "note": BENCHMARK_NOTE if self.benchmark else "sealed as rust-fil-proofs seals",
             # seed: a real sector's data seed, a benchmark sector's interactive seed
             "seed": "0x" + (self.seed or bytes(32)).hex(),
@@ -235,27 +238,42 @@ class Sector:
         try:
             sector = cls(prm, bytes.fromhex(meta["prover_id"]), int(meta["sector_id"]), bytes.fromhex(meta["ticket"]),
                          rid.to_bytes(32, "little"), z["nodes"].astype(np.uint64), z["data"].astype(np.uint64),
-                         z["columns"].astype(np.uint64), bool(meta["benchmark"]), seed)
+                         z["columns"].astype(np.uint64), bool(meta["benchmark"]), seed,
+                         registered_proof=_kind(prm, meta.get("registered_proof")))
         except (KeyError, ValueError, TypeError) as e:
             raise SectorError(f"{Path(directory) / 'sector.json'}: malformed ({e!r})") from None
         store.check_commitment(directory, meta, int.from_bytes(sector.comm_r, "little"))
         return sector
 
 
+def _kind(prm: FilecoinParams, rp) -> str | None:
+    """A saved sector's kind: None for the set's V1_1 kind, its SyntheticPoRep kind, else an error."""
+    if rp in (None, prm.registered_proof):
+        return None
+    if rp == prm.synthetic_proof:
+        return rp
+    raise ValueError(f"registered_proof {str(rp)[:64]!r} is not {prm.name}'s")
+
+
 def seal(prm: FilecoinParams, data: bytes, prover_id: bytes, sector_id: int, ticket: bytes,
-         seed: bytes | None = None) -> Sector:
+         seed: bytes | None = None, *, registered_proof: str | None = None) -> Sector:
     """Seal ``data`` (unpadded piece bytes) as rust-fil-proofs does: every node, every layer.
-    ``seed``: what the data was drawn from, if it was (kept in sector.json)."""
+    ``seed``: what the data was drawn from, if it was (kept in sector.json). ``registered_proof``:
+    the set's SyntheticPoRep kind to seal as that (its porep id), default the V1_1 kind."""
     if prm.benchmark:
         raise SectorError(f"{prm.name} is sealed as a benchmark sector here (seal_benchmark)")
+    rp = registered_proof or prm.registered_proof
+    if not prm.accepts(rp):
+        raise SectorError(f"{prm.name} seals {prm.registered_proof} or {prm.synthetic_proof}, not {rp}")
     padded = fr32_pad(data, prm.sector_size)
     nodes = np.arange(prm.nodes, dtype=np.uint64)
     data_vec = vec(padded)
     comm_d = raw(Tree.build((2,) * prm.tree_d_depth, nodes, data_vec, sha=True).root_vec)
-    rid = replica_id(prover_id, sector_id, ticket, comm_d, prm.porep_id)
-    labels = label_all(Graph.for_params(prm), rid, prm.layers)
+    rid = replica_id(prover_id, sector_id, ticket, comm_d, porep_id_of(rp))
+    labels = label_all(Graph.for_params(prm, rp), rid, prm.layers)
     return Sector(prm, prover_id, sector_id, ticket, rid, nodes, data_vec,
-                  np.ascontiguousarray(labels.transpose(1, 0, 2)), benchmark=False, seed=seed)
+                  np.ascontiguousarray(labels.transpose(1, 0, 2)), benchmark=False, seed=seed,
+                  registered_proof=registered_proof)
 
 
 def seal_benchmark(prm: FilecoinParams, prover_id: bytes, sector_id: int, ticket: bytes, seed: bytes) -> Sector:

@@ -186,6 +186,37 @@ def test_bad_requests_and_other_proof_kinds_are_refused_in_one_line(gw, porep):
         assert gw.r.get(f"zkhive:job:{name}") is None  # nothing recorded for a refused request
 
 
+def test_a_filecoin_c1_is_held_against_the_request_each_refusal_one_line_and_the_next_job_proves(gw, porep):
+    """seal_commit_phase2's checks at the door: a 2 KiB sector of miner 1000, sector 7 sent with
+    another registered_proof, sector_number or miner_id (the replica id) is refused at once in one
+    line naming the field, no job recorded; a porep-lite job sent after it proves and verifies."""
+    import os
+
+    from synthesis.filecoin import c1 as fc1
+    from synthesis.filecoin import sector as fs
+    from synthesis.filecoin.params import SETS
+
+    prm = SETS["filecoin-2k"]
+    sealed = fs.seal(prm, os.urandom(1016), fs.prover_id_from_miner(1000), 7, bytes([3] * 32))
+    fc = fc1.commit2_input(fc1.dumps(fc1.c1_document(sealed, bytes([1] * 32))), 7, 2048)
+    good = dict(registered_proof=5, sector_number=7, miner_id=1000)
+    for name, change, message in [
+            ("fc-rp", dict(registered_proof=8), "registered_proof: request says StackedDrg32GiBV1_1, C1 is StackedDrg2KiBV1_1"),
+            ("fc-sn", dict(sector_number=8), "sector_number: request says 8, the Commit2 input's SectorNum is 7"),
+            ("fc-miner", dict(miner_id=1001), "replica_id: the C1's is ")]:
+        req = pb.SubmitProofRequest(request_id=name, proof_kind=pb.POREP_SEAL_COMMIT, sector_size=2048,
+                                    vanilla_proof=fc, **{**good, **change})
+        t0 = time.monotonic()
+        code, msg = _code(lambda: gw.call("Prove", pb.ProveRequest(submit=req)))
+        assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith(message) and "\n" not in msg, msg
+        assert time.monotonic() - t0 < 10  # at the door, before any synthesis or key
+        assert gw.r.get(f"zkhive:job:{name}") is None and not gw.events(name)
+    circuit, doc, c2 = porep
+    res = gw.call("Prove", pb.ProveRequest(submit=submit("after-fc", c2))).result
+    assert res.status == pb.AwaitProofResponse.COMPLETED, res.error_message
+    assert verify(gw, circuit, doc, res.proof)
+
+
 def test_the_token_is_required(gw):
     code, msg = _code(lambda: gw.call("GetStatus", pb.GetStatusRequest(), metadata=None))
     assert code == grpc.StatusCode.UNAUTHENTICATED and "missing bearer token" in msg

@@ -290,3 +290,57 @@ def test_a_build_without_the_filecoin_family_says_so(monkeypatch):
     monkeypatch.setitem(sys.modules, "synthesis.filecoin.c1", None)
     with pytest.raises(c2input.C2InputError, match=r"this build has no Filecoin circuit family"):
         c2input.decode(c2input.wrap(b'{"registered_proof":"StackedDrg2KiBV1_1"}', 7, 2048), LIMITS)
+
+
+# -- a Filecoin C1 held against the request, as seal_commit_phase2 holds it ----------------------------
+
+@pytest.fixture(scope="module")
+def fc_inputs():
+    """A 2 KiB sector sealed as StackedDrg2KiBV1_1 and one as its SyntheticPoRep kind (miner
+    1000, sector 7): their Commit2 inputs."""
+    import os
+
+    from synthesis.filecoin import c1 as fc1
+    from synthesis.filecoin import sector as fs
+    from synthesis.filecoin.params import SETS
+
+    prm = SETS["filecoin-2k"]
+    out = {}
+    for rp in (prm.registered_proof, prm.synthetic_proof):
+        sealed = fs.seal(prm, os.urandom(1016), fs.prover_id_from_miner(1000), 7, bytes([3] * 32),
+                         registered_proof=rp)
+        out[rp] = fc1.commit2_input(fc1.dumps(fc1.c1_document(sealed, bytes([1] * 32))), 7, 2048)
+    return out
+
+
+def test_the_request_is_held_against_a_filecoin_c1_and_refused_naming_the_field(fc_inputs):
+    from synthesis.filecoin.params import ALL_PROOF_IDS
+
+    for rp, raw in fc_inputs.items():
+        c2 = c2input.decode(raw, LIMITS)
+        c2input.check_filecoin(c2, registered_proof=ALL_PROOF_IDS[rp], sector_number=7, miner_id=1000)
+    c2 = c2input.decode(fc_inputs["StackedDrg2KiBV1_1"], LIMITS)
+    refusals = [
+        (dict(registered_proof=8, sector_number=7, miner_id=1000),
+         "registered_proof: request says StackedDrg32GiBV1_1, C1 is StackedDrg2KiBV1_1"),
+        # the synthetic kind's number for an interactive C1: same circuit, still refused
+        (dict(registered_proof=10, sector_number=7, miner_id=1000),
+         "registered_proof: request says StackedDrg2KiBV1_1_Feat_SyntheticPoRep, C1 is StackedDrg2KiBV1_1"),
+        (dict(registered_proof=5, sector_number=8, miner_id=1000),
+         "sector_number: request says 8, the Commit2 input's SectorNum is 7"),
+        (dict(registered_proof=5, sector_number=7, miner_id=1001), "replica_id: the C1's is "),
+    ]
+    for kw, message in refusals:
+        with pytest.raises(c2input.C2InputError) as e:
+            c2input.check_filecoin(c2, **kw)
+        assert str(e.value).startswith(message) and "\n" not in str(e.value), str(e.value)
+    assert "miner_id 1001, sector 7" in str(e.value)
+    # the sector number inside the replica id too: a wrapper that says 8 around sector 7's C1
+    from synthesis.filecoin import c1 as fc1
+    _, phase1, _ = fc1.read_commit2(fc_inputs["StackedDrg2KiBV1_1"])
+    c2 = c2input.decode(fc1.commit2_input(phase1, 8, 2048), LIMITS)
+    with pytest.raises(c2input.C2InputError, match="^replica_id: .* sector 8,"):
+        c2input.check_filecoin(c2, registered_proof=5, sector_number=8, miner_id=1000)
+    # a zkhive document (another family) has no Filecoin fields: nothing to hold
+    c2input.check_filecoin(c2input.decode(json.dumps(DOC).encode(), LIMITS), registered_proof=0,
+                           sector_number=0, miner_id=0)
