@@ -11,7 +11,7 @@ from __future__ import annotations
 import hmac
 import signal
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 import grpc
 
@@ -43,7 +43,81 @@ class TokenCheck(grpc.ServerInterceptor):
 
         def deny(request, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        deny._zkhive_lane = "cheap"  # answered at once, beside GetStatus (Lanes)
         return grpc.unary_unary_rpc_method_handler(deny)
+
+
+#: calls that only read (answered in milliseconds): they run on threads of their own, so a
+#: gateway full of submissions and waiting Prove calls still answers them
+CHEAP = ("GetStatus", "GetMetrics")
+#: threads kept for the cheap calls and for refusals, out of ``gateway.threads``
+RESERVE = 4
+
+
+def _refuse_busy(message: str):
+    def refuse(request, context):
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+    refuse._zkhive_lane = "cheap"
+    return refuse
+
+
+class Lanes(Executor):
+    """The gateway's thread pool, as grpc calls it (``submit`` from its polling thread, one call
+    each): the cheap calls (``CHEAP``) on ``RESERVE`` threads of their own; every other call
+    counted from the moment it arrives until it ends, at most ``threads - RESERVE`` running and
+    ``queue`` waiting for a thread; one more is answered RESOURCE_EXHAUSTED at once (on the
+    reserve: cuzk clients retry it), never queued without bound.
+
+    The lane of a call is read from its handler (``_zkhive_lane`` on the servicer's methods,
+    see ``mark_lanes``); a call whose lane cannot be read is counted as a heavy one."""
+
+    def __init__(self, threads: int, queue: int):
+        reserve = min(RESERVE, max(1, threads // 4))
+        self.cap, self.queue = threads - reserve, queue
+        self.main = ThreadPoolExecutor(max_workers=self.cap, thread_name_prefix="gateway")
+        self.fast = ThreadPoolExecutor(max_workers=reserve, thread_name_prefix="gateway-cheap")
+        self._lock = threading.Lock()
+        self.in_progress = 0  # heavy calls running or waiting for a thread
+        self.refused = 0
+        self._refuse = _refuse_busy(f"gateway busy: {self.cap} calls in progress and {queue} waiting "
+                                    f"(gateway.threads, gateway.queue); retry")
+
+    def submit(self, fn, /, *args, **kwargs):
+        lane, at = None, None
+        for i, a in enumerate(args):
+            lane = getattr(a, "_zkhive_lane", None)
+            if lane is not None:
+                at = i
+                break
+        if lane == "cheap":
+            return self.fast.submit(fn, *args, **kwargs)
+        with self._lock:
+            if self.in_progress >= self.cap + self.queue:
+                self.refused += 1
+                if at is not None:  # the same call, answered by the refusal instead
+                    args = args[:at] + (self._refuse,) + args[at + 1:]
+                    return self.fast.submit(fn, *args, **kwargs)
+            self.in_progress += 1
+        future = self.main.submit(fn, *args, **kwargs)
+        future.add_done_callback(self._ended)
+        return future
+
+    def _ended(self, _future) -> None:
+        with self._lock:
+            self.in_progress -= 1
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self.main.shutdown(wait, cancel_futures=cancel_futures)
+        self.fast.shutdown(wait, cancel_futures=cancel_futures)
+
+
+def mark_lanes(servicer) -> None:
+    """Each method of the servicer names its lane (read by ``Lanes.submit`` from the handler grpc
+    passes it): the cheap ones ``cheap``, every other ``heavy``."""
+    for name in ("SubmitProof", "AwaitProof", "Prove", "CancelProof", "GetStatus", "GetMetrics",
+                 "PreloadSRS", "EvictSRS"):
+        fn = getattr(type(servicer), name)
+        fn._zkhive_lane = "cheap" if name in CHEAP else "heavy"
 
 
 def _bind_address(address: str, port: int) -> str:
@@ -74,9 +148,12 @@ def build(s, rt) -> tuple[grpc.Server, int]:
     opts = [("grpc.max_receive_message_length", g.max_message_bytes),
             ("grpc.max_send_message_length", g.max_message_bytes),
             ("grpc.so_reuseport", 0)]
-    server = grpc.server(ThreadPoolExecutor(max_workers=g.threads, thread_name_prefix="gateway"),
-                         interceptors=[TokenCheck(token)] if token else [], options=opts)
-    pb_grpc.add_ProvingEngineServicer_to_server(ProvingEngine(rt, control_timeout_s=g.control_timeout_s), server)
+    lanes = Lanes(g.threads, g.queue)
+    server = grpc.server(lanes, interceptors=[TokenCheck(token)] if token else [], options=opts)
+    engine = ProvingEngine(rt, control_timeout_s=g.control_timeout_s)
+    mark_lanes(engine)
+    pb_grpc.add_ProvingEngineServicer_to_server(engine, server)
+    server.zkhive_lanes = lanes
     where = _bind_address(g.address, g.port)
     _check_port(g.address, g.port, where)
     try:

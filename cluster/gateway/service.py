@@ -29,7 +29,7 @@ import time
 
 import grpc
 
-from cluster.errors import JobConflict, JobError
+from cluster.errors import DispatchBusy, JobConflict, JobError
 from cluster.pipeline import registry, timeline
 from cluster.pipeline.jobs import DONE, FAILED, INDEX, QUEUED, RUNNING, TERMINAL
 
@@ -183,6 +183,8 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
                                       priority=PRIORITIES[req.priority])
         except JobConflict as e:
             raise Abort(grpc.StatusCode.ALREADY_EXISTS, f"field request_id: {e}") from None
+        except DispatchBusy as e:  # a retry succeeds: cuzk clients retry RESOURCE_EXHAUSTED
+            raise Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e).splitlines()[0]) from None
         except JobError as e:
             text = str(e).splitlines()[0]
             code = (grpc.StatusCode.RESOURCE_EXHAUSTED if "broker memory full" in text
