@@ -485,7 +485,10 @@ def cmd_ready(args) -> int:
     elif args.service == "metrics":
         reason = readiness.metrics_check(args.url or metrics_url(s))
     elif args.service == "gateway":
-        reason = readiness.listening_check(args.pid, s.gateway.port)
+        from .plan import gateway_address
+
+        reason = (readiness.listening_check(args.pid, s.gateway.port)
+                  or readiness.gateway_check(s, gateway_address(s)))
     else:
         import redis as redis_py
 

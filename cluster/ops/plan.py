@@ -238,10 +238,12 @@ def gateway_address(s) -> str:
 
 def gateway_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
     """cuzk's ProvingEngine gRPC service (cluster.gateway): what Curio points its Cuzk.Address at."""
-    from .readiness import listening_check
+    from .readiness import gateway_check, listening_check
 
     return ServiceSpec(name="gateway", argv=_zkhive() + ["gateway"], log=run_dir / "logs" / "gateway.log",
-                       ready=_ready_unless(lambda rec: listening_check(rec.pid, s.gateway.port)),
+                       ready=_ready_unless(lambda rec: listening_check(rec.pid, s.gateway.port)
+                                           or gateway_check(s, gateway_address(s))),
+                       alive=lambda rec: gateway_check(s, gateway_address(s)),
                        waiting_for=f"it to listen on port {s.gateway.port}", ports=(s.gateway.port,),
                        env=env, ready_timeout_s=60, stop_grace_s=15, address=f"grpc {gateway_address(s)}")
 

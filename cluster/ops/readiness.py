@@ -7,7 +7,8 @@
   ``[srs] preload`` key as resident;
 - Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth);
 - the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis);
-- the gateway: its process listens on ``[gateway] port``.
+- the gateway: its process listens on ``[gateway] port`` and answers (``gateway_check``: a
+  GetStatus within a deadline; the keeper asks the same to find a wedged gateway).
 
 Each check returns None when ready, else a one-line reason (what it is still waiting for).
 """
@@ -80,3 +81,46 @@ def listening_check(pid: int, port: int, what: str = "the gateway") -> str | Non
     if any(c.status == psutil.CONN_LISTEN and c.laddr and c.laddr.port == port for c in conns):
         return None
     return f"{what} (pid {pid}) does not listen on port {port} yet"
+
+
+def gateway_check(s, target: str, timeout_s: float = 2.0) -> str | None:
+    """The gateway at ``target`` answers a call within ``timeout_s``: None, else why not. Any
+    answer counts (a refusal too: UNAUTHENTICATED, RESOURCE_EXHAUSTED); only silence (a
+    deadline) or no connection fails. A gateway SIGSTOPped, or whose threads all wait, listens
+    (the kernel accepts the connection) but does not answer. With TLS the probe is the TLS
+    handshake, done by grpc's own threads (the certificate's name need not match ``target``)."""
+    import grpc
+
+    g = s.gateway
+    if g.tls_cert is not None:
+        return _tls_answers(target, timeout_s)
+    from cluster.gateway.pb import proving_pb2 as pb
+    from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+
+    token = g.secret()
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with grpc.insecure_channel(target) as channel:
+        try:
+            pb_grpc.ProvingEngineStub(channel).GetStatus(pb.GetStatusRequest(), metadata=metadata,
+                                                         timeout=timeout_s)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                return f"the gateway at {target} did not answer GetStatus within {timeout_s:g} s ({e.code().name})"
+    return None
+
+
+def _tls_answers(target: str, timeout_s: float) -> str | None:
+    import socket
+    import ssl
+
+    host, _, port = target.rpartition(":")
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # liveness, not identity
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as raw:
+            with ctx.wrap_socket(raw, server_hostname=host.strip("[]")):
+                return None
+    except ssl.SSLError:
+        return None  # it answered the handshake (a client certificate required, say)
+    except OSError as e:
+        return f"the gateway at {target} did not answer a TLS handshake within {timeout_s:g} s ({e})"

@@ -120,6 +120,10 @@ class ServiceSpec:
     #: where it can be reached, for the operator (printed by ``up`` and ``status``)
     address: str = ""
     cwd: str | None = None
+    #: liveness once ready: None while it answers, else a one-line reason (the gateway: a
+    #: GetStatus with a deadline). A ready process that fails it for ``KeeperPolicy.unanswered_s``
+    #: is wedged: the keeper kills and replaces it (a process alive and listening, not answering)
+    alive: Callable[["ProcessRecord"], str | None] | None = None
 
 
 @dataclass
