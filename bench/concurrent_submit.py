@@ -5,8 +5,8 @@ client against one cluster from the real ``zkhive up``.
     python bench/concurrent_submit.py --grpc 64 --threads 32   # what CI runs (with squares jobs)
 
 Every gRPC call is sent at once (``SubmitProof.future``, over 10 channels), every client thread
-released at once (a barrier); meanwhile a poller asks GetStatus every 50 ms on a channel of its
-own. Each call must be answered: a job id, or a one-line refusal (RESOURCE_EXHAUSTED from a full
+released at once (a barrier); meanwhile a poller in a process of its own asks GetStatus every
+50 ms. Each call must be answered: a job id, or a one-line refusal (RESOURCE_EXHAUSTED from a full
 gateway, DispatchBusy from a pool taken too long); none may still be waiting after ``--answer-s``.
 Then every job created is awaited and its N x 192 bytes verified here against the key cache's
 verifying key and the public inputs of its own C1 input. Prints the counts and GetStatus's
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import statistics
 import subprocess
@@ -79,22 +80,14 @@ def load(target: str, grpc_inputs: list[tuple[str, bytes]], client_inputs: list[
     rep = Report()
     channels = [grpc.insecure_channel(target) for _ in range(max(1, -(-len(grpc_inputs) // PER_CHANNEL)))]
     stubs = [pb_grpc.ProvingEngineStub(c) for c in channels]
-    status_channel = grpc.insecure_channel(target)
-    status_stub = pb_grpc.ProvingEngineStub(status_channel)
-    for s in stubs + [status_stub]:  # connected before the clock starts
+    for s in stubs:  # connected before the clock starts
         s.GetStatus(pb.GetStatusRequest(), metadata=meta, timeout=30)
 
-    done = threading.Event()
-
-    def poll_status():
-        while not done.is_set():
-            t = time.monotonic()
-            try:
-                status_stub.GetStatus(pb.GetStatusRequest(), metadata=meta, timeout=5)
-                rep.status_ms.append(1000 * (time.monotonic() - t))
-            except grpc.RpcError as e:
-                rep.status_failed.append(f"{e.code().name}: {e.details()}")
-            done.wait(status_every_s)
+    # GetStatus is asked from a process of its own, as Curio asks it: its latency is the
+    # gateway's, not this process's threads' wait for the interpreter lock
+    ctx = multiprocessing.get_context("spawn")
+    stop, results = ctx.Event(), ctx.Queue()
+    poller = ctx.Process(target=poll_status, args=(target, meta, status_every_s, stop, results), daemon=True)
 
     barrier = threading.Barrier(len(client_inputs) + 1)
 
@@ -107,8 +100,9 @@ def load(target: str, grpc_inputs: list[tuple[str, bytes]], client_inputs: list[
         except Exception as e:  # noqa: BLE001 - counted, shown
             rep.client_other[job_id] = f"{type(e).__name__}: {e}"
 
-    poller = threading.Thread(target=poll_status, daemon=True)
     poller.start()
+    if not results.get(timeout=120):  # its channel connected and answered once
+        raise RuntimeError("the GetStatus poller could not reach the gateway")
     threads = [threading.Thread(target=client, args=inp, daemon=True) for inp in client_inputs]
     for t in threads:
         t.start()
@@ -135,11 +129,36 @@ def load(target: str, grpc_inputs: list[tuple[str, bytes]], client_inputs: list[
         t.join(max(0.0, end - time.monotonic()))
     rep.unanswered += sum(t.is_alive() for t in threads)
     rep.seconds = time.monotonic() - t0
-    done.set()
+    stop.set()
+    rep.status_ms, rep.status_failed = results.get(timeout=60)
     poller.join(10)
-    for c in channels + [status_channel]:
+    for c in channels:
         c.close()
     return rep
+
+
+def poll_status(target: str, meta, every_s: float, stop, results) -> None:
+    """(in a process of its own) GetStatus every ``every_s`` until ``stop``; puts True once
+    connected, then ([latency ms], [failures])."""
+    import grpc
+
+    from cluster.gateway.pb import proving_pb2 as pb
+    from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+
+    ms, failed = [], []
+    with grpc.insecure_channel(target) as channel:
+        stub = pb_grpc.ProvingEngineStub(channel)
+        stub.GetStatus(pb.GetStatusRequest(), metadata=meta, timeout=30)
+        results.put(True)
+        while not stop.is_set():
+            t = time.monotonic()
+            try:
+                stub.GetStatus(pb.GetStatusRequest(), metadata=meta, timeout=5)
+                ms.append(1000 * (time.monotonic() - t))
+            except grpc.RpcError as e:
+                failed.append(f"{e.code().name}: {e.details()}")
+            stop.wait(every_s)
+    results.put((ms, failed))
 
 
 def await_and_verify(keys: Path, circuit, docs: dict[str, dict], job_ids, timeout_s: float) -> tuple[int, list]:

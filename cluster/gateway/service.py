@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 
 import grpc
@@ -47,6 +48,8 @@ POREP = "porep-c2"
 #: timeline stages that are not device compute (cluster.pipeline.tasks)
 NOT_COMPUTE = ("fetch_assignment", "key_load")
 POLL_S = 0.2
+#: submissions in progress at once (the others wait their turn, on their gateway threads)
+SUBMITTING = 4
 #: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
 KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
 
@@ -110,6 +113,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         self.started = time.time()
         self.control_timeout_s = control_timeout_s
         self._metrics_registry, _ = make_registry(rt.redis, rt.settings.metrics.job_window)
+        #: submissions decoded and dispatched at once: the work is Python (one interpreter lock),
+        #: so more only makes every thread, GetStatus's too, wait longer for its turn
+        self._submitting = threading.BoundedSemaphore(SUBMITTING)
 
     # -- the calls --------------------------------------------------------------------------------
     def SubmitProof(self, request, context):
@@ -157,6 +163,10 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
 
     # -- submit and await ---------------------------------------------------------------------------
     def _submit(self, req) -> tuple[pb.SubmitProofResponse, bool]:
+        with self._submitting:
+            return self._submit_one(req)
+
+    def _submit_one(self, req) -> tuple[pb.SubmitProofResponse, bool]:
         from cluster.pipeline.workflow import submit_job
 
         kind = req.proof_kind
