@@ -88,6 +88,9 @@ def celery_config(s: settings_mod.Settings) -> dict:
 POOL_WAIT_S = 10.0
 #: seconds a job's dispatch waits for its producer before it is refused as busy
 DISPATCH_WAIT_S = 5.0
+#: Redis connections of one process's runtime, and how long a command waits for a free one
+REDIS_CONNECTIONS = 100
+REDIS_WAIT_S = 30.0
 
 
 _held = threading.local()
@@ -176,7 +179,12 @@ class Runtime:
         from .workflow import CeleryDispatch
 
         self.settings = s
-        self.redis = redis.Redis.from_url(s.redis.url_with_password(), health_check_interval=30)
+        # a blocking pool: with more threads at once than connections (200 client threads, issue
+        # 39) a command waits up to REDIS_WAIT_S for a free one instead of failing with
+        # redis-py's "Too many connections" (its pool's default bound, 100)
+        self.redis = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
+            s.redis.url_with_password(), health_check_interval=30, max_connections=REDIS_CONNECTIONS,
+            timeout=REDIS_WAIT_S))
         self.blobs = open_store(s, self.redis)
         self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
         #: liveness of claimed units (cluster.pipeline.lease), renewed while their tasks run
