@@ -60,7 +60,8 @@ class Report:
                 f"{len(self.client_refused)} refused, {len(self.client_other)} other; "
                 f"refusals {codes or '{}'}; unanswered {self.unanswered}; all answered in "
                 f"{self.seconds:.1f} s; GetStatus x{len(self.status_ms)} during the load: "
-                f"median {statistics.median(st):.1f} ms, max {st[-1]:.1f} ms, "
+                f"median {statistics.median(st):.1f} ms, p90 {st[int(0.9 * (len(st) - 1))]:.1f} ms, "
+                f"max {st[-1]:.1f} ms, over 100 ms {sum(x > 100 for x in st)}, "
                 f"failed {len(self.status_failed)}")
 
 
