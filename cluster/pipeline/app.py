@@ -20,9 +20,8 @@ import threading
 from celery import Celery
 from kombu.exceptions import LimitExceeded
 
-from cluster.errors import DispatchBusy
-
 from cluster import settings as settings_mod
+from cluster.errors import DispatchBusy
 
 # the queue names live with the code that reads the broker's lists (no cycle through routing)
 from .queues import AGGREGATE_QUEUE, PRIORITY_STEPS, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE  # noqa: F401
