@@ -274,4 +274,9 @@ port = {ports['gateway']}
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    rc = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # not sys.exit: celery's result consumer (one AsyncResult per task sent) tries to reconnect
+    # to the Redis `down` just stopped at the interpreter's exit, and the process never ended
+    os._exit(rc)
