@@ -7,7 +7,8 @@ into a failed job with the message, never a worker crash.
     ├── BlobError           a blob reference is malformed, its blob missing, size or sha256 wrong
     ├── BlobStoreFull       the blob store's disk has no room (back-pressure: retried, or refused at submit)
     ├── JobError            a submission: bad job id, priority, parameter set (names the field)
-    │   └── JobConflict     a job id already names a job with another C1 input
+    │   ├── JobConflict     a job id already names a job with another C1 input
+    │   └── DispatchBusy    the broker pool stayed taken too long: the submission is refused, retry
     ├── JobFailed           the job failed or was cancelled; carries the reason (the client
     │                       raises it, and so does a task that failed its job: Celery's FAILURE)
     ├── JobTimeout          (client) the job did not finish in time
@@ -61,6 +62,12 @@ class JobError(ClusterError, ValueError):
 
 class JobConflict(JobError):
     pass
+
+
+class DispatchBusy(JobError):
+    """Every producer of this process's broker pool stayed taken for the dispatch's wait
+    (cluster.pipeline.app): the submission is refused in one line (the gateway answers
+    RESOURCE_EXHAUSTED), never left waiting."""
 
 
 class JobFailed(ClusterError, RuntimeError):

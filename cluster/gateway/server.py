@@ -27,7 +27,7 @@ import signal
 import socket
 import stat
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from pathlib import Path
 
 import grpc
@@ -64,6 +64,7 @@ class TokenCheck(grpc.ServerInterceptor):
 
         def deny(requests, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
+        deny._zkhive_lane = "cheap"  # answered at once, beside GetStatus (Lanes)
         # request-streaming (the same wire as a unary call's): the refusal reads no message
         return grpc.stream_unary_rpc_method_handler(deny)
 
@@ -176,6 +177,7 @@ def _bounded(engine: ProvingEngine, budget: InflightBytes, request_max: int):
             hold.release()
         # Prove is SubmitProof then AwaitProof without a timeout, the input already dropped
         return pb.ProveResponse(result=engine.AwaitProof(pb.AwaitProofRequest(job_id=job_id), context))
+    submit._zkhive_lane = prove._zkhive_lane = "heavy"  # counted by Lanes, refused past its cap
     return {"SubmitProof": submit, "Prove": prove}
 
 
@@ -262,6 +264,79 @@ def listen_address(g, port: int | None = None) -> str:
     return _bind_address(g.address, g.port if port is None else port)
 
 
+#: calls that only read (answered in milliseconds): they run on threads of their own, so a
+#: gateway full of submissions and waiting Prove calls still answers them
+CHEAP = ("GetStatus", "GetMetrics")
+#: threads kept for the cheap calls and for refusals, out of ``gateway.threads``
+RESERVE = 4
+
+
+def _refuse_busy(message: str):
+    def refuse(request, context):
+        context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
+    refuse._zkhive_lane = "cheap"
+    return refuse
+
+
+class Lanes(Executor):
+    """The gateway's thread pool, as grpc calls it (``submit`` from its polling thread, one call
+    each): the cheap calls (``CHEAP``) on ``RESERVE`` threads of their own; every other call
+    counted from the moment it arrives until it ends, at most ``threads - RESERVE`` running and
+    ``queue`` waiting for a thread; one more is answered RESOURCE_EXHAUSTED at once (on the
+    reserve: cuzk clients retry it), never queued without bound.
+
+    The lane of a call is read from its handler (``_zkhive_lane`` on the servicer's methods,
+    see ``mark_lanes``); a call whose lane cannot be read is counted as a heavy one."""
+
+    def __init__(self, threads: int, queue: int):
+        reserve = min(RESERVE, max(1, threads // 4))
+        self.cap, self.queue = threads - reserve, queue
+        self.main = ThreadPoolExecutor(max_workers=self.cap, thread_name_prefix="gateway")
+        self.fast = ThreadPoolExecutor(max_workers=reserve, thread_name_prefix="gateway-cheap")
+        self._lock = threading.Lock()
+        self.in_progress = 0  # heavy calls running or waiting for a thread
+        self.refused = 0
+        self._refuse = _refuse_busy(f"gateway busy: {self.cap} calls in progress and {queue} waiting "
+                                    f"(gateway.threads, gateway.queue); retry")
+
+    def submit(self, fn, /, *args, **kwargs):
+        lane, at = None, None
+        for i, a in enumerate(args):
+            lane = getattr(a, "_zkhive_lane", None)
+            if lane is not None:
+                at = i
+                break
+        if lane == "cheap":
+            return self.fast.submit(fn, *args, **kwargs)
+        with self._lock:
+            if self.in_progress >= self.cap + self.queue:
+                self.refused += 1
+                if at is not None:  # the same call, answered by the refusal instead
+                    args = args[:at] + (self._refuse,) + args[at + 1:]
+                    return self.fast.submit(fn, *args, **kwargs)
+            self.in_progress += 1
+        future = self.main.submit(fn, *args, **kwargs)
+        future.add_done_callback(self._ended)
+        return future
+
+    def _ended(self, _future) -> None:
+        with self._lock:
+            self.in_progress -= 1
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self.main.shutdown(wait, cancel_futures=cancel_futures)
+        self.fast.shutdown(wait, cancel_futures=cancel_futures)
+
+
+def mark_lanes(servicer) -> None:
+    """Each method of the servicer names its lane (read by ``Lanes.submit`` from the handler grpc
+    passes it): the cheap ones ``cheap``, every other ``heavy``."""
+    for name in ("SubmitProof", "AwaitProof", "Prove", "CancelProof", "GetStatus", "GetMetrics",
+                 "PreloadSRS", "EvictSRS"):
+        fn = getattr(type(servicer), name)
+        fn._zkhive_lane = "cheap" if name in CHEAP else "heavy"
+
+
 def _bind_address(address: str, port: int) -> str:
     return f"[{address}]:{port}" if ":" in address else f"{address}:{port}"
 
@@ -291,11 +366,13 @@ def build(s, rt) -> tuple[grpc.Server, int]:
     opts = [("grpc.max_receive_message_length", request_max),
             ("grpc.max_send_message_length", g.max_message_bytes),
             ("grpc.so_reuseport", 0)]
-    server = grpc.server(ThreadPoolExecutor(max_workers=g.threads, thread_name_prefix="gateway"),
-                         interceptors=[TokenCheck(token)] if token else [], options=opts)
+    lanes = Lanes(g.threads, g.queue)
+    server = grpc.server(lanes, interceptors=[TokenCheck(token)] if token else [], options=opts)
     engine = ProvingEngine(rt, control_timeout_s=g.control_timeout_s)
+    mark_lanes(engine)
     budget = InflightBytes(g.max_inflight_bytes, g.inflight_wait_s)
     server.add_generic_rpc_handlers((handlers(engine, budget, request_max),))
+    server.zkhive_lanes = lanes
     check_exposure(g)
     creds = None
     if g.tls_cert is not None:

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import logging
 import re
+import threading
 import time
 
 import grpc
 
-from cluster.errors import BlobStoreFull, JobConflict, JobError
+from cluster.errors import BlobStoreFull, DispatchBusy, JobConflict, JobError
 from cluster.pipeline import registry, timeline
 from cluster.pipeline.jobs import DONE, FAILED, INDEX, QUEUED, RUNNING, TERMINAL
 
@@ -49,6 +50,8 @@ POREP = "porep-c2"
 #: timeline stages that are not device compute (cluster.pipeline.tasks)
 NOT_COMPUTE = ("fetch_assignment", "key_load")
 POLL_S = 0.2
+#: submissions in progress at once (the others wait their turn, on their gateway threads)
+SUBMITTING = 4
 #: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
 KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
 
@@ -120,6 +123,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         self.started = time.time()
         self.control_timeout_s = control_timeout_s
         self._metrics_registry, _ = make_registry(rt.redis, rt.settings.metrics.job_window)
+        #: submissions decoded and dispatched at once: the work is Python (one interpreter lock),
+        #: so more only makes every thread, GetStatus's too, wait longer for its turn
+        self._submitting = threading.BoundedSemaphore(SUBMITTING)
 
     # -- the calls --------------------------------------------------------------------------------
     def SubmitProof(self, request, context):
@@ -176,6 +182,10 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
 
     # -- submit and await ---------------------------------------------------------------------------
     def _submit(self, req) -> tuple[pb.SubmitProofResponse, bool]:
+        with self._submitting:
+            return self._submit_one(req)
+
+    def _submit_one(self, req) -> tuple[pb.SubmitProofResponse, bool]:
         from cluster.pipeline.workflow import submit_job
 
         kind = req.proof_kind
@@ -205,6 +215,8 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
                                       priority=PRIORITIES[req.priority])
         except JobConflict as e:
             raise Abort(grpc.StatusCode.ALREADY_EXISTS, f"field request_id: {e}") from None
+        except DispatchBusy as e:  # a retry succeeds: cuzk clients retry RESOURCE_EXHAUSTED
+            raise Abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(e).splitlines()[0]) from None
         except JobError as e:
             text = str(e).splitlines()[0]
             code = (grpc.StatusCode.RESOURCE_EXHAUSTED if "broker memory full" in text
@@ -295,10 +307,14 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         srs += [pb.SRSStatus(circuit_id=name, tier=pb.SRSStatus.COLD, size_bytes=size)
                 for name, size in sorted(self._cached_keys().items()) if name not in resident]
         queued = running = 0
-        for job_id in self.rt.jobs.active():
-            s = self.rt.jobs.status(job_id)
-            queued += s == QUEUED
-            running += s == RUNNING
+        active = self.rt.jobs.active()
+        for i in range(0, len(active), 500):  # one round trip per 500 jobs: answered in ms under load
+            pipe = r.pipeline(transaction=False)
+            for job_id in active[i:i + 500]:
+                pipe.hget(f"zkhive:job:{job_id}:state", "status")
+            for st in pipe.execute():
+                queued += st == QUEUED.encode()
+                running += st == RUNNING.encode()
         done, failed = self._totals()
         return pb.GetStatusResponse(
             gpus=gpus, loaded_srs=srs, queues=[pb.QueueStatus(proof_kind=POREP, pending=queued, in_progress=running)],

@@ -569,9 +569,12 @@ def cmd_ready(args) -> int:
     elif args.service == "metrics":
         reason = readiness.metrics_check(args.url or metrics_url(s))
     elif args.service == "gateway":
+        from .plan import gateway_address
+
         pid, reason = _gateway_pid(args)
         if reason is None:
-            reason = readiness.gateway_check(pid, s.gateway)
+            reason = (readiness.gateway_listening(pid, s.gateway)
+                      or readiness.gateway_check(s, gateway_address(s)))
     else:
         import redis as redis_py
 

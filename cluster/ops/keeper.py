@@ -27,6 +27,10 @@ stops first, so nothing it supervises can come back after ``down``:
   while Redis answers: a stuck VM, a deadlock) is SIGKILLed with its children and then restarted
   like a crashed one: its units' leases lapse anyway, but a frozen last worker of a role would
   leave their re-dispatched copies in a queue nobody consumes;
+- a **wedged** process whose spec has a liveness probe (``ServiceSpec.alive``: the gateway,
+  asked GetStatus with a deadline) that is stopped, or has not answered for ``unanswered_s``,
+  is killed and restarted the same way: alive and listening is not serving (issue 39: a
+  gateway whose threads all waited on a pool stayed up, and every call hung);
 - each restart is recorded in the state file (``restarts``) and told through ``on_event``
   (the ``cluster`` timeline in Redis: ``zkhive timeline cluster``).
 
@@ -83,6 +87,8 @@ class KeeperPolicy:
     #: (SIGSTOP) this long, is frozen: killed and restarted
     frozen_s: float = 20.0
     stopped_s: float = 5.0
+    #: a ready process with a liveness probe (the gateway) that has failed it this long is wedged
+    unanswered_s: float = 10.0
     #: Redis's delay never grows past this: every job stops while it is down, and it starts in
     #: well under a second (the campaign's Redis kills, 8 in 3 minutes, had it waiting 60 s)
     redis_max_backoff_s: float = 2.0
@@ -189,11 +195,14 @@ class Keeper:
 
     def _thaw_frozen(self, records: list[ProcessRecord], now: float) -> list[str]:
         """SIGKILL (with its children) each ready worker that is stopped or whose heartbeat is
-        stale; the next step restarts it like any gone process."""
+        stale, and each ready process with a liveness probe that is stopped or has failed it for
+        ``unanswered_s``; the next step restarts it like any gone process."""
         beats = None
         killed = []
         for rec in records:
-            if rec.role not in WORKER_ROLES or not rec.ready_at or rec.name in self._starting:
+            spec = self._spec(rec.name) if rec.role not in WORKER_ROLES else None
+            probe = spec.alive if spec is not None else None
+            if (rec.role not in WORKER_ROLES and probe is None) or not rec.ready_at or rec.name in self._starting:
                 self._suspect.pop(rec.name, None)
                 continue
             proc = rec.process()
@@ -209,6 +218,14 @@ class Keeper:
                 since = self._suspect.setdefault(rec.name, now)
                 if now - since >= self.policy.stopped_s:
                     why = f"stopped (SIGSTOP) for {now - since:.0f} s"
+            elif probe is not None:
+                reason = probe(rec)
+                if reason is None:
+                    self._suspect.pop(rec.name, None)
+                    continue
+                since = self._suspect.setdefault(rec.name, now)
+                if now - since >= self.policy.unanswered_s:
+                    why = f"alive but not answering for {now - since:.0f} s: {reason}"
             else:
                 if beats is None:
                     beats = self.heartbeats()
@@ -231,7 +248,8 @@ class Keeper:
             self._suspect.pop(rec.name, None)
             self._kill_family(proc)
             self.out(f"keeper: {rec.name} (pid {rec.pid}) is frozen ({why}): killed; it is restarted next")
-            self.on_event("worker_frozen", name=rec.name, pid=rec.pid, reason=why)
+            self.on_event("worker_frozen" if probe is None else "process_wedged", name=rec.name,
+                          pid=rec.pid, reason=why)
             # a frozen run was ready: the restart is a crash's, without the young-death backoff
             self._due[rec.name] = now
             killed.append(rec.name)

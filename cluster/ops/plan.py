@@ -238,12 +238,14 @@ def gateway_address(s) -> str:
 
 def gateway_spec(s, run_dir: Path, env: dict) -> ServiceSpec:
     """cuzk's ProvingEngine gRPC service (cluster.gateway): what Curio points its Cuzk.Address at."""
-    from .readiness import gateway_check
+    from .readiness import gateway_check, gateway_listening
 
     g = s.gateway
     where = f"unix://{g.socket_path()}" if g.on_unix_socket() else f"port {g.port}"
     return ServiceSpec(name="gateway", argv=_zkhive() + ["gateway"], log=run_dir / "logs" / "gateway.log",
-                       ready=_ready_unless(lambda rec: gateway_check(rec.pid, g)),
+                       ready=_ready_unless(lambda rec: gateway_listening(rec.pid, g)
+                                           or gateway_check(s, gateway_address(s))),
+                       alive=lambda rec: gateway_check(s, gateway_address(s)),
                        waiting_for=f"it to listen on {where}", ports=() if g.on_unix_socket() else (g.port,),
                        env=env, ready_timeout_s=60, stop_grace_s=15, address=f"grpc {gateway_address(s)}")
 

@@ -7,7 +7,9 @@
   ``[srs] preload`` key as resident;
 - Flower: ``GET /healthcheck`` answers ``OK`` (the one page Flower serves without auth);
 - the metrics exporter: ``GET /metrics`` answers with ``zkhive_up 1.0`` (it reads Redis);
-- the gateway: its process listens on its unix socket (``[gateway] socket``) or TCP ``port``.
+- the gateway: its process listens on its unix socket (``[gateway] socket``) or TCP ``port``
+  (``gateway_listening``) and answers (``gateway_check``: a GetStatus within a deadline; the
+  keeper asks the same to find a wedged gateway).
 
 Each check returns None when ready, else a one-line reason (what it is still waiting for).
 """
@@ -82,7 +84,7 @@ def listening_check(pid: int, port: int, what: str = "the gateway") -> str | Non
     return f"{what} (pid {pid}) does not listen on port {port} yet"
 
 
-def gateway_check(pid: int, g) -> str | None:
+def gateway_listening(pid: int, g) -> str | None:
     """The gateway (pid) listens where ``g`` (``[gateway]``) says: its unix socket, else its port."""
     if not g.on_unix_socket():
         return listening_check(pid, g.port)
@@ -96,3 +98,53 @@ def gateway_check(pid: int, g) -> str | None:
     if any(c.laddr == path for c in conns):
         return None
     return f"the gateway (pid {pid}) does not listen on unix://{path} yet"
+
+
+def gateway_check(s, target: str, timeout_s: float = 2.0) -> str | None:
+    """The gateway at ``target`` answers a call within ``timeout_s``: None, else why not. Any
+    answer counts (a refusal too: UNAUTHENTICATED, RESOURCE_EXHAUSTED); only silence (a
+    deadline) or no connection fails. A gateway SIGSTOPped, or whose threads all wait, listens
+    (the kernel accepts the connection) but does not answer. With TLS the probe is the TLS
+    handshake, done by grpc's own threads (the certificate's name need not match ``target``)."""
+    import grpc
+
+    g = s.gateway
+    if g.tls_cert is not None:
+        return _tls_answers(target, timeout_s)
+    from cluster.gateway.pb import proving_pb2 as pb
+    from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+
+    token = g.secret()
+    metadata = [("authorization", f"Bearer {token}")] if token else None
+    with grpc.insecure_channel(target) as channel:
+        try:
+            pb_grpc.ProvingEngineStub(channel).GetStatus(pb.GetStatusRequest(), metadata=metadata,
+                                                         timeout=timeout_s)
+        except grpc.RpcError as e:
+            if e.code() in (grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.UNAVAILABLE):
+                return f"the gateway at {target} did not answer GetStatus within {timeout_s:g} s ({e.code().name})"
+    return None
+
+
+def _tls_answers(target: str, timeout_s: float) -> str | None:
+    import socket
+    import ssl
+
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # liveness, not identity
+    try:
+        if target.startswith("unix://"):  # TLS on the unix socket (unusual, but allowed)
+            raw = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            raw.settimeout(timeout_s)
+            raw.connect(target[len("unix://"):])
+            host = "localhost"
+        else:
+            host, _, port = target.rpartition(":")
+            host = host.strip("[]")
+            raw = socket.create_connection((host, int(port)), timeout=timeout_s)
+        with raw, ctx.wrap_socket(raw, server_hostname=host):
+            return None
+    except ssl.SSLError:
+        return None  # it answered the handshake (a client certificate required, say)
+    except OSError as e:
+        return f"the gateway at {target} did not answer a TLS handshake within {timeout_s:g} s ({e})"

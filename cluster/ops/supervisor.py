@@ -125,6 +125,10 @@ class ServiceSpec:
     #: ``[logs]``: the log is rotated past this size (0: never) keeping ``log_backups`` copies
     log_max_bytes: int = 0
     log_backups: int = 5
+    #: liveness once ready: None while it answers, else a one-line reason (the gateway: a
+    #: GetStatus with a deadline). A ready process that fails it for ``KeeperPolicy.unanswered_s``
+    #: is wedged: the keeper kills and replaces it (a process alive and listening, not answering)
+    alive: Callable[["ProcessRecord"], str | None] | None = None
 
 
 @dataclass

@@ -13,12 +13,15 @@ the device lock, loads keys and registers before consuming. Settings come from
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
 from celery import Celery
+from kombu.exceptions import LimitExceeded
 
 from cluster import settings as settings_mod
+from cluster.errors import DispatchBusy
 
 # the queue names live with the code that reads the broker's lists (no cycle through routing)
 from .queues import AGGREGATE_QUEUE, PRIORITY_STEPS, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE  # noqa: F401
@@ -73,13 +76,71 @@ def celery_config(s: settings_mod.Settings) -> dict:
         worker_send_task_events=True,
         task_send_sent_event=True,
         worker_hijack_root_logger=False,
+        # no publish waits for the broker pool forever (issue 39): celery's own sends fail after
+        # this long with one line; a job's dispatch takes its one producer with a shorter wait
+        # (ZkhiveCelery.one_producer)
+        broker_pool_acquire_timeout=POOL_WAIT_S,
     )
+
+
+#: seconds a publish waits for a producer of the broker pool (``broker_pool_limit``, 10)
+POOL_WAIT_S = 10.0
+#: seconds a job's dispatch waits for its producer before it is refused as busy
+DISPATCH_WAIT_S = 5.0
+#: Redis connections of one process's runtime, and how long a command waits for a free one
+REDIS_CONNECTIONS = 100
+REDIS_WAIT_S = 30.0
+
+
+_held = threading.local()
+
+
+class ZkhiveCelery(Celery):
+    """Celery whose sends in one thread share the producer that thread holds.
+
+    The deadlock of issue 39: a chord's header (a group of chains) takes a producer from the
+    pool and, for each chain, celery's ``chain.run`` drops the producer it was given, so the
+    chain's first task takes a second one while the group still holds the first. With more
+    threads than ``broker_pool_limit`` each holding one and waiting for another, none ever got
+    its second (16 threads: 0 returned). ``one_producer`` takes one producer, with a timeout, for
+    the whole dispatch of a job; every send inside (group, chains, body) uses it: one resource
+    per dispatch, never a nested acquire."""
+
+    def producer_or_acquire(self, producer=None):
+        if producer is None:
+            producer = getattr(_held, "producer", None)
+        return super().producer_or_acquire(producer)
+
+    @contextlib.contextmanager
+    def one_producer(self, wait_s: float | None = None):
+        if getattr(_held, "producer", None) is not None:  # already inside one dispatch
+            yield _held.producer
+            return
+        wait_s = DISPATCH_WAIT_S if wait_s is None else wait_s
+        pool = self.producer_pool
+        if not getattr(pool, "_zkhive_bounded", False):
+            # kombu's producer pool takes its connection from the connection pool without a
+            # timeout: a connection held elsewhere (a broadcast awaiting replies) must not hang us
+            conns = pool.connections
+            pool._acquire_connection = lambda: conns.acquire(block=True, timeout=DISPATCH_WAIT_S)
+            pool._zkhive_bounded = True
+        try:
+            producer = pool.acquire(block=True, timeout=wait_s)
+        except LimitExceeded:
+            raise DispatchBusy(f"dispatch busy: all {self.conf.broker_pool_limit} broker connections of "
+                               f"this process stayed in use for {wait_s:g} s; retry") from None
+        _held.producer = producer
+        try:
+            yield producer
+        finally:
+            _held.producer = None
+            producer.release()
 
 
 def make_app(s: settings_mod.Settings | None = None) -> Celery:
     s = s or settings_mod.load()
     # srs_control: the provers' remote-control commands (PreloadSRS/EvictSRS of the gateway)
-    app = Celery("zkhive", include=["cluster.pipeline.tasks", "cluster.pipeline.srs_control"])
+    app = ZkhiveCelery("zkhive", include=["cluster.pipeline.tasks", "cluster.pipeline.srs_control"])
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
     return app
@@ -117,7 +178,12 @@ class Runtime:
         from .workflow import CeleryDispatch
 
         self.settings = s
-        self.redis = redis.Redis.from_url(s.redis.url_with_password(), health_check_interval=30)
+        # a blocking pool: with more threads at once than connections (200 client threads, issue
+        # 39) a command waits up to REDIS_WAIT_S for a free one instead of failing with
+        # redis-py's "Too many connections" (its pool's default bound, 100)
+        self.redis = redis.Redis(connection_pool=redis.BlockingConnectionPool.from_url(
+            s.redis.url_with_password(), health_check_interval=30, max_connections=REDIS_CONNECTIONS,
+            timeout=REDIS_WAIT_S))
         self.blobs = open_store(s, self.redis)
         self.jobs = JobStore(self.redis, s.delivery.result_ttl_s)
         #: liveness of claimed units (cluster.pipeline.lease), renewed while their tasks run

@@ -92,6 +92,11 @@ def failed_submit(rt, job_id: str, submitted_at: float, dispatched: bool, exc: B
     what it wrote (``undo_submit``), reset the publisher when a send failed, and return the
     broker-full JobError when Redis refused a write at its maxmemory meanwhile (``refusals``:
     ``oom_refusals`` before the submission's writes); None: re-raise ``exc``."""
+    from cluster.errors import DispatchBusy
+
+    if isinstance(exc, DispatchBusy):  # nothing was sent and the pools are sound: undo only
+        undo_submit(rt, job_id)
+        return DispatchBusy(f"job {job_id} not submitted: {exc}")
     now = oom_refusals(rt.redis) if refusals is not None else None
     full = is_oom(exc) or (now is not None and now > refusals)
     message = broker_full(rt.redis, f"job {job_id} not submitted") if full else None

@@ -14,6 +14,7 @@ which imports it, so there is no import cycle; the unit tests put a stub dispatc
 """
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import time
@@ -56,26 +57,36 @@ class CeleryDispatch:
         return self.app.signature(name, args=args, kwargs=kwargs, immutable=immutable,
                                   options={"priority": priority})
 
+    def _one_producer(self):
+        """Every message of one dispatch through one producer of the pool, taken with a timeout
+        (cluster.pipeline.app.ZkhiveCelery: celery's chord would otherwise take a second one
+        while holding the first, and enough threads at once deadlocked on the pool)."""
+        one = getattr(self.app, "one_producer", None)
+        return one() if one is not None else contextlib.nullcontext()
+
     def job(self, rec: JobRecord) -> None:
         p = rec.priority
         header = [chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
                         self._sig(PROVE, (rec.job_id, k), priority=p))
                   for k in range(rec.num_partitions)]
-        chord(header, self._sig(AGGREGATE, (rec.job_id,), priority=p)).apply_async()
+        with self._one_producer():
+            chord(header, self._sig(AGGREGATE, (rec.job_id,), priority=p)).apply_async()
 
     def partition(self, rec: JobRecord, k: int, assignment: dict | None, exclude: list[str]) -> None:
         """Partition k alone, outside the chord: synthesis and proof, or the proof of a stored
         assignment."""
         p = rec.priority
-        if assignment is None:
-            chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
-                  self._sig(PROVE, (rec.job_id, k), priority=p, exclude=exclude)).apply_async()
-        else:
-            self._sig(PROVE, ({"partition": k, "assignment": assignment}, rec.job_id, k), priority=p,
-                      exclude=exclude).apply_async()
+        with self._one_producer():
+            if assignment is None:
+                chain(self._sig(SYNTHESIZE, (rec.job_id, k), priority=p, immutable=True),
+                      self._sig(PROVE, (rec.job_id, k), priority=p, exclude=exclude)).apply_async()
+            else:
+                self._sig(PROVE, ({"partition": k, "assignment": assignment}, rec.job_id, k), priority=p,
+                          exclude=exclude).apply_async()
 
     def aggregate(self, rec: JobRecord) -> None:
-        self._sig(AGGREGATE, (None, rec.job_id), priority=rec.priority).apply_async()
+        with self._one_producer():
+            self._sig(AGGREGATE, (None, rec.job_id), priority=rec.priority).apply_async()
 
     def drop_queued(self, r, job_id: str) -> int:
         """Remove the job's messages still waiting in any queue (a cancelled job), so queue
