@@ -344,3 +344,14 @@ def test_the_request_is_held_against_a_filecoin_c1_and_refused_naming_the_field(
     # a zkhive document (another family) has no Filecoin fields: nothing to hold
     c2input.check_filecoin(c2input.decode(json.dumps(DOC).encode(), LIMITS), registered_proof=0,
                            sector_number=0, miner_id=0)
+
+
+def test_the_keepers_liveness_probe_names_getstatus_as_the_wire_does():
+    """cluster.ops probes the gateway without importing its generated modules (the layers): the
+    method's wire name it dials must be the one the generated stub and servicer use."""
+    import inspect
+
+    from cluster.gateway.pb import proving_pb2_grpc
+    from cluster.ops.readiness import GET_STATUS
+
+    assert f"'{GET_STATUS}'" in inspect.getsource(proving_pb2_grpc)
