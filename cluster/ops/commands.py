@@ -571,6 +571,10 @@ def cmd_ready(args) -> int:
     elif args.service == "gateway":
         from .plan import gateway_address
 
+        g = s.gateway
+        if g.on_unix_socket() and g.socket is None:  # the socket up made, in its run directory
+            s = s.model_copy(update={"gateway": g.model_copy(
+                update={"socket": run_dir_for(args) / "gateway.sock"})})
         pid, reason = _gateway_pid(args)
         if reason is None:
             reason = (readiness.gateway_listening(pid, s.gateway)

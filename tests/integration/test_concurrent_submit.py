@@ -126,7 +126,7 @@ def test_a_full_gateway_refuses_with_resource_exhausted_and_still_answers_getsta
     cluster.configure_here()
     cluster.setup_keys(SQUARES_A)
     rt = cluster.runtime()
-    g = rt.settings.gateway.model_copy(update={"threads": 6, "queue": 2, "port": free_port(), "token": None,
+    g = rt.settings.gateway.model_copy(update={"threads": 6, "queue": 2, "address": "127.0.0.1", "port": free_port(), "token": None,
                                                "token_file": None})
     server, port = build(rt.settings.model_copy(update={"gateway": g}), rt)
     server.start()
