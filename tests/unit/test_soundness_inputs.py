@@ -201,3 +201,41 @@ def test_a_sha256_recomputation_follows_a_flipped_message_bit():
         v = A.last_values.get(-b.bit.key, A.z[-b.bit.key])
         got.append(1 - v if b.neg else v)
     assert got == want and all(v in (0, 1) for v in A.last_values.values())
+
+
+def _crafted(rows, num_public, num_aux):
+    from synthesis.r1cs import R1CS, SparseMatrix
+
+    a, b, c = ([r[w] for r in rows] for w in range(3))
+    return R1CS(num_public, num_aux, SparseMatrix.from_rows(a), SparseMatrix.from_rows(b),
+                SparseMatrix.from_rows(c), names=tuple(r[3] for r in rows))
+
+
+def _z(vals):
+    from synthesis import field
+
+    return np.ascontiguousarray(field.vec_from_ints([v % field.MODULUS for v in vals]))
+
+
+def test_a_recomputation_that_leaves_a_non_bit_in_a_carry_row_is_unbound_not_refused():
+    """A MultiEq row is an integer identity over bits only. Here input x (0) reaches the
+    addition a + y = s + 2 c through y = -x; x changed to 1 makes y = -1, a non-bit: the
+    integer recomputation gives s = 1, c = 0, which fails the row, yet s = c = 0 satisfies it
+    in the field (a - 1 = 0). The input is unbound (the assignment below proves it): the audit
+    must say so, not take the failed recomputation for a refusal."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, a, y, s, c = 1, 2, 3, 4, 5
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    rows = [bit(a), ({x: P - 1}, {0: 1}, {y: 1}, "y = -x"), bit(s), bit(c),
+            ({a: 1, y: 1, s: P - 1, c: P - 2}, {0: 1}, {}, "a + y = s + 2c")]
+    r1cs = _crafted(rows, 1, 4)
+    z = _z([1, 0, 1, 0, 1, 0])                       # x = 0, a = 1, y = 0, s = 1, c = 0
+    A = InputAudit(r1cs, z)
+    assert A.free == [a] and A.defn[s][0] == "c" and A.defn[c][0] == "c"   # the carry definition
+    assert r1cs.first_unsatisfied(_z([1, 1, 1, -1, 0, 0])) is None         # x = 1 satisfies
+    rep = audit_inputs(r1cs, z)
+    assert rep.unbound == [1] and 1 not in rep.refused
+    assert rep.problems == ["public input 1 can be changed from 0x0 to 0x1 with the 3 variables "
+                            "that follow it recomputed, and every constraint holds"]
