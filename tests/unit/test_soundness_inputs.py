@@ -239,3 +239,99 @@ def test_a_recomputation_that_leaves_a_non_bit_in_a_carry_row_is_unbound_not_ref
     assert rep.unbound == [1] and 1 not in rep.refused
     assert rep.problems == ["public input 1 can be changed from 0x0 to 0x1 with the 3 variables "
                             "that follow it recomputed, and every constraint holds"]
+
+
+@pytest.mark.parametrize("side", ["B", "A"])
+def test_a_packing_row_with_an_empty_side_reads_as_zero_times_the_other(side):
+    """(x)(0) = b0 + 2 b1 (B empty; or A empty, B = x): the row says the bits are 0, whatever
+    x is. x's change recomputes the packed bits from the row's linear form, 0 x: they stay 0 and
+    every row holds, x is unbound (one line, however many changes are tried). Reading the empty
+    side as 1 would pack x into the bits and take the failing row for a refusal."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, b0, b1 = 1, 2, 3
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    lin = ({x: 1}, {}) if side == "B" else ({}, {x: 1})
+    rows = [bit(b0), bit(b1), (*lin, {b0: 1, b1: 2}, "x * 0 = b0 + 2 b1")]
+    r1cs = _crafted(rows, 1, 2)
+    z = _z([1, 2, 0, 0])                              # x = 2: tried as 3 and 0
+    A = InputAudit(r1cs, z)
+    assert A.defn[b0][0] == "g" and A.free == []
+    assert changes_of(2) == [3, 0]
+    rep = audit_inputs(r1cs, z)
+    assert rep.unbound == [1] and rep.refused == {}
+    assert rep.problems == ["public input 1 can be changed from 0x2 to 0x3 with the 2 variables "
+                            "that follow it recomputed, and every constraint holds"]
+
+
+def test_a_single_definition_through_a_alone_and_the_row_that_refuses():
+    """v defined by (v)(1) = x (v in A only, not in C) and checked by (v)(1) = 5: x's change
+    recomputes v = x' and the check refuses it, named as the refusing row (not v's definition)."""
+    x, v = 1, 2
+    rows = [({v: 1}, {0: 1}, {x: 1}, "v = x"), ({v: 1}, {0: 1}, {0: 5}, "v = 5")]
+    r1cs = _crafted(rows, 1, 1)
+    z = _z([1, 5, 5])
+    rep = audit_inputs(r1cs, z)
+    assert not rep.problems and rep.refused == {1: [1]}
+    assert [r1cs.names[r] for r in rep.refused[1]] == ["v = 5"]
+
+
+@pytest.mark.parametrize("n", [10, 11, 12])
+def test_the_report_lists_ten_undefined_and_ten_unchecked_variables_then_counts_the_rest(n):
+    """n free variables the circuit does not expect and n copies of x that nothing checks:
+    ten lines each, then "... and n - 10 more" (none at 10), the unbound input once, and the
+    closing line."""
+    x = 1
+    free = list(range(2, 2 + n))
+    copies = list(range(2 + n, 2 + 2 * n))
+    rows = [({x: 1}, {0: 1}, {d: 1}, f"copy {d}") for d in copies]
+    r1cs = _crafted(rows, 1, 2 * n)
+    z = _z([1, 7] + [0] * n + [7] * n)
+    rep = audit_inputs(r1cs, z, expected_free=[], expected_dangling=[])
+    assert rep.unexpected_free == free and rep.unexpected_dangling == copies
+    assert rep.unbound == [1] and rep.weakened == [1]
+    p, more = rep.problems, n > 10
+    assert len(p) == 10 + more + 1 + 10 + more + 1, p
+    assert p[:10] == [f"variable {v} is defined by no constraint (appears in no constraint): "
+                      "a free choice the circuit does not mean" for v in free[:10]]
+    p = p[10:]
+    if more:
+        assert p.pop(0) == f"... and {n - 10} more undefined variables"
+    assert p[0].startswith(f"public input 1 can be changed from 0x7 to 0x8 with the {n} variables")
+    assert p[1:11] == [f"variable {d} is computed by constraint {d - 2 - n} (copy {d}) and checked by no "
+                       "constraint (it follows public input(s) 1)" for d in copies[:10]]
+    p = p[11:]
+    if more:
+        assert p.pop(0) == f"... and {n - 10} more variables checked by no constraint"
+    assert p == ["undefined or unchecked variables reach the binding of public input(s) 1"]
+
+
+@pytest.mark.parametrize("x0", [1, 0])
+def test_an_input_in_a_carry_row_changed_to_a_non_bit_is_unbound_and_on_bits_refused(x0):
+    """a + b + x = s + 2c, x on the C side (as MultiEq writes an addition's operands), w = 0 a
+    defined term after the bits (so the row reads as carries, not a packing). x = 1 changed to
+    2, a non-bit in the row: the guard reports the change unbound (the first change tried, 0x2),
+    whatever the integer recomputation says. x = 0 with a check c = 0: x' = 1 stays on bits,
+    c is recomputed to 1 and the check refuses it."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, a, b, w, s, c = 1, 2, 3, 4, 5, 6
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    rows = [bit(a), bit(b), ({w: 1}, {0: 1}, {}, "w = 0"), bit(s), bit(c),
+            ({s: 1, c: 2}, {0: 1}, {a: 1, b: 1, x: 1, w: 1}, "s + 2c = a + b + x + w")]
+    if x0 == 0:
+        rows.append(({c: 1}, {0: 1}, {}, "c = 0"))
+    r1cs = _crafted(rows, 1, 5)
+    ab = (1, 1) if x0 else (1, 0)  # x0 = 1: a + b + 2 = 4 fits no s + 2c (the row fails on bits)
+    total = x0 + sum(ab)
+    z = _z([1, x0, *ab, 0, total & 1, total >> 1])
+    A = InputAudit(r1cs, z)
+    assert A.defn[s][0] == "c" and A.defn[c][0] == "c" and A.free == [a, b]
+    rep = audit_inputs(r1cs, z)
+    if x0:
+        assert rep.unbound == [1] and rep.trials[(1, 2)][0] == []
+        assert rep.problems[0].startswith("public input 1 can be changed from 0x1 to 0x2 ")
+    else:
+        assert not rep.problems and [r1cs.names[r] for r in rep.refused[1]] == ["c = 0"]
