@@ -335,3 +335,21 @@ def test_an_input_in_a_carry_row_changed_to_a_non_bit_is_unbound_and_on_bits_ref
         assert rep.problems[0].startswith("public input 1 can be changed from 0x1 to 0x2 ")
     else:
         assert not rep.problems and [r1cs.names[r] for r in rep.refused[1]] == ["c = 0"]
+
+
+def test_a_packing_row_with_a_constant_a_side_recomputes_the_bits():
+    """(1)(b0 + 2 b1 - x) = 0: x = 2 changed to 3 packs into b0 = b1 = 1, every row holds
+    (x is unbound: nothing else reads the bits); the constant side read as 0 would leave the
+    bits and take the failing row for a refusal."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, b0, b1 = 1, 2, 3
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    r1cs = _crafted([bit(b0), bit(b1), ({0: 1}, {b0: 1, b1: 2, x: P - 1}, {}, "x = b0 + 2 b1")], 1, 2)
+    z = _z([1, 2, 0, 1])
+    A = InputAudit(r1cs, z)
+    assert A.defn[b0][0] == "g"
+    rep = audit_inputs(r1cs, z, state=A)
+    assert rep.unbound == [1] and rep.trials[(1, 3)][0] == []
+    assert A.last_values == {x: 3, b0: 1}       # b1 stays 1
