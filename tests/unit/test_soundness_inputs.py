@@ -353,3 +353,15 @@ def test_a_packing_row_with_a_constant_a_side_recomputes_the_bits():
     rep = audit_inputs(r1cs, z, state=A)
     assert rep.unbound == [1] and rep.trials[(1, 3)][0] == []
     assert A.last_values == {x: 3, b0: 1}       # b1 stays 1
+
+
+def test_a_single_definition_through_b_with_a_variable_a_side():
+    """(x)(v) = (x) defines v = 1 for any non-zero x: x = 1 changed to 2 keeps v = 1, the check
+    v = 1 holds, x is unbound (k1 = a0 b1, the A side's value: its sign matters)."""
+    x, v = 1, 2
+    rows = [({x: 1}, {v: 1}, {x: 1}, "x v = x"), ({v: 1}, {0: 1}, {0: 1}, "v = 1")]
+    r1cs = _crafted(rows, 1, 1)
+    z = _z([1, 1, 1])
+    A = InputAudit(r1cs, z)
+    rep = audit_inputs(r1cs, z, state=A)
+    assert rep.unbound == [1] and rep.trials[(1, 2)][0] == [] and A.last_values == {x: 2}
