@@ -365,3 +365,25 @@ def test_a_single_definition_through_b_with_a_variable_a_side():
     A = InputAudit(r1cs, z)
     rep = audit_inputs(r1cs, z, state=A)
     assert rep.unbound == [1] and rep.trials[(1, 2)][0] == [] and A.last_values == {x: 2}
+
+
+def test_a_packing_held_as_x_plus_r_is_recomputed_in_that_representation():
+    """x packed from 255 bits that hold x + r (bellpepper's non-strict to_bits: both are
+    allowed): x = 1 changed to 2 recomputes the bits as 2 + r, the representation the witness
+    holds, and every row holds (x is unbound here: nothing else reads the bits)."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, n = 1, 255
+    bits = list(range(2, 2 + n))
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    pack = {b: pow(2, e, P) for e, b in enumerate(bits)}
+    pack[x] = P - 1
+    r1cs = _crafted([bit(b) for b in bits] + [({0: 1}, pack, {}, "x = sum 2^e b_e")], 1, n)
+    held = 1 + P
+    z = _z([1, 1] + [(held >> e) & 1 for e in range(n)])
+    A = InputAudit(r1cs, z)
+    assert A.defn[bits[0]][0] == "g" and A.defn[bits[0]][5] == 1     # the witness's x + r
+    rep = audit_inputs(r1cs, z, state=A)
+    assert rep.unbound == [1] and rep.trials[(1, 2)][0] == []
+    assert sum(A.last_values.get(b, A.z[b]) << e for e, b in enumerate(bits)) == 2 + P
