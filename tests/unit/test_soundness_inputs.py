@@ -201,3 +201,189 @@ def test_a_sha256_recomputation_follows_a_flipped_message_bit():
         v = A.last_values.get(-b.bit.key, A.z[-b.bit.key])
         got.append(1 - v if b.neg else v)
     assert got == want and all(v in (0, 1) for v in A.last_values.values())
+
+
+def _crafted(rows, num_public, num_aux):
+    from synthesis.r1cs import R1CS, SparseMatrix
+
+    a, b, c = ([r[w] for r in rows] for w in range(3))
+    return R1CS(num_public, num_aux, SparseMatrix.from_rows(a), SparseMatrix.from_rows(b),
+                SparseMatrix.from_rows(c), names=tuple(r[3] for r in rows))
+
+
+def _z(vals):
+    from synthesis import field
+
+    return np.ascontiguousarray(field.vec_from_ints([v % field.MODULUS for v in vals]))
+
+
+def test_a_recomputation_that_leaves_a_non_bit_in_a_carry_row_is_unbound_not_refused():
+    """A MultiEq row is an integer identity over bits only. Here input x (0) reaches the
+    addition a + y = s + 2 c through y = -x; x changed to 1 makes y = -1, a non-bit: the
+    integer recomputation gives s = 1, c = 0, which fails the row, yet s = c = 0 satisfies it
+    in the field (a - 1 = 0). The input is unbound (the assignment below proves it): the audit
+    must say so, not take the failed recomputation for a refusal."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, a, y, s, c = 1, 2, 3, 4, 5
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    rows = [bit(a), ({x: P - 1}, {0: 1}, {y: 1}, "y = -x"), bit(s), bit(c),
+            ({a: 1, y: 1, s: P - 1, c: P - 2}, {0: 1}, {}, "a + y = s + 2c")]
+    r1cs = _crafted(rows, 1, 4)
+    z = _z([1, 0, 1, 0, 1, 0])                       # x = 0, a = 1, y = 0, s = 1, c = 0
+    A = InputAudit(r1cs, z)
+    assert A.free == [a] and A.defn[s][0] == "c" and A.defn[c][0] == "c"   # the carry definition
+    assert r1cs.first_unsatisfied(_z([1, 1, 1, -1, 0, 0])) is None         # x = 1 satisfies
+    rep = audit_inputs(r1cs, z)
+    assert rep.unbound == [1] and 1 not in rep.refused
+    assert rep.problems == ["public input 1 can be changed from 0x0 to 0x1 with the 3 variables "
+                            "that follow it recomputed, and every constraint holds"]
+
+
+@pytest.mark.parametrize("side", ["B", "A"])
+def test_a_packing_row_with_an_empty_side_reads_as_zero_times_the_other(side):
+    """(x)(0) = b0 + 2 b1 (B empty; or A empty, B = x): the row says the bits are 0, whatever
+    x is. x's change recomputes the packed bits from the row's linear form, 0 x: they stay 0 and
+    every row holds, x is unbound (one line, however many changes are tried). Reading the empty
+    side as 1 would pack x into the bits and take the failing row for a refusal."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, b0, b1 = 1, 2, 3
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    lin = ({x: 1}, {}) if side == "B" else ({}, {x: 1})
+    rows = [bit(b0), bit(b1), (*lin, {b0: 1, b1: 2}, "x * 0 = b0 + 2 b1")]
+    r1cs = _crafted(rows, 1, 2)
+    z = _z([1, 2, 0, 0])                              # x = 2: tried as 3 and 0
+    A = InputAudit(r1cs, z)
+    assert A.defn[b0][0] == "g" and A.free == []
+    assert changes_of(2) == [3, 0]
+    rep = audit_inputs(r1cs, z)
+    assert rep.unbound == [1] and rep.refused == {}
+    assert rep.problems == ["public input 1 can be changed from 0x2 to 0x3 with the 2 variables "
+                            "that follow it recomputed, and every constraint holds"]
+
+
+def test_a_single_definition_through_a_alone_and_the_row_that_refuses():
+    """v defined by (v)(1) = x (v in A only, not in C) and checked by (v)(1) = 5: x's change
+    recomputes v = x' and the check refuses it, named as the refusing row (not v's definition)."""
+    x, v = 1, 2
+    rows = [({v: 1}, {0: 1}, {x: 1}, "v = x"), ({v: 1}, {0: 1}, {0: 5}, "v = 5")]
+    r1cs = _crafted(rows, 1, 1)
+    z = _z([1, 5, 5])
+    rep = audit_inputs(r1cs, z)
+    assert not rep.problems and rep.refused == {1: [1]}
+    assert [r1cs.names[r] for r in rep.refused[1]] == ["v = 5"]
+
+
+@pytest.mark.parametrize("n", [10, 11, 12])
+def test_the_report_lists_ten_undefined_and_ten_unchecked_variables_then_counts_the_rest(n):
+    """n free variables the circuit does not expect and n copies of x that nothing checks:
+    ten lines each, then "... and n - 10 more" (none at 10), the unbound input once, and the
+    closing line."""
+    x = 1
+    free = list(range(2, 2 + n))
+    copies = list(range(2 + n, 2 + 2 * n))
+    rows = [({x: 1}, {0: 1}, {d: 1}, f"copy {d}") for d in copies]
+    r1cs = _crafted(rows, 1, 2 * n)
+    z = _z([1, 7] + [0] * n + [7] * n)
+    rep = audit_inputs(r1cs, z, expected_free=[], expected_dangling=[])
+    assert rep.unexpected_free == free and rep.unexpected_dangling == copies
+    assert rep.unbound == [1] and rep.weakened == [1]
+    p, more = rep.problems, n > 10
+    assert len(p) == 10 + more + 1 + 10 + more + 1, p
+    assert p[:10] == [f"variable {v} is defined by no constraint (appears in no constraint): "
+                      "a free choice the circuit does not mean" for v in free[:10]]
+    p = p[10:]
+    if more:
+        assert p.pop(0) == f"... and {n - 10} more undefined variables"
+    assert p[0].startswith(f"public input 1 can be changed from 0x7 to 0x8 with the {n} variables")
+    assert p[1:11] == [f"variable {d} is computed by constraint {d - 2 - n} (copy {d}) and checked by no "
+                       "constraint (it follows public input(s) 1)" for d in copies[:10]]
+    p = p[11:]
+    if more:
+        assert p.pop(0) == f"... and {n - 10} more variables checked by no constraint"
+    assert p == ["undefined or unchecked variables reach the binding of public input(s) 1"]
+
+
+@pytest.mark.parametrize("x0", [1, 0])
+def test_an_input_in_a_carry_row_changed_to_a_non_bit_is_unbound_and_on_bits_refused(x0):
+    """a + b + x = s + 2c, x on the C side (as MultiEq writes an addition's operands), w = 0 a
+    defined term after the bits (so the row reads as carries, not a packing). x = 1 changed to
+    2, a non-bit in the row: the guard reports the change unbound (the first change tried, 0x2),
+    whatever the integer recomputation says. x = 0 with a check c = 0: x' = 1 stays on bits,
+    c is recomputed to 1 and the check refuses it."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, a, b, w, s, c = 1, 2, 3, 4, 5, 6
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    rows = [bit(a), bit(b), ({w: 1}, {0: 1}, {}, "w = 0"), bit(s), bit(c),
+            ({s: 1, c: 2}, {0: 1}, {a: 1, b: 1, x: 1, w: 1}, "s + 2c = a + b + x + w")]
+    if x0 == 0:
+        rows.append(({c: 1}, {0: 1}, {}, "c = 0"))
+    r1cs = _crafted(rows, 1, 5)
+    ab = (1, 1) if x0 else (1, 0)  # x0 = 1: a + b + 2 = 4 fits no s + 2c (the row fails on bits)
+    total = x0 + sum(ab)
+    z = _z([1, x0, *ab, 0, total & 1, total >> 1])
+    A = InputAudit(r1cs, z)
+    assert A.defn[s][0] == "c" and A.defn[c][0] == "c" and A.free == [a, b]
+    rep = audit_inputs(r1cs, z)
+    if x0:
+        assert rep.unbound == [1] and rep.trials[(1, 2)][0] == []
+        assert rep.problems[0].startswith("public input 1 can be changed from 0x1 to 0x2 ")
+    else:
+        assert not rep.problems and [r1cs.names[r] for r in rep.refused[1]] == ["c = 0"]
+
+
+def test_a_packing_row_with_a_constant_a_side_recomputes_the_bits():
+    """(1)(b0 + 2 b1 - x) = 0: x = 2 changed to 3 packs into b0 = b1 = 1, every row holds
+    (x is unbound: nothing else reads the bits); the constant side read as 0 would leave the
+    bits and take the failing row for a refusal."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, b0, b1 = 1, 2, 3
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    r1cs = _crafted([bit(b0), bit(b1), ({0: 1}, {b0: 1, b1: 2, x: P - 1}, {}, "x = b0 + 2 b1")], 1, 2)
+    z = _z([1, 2, 0, 1])
+    A = InputAudit(r1cs, z)
+    assert A.defn[b0][0] == "g"
+    rep = audit_inputs(r1cs, z, state=A)
+    assert rep.unbound == [1] and rep.trials[(1, 3)][0] == []
+    assert A.last_values == {x: 3, b0: 1}       # b1 stays 1
+
+
+def test_a_single_definition_through_b_with_a_variable_a_side():
+    """(x)(v) = (x) defines v = 1 for any non-zero x: x = 1 changed to 2 keeps v = 1, the check
+    v = 1 holds, x is unbound (k1 = a0 b1, the A side's value: its sign matters)."""
+    x, v = 1, 2
+    rows = [({x: 1}, {v: 1}, {x: 1}, "x v = x"), ({v: 1}, {0: 1}, {0: 1}, "v = 1")]
+    r1cs = _crafted(rows, 1, 1)
+    z = _z([1, 1, 1])
+    A = InputAudit(r1cs, z)
+    rep = audit_inputs(r1cs, z, state=A)
+    assert rep.unbound == [1] and rep.trials[(1, 2)][0] == [] and A.last_values == {x: 2}
+
+
+def test_a_packing_held_as_x_plus_r_is_recomputed_in_that_representation():
+    """x packed from 255 bits that hold x + r (bellpepper's non-strict to_bits: both are
+    allowed): x = 1 changed to 2 recomputes the bits as 2 + r, the representation the witness
+    holds, and every row holds (x is unbound here: nothing else reads the bits)."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, n = 1, 255
+    bits = list(range(2, 2 + n))
+    bit = lambda v: ({v: 1}, {v: 1, 0: P - 1}, {}, f"boolean {v}")  # noqa: E731
+    pack = {b: pow(2, e, P) for e, b in enumerate(bits)}
+    pack[x] = P - 1
+    r1cs = _crafted([bit(b) for b in bits] + [({0: 1}, pack, {}, "x = sum 2^e b_e")], 1, n)
+    held = 1 + P
+    z = _z([1, 1] + [(held >> e) & 1 for e in range(n)])
+    A = InputAudit(r1cs, z)
+    assert A.defn[bits[0]][0] == "g" and A.defn[bits[0]][5] == 1     # the witness's x + r
+    rep = audit_inputs(r1cs, z, state=A)
+    assert rep.unbound == [1] and rep.trials[(1, 2)][0] == []
+    assert sum(A.last_values.get(b, A.z[b]) << e for e, b in enumerate(bits)) == 2 + P
