@@ -75,6 +75,14 @@ class Tally:
     def copy(self) -> "Tally":
         return Tally(**self.__dict__)
 
+    def with_input_rows(self) -> "Tally":
+        """Plus bellperson's prover rows ``input_i * 0 = 0`` (one A nonzero each): the counts
+        Filecoin publishes (and cuzk-pce records) include them."""
+        t = self.copy()
+        t.constraints += t.inputs
+        t.nnz_a += t.inputs
+        return t
+
     def row(self) -> dict[str, int]:
         return {"constraints": self.constraints, "aux": self.aux, "inputs": self.inputs,
                 "nonzeros": self.nnz}
@@ -729,11 +737,7 @@ class Census:
 
     @property
     def with_input_rows(self) -> Tally:
-        """Plus bellperson's prover rows ``input_i * 0 = 0`` (one A nonzero each)."""
-        t = self.synthesized.copy()
-        t.constraints += t.inputs
-        t.nnz_a += t.inputs
-        return t
+        return self.synthesized.with_input_rows()
 
 
 def census(prm: fparams.FilecoinParams | str) -> Census:

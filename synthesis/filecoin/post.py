@@ -381,10 +381,7 @@ class PostCensus:
 
     @property
     def with_input_rows(self) -> cen.Tally:
-        t = self.synthesized.copy()
-        t.constraints += t.inputs
-        t.nnz_a += t.inputs
-        return t
+        return self.synthesized.with_input_rows()
 
 
 def census(prm: PostParams | str) -> PostCensus:

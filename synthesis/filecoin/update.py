@@ -322,10 +322,7 @@ class UpdateCensus:
 
     @property
     def with_input_rows(self) -> cen.Tally:
-        t = self.synthesized.copy()
-        t.constraints += t.inputs
-        t.nnz_a += t.inputs
-        return t
+        return self.synthesized.with_input_rows()
 
 
 def census(prm: UpdateParams | str) -> UpdateCensus:
