@@ -250,7 +250,9 @@ port = {ports['gateway']}
         from cluster.pipeline.app import configure
 
         configure(settings.load(tmp / "run" / "settings.toml"))
-        rep = load(f"127.0.0.1:{ports['gateway']}", grpc_inputs, client_inputs, answer_s=args.answer_s)
+        # the gateway's default: the unix socket in up's run directory (Curio dials unix://)
+        target = f"unix://{(tmp / 'run' / 'gateway.sock').resolve()}"
+        rep = load(target, grpc_inputs, client_inputs, answer_s=args.answer_s)
         print(rep.summary(), flush=True)
         for what in (rep.grpc_other, rep.client_other, rep.status_failed):
             for line in list(what.items() if isinstance(what, dict) else what)[:5]:
