@@ -146,3 +146,22 @@ def test_text_that_is_not_utf8_not_json_or_nested_past_the_decoder_is_one_line()
     with pytest.raises(InputError, match=r"nested deeper than 16 levels \(limits\.depth\) at byte 16$") as e:
         loads(deep)
     assert e.value.offset == 16
+
+
+def test_a_document_nested_past_the_bound_never_reaches_the_decoder(monkeypatch):
+    """Depth is judged before json decodes (its C scanner recursing ~1000 deep overflowed the C
+    stack in a full test run): the decoder is not called for a text nested past limits.depth,
+    and brackets inside strings, escaped quotes included, do not count."""
+    import synthesis.limits as limits_mod
+
+    def no_decoder(*a, **k):
+        raise AssertionError("json decoded a text nested past limits.depth")
+
+    deep = "[" * 5_000 + "]" * 5_000
+    with monkeypatch.context() as m:
+        m.setattr(limits_mod.json, "loads", no_decoder)
+        with pytest.raises(InputError, match=r"nested deeper than 16 levels \(limits\.depth\) at byte 16$"):
+            loads(deep)
+    inside = '{"a": "' + "[" * 100 + '", "b": "\\"' + "{" * 100 + '"}'
+    assert loads(inside) == {"a": "[" * 100, "b": '"' + "{" * 100}
+    assert loads("[" * 16 + "]" * 16) == eval("[" * 16 + "]" * 16)  # exactly the bound: taken
