@@ -18,6 +18,8 @@ import os
 import threading
 
 from celery import Celery
+from celery.app import backends as celery_backends
+from celery.backends.redis import RedisBackend
 from kombu.exceptions import LimitExceeded
 
 from cluster import settings as settings_mod
@@ -95,6 +97,38 @@ REDIS_WAIT_S = 30.0
 _held = threading.local()
 
 
+class ResultStore(RedisBackend):
+    """Celery's Redis result backend without the sender's result subscriptions.
+
+    Celery subscribes the sending thread to each task's result channel as it sends
+    (``on_task_call``), so that ``AsyncResult.get`` can wait on pub/sub. zkhive never waits on a
+    Celery result (a job's outcome is in cluster.pipeline.jobs), so each subscription was a
+    connection per sending thread and a channel per task that nobody read. Worse, the garbage
+    collector unsubscribes a dropped result (``AsyncResult.__del__``) in whatever thread it runs:
+    with that result's Redis gone (a test's second server, a cluster reconfigured), the
+    unsubscribe retried it for 20 s under the consumer's lock, and a submitting thread hung past
+    90 s in CI (test_concurrent_submit after test_bounds). Workers still store task results: the
+    chord's counter needs them. An explicit ``AsyncResult.get`` (Flower's task/result API) still
+    subscribes, and reads the stored result first."""
+
+    def on_task_call(self, producer, task_id):
+        pass  # the send: no one waits yet
+
+    def add_pending_result(self, result, weak=False, start_drainer=True):
+        # called as results are made (a chord's GroupResult, a group's barrier): bookkeeping for
+        # a waiter that may never come; the subscription is made by the wait itself, below
+        return result
+
+    def wait_for_pending(self, result, **kwargs):
+        super().add_pending_result(result)
+        return super().wait_for_pending(result, **kwargs)
+
+    def iter_native(self, result, no_ack=True, **kwargs):  # a ResultSet's join: it waits
+        for node in result.results or ():
+            super().add_pending_result(node)
+        return super().iter_native(result, no_ack=no_ack, **kwargs)
+
+
 class ZkhiveCelery(Celery):
     """Celery whose sends in one thread share the producer that thread holds.
 
@@ -105,6 +139,12 @@ class ZkhiveCelery(Celery):
     its second (16 threads: 0 returned). ``one_producer`` takes one producer, with a timeout, for
     the whole dispatch of a job; every send inside (group, chains, body) uses it: one resource
     per dispatch, never a nested acquire."""
+
+    def _get_backend(self):
+        backend, url = celery_backends.by_url(self.backend_cls or self.conf.result_backend, self.loader)
+        if backend is RedisBackend:  # redis:// and rediss:// (a sentinel backend keeps its own class)
+            backend = ResultStore
+        return backend(app=self, url=url)
 
     def producer_or_acquire(self, producer=None):
         if producer is None:
@@ -156,6 +196,9 @@ def configure(s: settings_mod.Settings) -> None:
 
     app.conf.update(celery_config(s))
     app.zkhive_settings = s
+    # this thread's result backend was made for the old settings (celery keeps one per thread)
+    app._local.__dict__.pop("backend", None)
+    app._backend_cache = None
     reset_publisher(app)  # the pools would keep publishing to the broker of the old settings
     with _runtime_lock:
         _runtime = None

@@ -170,3 +170,58 @@ def _until(cond, timeout_s, every=0.05):
             return True
         time.sleep(every)
     return False
+
+
+def test_a_submission_subscribes_to_nothing_and_a_dropped_chord_never_blocks_a_thread(cluster, tmp_path):
+    """zkhive never waits on a Celery result, so a sending thread subscribes to no result channel
+    (cluster.pipeline.app.ResultStore). Before, the chord's results dropped after their Redis
+    was gone made the garbage collector's unsubscribe retry that Redis for 20 s under the result
+    consumer's lock, in whichever thread it ran: a submitting thread hung 80 s in CI. Here the
+    collection runs after the job's Redis is stopped and must be immediate."""
+    import gc
+
+    from cluster.client import submit
+    from cluster.ops.redis_server import RedisServer
+    from cluster.pipeline.app import app
+
+    cluster.setup_keys(SQUARES_A)
+    srv = RedisServer(password=cluster.password, data_dir=tmp_path / "redis").start()
+    gc.disable()  # the chord's results form cycles: kept for the collection below
+    try:
+        cluster.configure_here(ZKHIVE_REDIS__URL=srv.url, ZKHIVE_BLOBS__BACKEND="redis")
+        seen = {}
+
+        def one():
+            job = submit(make_c1(SQUARES_A, seed=77), job_id="no-subscribe-1")
+            consumer = app.backend.result_consumer
+            seen.update(created=job.created, subscribed=set(consumer.subscribed_to),
+                        pubsub=consumer._pubsub)
+
+        t = threading.Thread(target=one, daemon=True)
+        t.start()
+        t.join(60)
+        assert seen["created"] and seen["subscribed"] == set() and seen["pubsub"] is None, seen
+    finally:
+        srv.stop()
+        cluster.configure_here()
+        gc.enable()
+    collector = threading.Thread(target=gc.collect, daemon=True)
+    t0 = time.monotonic()
+    collector.start()
+    collector.join(15)
+    assert not collector.is_alive() and time.monotonic() - t0 < 5, "dropping a chord's results waited on its Redis"
+
+
+def test_an_explicit_wait_on_a_task_result_still_gets_it(cluster, workers):
+    """What ResultStore keeps: a caller that does wait on a Celery result (Flower's task/result
+    API, ``AsyncResult.get``) subscribes then and gets it, whether the task ended before the wait
+    or during it."""
+    from cluster.pipeline.app import app
+
+    cluster.setup_keys(SQUARES_A)
+    early = app.send_task("zkhive.submit", args=[make_c1(SQUARES_A, seed=91)], kwargs={"job_id": "wait-1"})
+    workers("aggregate")  # runs zkhive.submit; the first task has ended before its wait below
+    assert _until(lambda: early.state == "SUCCESS", 60), early.state
+    assert early.get(timeout=30)["job_id"] == "wait-1"
+    late = app.send_task("zkhive.submit", args=[make_c1(SQUARES_A, seed=92)], kwargs={"job_id": "wait-2"})
+    assert late.get(timeout=60) == {"job_id": "wait-2", "created": True, "num_partitions": SQUARES_A.num_partitions()}
