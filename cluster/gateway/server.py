@@ -373,6 +373,7 @@ def build(s, rt) -> tuple[grpc.Server, int]:
     budget = InflightBytes(g.max_inflight_bytes, g.inflight_wait_s)
     server.add_generic_rpc_handlers((handlers(engine, budget, request_max),))
     server.zkhive_lanes = lanes
+    server.zkhive_servicer = engine  # for tests and benchmarks: its status board
     check_exposure(g)
     creds = None
     if g.tls_cert is not None:
@@ -427,6 +428,7 @@ def serve(s, rt, out=print) -> int:
         signal.signal(sig, lambda *_: stop.set())
     stop.wait()
     server.stop(STOP_GRACE_S).wait()
+    server.zkhive_servicer._board.close()
     if g.on_unix_socket():
         g.socket_path().unlink(missing_ok=True)
     return 0

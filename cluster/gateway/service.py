@@ -15,7 +15,8 @@
     CancelProof   cluster.client.cancel
     GetStatus     the registry (provers, their devices, memory, resident keys, the partition in
                   hand), the key cache (keys on disk only: COLD), the job store (queued/running
-                  jobs, totals)
+                  jobs, totals), as the status board last read them (status.py: a thread of its
+                  own refreshes it every 0.25 s while someone asks)
     GetMetrics    the exporter's collector (cluster.ops.metrics), in this process
     PreloadSRS,   the provers' remote-control commands (cluster.pipeline.srs_control)
     EvictSRS
@@ -37,6 +38,7 @@ from cluster.pipeline import registry, timeline
 from cluster.pipeline.jobs import DONE, FAILED, INDEX, QUEUED, RUNNING, TERMINAL
 
 from . import c2input
+from .status import Snapshot, StatusBoard
 from .pb import proving_pb2 as pb
 from .pb import proving_pb2_grpc as pb_grpc
 
@@ -126,6 +128,8 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         #: submissions decoded and dispatched at once: the work is Python (one interpreter lock),
         #: so more only makes every thread, GetStatus's too, wait longer for its turn
         self._submitting = threading.BoundedSemaphore(SUBMITTING)
+        #: GetStatus's answer and the queue order, refreshed by a thread of their own (status.py)
+        self._board = StatusBoard(self._snapshot)
 
     # -- the calls --------------------------------------------------------------------------------
     def SubmitProof(self, request, context):
@@ -229,18 +233,11 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
 
     def _queue_position(self, rec) -> int:
         """Jobs not yet started that are served before this one (higher priority, or the same
-        and submitted earlier); 0 once it runs."""
-        jobs = self.rt.jobs
-        if jobs.status(rec.job_id) != QUEUED:
+        and submitted earlier), from the status board's snapshot (cluster/gateway/status.py: at
+        most a refresh old, so jobs submitted in the last moments may be missing); 0 once it runs."""
+        if self.rt.jobs.status(rec.job_id) != QUEUED:
             return 0
-        ahead = 0
-        for other in jobs.active():
-            if other == rec.job_id or jobs.status(other) != QUEUED:
-                continue
-            o = jobs.get(other)
-            if o is not None and (o.priority, o.submitted_at) < (rec.priority, rec.submitted_at):
-                ahead += 1
-        return ahead
+        return self._board.latest().served_before(rec.priority, rec.submitted_at)
 
     def _await(self, job_id: str, timeout_ms: int, context) -> pb.AwaitProofResponse:
         jobs = self.rt.jobs
@@ -288,6 +285,13 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
 
     # -- status -----------------------------------------------------------------------------------------
     def _status(self) -> pb.GetStatusResponse:
+        return self._board.latest().response
+
+    def _snapshot(self) -> Snapshot:
+        """GetStatus's answer and the queue order, read from the registry, the key cache and
+        the job store (made by the status board's thread, cluster/gateway/status.py)."""
+        import json
+
         r = self.rt.redis
         provers = registry.workers(r, role="prove")
         gpus = []
@@ -302,24 +306,32 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         for w in provers:
             for name in w.resident_keys:
                 resident[name] = resident.get(name, 0) + 1
-        srs = [pb.SRSStatus(circuit_id=name, tier=pb.SRSStatus.HOT, size_bytes=self._key_bytes(name))
+        cached = self._cached_keys()
+        srs = [pb.SRSStatus(circuit_id=name, tier=pb.SRSStatus.HOT, size_bytes=cached.get(name, 0))
                for name in sorted(resident)]
         srs += [pb.SRSStatus(circuit_id=name, tier=pb.SRSStatus.COLD, size_bytes=size)
-                for name, size in sorted(self._cached_keys().items()) if name not in resident]
-        queued = running = 0
+                for name, size in sorted(cached.items()) if name not in resident]
+        running = 0
+        queued: list[tuple[int, float]] = []
         active = self.rt.jobs.active()
-        for i in range(0, len(active), 500):  # one round trip per 500 jobs: answered in ms under load
+        for i in range(0, len(active), 500):  # one round trip per 500 jobs
             pipe = r.pipeline(transaction=False)
             for job_id in active[i:i + 500]:
                 pipe.hget(f"zkhive:job:{job_id}:state", "status")
-            for st in pipe.execute():
-                queued += st == QUEUED.encode()
+                pipe.get(f"zkhive:job:{job_id}")
+            out = pipe.execute()
+            for st, raw in zip(out[::2], out[1::2]):
                 running += st == RUNNING.encode()
+                if st == QUEUED.encode() and raw is not None:
+                    rec = json.loads(raw)
+                    queued.append((int(rec["priority"]), float(rec["submitted_at"])))
+        queued.sort()
         done, failed = self._totals()
-        return pb.GetStatusResponse(
-            gpus=gpus, loaded_srs=srs, queues=[pb.QueueStatus(proof_kind=POREP, pending=queued, in_progress=running)],
+        return Snapshot(at=time.monotonic(), queued=queued, response=pb.GetStatusResponse(
+            gpus=gpus, loaded_srs=srs,
+            queues=[pb.QueueStatus(proof_kind=POREP, pending=len(queued), in_progress=running)],
             total_proofs_completed=done, total_proofs_failed=failed,
-            uptime_seconds=int(time.time() - self.started))
+            uptime_seconds=int(time.time() - self.started)))
 
     def _cached_keys(self) -> dict[str, int]:
         """Parameter sets with a proving key in the key cache, ``<params>.<digest16>.pk`` (or
@@ -335,9 +347,6 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             except OSError:
                 continue
         return out
-
-    def _key_bytes(self, name: str) -> int:
-        return self._cached_keys().get(name, 0)
 
     def _totals(self) -> tuple[int, int]:
         """Jobs done and failed among those the job store still holds (``delivery.result_ttl_s``)."""

@@ -225,3 +225,47 @@ def test_an_explicit_wait_on_a_task_result_still_gets_it(cluster, workers):
     assert early.get(timeout=30)["job_id"] == "wait-1"
     late = app.send_task("zkhive.submit", args=[make_c1(SQUARES_A, seed=92)], kwargs={"job_id": "wait-2"})
     assert late.get(timeout=60) == {"job_id": "wait-2", "created": True, "num_partitions": SQUARES_A.num_partitions()}
+
+
+def test_queue_position_and_getstatus_come_from_the_status_board(cluster):
+    """A real gateway over the test Redis, no workers (jobs stay queued): each SubmitProof's
+    queue_position counts the queued jobs served before it (priority, then submission time), as
+    the status board last read them; GetStatus answers from that board's thread, not per call."""
+    import json
+
+    import grpc
+
+    from cluster.gateway.pb import proving_pb2 as pb
+    from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+    from cluster.gateway.server import build
+    from cluster.gateway.status import EVERY_S
+    from cluster.ops.supervisor import free_port
+
+    cluster.flush()
+    cluster.configure_here()
+    cluster.setup_keys(SQUARES_A)
+    rt = cluster.runtime()
+    g = rt.settings.gateway.model_copy(update={"address": "127.0.0.1", "port": free_port(), "token": None,
+                                               "token_file": None})
+    server, port = build(rt.settings.model_copy(update={"gateway": g}), rt)
+    server.start()
+    channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+    stub = pb_grpc.ProvingEngineStub(channel)
+    try:
+        positions = {}
+        for i, prio in enumerate([pb.NORMAL, pb.NORMAL, pb.CRITICAL, pb.LOW, pb.HIGH]):
+            req = pb.SubmitProofRequest(request_id=f"pos-{i}", proof_kind=pb.POREP_SEAL_COMMIT, priority=prio,
+                                        vanilla_proof=json.dumps(make_c1(SQUARES_A, seed=400 + i)).encode())
+            positions[i] = stub.SubmitProof(req, timeout=30).queue_position
+            time.sleep(3 * EVERY_S)  # the board has read it before the next one
+        # normal, normal (after the first), critical (first of all), low (last), high (after critical)
+        assert positions == {0: 0, 1: 1, 2: 0, 3: 3, 4: 1}, positions
+        board = server.zkhive_servicer._board
+        made = board.made
+        sts = [stub.GetStatus(pb.GetStatusRequest(), timeout=5) for _ in range(40)]
+        assert all(st.queues[0].pending == 5 for st in sts)
+        assert board.made - made < 40 and board.computed_by_caller == 0
+    finally:
+        channel.close()
+        server.stop(0).wait()
+        server.zkhive_servicer._board.close()

@@ -1,0 +1,86 @@
+"""The gateway's status board (cluster/gateway/status.py): callers read a snapshot made by a
+thread of its own; a stuck or failing refresher is never hidden behind an old snapshot."""
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from cluster.gateway.status import Snapshot, StatusBoard
+
+
+class Maker:
+    def __init__(self):
+        self.calls = 0
+        self.threads: set[str] = set()
+        self.block = threading.Event()
+        self.block.set()
+        self.fail: Exception | None = None
+
+    def __call__(self) -> Snapshot:
+        self.calls += 1
+        self.threads.add(threading.current_thread().name)
+        if self.fail is not None:
+            raise self.fail
+        self.block.wait()
+        return Snapshot(at=time.monotonic(), response=self.calls, queued=[(0, 5.0), (6, 1.0), (6, 2.0), (9, 0.5)])
+
+
+def test_many_callers_read_one_refresher_s_snapshot():
+    m = Maker()
+    board = StatusBoard(m, every_s=0.1, stale_s=2.0, idle_s=5.0)
+    t0 = time.monotonic()
+    answers = [board.latest().response for _ in range(2000)]
+    took = time.monotonic() - t0
+    assert answers[0] >= 1 and answers == sorted(answers)
+    assert m.threads == {"gateway-status"} and board.computed_by_caller == 0
+    assert m.calls <= 2 + took / 0.1, (m.calls, took)  # made at the refresh rate, not per call
+    time.sleep(0.35)
+    assert board.latest().response > answers[-1]  # refreshed while asked
+
+
+def test_queue_order_from_the_snapshot():
+    snap = Maker()()
+    assert snap.served_before(6, 1.5) == 2      # the critical job and the normal one submitted earlier
+    assert snap.served_before(0, 0.1) == 0      # critical first
+    assert snap.served_before(9, 9.0) == 4      # bulk last
+    assert snap.served_before(6, 1.0) == 1      # itself not counted
+
+
+def test_a_stuck_refresher_is_not_hidden_the_caller_makes_the_answer_itself():
+    m = Maker()
+    board = StatusBoard(m, every_s=0.05, stale_s=0.3, idle_s=5.0)
+    assert board.latest().response >= 1
+    m.block.clear()  # the refresher's next make hangs (a Redis that does not answer)
+    time.sleep(0.5)
+    out: dict = {}
+    caller = threading.Thread(target=lambda: out.update(r=board.latest()), daemon=True)
+    caller.start()
+    caller.join(0.5)
+    assert caller.is_alive(), "a stale snapshot was served: a stuck gateway would pass the keeper's probe"
+    assert board.computed_by_caller == 1
+    m.block.set()
+    caller.join(5)
+    assert "r" in out
+
+
+def test_a_failing_refresher_makes_the_callers_see_the_error():
+    m = Maker()
+    m.fail = ConnectionError("Redis refused")
+    board = StatusBoard(m, every_s=0.05, stale_s=0.3, idle_s=5.0)
+    with pytest.raises(ConnectionError, match="Redis refused"):
+        board.latest()
+    m.fail = None
+    assert board.latest().response >= 1
+
+
+def test_the_refresher_stops_when_nobody_asks_and_starts_again_fresh():
+    m = Maker()
+    board = StatusBoard(m, every_s=0.05, stale_s=2.0, idle_s=0.2)
+    first = board.latest().response
+    time.sleep(0.6)
+    stopped_at = m.calls
+    time.sleep(0.3)
+    assert m.calls == stopped_at  # no Redis traffic for a gateway nobody watches
+    assert board.latest().response > stopped_at >= first  # a new snapshot, not the old one
