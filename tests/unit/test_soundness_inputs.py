@@ -143,6 +143,7 @@ def test_filecoin_header_each_constraint_of_comm_r_removed_names_comm_r(header):
 # --- filecoin-2k, whole -----------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)  # the whole partition's audit alone took 20 min on 2 loaded cores
 @pytest.mark.skipif(not LONG, reason="the filecoin-2k input audit takes many minutes: ZKHIVE_LONG_AUDIT=1 runs it")
 def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_removed_is_named(tmp_path_factory):
     os.environ.setdefault("ZKHIVE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
