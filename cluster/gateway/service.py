@@ -20,8 +20,9 @@
     PreloadSRS,   the provers' remote-control commands (cluster.pipeline.srs_control)
     EvictSRS
 
-Proof kinds other than PoRep C2 are UNIMPLEMENTED; a bad request is INVALID_ARGUMENT with one
-line naming the field; an unknown job NOT_FOUND.
+WINNING_POST and WINDOW_POST_PARTITION are PoSt jobs (cluster.gateway.postinput); SNAP_DEALS_UPDATE
+is UNIMPLEMENTED; a bad request is INVALID_ARGUMENT with one line naming the field; an unknown job
+NOT_FOUND.
 """
 from __future__ import annotations
 
@@ -189,6 +190,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         from cluster.pipeline.workflow import submit_job
 
         kind = req.proof_kind
+        if kind in (pb.WINNING_POST, pb.WINDOW_POST_PARTITION):  # cluster.gateway.postinput
+            from . import postinput
+            return postinput.submit(self, req)
         if kind != pb.POREP_SEAL_COMMIT:
             if kind in (pb.SNAP_DEALS_UPDATE, pb.WINDOW_POST_PARTITION, pb.WINNING_POST):
                 raise Abort(grpc.StatusCode.UNIMPLEMENTED,
