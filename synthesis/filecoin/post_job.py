@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import json
 import threading
@@ -114,7 +115,9 @@ class SectorModel(Strict):
 Piece = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9+/]*={0,2}$", max_length=PIECE)]
 
 
+@functools.lru_cache(maxsize=None)
 def _model(prm: post.PostParams) -> type[Strict]:
+    """The document's pydantic model for ``prm`` (its bounds: sectors, base64 pieces), made once."""
     n, pieces = max_sectors(prm), -(-((max_proof_bytes(prm) + 2) // 3 * 4) // PIECE)
 
     class PostDocument(Strict):

@@ -262,6 +262,7 @@ def test_winning_post_as_curio_sends_it_proves_and_verifies(gw, sectors):
     assert not verify(s, "winning-post-2k", res.proof,
                       _public("winning-post-2k", sectors[:1], api="1.0.0", randomness=bytes(32)))
     rec = json.loads(s_redis(s).get(f"zkhive:job:{res.job_id}"))
-    assert rec["kind"] == "winning-post" and rec["priority"] == 0 and res.job_id == f"winpost-{MINER}-{RANDOMNESS[:8].hex()}"
+    assert (rec["kind"], rec["priority"]) == ("winning-post", 0)
+    assert res.job_id == f"winpost-{MINER}-{RANDOMNESS[:8].hex()}"
     print(f"\nwinning-post-2k through the gateway: {took:.1f} s Submit to proof "
           f"(synthesis {res.synthesis_ms} ms, prover {res.gpu_compute_ms} ms)")

@@ -52,7 +52,8 @@ def test_no_rust_test_vector_exists_so_the_sha256_layout_is_rebuilt_byte_by_byte
     assert h2.digest() == digest
     # which index: window V1_2 (1.2.0) hashes n; window V1 and winning (1.0.0) sector_index * C + n
     w = post.get("window-post-2k")
-    assert post.sector_challenges(w, RANDOMNESS, sid, 3) == [post.leaf_challenge(w, RANDOMNESS, sid, n) for n in range(10)]
+    assert post.sector_challenges(w, RANDOMNESS, sid, 3) == [
+        post.leaf_challenge(w, RANDOMNESS, sid, n) for n in range(10)]
     assert post.sector_challenges(w, RANDOMNESS, sid, 3, "1.0.0") == [
         post.leaf_challenge(w, RANDOMNESS, sid, 30 + n) for n in range(10)]
     assert [pj.api_version(r) for r in ("StackedDrgWinning2KiBV1", "StackedDrgWindow2KiBV1",
@@ -222,3 +223,12 @@ def test_job_ids_of_curios_request_ids():
     jid = job_id_of(go)
     assert JOB_ID.match(jid) and jid.startswith("wdpost-1000-0-_101_102") and jid == job_id_of(go)
     assert job_id_of(go.replace(" ", "_")) != jid and job_id_of("") is None
+
+
+def test_cuzks_circuit_ids_name_the_post_sets():
+    from cluster.gateway.service import circuit_name
+
+    assert circuit_name("wpost-32g") == "window-post-32g" and circuit_name("winning-64g") == "winning-post-64g"
+    assert circuit_name("window-post-2k") == "window-post-2k"
+    with pytest.raises(KeyError, match="circuit_id 'wpost-3g' is not a parameter set"):
+        circuit_name("wpost-3g")
