@@ -299,6 +299,14 @@ class PostCircuit(CompactMatrices):
         return {"constraints": cons, "variables": 1 + npub + aux, "aux": aux, "nonzeros": nnz,
                 "public_inputs": npub, "domain": 1 << (cons + npub).bit_length()}
 
+    def describe(self) -> str:
+        """``zkhive circuits``' line: the kind, the shape, the counts (census or built matrices)."""
+        p, z = self.prm, self.size()
+        return (f"{self.proof_kind} ({', '.join(p.registered_proofs)}), {p.sector_count} sectors x "
+                f"{p.challenge_count} challenges, tree {'-'.join(map(str, p.shape))}; {z['constraints']} "
+                f"constraints, {z['public_inputs'] + 1} inputs (ONE included), {z['nonzeros']} nonzeros, "
+                f"domain 2^{z['domain'].bit_length() - 1}; keys {p.file_stem}")
+
     # -- the job -----------------------------------------------------------------------------
     def parse_c1(self, doc: dict[str, Any]) -> PostJob:
         return parse(self.prm, doc)

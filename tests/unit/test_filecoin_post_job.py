@@ -232,3 +232,18 @@ def test_cuzks_circuit_ids_name_the_post_sets():
     assert circuit_name("window-post-2k") == "window-post-2k"
     with pytest.raises(KeyError, match="circuit_id 'wpost-3g' is not a parameter set"):
         circuit_name("wpost-3g")
+
+
+def test_zkhive_circuits_lists_the_post_sets_with_kind_counts_and_file_names(capsys):
+    import argparse
+
+    from synthesis.cli import cmd_circuits
+
+    assert cmd_circuits(argparse.Namespace(build=False)) == 0
+    lines = {ln.split(":")[0]: ln for ln in capsys.readouterr().out.splitlines()}
+    assert lines["window-post-32g"].startswith(
+        "window-post-32g: 1 partitions, window-post (StackedDrgWindow32GiBV1, StackedDrgWindow32GiBV1_2), "
+        "2349 sectors x 10 challenges, tree 8-8-0; 125279217 constraints")
+    assert "winning-post (StackedDrgWinning2KiBV1), 66 sectors x 1 challenges" in lines["winning-post-2k"]
+    assert lines["winning-post-2k"].endswith("keys " + post.get("winning-post-2k").file_stem)
+    assert list(lines).index("filecoin-64g") < list(lines).index("window-post-2k")
