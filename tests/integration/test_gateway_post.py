@@ -163,6 +163,34 @@ def test_window_post_partitions_as_curio_sends_them_prove_and_verify(gw, sectors
           f"(synthesis {res.synthesis_ms} ms, prover {res.gpu_compute_ms} ms)")
 
 
+def test_a_post_job_document_through_zkhive_submit(gw, sectors, tmp_path):
+    """The same kind of job from the command line: a WindowPoSt job document (post_job.document,
+    from Curio's bytes) submitted with ``zkhive submit --wait``, its proof verified against inputs
+    derived here; ``zkhive status --json`` shows it as a window-post job."""
+    from synthesis.filecoin import post
+    from synthesis.filecoin import post_job as pj
+    from test_up_cluster import zkhive
+
+    s, _ = gw
+    doc = pj.document(post.get("window-post-2k"), "StackedDrgWindow2KiBV1_2", RANDOMNESS, MINER,
+                      [vanilla("window-post-2k", sectors[k], RANDOMNESS) for k in (2, 1)])
+    (tmp_path / "wdpost.json").write_text(json.dumps(doc))
+    sub = zkhive(*s.args("submit", str(tmp_path / "wdpost.json"), "--job-id", "wdpost-cli", "--wait",
+                         "--timeout", "300"), env=s.env, check=0)
+    assert "wdpost-cli submitted (window-post-2k, 1 partitions)" in sub.stdout, sub.stdout
+    out = json.loads(sub.stdout.splitlines()[-1])
+    pub = _public("window-post-2k", [sectors[2], sectors[1]])
+    assert [int(x, 16) for x in out["public_inputs"][0]] == pub
+    assert verify(s, "window-post-2k", bytes.fromhex(out["proof"]), pub)
+    st = json.loads(zkhive(*s.args("status", "--json"), env=s.env, check=0).stdout)
+    assert [j["kind"] for j in st["jobs"]["recent"] if j["job_id"] == "wdpost-cli"] == ["window-post"]
+    bad = {**doc, "sectors": [doc["sectors"][1], doc["sectors"][0]]}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    res = zkhive(*s.args("submit", str(tmp_path / "bad.json"), "--job-id", "wdpost-bad"), env=s.env)
+    assert res.returncode != 0 and "field sectors[0].sector_id: the vanilla proof is of sector id 236, " \
+        "sectors[0] is 235" in res.stderr, res.stderr
+
+
 def vanilla_v1(sealed, sector_index: int) -> bytes:
     from synthesis.filecoin import bincode as bc
     from synthesis.filecoin import post

@@ -247,3 +247,17 @@ def test_zkhive_circuits_lists_the_post_sets_with_kind_counts_and_file_names(cap
     assert "winning-post (StackedDrgWinning2KiBV1), 66 sectors x 1 challenges" in lines["winning-post-2k"]
     assert lines["winning-post-2k"].endswith("keys " + post.get("winning-post-2k").file_stem)
     assert list(lines).index("filecoin-64g") < list(lines).index("window-post-2k")
+
+
+def test_zkhive_submit_reads_a_post_job_document_as_it_is(sealed, tmp_path):
+    """``zkhive submit``'s file reader (filecoin/commands.job_document) takes a PoSt job document,
+    which names its set, as it is: not as a Filecoin C1 (its ``registered_proof`` is a PoSt one)."""
+    import json
+
+    from synthesis.filecoin.commands import job_document
+    from synthesis.limits import DEFAULT
+
+    prm = post.get("window-post-2k")
+    doc = pj.document(prm, "StackedDrgWindow2KiBV1_2", RANDOMNESS, 1000, [vanilla(prm, sealed)])
+    (tmp_path / "post.json").write_text(json.dumps(doc))
+    assert job_document(tmp_path / "post.json", DEFAULT) == doc
