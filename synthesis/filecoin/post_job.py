@@ -219,6 +219,55 @@ def parse(prm: post.PostParams, doc: Any) -> PostJob:
     return job
 
 
+@dataclass
+class BenchmarkReplica:
+    """What ``post.vanilla_proof`` reads of a sealed sector, for a PoSt benchmark: a sparse TreeR
+    (``trees.Tree``) holding only the challenged leaves (pseudo-random field elements from the
+    seed; every other leaf 0), comm_c from the seed, comm_r = H(comm_c, comm_r_last). The vanilla
+    proofs of every sector id given share this one replica (the PoSt circuit checks no replica
+    id), as a 32 GiB PoRep benchmark sector holds only its challenged nodes."""
+    sector_id: int
+    comm_c: bytes
+    comm_r_last: bytes
+    comm_r: bytes
+    tree_r: Any
+
+
+def benchmark_vanilla_proofs(prm: post.PostParams, randomness: bytes, sector_ids: list[int], *,
+                             registered_proof: str | None = None, partition_index: int = 0,
+                             seed: bytes = b"zkhive post benchmark") -> list[bytes]:
+    """Curio's bytes (one bincode FallbackPoStSectorProof a sector) for a partition of
+    ``sector_ids`` over one ``BenchmarkReplica``: a valid WindowPoSt / WinningPoSt input at any
+    size without sealing (a 32 GiB window partition: 23,490 leaves of 2^30 held)."""
+    from .. import poseidon
+    from .trees import Tree
+    api = api_version(registered_proof) if registered_proof else prm.api_version
+    if prm.kind == "winning":
+        if len(sector_ids) != 1:
+            raise ValueError("a WinningPoSt benchmark is one sector")
+        per = [[post.sector_challenges(prm, randomness, sector_ids[0], i, api)[0] for i in range(prm.sector_count)]]
+    else:
+        per = [post.sector_challenges(prm, randomness, sid, partition_index * prm.sector_count + i, api)
+               for i, sid in enumerate(sector_ids)]
+    leaves = np.unique(np.asarray(per, dtype=np.uint64).reshape(-1))
+    digests = b"".join(hashlib.sha256(seed + b"\0" + int(x).to_bytes(8, "little")).digest() for x in leaves)
+    vals = np.frombuffer(digests, dtype="<u8").reshape(-1, 4).astype(np.uint64)
+    vals[:, 3] &= np.uint64((1 << 62) - 1)                       # below 2^254 < r: canonical
+    tree = Tree.build(prm.arities, leaves, vals, sha=False)
+    comm_c = int.from_bytes(hashlib.sha256(seed + b"\0comm_c").digest(), "little") >> 2
+    comm_r_last = tree.root
+    rep = BenchmarkReplica(0, field.to_bytes(comm_c), field.to_bytes(comm_r_last),
+                           field.to_bytes(poseidon.hash_ints([comm_c, comm_r_last])), tree)
+    out = []
+    for sid, chs in zip(sector_ids, per):
+        if prm.kind == "winning":
+            sps = [post.vanilla_proof(rep, [c], sid) for c in chs]
+        else:
+            sps = [post.vanilla_proof(rep, chs, sid)]
+        out.append(bc.write_post_sector_proof(prm, sps))
+    return out
+
+
 def _public(job: PostJob) -> list[tuple[int, int]]:
     """The public sectors ``post.verify`` / ``public_inputs`` take: WinningPoSt's one sector once
     a circuit sector (as ``verify_winning_post`` lists it 66 times)."""

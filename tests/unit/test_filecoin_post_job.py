@@ -261,3 +261,20 @@ def test_zkhive_submit_reads_a_post_job_document_as_it_is(sealed, tmp_path):
     doc = pj.document(prm, "StackedDrgWindow2KiBV1_2", RANDOMNESS, 1000, [vanilla(prm, sealed)])
     (tmp_path / "post.json").write_text(json.dumps(doc))
     assert job_document(tmp_path / "post.json", DEFAULT) == doc
+
+
+@pytest.mark.parametrize("name,rp,ids,k", [("window-post-2k", "StackedDrgWindow2KiBV1_2", [7, 9], 0),
+                                          ("window-post-8m", "StackedDrgWindow8MiBV1", [11], 5),
+                                          ("winning-post-2k", "StackedDrgWinning2KiBV1", [3], 0)])
+def test_benchmark_vanilla_proofs_make_a_valid_partition_without_sealing(name, rp, ids, k):
+    """A PoSt benchmark input (one sparse replica shared by every sector id): the document checks
+    (bincode, every path, H(comm_c, comm_r_last)) and the witness satisfies the circuit; another
+    randomness's challenges are refused."""
+    prm, c = post.get(name), get_circuit(name)
+    raws = pj.benchmark_vanilla_proofs(prm, RANDOMNESS, ids, registered_proof=rp, partition_index=k)
+    doc = pj.document(prm, rp, RANDOMNESS, 1000, raws, partition_index=k)
+    job = c.parse_c1(doc)
+    assert [s for s, _ in job.sectors] == ids
+    c.synthesize(job, 0, check=name.endswith("2k"))
+    with pytest.raises(C1Error, match="the inclusion proof is of leaf"):
+        c.parse_c1({**doc, "randomness": "0x" + bytes(32).hex()})
