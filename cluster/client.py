@@ -56,7 +56,7 @@ class Job:
         rec = self.record()
         st = self.rt.jobs.state(self.job_id)
         done = len(self.rt.jobs.partitions(self.job_id, rec.num_partitions))
-        return {"job_id": self.job_id, "status": st.get("status", QUEUED), "params": rec.params,
+        return {"job_id": self.job_id, "status": st.get("status", QUEUED), "params": rec.params, "kind": rec.kind,
                 "num_partitions": rec.num_partitions, "partitions_done": done,
                 "priority": rec.priority, "submitted_at": rec.submitted_at,
                 "deadline_at": rec.deadline_at, "error": st.get("error"), "attempt": rec.attempt,

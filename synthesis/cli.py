@@ -156,13 +156,18 @@ def cmd_synth(args) -> int:
 
 def cmd_circuits(args) -> int:
     from synthesis.circuits import get_circuit, known
-    def order(name):  # smallest first
+    def order(name):  # smallest first (the PoSt sets after the PoRep ones, by sector size)
         prm = getattr(get_circuit(name), "prm", None)
-        return (0, prm.log_nodes, prm.challenges) if prm else (1, 0, 0)
+        if prm is not None and not hasattr(prm, "log_nodes"):
+            return (1, prm.nodes.bit_length(), prm.sector_count)
+        return (0, prm.log_nodes, prm.challenges) if prm else (2, 0, 0)
     for name in sorted(known(), key=order):
         c = get_circuit(name)
         prm = getattr(c, "prm", None)
         line = f"{name}: {c.num_partitions()} partitions"
+        if hasattr(c, "describe"):  # a set that says what it is (the PoSt sets: post_job.PostCircuit)
+            print(f"{line}, {c.describe()}")
+            continue
         if _family(c) == "filecoin":
             z = c.size()  # the census (cached) or the built matrices
             print(f"{line}, {prm.nodes} nodes, {prm.layers} layers, {prm.challenges} challenges/partition"

@@ -21,8 +21,9 @@
     PreloadSRS,   the provers' remote-control commands (cluster.pipeline.srs_control)
     EvictSRS
 
-Proof kinds other than PoRep C2 are UNIMPLEMENTED; a bad request is INVALID_ARGUMENT with one
-line naming the field; an unknown job NOT_FOUND.
+WINNING_POST and WINDOW_POST_PARTITION are PoSt jobs (cluster.gateway.postinput); SNAP_DEALS_UPDATE
+is UNIMPLEMENTED; a bad request is INVALID_ARGUMENT with one line naming the field; an unknown job
+NOT_FOUND.
 """
 from __future__ import annotations
 
@@ -100,18 +101,19 @@ def timings(events: list[dict], submitted_at: float, finished_at: float | None) 
 
 
 def circuit_name(circuit_id: str) -> str:
-    """Our parameter set for a circuit id: our own names as they are, and cuzk's PoRep ids
-    (``porep-32g``, ``porep-2k``) as the Filecoin family's (``filecoin-32g``) where it is
-    registered. KeyError (one line) for anything else."""
+    """Our parameter set for a circuit id: our own names as they are, and cuzk's ids
+    (``porep-32g``, ``porep-2k``; ``wpost-32g``, ``winning-32g``) as the Filecoin family's
+    (``filecoin-32g``; ``window-post-32g``, ``winning-post-32g``) where it is registered.
+    KeyError (one line) for anything else."""
     from synthesis.circuits import get_circuit, known
 
     try:
         return get_circuit(circuit_id).name
     except KeyError:
         pass
-    if circuit_id.startswith("porep-"):
-        alias = "filecoin-" + circuit_id[len("porep-"):]
-        if alias in known():
+    for theirs, ours in (("porep-", "filecoin-"), ("wpost-", "window-post-"), ("winning-", "winning-post-")):
+        alias = ours + circuit_id[len(theirs):]
+        if circuit_id.startswith(theirs) and alias in known():
             return alias
     raise KeyError(f"circuit_id {circuit_id!r} is not a parameter set of this cluster "
                    f"(known: {', '.join(known())})")
@@ -193,6 +195,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         from cluster.pipeline.workflow import submit_job
 
         kind = req.proof_kind
+        if kind in (pb.WINNING_POST, pb.WINDOW_POST_PARTITION):  # cluster.gateway.postinput
+            from . import postinput
+            return postinput.submit(self, req)
         if kind != pb.POREP_SEAL_COMMIT:
             if kind in (pb.SNAP_DEALS_UPDATE, pb.WINDOW_POST_PARTITION, pb.WINNING_POST):
                 raise Abort(grpc.StatusCode.UNIMPLEMENTED,

@@ -63,6 +63,10 @@ TERMINAL = (DONE, FAILED, CANCELLED)
 PRIORITIES = {"critical": 0, "high": 3, "normal": 6, "bulk": 9}
 
 
+#: the kind of a job whose circuit names none (porep-lite, sdr, filecoin: PoRep C2)
+PROOF_KIND_DEFAULT = "porep-c2"
+
+
 class JobRecord(BaseModel):
     job_id: str
     params: str
@@ -74,6 +78,9 @@ class JobRecord(BaseModel):
     deadline_at: float
     #: 1, then n+1 for each resubmission of a failed or cancelled job (JobStore.new_attempt)
     attempt: int = Field(1, ge=1)
+    #: cuzk's proof kind (QueueStatus.proof_kind): the circuit's ``proof_kind``, PoRep C2 when
+    #: it names none (and for records written before kinds)
+    kind: str = Field(PROOF_KIND_DEFAULT, max_length=32)
 
 
 def priority_value(priority: str | int) -> int:

@@ -151,6 +151,15 @@ def _message_args(msg: dict) -> list | None:
         return None
 
 
+def proof_kind(circuit) -> str:
+    """cuzk's name of what ``circuit`` proves (``winning-post``, ``window-post``, ...; PoRep C2
+    for a circuit that names none)."""
+    from .jobs import PROOF_KIND_DEFAULT
+
+    kind = getattr(circuit, "proof_kind", None)
+    return kind if isinstance(kind, str) and kind else PROOF_KIND_DEFAULT
+
+
 def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int = "normal",
                deadline_s: float | None = None) -> tuple[JobRecord, bool]:
     """Record and dispatch a job; returns (record, created). An existing id returns its record,
@@ -189,7 +198,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
             ref = rt.blobs.put(c1, kind="c1")
             rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
                             num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
-                            submitted_at=now,
+                            submitted_at=now, kind=proof_kind(circuit),
                             deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
             if rt.jobs.create(rec):
                 created = True

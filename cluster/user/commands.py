@@ -195,7 +195,7 @@ def status_text(rt, *, jobs: int = 5) -> str:
         done = len(rt.jobs.partitions(job_id, rec.num_partitions))
         waiting = rt.jobs.waiting(job_id) if st.get("status") in ("queued", "running") else {}
         lines.append(f"  {job_id:<28} {'waiting' if waiting else st.get('status', '?'):<9} {rec.params:<16} "
-                     f"{done}/{rec.num_partitions}" + (f"  attempt {rec.attempt}" if rec.attempt > 1 else ""))
+                     f"{rec.kind:<12} {done}/{rec.num_partitions}" + (f"  attempt {rec.attempt}" if rec.attempt > 1 else ""))
         if waiting:  # back-pressure: what it waits for, since when
             first = min(w["since"] for w in waiting.values())
             units = ", ".join(sorted(waiting, key=lambda u: (not u.isdigit(), int(u) if u.isdigit() else 0)))
@@ -224,7 +224,7 @@ def status_doc(rt, *, jobs: int = 5) -> dict:
         rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
         if rec is None:
             continue
-        recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params,
+        recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params, "kind": rec.kind,
                        "partitions_done": len(rt.jobs.partitions(job_id, rec.num_partitions)),
                        "num_partitions": rec.num_partitions, "priority": rec.priority,
                        "submitted_at": rec.submitted_at, "error": st.get("error"), "attempt": rec.attempt,

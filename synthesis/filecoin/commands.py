@@ -118,4 +118,6 @@ def job_document(path, bounds) -> dict | None:
     doc = limits.loads(raw, bounds)
     if not isinstance(doc, dict):
         return None
+    if not commit2 and isinstance(doc.get("params"), str):
+        return doc  # a zkhive job document naming its set (a PoSt job: post_job.document)
     return {"params": C.params_of(doc).name, **doc}

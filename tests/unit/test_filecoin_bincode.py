@@ -68,7 +68,7 @@ def test_window_round_trip_verifies_and_tamper_is_named(sealed, window):
     bad = bytearray(data)
     bad[8 + 32 + 16 + 2 * one + 4 + 64 + 8 + 8 + 7 * 32] ^= 1
     [wb] = bc.to_post_proofs(prm, bc.read_post_sector_proof(prm, bytes(bad), 0))
-    with pytest.raises(post.PostProofError, match=r"sector 0 \(id \d+\), challenge 2: leaf"):
+    with pytest.raises(post.PostProofError, match=r"sector 0 \(id \d+\), challenge 2: the inclusion proof is of leaf"):
         post.verify(prm, RANDOMNESS, _secs(sealed), [wb])
     # the root field must be comm_r_last
     bad = bytearray(data)

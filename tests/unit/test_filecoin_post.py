@@ -199,7 +199,7 @@ def test_vanilla_proofs_checked_and_tampering_named(sealed):
     with pytest.raises(post.PostProofError, match=where + r": H\(comm_c, comm_r_last\) differs"):
         post.verify(prm, RANDOMNESS, secs, [bad])
     other = post.sector_challenges(prm, bytes(32), sealed.sector_id, 0)   # another randomness
-    with pytest.raises(post.PostProofError, match=where + ", challenge 0: leaf"):
+    with pytest.raises(post.PostProofError, match=where + ", challenge 0: the inclusion proof is of leaf"):
         post.verify(prm, RANDOMNESS, secs, [post.vanilla_proof(sealed, other)])
     bad = copy.deepcopy(good)
     bad.paths[1][4, 2, 0] ^= 1
