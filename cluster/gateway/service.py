@@ -294,10 +294,35 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
 
     def _snapshot(self) -> Snapshot:
         """GetStatus's answer and the queue order, read from the registry, the key cache and
-        the job store (made by the status board's thread, cluster/gateway/status.py)."""
+        the job store (made by the status board's thread, cluster/gateway/status.py). Queues by
+        cuzk's proof kind (the job record's ``kind``): PoRep's always, the others when they
+        hold a job."""
         import json
 
         r = self.rt.redis
+        queued: list[tuple[int, float]] = []
+        kind_of: dict[str, str] = {}
+        by_kind: dict[str, list[int]] = {POREP: [0, 0]}  # kind -> [pending, in progress]
+        active = self.rt.jobs.active()
+        for i in range(0, len(active), 500):  # one round trip per 500 jobs
+            pipe = r.pipeline(transaction=False)
+            chunk = active[i:i + 500]
+            for job_id in chunk:
+                pipe.hget(f"zkhive:job:{job_id}:state", "status")
+                pipe.get(f"zkhive:job:{job_id}")
+            out = pipe.execute()
+            for job_id, st, raw in zip(chunk, out[::2], out[1::2]):
+                if raw is None or st not in (QUEUED.encode(), RUNNING.encode()):
+                    continue
+                rec = json.loads(raw)
+                kind = kind_of[job_id] = str(rec.get("kind") or POREP)
+                counts = by_kind.setdefault(kind, [0, 0])
+                if st == QUEUED.encode():
+                    counts[0] += 1
+                    queued.append((int(rec["priority"]), float(rec["submitted_at"])))
+                else:
+                    counts[1] += 1
+        queued.sort()
         provers = registry.workers(r, role="prove")
         gpus = []
         for w in provers:
@@ -306,7 +331,7 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             ordinal = int(w.device.rpartition(":")[2]) if w.device and w.device[-1:].isdigit() else 0
             gpus.append(pb.GPUStatus(ordinal=ordinal, name=f"{w.device} {w.worker_id}" if kind else w.worker_id,
                                      vram_total_bytes=w.total_memory or 0, vram_free_bytes=w.free_memory or 0,
-                                     current_job_id=job, current_proof_kind=POREP if job else ""))
+                                     current_job_id=job, current_proof_kind=kind_of.get(job, POREP) if job else ""))
         resident: dict[str, int] = {}
         for w in provers:
             for name in w.resident_keys:
@@ -316,25 +341,11 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
                for name in sorted(resident)]
         srs += [pb.SRSStatus(circuit_id=name, tier=pb.SRSStatus.COLD, size_bytes=size)
                 for name, size in sorted(cached.items()) if name not in resident]
-        running = 0
-        queued: list[tuple[int, float]] = []
-        active = self.rt.jobs.active()
-        for i in range(0, len(active), 500):  # one round trip per 500 jobs
-            pipe = r.pipeline(transaction=False)
-            for job_id in active[i:i + 500]:
-                pipe.hget(f"zkhive:job:{job_id}:state", "status")
-                pipe.get(f"zkhive:job:{job_id}")
-            out = pipe.execute()
-            for st, raw in zip(out[::2], out[1::2]):
-                running += st == RUNNING.encode()
-                if st == QUEUED.encode() and raw is not None:
-                    rec = json.loads(raw)
-                    queued.append((int(rec["priority"]), float(rec["submitted_at"])))
-        queued.sort()
+        queues = [pb.QueueStatus(proof_kind=k, pending=p, in_progress=n)
+                  for k, (p, n) in sorted(by_kind.items(), key=lambda kv: (kv[0] != POREP, kv[0]))]
         done, failed = self._totals()
         return Snapshot(at=time.monotonic(), queued=queued, response=pb.GetStatusResponse(
-            gpus=gpus, loaded_srs=srs,
-            queues=[pb.QueueStatus(proof_kind=POREP, pending=len(queued), in_progress=running)],
+            gpus=gpus, loaded_srs=srs, queues=queues,
             total_proofs_completed=done, total_proofs_failed=failed,
             uptime_seconds=int(time.time() - self.started)))
 

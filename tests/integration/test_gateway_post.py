@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import threading
 import time
 
 import grpc
@@ -154,7 +155,24 @@ def test_window_post_partitions_as_curio_sends_them_prove_and_verify(gw, sectors
                for line in text.splitlines()), text
     # partition 1 of the deadline [234, 234, 235, 236]: the request holds 235 and 236 (indices 2, 3)
     proofs = [vanilla_v1(sectors[k], 2 + i) for i, k in enumerate((1, 2))]
-    res1 = call(window_request(5, proofs, 1))
+    seen, stop = [], threading.Event()
+
+    def watch():  # GetStatus while the job is queued and proved: its queue and prover by kind
+        while not stop.is_set():
+            st = stub.GetStatus(pb.GetStatusRequest(), timeout=10)
+            seen.append(({q.proof_kind: (q.pending, q.in_progress) for q in st.queues},
+                         {g.current_proof_kind for g in st.gpus}))
+            time.sleep(0.1)
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        res1 = call(window_request(5, proofs, 1))
+    finally:
+        stop.set()
+        watcher.join(15)
+    assert all(next(iter(q)) == "porep-c2" for q, _ in seen), seen[:3]  # PoRep's queue first, always
+    assert any(sum(q.get("window-post", (0, 0))) == 1 for q, _ in seen), seen[-3:]
+    assert any("window-post" in kinds for _, kinds in seen), seen[-3:]
     assert res1.status == pb.AwaitProofResponse.COMPLETED, res1.error_message
     deadline = [sectors[0], sectors[0], sectors[1], sectors[2]]
     assert verify(s, "window-post-2k", res1.proof, _public("window-post-2k", deadline, 1, api="1.0.0"))
