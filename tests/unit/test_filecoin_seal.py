@@ -399,3 +399,68 @@ def test_32g_tree_r_paths_and_comm_r_of_a_real_sector():
     assert all(S.raw(r) == comm_r_last for r in roots) and all(p[2] == comm_r_last for p in proofs)
     pos[3, 4] = (pos[3, 4] + 1) % 8
     assert S.raw(V._roots(leaves, sibs, pos, sha=False)[3]) != comm_r_last
+
+
+# Each check's whole message, on challenge 1 (the last) at a level, parent or opening whose index
+# differs from the challenge's: a message that names the wrong challenge, level, opening or
+# parent kind is a failure here (mutation testing of vanilla.check_partition found those unread).
+def _node(d, i=1) -> int:
+    return _proof(d, i)["replica_column_proofs"]["c_x"]["column"]["index"]
+
+
+def _path(d, tree, i=1, opening=None):
+    if tree == "d":
+        return _proof(d, i)["comm_d_proofs"]["data"]["Single"]
+    name, j = opening
+    return _proof(d, i)["replica_column_proofs"][name][j]["inclusion_proof"]["data"]["Single"]
+
+
+def _flip_index(level, m):
+    def go(single):
+        single["path"]["path"][level]["index"] = (single["path"]["path"][level]["index"] + 1) % m
+    return go
+
+
+EXACT = {
+    "labeling parent of the last DRG slot": (
+        lambda d: _bump(_proof(d)["labeling_proofs"][1]["parents"][19]),
+        "labeling_proofs[1].parents[19]: challenge 1 (node {n}), layer 2: parent label 19 is not the opened DRG "
+        "parent column's label"),
+    "labeling parent of the first expander slot": (
+        lambda d: _bump(_proof(d)["labeling_proofs"][1]["parents"][20]),
+        "labeling_proofs[1].parents[20]: challenge 1 (node {n}), layer 2: parent label 20 is not the opened "
+        "expander parent column's label"),
+    "labeling proof's node": (
+        lambda d: _set("node", lambda x: x ^ 1)(_proof(d)["labeling_proofs"][1]),
+        "labeling_proofs[1]: challenge 1 (node {n}), layer 2: labeling proof is for layer 2 node {n1}"),
+    "TreeD position at level 3": (
+        lambda d: _flip_index(3, 2)(_path(d, "d")),
+        "comm_d_proofs.data.Single.path.path[3].index: challenge 1 (node {n}): TreeD path position at level 3 "
+        "does not lead to the challenged node"),
+    "TreeD root of challenge 1": (
+        lambda d: _bump(_path(d, "d")["root"], 0),
+        "comm_d_proofs.data.Single.root: challenge 1 (node {n}): TreeD root is not comm_d"),
+    "TreeD path of challenge 1": (
+        lambda d: _bump(_path(d, "d")["path"]["path"][4]["hashes"][0]),
+        "comm_d_proofs: challenge 1 (node {n}): TreeD path does not hash from the data leaf to comm_d"),
+    "TreeC position of a DRG parent's opening at level 0": (
+        lambda d: _flip_index(0, 8)(_path(d, "c", opening=("drg_parents", 2))),
+        "replica_column_proofs.drg_parents[2].inclusion_proof: challenge 1 (node {n}): TreeC path position at "
+        "level 0 does not lead to the opened column's node"),
+    "TreeC leaf of an expander parent's opening": (
+        lambda d: _bump(_path(d, "c", opening=("exp_parents", 3))["leaf"], 0),
+        "replica_column_proofs.exp_parents[3].column.rows: challenge 1 (node {n}): TreeC leaf is not the "
+        "Poseidon hash of the column"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EXACT))
+def test_tampered_challenge_1_is_refused_with_its_whole_message(doc, case):
+    mutate, text = EXACT[case]
+    bad = copy.deepcopy(doc)
+    n = _node(bad)
+    mutate(bad)
+    prm = P.get("filecoin-2k")
+    with pytest.raises(C.FilecoinC1Error) as e:
+        C.verify(prm, C.parse(prm, bad))
+    assert str(e.value) == f"partition 0; field vanilla_proofs.{SHAPE}[0][1]." + text.format(n=n, n1=n ^ 1)
