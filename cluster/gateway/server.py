@@ -64,7 +64,7 @@ class TokenCheck(grpc.ServerInterceptor):
 
         def deny(requests, context):
             context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
-        deny._zkhive_lane = "cheap"  # answered at once, beside GetStatus (Lanes)
+        deny._zkhive_lane = "refuse"  # answered at once, on the refusals' thread (Lanes)
         # request-streaming (the same wire as a unary call's): the refusal reads no message
         return grpc.stream_unary_rpc_method_handler(deny)
 
@@ -274,7 +274,7 @@ RESERVE = 4
 def _refuse_busy(message: str):
     def refuse(request, context):
         context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
-    refuse._zkhive_lane = "cheap"
+    refuse._zkhive_lane = "refuse"
     return refuse
 
 
@@ -282,8 +282,8 @@ class Lanes(Executor):
     """The gateway's thread pool, as grpc calls it (``submit`` from its polling thread, one call
     each): the cheap calls (``CHEAP``) on ``RESERVE`` threads of their own; every other call
     counted from the moment it arrives until it ends, at most ``threads - RESERVE`` running and
-    ``queue`` waiting for a thread; one more is answered RESOURCE_EXHAUSTED at once (on the
-    reserve: cuzk clients retry it), never queued without bound.
+    ``queue`` waiting for a thread; one more is answered RESOURCE_EXHAUSTED at once (on one more
+    thread, its own: cuzk clients retry it), never queued without bound.
 
     The lane of a call is read from its handler (``_zkhive_lane`` on the servicer's methods,
     see ``mark_lanes``); a call whose lane cannot be read is counted as a heavy one."""
@@ -293,6 +293,9 @@ class Lanes(Executor):
         self.cap, self.queue = threads - reserve, queue
         self.main = ThreadPoolExecutor(max_workers=self.cap, thread_name_prefix="gateway")
         self.fast = ThreadPoolExecutor(max_workers=reserve, thread_name_prefix="gateway-cheap")
+        # refusals on a thread of their own: a burst of them (876 of 1,000 at once) queued on the
+        # cheap threads made a GetStatus behind them wait its turn (issue 39's 100 ms bound)
+        self.refusing = ThreadPoolExecutor(max_workers=1, thread_name_prefix="gateway-refuse")
         self._lock = threading.Lock()
         self.in_progress = 0  # heavy calls running or waiting for a thread
         self.refused = 0
@@ -308,12 +311,14 @@ class Lanes(Executor):
                 break
         if lane == "cheap":
             return self.fast.submit(fn, *args, **kwargs)
+        if lane == "refuse":
+            return self.refusing.submit(fn, *args, **kwargs)
         with self._lock:
             if self.in_progress >= self.cap + self.queue:
                 self.refused += 1
                 if at is not None:  # the same call, answered by the refusal instead
                     args = args[:at] + (self._refuse,) + args[at + 1:]
-                    return self.fast.submit(fn, *args, **kwargs)
+                    return self.refusing.submit(fn, *args, **kwargs)
             self.in_progress += 1
         future = self.main.submit(fn, *args, **kwargs)
         future.add_done_callback(self._ended)
@@ -326,6 +331,7 @@ class Lanes(Executor):
     def shutdown(self, wait=True, *, cancel_futures=False):
         self.main.shutdown(wait, cancel_futures=cancel_futures)
         self.fast.shutdown(wait, cancel_futures=cancel_futures)
+        self.refusing.shutdown(wait, cancel_futures=cancel_futures)
 
 
 def mark_lanes(servicer) -> None:

@@ -161,6 +161,7 @@ def test_a_full_gateway_refuses_with_resource_exhausted_and_still_answers_getsta
     finally:
         channel.close()
         server.stop(0).wait()
+        server.zkhive_servicer._board.close()
 
 
 def _until(cond, timeout_s, every=0.05):

@@ -84,3 +84,36 @@ def test_the_refresher_stops_when_nobody_asks_and_starts_again_fresh():
     time.sleep(0.3)
     assert m.calls == stopped_at  # no Redis traffic for a gateway nobody watches
     assert board.latest().response > stopped_at >= first  # a new snapshot, not the old one
+
+
+class _Handler:
+    def __init__(self, lane, fn=lambda: None):
+        self._zkhive_lane, self.fn = lane, fn
+
+    def __call__(self):
+        return self.fn()
+
+
+def test_a_burst_of_refusals_never_delays_a_getstatus():
+    """The gateway's lanes (cluster/gateway/server.py Lanes), as grpc drives them: every heavy
+    thread busy, 500 more calls refused; the refusals are answered on a thread of their own, so a
+    GetStatus sent after them is not queued behind them (it was: the 1,000-call bench's max)."""
+    from cluster.gateway.server import Lanes
+
+    lanes = Lanes(threads=6, queue=0)
+    release = threading.Event()
+    run = lambda h: (time.sleep(0.005) if h is lanes._refuse else h())  # noqa: E731 - a refusal takes 5 ms
+    try:
+        held = [lanes.submit(run, _Handler("heavy", release.wait)) for _ in range(lanes.cap)]
+        refused = [lanes.submit(run, _Handler("heavy")) for _ in range(500)]
+        assert lanes.refused == 500
+        t0 = time.monotonic()
+        lanes.submit(run, _Handler("cheap", lambda: "status")).result(timeout=5)
+        took = time.monotonic() - t0
+        assert took < 0.5, f"GetStatus waited {took:.2f} s behind the refusals"
+        assert not refused[-1].done()  # the refusals still queued meanwhile (2.5 s of them)
+    finally:
+        release.set()
+        for f in held:
+            f.result(timeout=5)
+        lanes.shutdown(wait=False, cancel_futures=True)
