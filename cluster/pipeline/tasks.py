@@ -317,7 +317,7 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
     try:
         ref = parse_ref(synthesized["assignment"])
         ahead = _prove_ahead(rt, prover)
-        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
+        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s, rec.priority) if ahead else None
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
             _load_key(rt, prover, circuit, job_id, k, who, evicted)
