@@ -18,6 +18,8 @@ AGGREGATE_QUEUE = "aggregate"
 UNASSIGNED_QUEUE = "prove.unassigned"
 #: Redis transport priority levels (0 is served first): critical, high, normal, bulk
 PRIORITY_STEPS = [0, 3, 6, 9]
+#: the levels' names (cluster.pipeline.jobs.PRIORITIES; cuzk's CRITICAL, HIGH, NORMAL, LOW)
+LEVEL_NAMES = ("critical", "high", "normal", "bulk")
 
 
 def priority_lists(queue: str) -> list[str]:
@@ -31,6 +33,14 @@ def queue_depth(r, queue: str) -> int:
     for n in priority_lists(queue):
         pipe.llen(n)
     return sum(pipe.execute())
+
+
+def queue_depths(r, queue: str) -> dict[str, int]:
+    """Messages waiting in ``queue`` per priority level: {"critical": n, "high": .., ...}."""
+    pipe = r.pipeline()
+    for n in priority_lists(queue):
+        pipe.llen(n)
+    return dict(zip(LEVEL_NAMES, pipe.execute()))
 
 
 def queued_messages(r):

@@ -203,12 +203,13 @@ def _room_returned(rt, job_id: str, k: int | None) -> None:
 # -- submit (for Flower's send-task and other non-Python clients) ---------------------------------
 
 @app.task(name="zkhive.submit", bind=True, acks_late=True, throws=(JobError,))
-def submit(self, c1: dict, job_id: str | None = None, priority: str | int = "normal") -> dict:
+def submit(self, c1: dict, job_id: str | None = None, priority: str | int = "normal",
+           kind: str | None = None) -> dict:
     """Submit a job: ``POST /api/task/send-task/zkhive.submit {"args": [C1], "kwargs": {...}}``.
     Returns {"job_id", "created", "num_partitions"} (the task's whole result: the C1 is kept
     only in the blob store, never in the result backend); a C1 outside ``[limits]`` or a bad
     header is FAILURE with one line naming the field (JobError, logged as expected)."""
-    rec, created = submit_job(runtime(), c1, job_id=job_id, priority=priority)
+    rec, created = submit_job(runtime(), c1, job_id=job_id, priority=priority, kind=kind)
     return {"job_id": rec.job_id, "created": created, "num_partitions": rec.num_partitions}
 
 

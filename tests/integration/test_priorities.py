@@ -118,3 +118,102 @@ def test_critical_job_jumps_the_synthesis_and_device_queues(cluster, workers, do
     # its aggregation before every normal one still to come
     c_agg = min(_times(c, "aggregate_start"))
     assert sum(1 for e in ev.values() for t in _times(e, "aggregate_start") if t > c_agg) >= 2
+
+
+def _control(cluster, action: str, queue: str, node: str) -> None:
+    from cluster.pipeline.app import app
+
+    fn = app.control.cancel_consumer if action == "pause" else app.control.add_consumer
+    assert fn(queue, destination=[node], reply=True, timeout=5), f"{node} did not answer {action} of {queue}"
+
+
+LEVELS = ("critical", "high", "normal", "bulk")
+
+
+def test_every_stage_serves_critical_then_high_then_normal_then_bulk(cluster, workers, ready, docs):
+    """Each stage held back (its consumer paused) while jobs of the four levels, submitted least
+    urgent first, queue up in front of it; released, it serves them most urgent first."""
+    from cluster.client import submit
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, queue_depth, queue_depths
+    from cluster.user.commands import status_text
+    from synthesis.circuits import get_circuit
+
+    cluster.setup_keys(get_circuit(PARAMS))
+    syn, agg, prover = ready(workers("synthesis", wait=False, ZKHIVE_WORKER__PARTITION_WORKERS="1"),
+                             workers("aggregate", wait=False),
+                             workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PRELOAD=f'["{PARAMS}"]'))
+    dev_q = prover.queues[0]
+    for q, w in ((SYNTHESIS_QUEUE, syn), (dev_q, prover), (AGGREGATE_QUEUE, agg)):
+        _control(cluster, "pause", q, w.nodename)
+    jobs = [submit(docs[0], job_id=f"{level}-{i}", priority=level) for level in reversed(LEVELS) for i in range(2)]
+    n = 2 * len(jobs)
+    _wait(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) == n, 30, "every partition on the synthesis queue")
+    assert queue_depths(cluster.redis, SYNTHESIS_QUEUE) == {level: 4 for level in LEVELS}
+    assert f"{SYNTHESIS_QUEUE:<28} {n}  (critical 4, high 4, normal 4, bulk 4)" in status_text(cluster.runtime())
+    _control(cluster, "resume", SYNTHESIS_QUEUE, syn.nodename)
+    _wait(lambda: queue_depth(cluster.redis, dev_q) == n, 60, "every partition on the device queue")
+    _control(cluster, "resume", dev_q, prover.nodename)
+    _wait(lambda: queue_depth(cluster.redis, AGGREGATE_QUEUE) == len(jobs), 120, "every aggregation queued")
+    _control(cluster, "resume", AGGREGATE_QUEUE, agg.nodename)
+    for job in jobs:
+        job.result(timeout=60)
+    ev = _events(cluster.redis, [j.job_id for j in jobs])
+
+    def order(name):
+        return [job.split("-")[0] for t, job in sorted((t, j) for j, e in ev.items() for t in _times(e, name))]
+
+    want = [level for level in LEVELS for _ in range(4)]
+    assert order("synthesis_start") == want
+    assert order("prove_pickup") == want
+    assert order("aggregate_start") == [level for level in LEVELS for _ in range(2)]
+
+
+def test_a_critical_job_past_its_kinds_deadline_fails_at_it_naming_the_setting(cluster, workers, ready, docs):
+    """[deadlines] winning_post_s = 2 and no prover: the critical WinningPoSt-kind job fails at
+    2 s (the watchdog wakes for it: its sweep interval here is 5 s), with one line naming the
+    setting, a deadline_missed event and the exporter's counter; a porep job submitted beside it
+    (delivery.job_deadline_s) lives on; an unknown kind is refused at submission."""
+    from prometheus_client import generate_latest
+
+    from cluster.client import JobFailed, cancel, submit
+    from cluster.errors import JobError
+    from cluster.ops.metrics import make_registry
+    from cluster.pipeline import timeline
+    from cluster.user.commands import status_text
+    from synthesis.circuits import get_circuit
+
+    cluster.setup_keys(get_circuit(PARAMS))
+    slow = {"ZKHIVE_DELIVERY__WATCHDOG_INTERVAL_S": "5"}
+    ready(workers("synthesis", wait=False, **slow), workers("aggregate", wait=False, **slow))  # no prover
+    cluster.configure_here(ZKHIVE_DEADLINES__WINNING_POST_S="2")
+    try:
+        with pytest.raises(JobError, match=r"^field kind: 'winning-post' is not a job kind \(known: porep, snap, "
+                                           r"window_post, winning_post\)$"):
+            submit(docs[1], job_id="bad-kind", priority="critical", kind="winning-post")
+        porep = submit(docs[0], job_id="porep-beside")
+        job = submit(docs[1], job_id="winning", priority="critical", kind="winning_post")
+        with pytest.raises(JobFailed) as got:
+            job.result(timeout=30)
+    finally:
+        cluster.configure_here()
+    rt = cluster.runtime()
+    st, rec = rt.jobs.state("winning"), rt.jobs.get("winning")
+    late = float(st["finished_at"]) - rec.deadline_at
+    assert rec.kind == "winning_post" and rec.deadline_at - rec.submitted_at == 2.0
+    assert 0 <= late < 1.0, late  # at the deadline, not at the next 5 s sweep
+    msg = str(got.value)
+    assert "\n" not in msg
+    assert "deadline passed (" in msg and ("s after submission): a winning_post job, priority critical, must be done "
+                                           "within 2 s (deadlines.winning_post_s): partition 0: ") in msg, msg
+    assert "prove.unassigned" in msg  # where its partitions wait: no prover
+    missed = [e for e in timeline.load(cluster.redis, "winning") if e["event"] == "deadline_missed"]
+    assert len(missed) == 1 and missed[0]["setting"] == "deadlines.winning_post_s" and missed[0]["missing"] == [0, 1]
+    assert "deadlines.winning_post_s" in status_text(rt)
+    # the porep job's deadline is its own kind's (delivery.job_deadline_s, 240 s here): still waiting
+    assert porep.status()["status"] in ("queued", "running")
+    assert rt.jobs.get("porep-beside").deadline_from == "delivery.job_deadline_s"
+    assert cancel("porep-beside") is True
+    reg, _ = make_registry(cluster.redis)
+    body = generate_latest(reg).decode()
+    assert ('zkhive_deadline_missed_total{kind="winning_post",params="porep-lite-4k",priority="critical",'
+            'setting="deadlines.winning_post_s"} 1.0') in body, body

@@ -44,6 +44,8 @@ def test_an_empty_environment_value_is_an_empty_string_not_a_list():
     ("[delivery]\nvisibility_timeout_s = 60\n", "visibility_timeout_s (60) must exceed"),
     ("[delivery]\nprove_soft_time_limit_s = 2000\n", "prove_soft_time_limit_s must be below"),
     ("not toml = = =\n", "not valid TOML"),
+    ("[deadlines]\nwinning_post_s = 0\n", "deadlines.winning_post_s"),
+    ("[deadlines]\nwinning_s = 20\n", "unknown key deadlines.winning_s"),
 ])
 def test_settings_reject_bad_keys_naming_key_and_file(tmp_path, text, message):
     f = tmp_path / "bad.toml"
@@ -74,6 +76,41 @@ def test_settings_reject_unknown_environment_keys():
         settings.load(env={"ZKHIVE_SRSS__PRELOAD": "[]"})
     with pytest.raises(settings.SettingsError, match="missing.toml"):
         settings.load("/nonexistent/missing.toml", env={})
+
+
+def test_deadlines_by_kind_name_their_setting():
+    """cuzk-like defaults: WinningPoSt 25 s, WindowPoSt 30 min, PoRep and SnapDeals the job
+    deadline; a job's own deadline_s wins; an unknown kind or a bad deadline is refused."""
+    from cluster.errors import JobError
+    from cluster.pipeline.workflow import job_deadline, job_kind
+
+    s = settings.load(env={})
+    assert s.deadlines.for_kind("winning_post", s.delivery) == (25.0, "deadlines.winning_post_s")
+    assert s.deadlines.for_kind("window_post", s.delivery) == (1800.0, "deadlines.window_post_s")
+    assert s.deadlines.for_kind("porep", s.delivery) == (14400.0, "delivery.job_deadline_s")
+    assert s.deadlines.for_kind("snap", s.delivery) == (14400.0, "delivery.job_deadline_s")
+    s = settings.load(env={"ZKHIVE_DEADLINES__POREP_S": "600", "ZKHIVE_DEADLINES__WINNING_POST_S": "2.5"})
+    assert job_deadline(s, "porep", None) == (600.0, "deadlines.porep_s")
+    assert job_deadline(s, "winning_post", None) == (2.5, "deadlines.winning_post_s")
+    assert job_deadline(s, "winning_post", 7) == (7.0, "the job's own deadline_s (submit --deadline)")
+    for bad in (0, -1, "5", True):
+        with pytest.raises(JobError, match="^field deadline_s: .* must be a number of seconds above 0$"):
+            job_deadline(s, "porep", bad)
+    with pytest.raises(settings.SettingsError, match="job kind 'post' is unknown"):
+        s.deadlines.for_kind("post", s.delivery)
+    circuit = type("C", (), {"proof_kind": "window_post"})()
+    assert job_kind(circuit, None) == "window_post" and job_kind(object(), None) == "porep"
+    assert job_kind(circuit, "porep") == "porep"
+    with pytest.raises(JobError, match="^field kind: 'PoRep' is not a job kind"):
+        job_kind(object(), "PoRep")
+
+
+def test_priority_names_follow_the_levels_kombu_serves():
+    from cluster.pipeline.jobs import PRIORITIES, priority_name
+    from cluster.pipeline.queues import LEVEL_NAMES, PRIORITY_STEPS
+
+    assert [priority_name(p) for p in range(10)] == ["critical"] * 3 + ["high"] * 3 + ["normal"] * 3 + ["bulk"]
+    assert [PRIORITIES[n] for n in LEVEL_NAMES] == PRIORITY_STEPS
 
 
 def test_every_setting_is_documented():
