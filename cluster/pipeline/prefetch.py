@@ -36,6 +36,7 @@ while proving ahead only drops that entry: the task then meets the error on its 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -124,8 +125,9 @@ class Preempted(Exception):
     """Raised at a stage boundary of work proved ahead once a more urgent unit waits."""
 
 
-def _preemptible_timer(entry: _Entry, **context):
-    """A StageTimer whose every stage first checks the entry's preempt flag."""
+def _preemptible_timer(entry: _Entry, blocked=lambda p: False, **context):
+    """A StageTimer whose every stage first checks the entry's preempt flag, and ``blocked``:
+    whether a more urgent task waits for the device."""
     from contextlib import contextmanager
 
     from gpu.timing import StageTimer
@@ -133,7 +135,8 @@ def _preemptible_timer(entry: _Entry, **context):
     class _Timer(StageTimer):
         @contextmanager
         def stage(self, name: str, **extra):
-            if entry.preempt.is_set():
+            # once its device part is done, the timer is the task's (its combine): never preempted
+            if not entry.done.is_set() and (entry.preempt.is_set() or blocked(entry.priority)):
                 raise Preempted(f"preempted before stage {name}: a more urgent unit waits")
             with super().stage(name, **extra):
                 yield
@@ -154,6 +157,7 @@ class ProveAhead:
         self._entries: dict[tuple, _Entry] = {}
         self._left: dict[tuple, float] = {}  # when an entry's message was first seen gone
         self._names: dict[str, str] = {}  # job id -> its circuit's name
+        self._urgent: dict[int, int] = {}  # priority -> tasks of it proving on their own (urgent())
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -186,6 +190,27 @@ class ProveAhead:
             return None
         self.stats["hits"] += 1
         return entry.terms, entry.timer
+
+    @contextlib.contextmanager
+    def urgent(self, priority: int):
+        """Around a task's own device work (nothing proved ahead for it): meanwhile no entry
+        less urgent than ``priority`` starts a stage, so the task waits for the device at most
+        one stage of work proved ahead (an entry made after ``take``'s miss included)."""
+        with self._lock:
+            self._urgent[priority] = self._urgent.get(priority, 0) + 1
+        self.preempt_below(priority, f"a task of priority {priority} proves on the device")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._urgent[priority] -= 1
+                if not self._urgent[priority]:
+                    del self._urgent[priority]
+            self._wake.set()
+
+    def _blocked(self, priority: int) -> bool:
+        """Whether a task more urgent than ``priority`` proves, or waits to, on its own."""
+        return any(p < priority for p in list(self._urgent))
 
     def preempt_below(self, priority: int, why: str) -> int:
         """Preempt every unfinished entry less urgent than ``priority``; returns how many."""
@@ -224,7 +249,7 @@ class ProveAhead:
             if entry is None:
                 return
             try:
-                if entry.preempt.is_set():
+                if entry.preempt.is_set() or self._blocked(entry.priority):
                     raise Preempted("preempted before the device: a more urgent unit waits")
                 entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer)
                 self.stats["ahead"] += 1
@@ -298,7 +323,7 @@ class ProveAhead:
                     continue
                 entry = self._entries[key] = _Entry(key, task, circuit)
             try:
-                entry.timer = _preemptible_timer(entry, job=task["job_id"], partition=task["partition"],
+                entry.timer = _preemptible_timer(entry, self._blocked, job=task["job_id"], partition=task["partition"],
                                                  device=str(self.prover.device))
                 with entry.timer.stage("fetch_ahead"):
                     entry.z = self._fetch(circuit, task["ref"])

@@ -24,6 +24,7 @@ Each body first checks that its job still wants the work.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -329,8 +330,10 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         else:  # proved ahead while the previous task finished: only the combination is left
             terms, timer = got
         try:
-            proof = (prover.prove(circuit, z, timer, on_evict=evicted) if terms is None
-                     else prover.finish(circuit, terms, timer))
+            if terms is None:  # proved here: work proved ahead that is less urgent gives way
+                with ahead.urgent(rec.priority) if ahead else contextlib.nullcontext():
+                    terms = prover.prove_terms(circuit, z, timer, on_evict=evicted)
+            proof = prover.finish(circuit, terms, timer)
         finally:
             # a proof finished while Redis restarts keeps its stage events (and goes on below)
             durable(lambda: _stage_events(rt, job_id, k, who["device"], timer.records),

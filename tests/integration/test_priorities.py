@@ -145,11 +145,11 @@ def test_every_stage_serves_critical_then_high_then_normal_then_bulk(cluster, wo
     dev_q = prover.queues[0]
     for q, w in ((SYNTHESIS_QUEUE, syn), (dev_q, prover), (AGGREGATE_QUEUE, agg)):
         _control(cluster, "pause", q, w.nodename)
-    jobs = [submit(docs[0], job_id=f"{level}-{i}", priority=level) for level in reversed(LEVELS) for i in range(2)]
+    jobs = [submit(docs[0], job_id=f"{level}-0", priority=level) for level in reversed(LEVELS)]
     n = 2 * len(jobs)
     _wait(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) == n, 30, "every partition on the synthesis queue")
-    assert queue_depths(cluster.redis, SYNTHESIS_QUEUE) == {level: 4 for level in LEVELS}
-    assert f"{SYNTHESIS_QUEUE:<28} {n}  (critical 4, high 4, normal 4, bulk 4)" in status_text(cluster.runtime())
+    assert queue_depths(cluster.redis, SYNTHESIS_QUEUE) == {level: 2 for level in LEVELS}
+    assert f"{SYNTHESIS_QUEUE:<28} {n}  (critical 2, high 2, normal 2, bulk 2)" in status_text(cluster.runtime())
     _control(cluster, "resume", SYNTHESIS_QUEUE, syn.nodename)
     _wait(lambda: queue_depth(cluster.redis, dev_q) == n, 60, "every partition on the device queue")
     _control(cluster, "resume", dev_q, prover.nodename)
@@ -162,10 +162,22 @@ def test_every_stage_serves_critical_then_high_then_normal_then_bulk(cluster, wo
     def order(name):
         return [job.split("-")[0] for t, job in sorted((t, j) for j, e in ev.items() for t in _times(e, name))]
 
-    want = [level for level in LEVELS for _ in range(4)]
+    want = [level for level in LEVELS for _ in range(2)]
     assert order("synthesis_start") == want
     assert order("prove_pickup") == want
-    assert order("aggregate_start") == [level for level in LEVELS for _ in range(2)]
+    assert order("aggregate_start") == list(LEVELS)
+    # the aggregations queued least urgent first (each job proved before the next is submitted:
+    # a FIFO queue would serve bulk first) are served most urgent first
+    _control(cluster, "pause", AGGREGATE_QUEUE, agg.nodename)
+    late = []
+    for i, level in enumerate(reversed(LEVELS)):
+        late.append(submit(docs[1], job_id=f"{level}-agg", priority=level))
+        _wait(lambda: queue_depth(cluster.redis, AGGREGATE_QUEUE) == i + 1, 60, f"the aggregation of {level}-agg queued")
+    _control(cluster, "resume", AGGREGATE_QUEUE, agg.nodename)
+    for job in late:
+        job.result(timeout=60)
+    ev = _events(cluster.redis, [j.job_id for j in late])
+    assert order("aggregate_start") == list(LEVELS)
 
 
 def test_a_critical_job_past_its_kinds_deadline_fails_at_it_naming_the_setting(cluster, workers, ready, docs):
