@@ -229,3 +229,38 @@ def test_a_critical_job_past_its_kinds_deadline_fails_at_it_naming_the_setting(c
     body = generate_latest(reg).decode()
     assert ('zkhive_deadline_missed_total{kind="winning_post",params="porep-lite-4k",priority="critical",'
             'setting="deadlines.winning_post_s"} 1.0') in body, body
+
+
+def test_routing_counts_only_the_work_served_before_the_partition(cluster):
+    """Two provers holding the key: one with five normal proofs queued, one with a critical one.
+    A critical partition goes to the first (nothing there is served before it), a normal one to
+    the second (one message before it, against five)."""
+    from cluster.client import submit
+    from cluster.pipeline import registry
+    from cluster.pipeline.app import app
+    from cluster.pipeline.queues import queue_depth
+    from cluster.pipeline.routing import route_partition
+
+    from circuits_for_tests import SQUARES_A, make_c1
+
+    cluster.flush()
+    cluster.configure_here()
+    cluster.setup_keys(SQUARES_A)
+    for i in range(2):
+        registry.publish(cluster.redis, registry.WorkerInfo(
+            worker_id=f"prove.rt.cpu{i}.0", role="prove", host="rt", pid=1, queues=[f"prove.rt.cpu{i}"],
+            device=f"cpu:{i}", resident_keys=[SQUARES_A.name], free_memory=1 << 30, ready=True), 60)
+    ref = {"store": "dir", "sha256": "0" * 64, "size": 32, "kind": "assignment"}
+    for n in range(5):
+        app.send_task("zkhive.prove_partition", args=({"assignment": ref}, "backlog", n), queue="prove.rt.cpu0",
+                      priority=6)
+    app.send_task("zkhive.prove_partition", args=({"assignment": ref}, "urgent", 0), queue="prove.rt.cpu1",
+                  priority=0)
+    assert queue_depth(cluster.redis, "prove.rt.cpu0") == 5 and queue_depth(cluster.redis, "prove.rt.cpu0", 0) == 0
+    assert queue_depth(cluster.redis, "prove.rt.cpu1", 9) == 1 and queue_depth(cluster.redis, "prove.rt.cpu1", 0) == 1
+    rt = cluster.runtime()
+    crit = submit(make_c1(SQUARES_A, seed=70), job_id="route-critical", priority="critical")
+    norm = submit(make_c1(SQUARES_A, seed=71), job_id="route-normal", priority="normal")
+    assert route_partition(rt, crit.job_id, 0).queue == "prove.rt.cpu0"
+    assert route_partition(rt, norm.job_id, 0).queue == "prove.rt.cpu1"
+    cluster.flush()
