@@ -13,7 +13,7 @@ hash the next assignment (gigabytes at 2^27) and stage it. Here a thread of the 
 3. a second thread runs the device part of the proof (``backend.prove_terms``: upload, A z B z
    C z, H, the five MSMs) with the backend's context current on it, under the prover's device
    lock, while the first fetches the next assignment (at most ``depth`` fetched ahead);
-4. keeps the five points, keyed by the assignment's sha256 and the circuit.
+4. keeps the five points, keyed by the message: circuit, job, partition and the assignment's sha256.
 
 When the task for that partition arrives it takes the points (waiting while they are in flight)
 and only combines them with fresh r, s: the proof is the same as one made from scratch (the
@@ -169,11 +169,12 @@ class ProveAhead:
             t.start()
 
     # -- the task's side ----------------------------------------------------------------------
-    def take(self, circuit, sha256: str, timeout: float, priority: int | None = None):
-        """(terms, timer) proved ahead for this assignment, waiting while in flight; None when
-        nothing was (or it failed). A miss preempts the entries less urgent than ``priority``
-        (the task's): the device is this task's next."""
-        key = (circuit.name, sha256)
+    def take(self, circuit, sha256: str, timeout: float, priority: int | None = None,
+             job_id: str | None = None, partition: int | None = None):
+        """(terms, timer) proved ahead for this message (job, partition, assignment), waiting
+        while in flight; None when nothing was (or it failed). A miss preempts the entries less
+        urgent than ``priority`` (the task's): the device is this task's next."""
+        key = (circuit.name, job_id, partition, sha256)
         with self._lock:
             entry = self._entries.get(key)
         self._wake.set()  # the message in hand left the queue: look at the next one now
@@ -251,7 +252,7 @@ class ProveAhead:
             try:
                 if entry.preempt.is_set() or self._blocked(entry.priority):
                     raise Preempted("preempted before the device: a more urgent unit waits")
-                entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer)
+                entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer, priority=entry.priority)
                 self.stats["ahead"] += 1
             except Exception as e:
                 entry.error = f"{type(e).__name__}: {e}"
@@ -279,7 +280,7 @@ class ProveAhead:
             name = self._names[task["job_id"]] = circuit.name
             if len(self._names) > 4096:
                 self._names.pop(next(iter(self._names)))
-        return (name, task["sha256"])
+        return (name, task["job_id"], task["partition"], task["sha256"])
 
     def _pending(self) -> int:
         """Entries holding an assignment: fetched and waiting for the device, or on it (a
@@ -289,13 +290,16 @@ class ProveAhead:
     def _step(self) -> None:
         # the messages already entered are still waiting (a task pops its own): look past them
         tasks = self._peek(self.depth + 2)
-        waiting = {t["sha256"] for t in tasks}
+        # an entry is one message's (job, partition, assignment): two messages with the same
+        # assignment (one sector submitted under two ids, or partitions alike) are two entries,
+        # never one standing for both (a critical one was skipped as "already ahead" that way)
+        waiting = {(t["job_id"], t["partition"], t["sha256"]) for t in tasks}
         now = time.time()
         with self._lock:
             # done work whose message is no longer waiting and was not taken soon after it left
             # the queue went to another prover, or to a task that had nothing to prove
             for key, e in list(self._entries.items()):
-                if key[1] in waiting:
+                if key[1:] in waiting:
                     continue
                 left = self._left.setdefault(key, now)
                 if e.done.is_set() and now - max(e.finished, left) > STALE_S / 12:
@@ -317,7 +321,7 @@ class ProveAhead:
             circuit = self._circuit_of(task["job_id"])
             if circuit is None or not self.prover.is_resident(circuit):
                 continue
-            key = (circuit.name, task["sha256"])
+            key = (circuit.name, task["job_id"], task["partition"], task["sha256"])
             with self._lock:
                 if key in self._entries:
                     continue

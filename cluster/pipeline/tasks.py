@@ -319,7 +319,8 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
     try:
         ref = parse_ref(synthesized["assignment"])
         ahead = _prove_ahead(rt, prover)
-        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s, rec.priority) if ahead else None
+        got = (ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s, rec.priority, job_id, k)
+               if ahead else None)
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
             _load_key(rt, prover, circuit, job_id, k, who, evicted)
@@ -332,7 +333,7 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         try:
             if terms is None:  # proved here: work proved ahead that is less urgent gives way
                 with ahead.urgent(rec.priority) if ahead else contextlib.nullcontext():
-                    terms = prover.prove_terms(circuit, z, timer, on_evict=evicted)
+                    terms = prover.prove_terms(circuit, z, timer, on_evict=evicted, priority=rec.priority)
             proof = prover.finish(circuit, terms, timer)
         finally:
             # a proof finished while Redis restarts keeps its stage events (and goes on below)

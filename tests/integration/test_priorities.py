@@ -110,7 +110,16 @@ def test_critical_job_jumps_the_synthesis_and_device_queues(cluster, workers, do
           f"proof, normal synthesis started before it {len(synth_before)}, normal proofs finished "
           f"ahead of its partitions on the device {ahead_of} (waits {waits} s, one normal proof's device "
           f"work {_device_s(ev):.3f} s; {prover.log_text().count(' preempted: ')} proved-ahead units "
-          f"preempted), after it {len(proved_after)}")
+          f"preempted), after it {len(proved_after)}; the backlog's last proof "
+          f"{max(t for e in ev.values() for t in _times(e, 'prove_end')) - t_sub:.1f} s after its submission")
+    if not all(len(a) <= 1 for a in ahead_of):  # what the device did meanwhile, for the failure
+        t0 = min(_times(c, "prove_routed"))
+        rows = sorted((x["t"] - t0, j, x.get("partition"), x["event"], x.get("stage", ""), round(x.get("end", 0) - t0, 3))
+                      for j, e in [*ev.items(), (crit.job_id, c)] for x in e
+                      if x["event"] in ("prove_routed", "prove_pickup", "prove_end") or
+                      x.get("stage") in ("matvec", "msm", "fetch_ahead"))
+        print("\n".join(f"{r[0]:8.3f} {r[1]:<12} {r[2]} {r[3]} {r[4]} {r[5]}" for r in rows if -3 < r[0] < 12))
+        print("\n".join(line for line in prover.log_text().splitlines() if "prove-ahead" in line)[-3000:])
     assert len(synth_before) <= 1, synth_before
     assert all(len(a) <= 1 for a in ahead_of), ahead_of
     assert "prove-ahead: " not in prover.log_text()  # the thread never failed

@@ -276,3 +276,41 @@ def test_up_plans_gpu_workers_per_device_provers_a_device(tmp_path):
     assert provers(2) == [("prove-cpu0", "cpu:0"), ("prove-cpu0-1", "cpu:0"),
                           ("prove-cpu1", "cpu:1"), ("prove-cpu1-1", "cpu:1")]
     assert provers(1) == [("prove-cpu0", "cpu:0"), ("prove-cpu1", "cpu:1")]
+
+
+def test_the_device_lock_serves_the_most_urgent_waiter_first():
+    """Prover's device lock: while it is held, waiters of priority 6, 0, 3, 0 line up; they get
+    it 0, 0 (in the order they came), 3, 6. A plain Lock hands it to any of them."""
+    import threading
+
+    from cluster.pipeline.prover import PriorityLock
+
+    lock, got, started = PriorityLock(), [], []
+    release = threading.Event()
+
+    def holder():
+        with lock.hold(9):
+            started.append("held")
+            release.wait(10)
+
+    def waiter(name, prio):
+        with lock.hold(prio):
+            got.append(name)
+
+    h = threading.Thread(target=holder)
+    h.start()
+    while not started:
+        time.sleep(0.001)
+    ts = []
+    for name, prio in (("normal", 6), ("critical-a", 0), ("high", 3), ("critical-b", 0)):
+        t = threading.Thread(target=waiter, args=(name, prio))
+        t.start()
+        ts.append(t)
+        while len(lock._waiting) < len(ts):  # each in line before the next comes
+            time.sleep(0.001)
+    release.set()
+    for t in [h, *ts]:
+        t.join(10)
+    assert got == ["critical-a", "critical-b", "high", "normal"]
+    with lock.hold():  # free again
+        pass
