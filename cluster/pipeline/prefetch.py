@@ -25,9 +25,11 @@ Priorities (issue 37): work proved ahead never makes a more urgent unit wait. Wh
 a more urgent priority (a lower number: critical 0 before normal 6) is waiting in the queue, or
 arrives in a task that found nothing proved ahead for it, every less urgent entry not finished
 yet is *preempted*: one still waiting for the device is dropped before it starts, one on the
-device stops at its next stage boundary (``Preempted`` raised by its timer), and the device is
-free for the urgent unit after at most one stage. The preempted unit is proved later by its own
-task, from scratch (``stats["preempted"]``, a log line). Nothing is
+device stops at its next stage boundary where the backend has them (``Preempted`` raised by its
+timer: the CPU backend's matvec, MSM submission, NTT, MSMs; the CUDA backend times its kernels
+with device events and has none, so a partition already on the GPU finishes), and the device
+lock (``PriorityLock``) then goes to the most urgent waiter. The preempted unit is proved later
+by its own task, from scratch (``stats["preempted"]``, a log line). Nothing is
 proved ahead for a circuit whose key is not resident (no eviction on speculation), and any error
 while proving ahead only drops that entry: the task then meets the error on its own path.
 
