@@ -58,7 +58,7 @@ class Job:
         done = len(self.rt.jobs.partitions(self.job_id, rec.num_partitions))
         return {"job_id": self.job_id, "status": st.get("status", QUEUED), "params": rec.params, "kind": rec.kind,
                 "num_partitions": rec.num_partitions, "partitions_done": done,
-                "priority": rec.priority, "submitted_at": rec.submitted_at,
+                "priority": rec.priority, "kind": rec.kind, "submitted_at": rec.submitted_at,
                 "deadline_at": rec.deadline_at, "error": st.get("error"), "attempt": rec.attempt,
                 # units waiting for room in the blob store: {unit: {since, waits, reason, at}}
                 "waiting": self.rt.jobs.waiting(self.job_id)}
@@ -84,17 +84,19 @@ class Job:
 
 
 def submit(c1_input: dict, job_id: str | None = None, priority: str | int = "normal",
-           deadline_s: float | None = None) -> Job:
+           deadline_s: float | None = None, kind: str | None = None) -> Job:
     """Submit a C1 input (a dict with ``params``). Idempotent on ``job_id`` (default: derived
     from the C1 content), except that a failed or cancelled job submitted again with the same
     input is retried (a new attempt, ``Job.created`` True). Raises cluster.pipeline.jobs.JobError
     for a bad id, priority or parameter set (JobConflict: the id holds another input), and
-    BlobStoreFull when the blob store has no room."""
+    BlobStoreFull when the blob store has no room. ``kind`` (porep-c2, snap-update, window-post,
+    winning-post: cuzk's names; default the circuit's) chooses the deadline setting ([deadlines]) unless
+    ``deadline_s`` is given: a job not done by then fails, naming the setting."""
     from cluster.pipeline.app import runtime
     from cluster.pipeline.workflow import submit_job
 
     rt = runtime()
-    rec, created = submit_job(rt, c1_input, job_id=job_id, priority=priority, deadline_s=deadline_s)
+    rec, created = submit_job(rt, c1_input, job_id=job_id, priority=priority, deadline_s=deadline_s, kind=kind)
     return Job(rec.job_id, rt, created)
 
 

@@ -217,6 +217,37 @@ class DeliverySettings(Section):
     chord's join state lives until the job's deadline instead (``job_deadline_s`` + 1 h)."""
 
 
+#: the job kinds, as cuzk names them (QueueStatus.proof_kind), each with its deadline setting in
+#: [deadlines] (``<name>_s``)
+JOB_KINDS = {"porep-c2": "porep", "snap-update": "snap", "window-post": "window_post",
+             "winning-post": "winning_post"}
+
+
+class DeadlineSettings(Section):
+    """Per-kind deadlines (cuzk's: a WinningPoSt must be in the block within the epoch's ~30 s, a
+    WindowPoSt partition within its proving window): a job not done this long after submission
+    is failed by the watchdog, naming the setting. A job's own ``--deadline`` / ``deadline_s``
+    replaces its kind's."""
+    winning_post_s: float = Field(25.0, gt=0)
+    """WinningPoSt (CRITICAL): inside the epoch's ~30 s budget, with room to send the block."""
+    window_post_s: float = Field(1800.0, gt=0)
+    """A WindowPoSt partition (HIGH): the deadline's 30 min challenge window."""
+    porep_s: float | None = Field(None, gt=0)
+    """A PoRep C2 job; unset: ``delivery.job_deadline_s``."""
+    snap_s: float | None = Field(None, gt=0)
+    """A SnapDeals update; unset: ``delivery.job_deadline_s``."""
+
+    def for_kind(self, kind: str, delivery: "DeliverySettings") -> tuple[float, str]:
+        """(seconds, the setting's name) of a job of ``kind``."""
+        if kind not in JOB_KINDS:
+            raise SettingsError(f"job kind {kind!r} is unknown (known: {', '.join(JOB_KINDS)})")
+        name = JOB_KINDS[kind]
+        v = getattr(self, f"{name}_s")
+        if v is None:
+            return float(delivery.job_deadline_s), "delivery.job_deadline_s"
+        return float(v), f"deadlines.{name}_s"
+
+
 class LimitSettings(Section):
     """Bounds on a submitted C1 document, checked before anything is stored (synthesis.limits;
     defaults 2-4x what sdr-32g's 16.4 MB document needs). Errors name the field and its size."""
@@ -387,6 +418,7 @@ class Settings(Section):
     srs: SrsSettings = SrsSettings()
     worker: WorkerSettings = WorkerSettings()
     delivery: DeliverySettings = DeliverySettings()
+    deadlines: DeadlineSettings = DeadlineSettings()
     flower: FlowerSettings = FlowerSettings()
     metrics: MetricsSettings = MetricsSettings()
     limits: LimitSettings = LimitSettings()

@@ -31,7 +31,10 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
                                                           blob store (back-pressure, issue 39)
     zkhive_units_waiting_for_space                        units waiting for room now (active jobs)
     zkhive_job_attempts_total{params}                     resubmissions of failed or cancelled jobs
+    zkhive_deadline_missed_total{params,kind,priority,setting}  jobs failed at their deadline
     zkhive_queue_depth{queue,host,device}                 messages waiting (device queues have a device)
+    zkhive_queue_priority_depth{queue,priority}           the same, per priority level (critical,
+                                                          high, normal, bulk)
     zkhive_worker_ready{worker,role,host,device}          1 ready, 0 registered but still starting
     zkhive_worker_inflight{worker,host,device}            partitions in hand
     zkhive_resident_keys{worker,host,device}              number of resident proving keys
@@ -119,9 +122,12 @@ class ClusterCollector:
                                   ["params", "stage"], registry=None)
         self.attempts = Counter("zkhive_job_attempts", "Resubmissions of failed or cancelled jobs (new attempts)",
                                 ["params"], registry=None)
+        self.deadline_missed = Counter("zkhive_deadline_missed", "Jobs failed at their deadline, by kind, "
+                                       "priority and the deadline's setting",
+                                       ["params", "kind", "priority", "setting"], registry=None)
         self._kept = (self.stage_seconds, self.prove_seconds, self.synthesis_seconds, self.synthesis_bytes,
                       self.busy_seconds, self.partitions, self.jobs, self.job_seconds, self.blob_waits,
-                      self.attempts)
+                      self.attempts, self.deadline_missed)
 
     # -- reading Redis ----------------------------------------------------------------------------
     def poll(self) -> None:
@@ -207,6 +213,8 @@ class ClusterCollector:
             self.blob_waits.labels(p, e.get("stage") or "").inc()
         elif ev == "attempt":
             self.attempts.labels(p).inc()
+        elif ev == "deadline_missed":
+            self.deadline_missed.labels(p, e.get("kind") or "", e.get("priority") or "", e.get("setting") or "").inc()
         elif ev == "failed":
             if k is not None:
                 self.partitions.labels(p, "failed").inc()
@@ -228,7 +236,7 @@ class ClusterCollector:
     def _gauges(self):
         from cluster.pipeline import registry
         from cluster.pipeline.jobs import ACTIVE
-        from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
+        from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depths
 
         ws = registry.workers(self.r)
         wl = ["worker", "host", "device"]
@@ -252,6 +260,8 @@ class ClusterCollector:
                                   labels=wl)
         depth = GaugeMetricFamily("zkhive_queue_depth", "Messages waiting in a queue (every priority)",
                                   labels=["queue", "host", "device"])
+        by_prio = GaugeMetricFamily("zkhive_queue_priority_depth", "Messages waiting in a queue at one "
+                                    "priority level", labels=["queue", "priority"])
         device_queues: dict[str, tuple[str, str]] = {}
         for w in ws:
             dev = w.device or ""
@@ -276,10 +286,11 @@ class ClusterCollector:
                     used.add_metric(lv, w.total_memory - w.free_memory)
             if w.queues:
                 device_queues[w.queues[0]] = (w.host, dev)
-        for q in [SYNTHESIS_QUEUE, AGGREGATE_QUEUE, UNASSIGNED_QUEUE]:
-            depth.add_metric([q, "", ""], queue_depth(self.r, q))
-        for q in sorted(device_queues):
-            depth.add_metric([q, *device_queues[q]], queue_depth(self.r, q))
+        for q in [SYNTHESIS_QUEUE, AGGREGATE_QUEUE, UNASSIGNED_QUEUE] + sorted(device_queues):
+            levels = queue_depths(self.r, q)
+            depth.add_metric([q, *device_queues.get(q, ("", ""))], sum(levels.values()))
+            for level, n in levels.items():
+                by_prio.add_metric([q, level], n)
         active = GaugeMetricFamily("zkhive_jobs_active", "Jobs submitted and not finished")
         active_ids = [j.decode() for j in self.r.smembers(ACTIVE)]
         active.add_metric([], len(active_ids))
@@ -296,7 +307,7 @@ class ClusterCollector:
                                    "Age of the oldest partition proof in hand (0 when none)")
         picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
         oldest.add_metric([], max((now - t for t in picked), default=0.0))
-        return [ready, inflight, nkeys, key, loading, load_s, load_b, free, used, total, depth,
+        return [ready, inflight, nkeys, key, loading, load_s, load_b, free, used, total, depth, by_prio,
                 active, waiting, oldest]
 
     def collect(self):

@@ -72,7 +72,7 @@ def celery_config(s: settings_mod.Settings) -> dict:
         result_expires=d.task_result_ttl_s,
         result_extended=False,
         # the chord's join counters must outlive the job, or its body never fires
-        result_chord_expires=d.job_deadline_s + 3600,
+        result_chord_expires=int(max(d.job_deadline_s, *(v or 0 for v in s.deadlines.model_dump().values()))) + 3600,
         task_track_started=True,
         # events for Flower (issue 5) and `celery events`
         worker_send_task_events=True,

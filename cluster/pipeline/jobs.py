@@ -20,6 +20,8 @@ Keys (all expire after ``delivery.result_ttl_s``)::
                                    completes the set sends it
     zkhive:jobs                    sorted set of job ids by submission time
     zkhive:active                  the jobs not yet finished, failed or cancelled (the watchdog's)
+    zkhive:deadlines               sorted set of the active jobs by deadline (the watchdog wakes for
+                                   the next one: a 25 s WinningPoSt deadline is met to the interval)
 
 The lifecycle is this store's: ``create`` (queued, active), ``start`` (running), and exactly one
 of ``finish``, ``fail``, ``cancel``, each setting the final status, leaving the active set and
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 
 INDEX = "zkhive:jobs"
 ACTIVE = "zkhive:active"
+DEADLINES = "zkhive:deadlines"
 
 
 QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
@@ -61,6 +64,13 @@ TERMINAL = (DONE, FAILED, CANCELLED)
 
 #: client priority names -> Redis transport priorities (kombu serves 0 first, 9 last)
 PRIORITIES = {"critical": 0, "high": 3, "normal": 6, "bulk": 9}
+#: where a job's own deadline (submit --deadline, deadline_s) came from, in its record
+OWN_DEADLINE = "the job's own deadline_s (submit --deadline)"
+
+
+def priority_name(p: int) -> str:
+    """The level a priority number is served at (kombu rounds down to a step: 4 is high)."""
+    return max((v, n) for n, v in PRIORITIES.items() if v <= p)[1]
 
 
 #: the kind of a job whose circuit names none (porep-lite, sdr, filecoin: PoRep C2)
@@ -78,9 +88,12 @@ class JobRecord(BaseModel):
     deadline_at: float
     #: 1, then n+1 for each resubmission of a failed or cancelled job (JobStore.new_attempt)
     attempt: int = Field(1, ge=1)
-    #: cuzk's proof kind (QueueStatus.proof_kind): the circuit's ``proof_kind``, PoRep C2 when
-    #: it names none (and for records written before kinds)
+    #: cuzk's proof kind (QueueStatus.proof_kind; cluster.settings.JOB_KINDS): the circuit's
+    #: ``proof_kind``, PoRep C2 when it names none (and for records written before kinds); it
+    #: chooses the deadline setting
     kind: str = Field(PROOF_KIND_DEFAULT, max_length=32)
+    #: the setting ``deadline_at`` came from (``deadlines.winning_post_s``...), named when it passes
+    deadline_from: str = "delivery.job_deadline_s"
 
 
 def priority_value(priority: str | int) -> int:
@@ -117,6 +130,7 @@ class JobStore:
         pipe.expire(key(rec.job_id, "state"), self.ttl_s)
         pipe.zadd(INDEX, {rec.job_id: rec.submitted_at})
         pipe.sadd(ACTIVE, rec.job_id)
+        pipe.zadd(DEADLINES, {rec.job_id: rec.deadline_at})
         pipe.execute()
         for k in range(rec.num_partitions):
             self.event(rec.job_id, "queued", partition=k, priority=rec.priority)
@@ -139,6 +153,7 @@ class JobStore:
                                  args=[raw, rec.model_dump_json(), self.ttl_s, old.job_id, rec.submitted_at,
                                        rec.attempt]):
             return False
+        self.r.zadd(DEADLINES, {rec.job_id: rec.deadline_at})
         self.event(old.job_id, "attempt", attempt=rec.attempt, previous=st.get("status"),
                    previous_error=st.get("error"))
         for k in range(rec.num_partitions):
@@ -201,6 +216,7 @@ class JobStore:
         if not self.transition(job_id, status, (QUEUED, RUNNING), finished_at=time.time(), **fields):
             return False
         self.r.srem(ACTIVE, job_id)
+        self.r.zrem(DEADLINES, job_id)
         self.event(job_id, event, partition=partition, **event_fields)
         return True
 
@@ -211,6 +227,16 @@ class JobStore:
     def deactivate(self, job_id: str) -> None:
         """Drop an ended or expired job from the active set (the watchdog's clean-up)."""
         self.r.srem(ACTIVE, job_id)
+        self.r.zrem(DEADLINES, job_id)
+
+    def overdue(self, now: float) -> list[str]:
+        """Active jobs whose deadline is at or before ``now``."""
+        return [j.decode() for j in self.r.zrangebyscore(DEADLINES, "-inf", now)]
+
+    def next_deadline(self) -> float | None:
+        """The soonest deadline of an active job, or None."""
+        got = self.r.zrange(DEADLINES, 0, 0, withscores=True)
+        return float(got[0][1]) if got else None
 
     def recent(self, limit: int = 20) -> list[str]:
         return [j.decode() for j in self.r.zrevrange(INDEX, 0, limit - 1)]

@@ -13,13 +13,23 @@ hash the next assignment (gigabytes at 2^27) and stage it. Here a thread of the 
 3. a second thread runs the device part of the proof (``backend.prove_terms``: upload, A z B z
    C z, H, the five MSMs) with the backend's context current on it, under the prover's device
    lock, while the first fetches the next assignment (at most ``depth`` fetched ahead);
-4. keeps the five points, keyed by the assignment's sha256 and the circuit.
+4. keeps the five points, keyed by the message: circuit, job, partition and the assignment's sha256.
 
 When the task for that partition arrives it takes the points (waiting while they are in flight)
 and only combines them with fresh r, s: the proof is the same as one made from scratch (the
 points are a deterministic function of key and assignment; the randomness enters in the
 combination). A task with no prepared points proves as before. Work done ahead for a message
-another prover took (two provers sharing a queue) is dropped after ``STALE_S``. Nothing is
+another prover took (two provers sharing a queue) is dropped after ``STALE_S``.
+
+Priorities (issue 37): work proved ahead never makes a more urgent unit wait. When a message of
+a more urgent priority (a lower number: critical 0 before normal 6) is waiting in the queue, or
+arrives in a task that found nothing proved ahead for it, every less urgent entry not finished
+yet is *preempted*: one still waiting for the device is dropped before it starts, one on the
+device stops at its next stage boundary where the backend has them (``Preempted`` raised by its
+timer: the CPU backend's matvec, MSM submission, NTT, MSMs; the CUDA backend times its kernels
+with device events and has none, so a partition already on the GPU finishes), and the device
+lock (``PriorityLock``) then goes to the most urgent waiter. The preempted unit is proved later
+by its own task, from scratch (``stats["preempted"]``, a log line). Nothing is
 proved ahead for a circuit whose key is not resident (no eviction on speculation), and any error
 while proving ahead only drops that entry: the task then meets the error on its own path.
 
@@ -28,6 +38,7 @@ while proving ahead only drops that entry: the task then meets the error on its 
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -84,8 +95,9 @@ def _parse(raw: bytes) -> dict | None:
         args, kwargs, _ = json.loads(body)
         synthesized, job_id, partition = args[0], args[1], args[2]
         ref = synthesized["assignment"]
+        prio = msg.get("properties", {}).get("priority")
         return {"job_id": str(job_id), "partition": int(partition), "ref": ref,
-                "sha256": str(ref["sha256"])}
+                "sha256": str(ref["sha256"]), "priority": prio if isinstance(prio, int) else None}
     except Exception:  # not ours to judge: the task itself validates its message
         return None
 
@@ -102,6 +114,36 @@ class _Entry:
     terms: object = None
     timer: object = None
     error: str | None = None
+    #: set when a more urgent unit waits: the entry stops at its next stage (Preempted)
+    preempt: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def priority(self) -> int:
+        p = self.task.get("priority")
+        return p if isinstance(p, int) else 9
+
+
+class Preempted(Exception):
+    """Raised at a stage boundary of work proved ahead once a more urgent unit waits."""
+
+
+def _preemptible_timer(entry: _Entry, blocked=lambda p: False, **context):
+    """A StageTimer whose every stage first checks the entry's preempt flag, and ``blocked``:
+    whether a more urgent task waits for the device."""
+    from contextlib import contextmanager
+
+    from gpu.timing import StageTimer
+
+    class _Timer(StageTimer):
+        @contextmanager
+        def stage(self, name: str, **extra):
+            # once its device part is done, the timer is the task's (its combine): never preempted
+            if not entry.done.is_set() and (entry.preempt.is_set() or blocked(entry.priority)):
+                raise Preempted(f"preempted before stage {name}: a more urgent unit waits")
+            with super().stage(name, **extra):
+                yield
+
+    return _Timer(**context)
 
 
 class ProveAhead:
@@ -116,26 +158,32 @@ class ProveAhead:
         self._peek, self._circuit_of, self._fetch = peek, circuit_of, fetch
         self._entries: dict[tuple, _Entry] = {}
         self._left: dict[tuple, float] = {}  # when an entry's message was first seen gone
+        self._names: dict[str, str] = {}  # job id -> its circuit's name
+        self._urgent: dict[int, int] = {}  # priority -> tasks of it proving on their own (urgent())
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._todo: "queue.Queue[_Entry | None]" = queue.Queue()
-        self.stats = {"hits": 0, "misses": 0, "ahead": 0, "dropped": 0}
+        self.stats = {"hits": 0, "misses": 0, "ahead": 0, "dropped": 0, "preempted": 0}
         self._threads = [threading.Thread(target=self._run_fetch, name="prove-ahead-fetch", daemon=True),
                          threading.Thread(target=self._run_device, name="prove-ahead-device", daemon=True)]
         for t in self._threads:
             t.start()
 
     # -- the task's side ----------------------------------------------------------------------
-    def take(self, circuit, sha256: str, timeout: float):
-        """(terms, timer) proved ahead for this assignment, waiting while in flight; None when
-        nothing was (or it failed)."""
-        key = (circuit.name, sha256)
+    def take(self, circuit, sha256: str, timeout: float, priority: int | None = None,
+             job_id: str | None = None, partition: int | None = None):
+        """(terms, timer) proved ahead for this message (job, partition, assignment), waiting
+        while in flight; None when nothing was (or it failed). A miss preempts the entries less
+        urgent than ``priority`` (the task's): the device is this task's next."""
+        key = (circuit.name, job_id, partition, sha256)
         with self._lock:
             entry = self._entries.get(key)
         self._wake.set()  # the message in hand left the queue: look at the next one now
         if entry is None:
             self.stats["misses"] += 1
+            if priority is not None:
+                self.preempt_below(priority, f"a task of priority {priority} found nothing proved ahead")
             return None
         entry.done.wait(timeout)
         with self._lock:
@@ -145,6 +193,40 @@ class ProveAhead:
             return None
         self.stats["hits"] += 1
         return entry.terms, entry.timer
+
+    @contextlib.contextmanager
+    def urgent(self, priority: int):
+        """Around a task's own device work (nothing proved ahead for it): meanwhile no entry
+        less urgent than ``priority`` starts a stage, so the task waits for the device at most
+        one stage of work proved ahead (an entry made after ``take``'s miss included)."""
+        with self._lock:
+            self._urgent[priority] = self._urgent.get(priority, 0) + 1
+        self.preempt_below(priority, f"a task of priority {priority} proves on the device")
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._urgent[priority] -= 1
+                if not self._urgent[priority]:
+                    del self._urgent[priority]
+            self._wake.set()
+
+    def _blocked(self, priority: int) -> bool:
+        """Whether a task more urgent than ``priority`` proves, or waits to, on its own."""
+        return any(p < priority for p in list(self._urgent))
+
+    def preempt_below(self, priority: int, why: str) -> int:
+        """Preempt every unfinished entry less urgent than ``priority``; returns how many."""
+        n = 0
+        with self._lock:
+            for e in self._entries.values():
+                if not e.done.is_set() and not e.preempt.is_set() and e.priority > priority:
+                    e.preempt.set()
+                    n += 1
+                    log.info("prove-ahead of job %s partition %s (priority %s) preempted: %s",
+                             e.task["job_id"], e.task["partition"], e.priority, why)
+        self.stats["preempted"] += n
+        return n
 
     def close(self) -> None:
         self._stop.set()
@@ -170,7 +252,9 @@ class ProveAhead:
             if entry is None:
                 return
             try:
-                entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer)
+                if entry.preempt.is_set() or self._blocked(entry.priority):
+                    raise Preempted("preempted before the device: a more urgent unit waits")
+                entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer, priority=entry.priority)
                 self.stats["ahead"] += 1
             except Exception as e:
                 entry.error = f"{type(e).__name__}: {e}"
@@ -188,28 +272,50 @@ class ProveAhead:
             with self._lock:
                 self._entries.pop(entry.key, None)
 
+    def _circuit_key(self, task: dict) -> tuple | None:
+        """The entry key a task would have (its circuit's name, from the job; cached per job)."""
+        name = self._names.get(task["job_id"])
+        if name is None:
+            circuit = self._circuit_of(task["job_id"])
+            if circuit is None:
+                return None
+            name = self._names[task["job_id"]] = circuit.name
+            if len(self._names) > 4096:
+                self._names.pop(next(iter(self._names)))
+        return (name, task["job_id"], task["partition"], task["sha256"])
+
     def _pending(self) -> int:
-        """Entries holding an assignment: fetched and waiting for the device, or on it."""
-        return sum(1 for e in self._entries.values() if not e.done.is_set())
+        """Entries holding an assignment: fetched and waiting for the device, or on it (a
+        preempted one is leaving: it does not hold back the fetch of the urgent one)."""
+        return sum(1 for e in self._entries.values() if not e.done.is_set() and not e.preempt.is_set())
 
     def _step(self) -> None:
-        from gpu.timing import StageTimer
-
         # the messages already entered are still waiting (a task pops its own): look past them
         tasks = self._peek(self.depth + 2)
-        waiting = {t["sha256"] for t in tasks}
+        # an entry is one message's (job, partition, assignment): two messages with the same
+        # assignment (one sector submitted under two ids, or partitions alike) are two entries,
+        # never one standing for both (a critical one was skipped as "already ahead" that way)
+        waiting = {(t["job_id"], t["partition"], t["sha256"]) for t in tasks}
         now = time.time()
         with self._lock:
             # done work whose message is no longer waiting and was not taken soon after it left
             # the queue went to another prover, or to a task that had nothing to prove
             for key, e in list(self._entries.items()):
-                if key[1] in waiting:
+                if key[1:] in waiting:
                     continue
                 left = self._left.setdefault(key, now)
                 if e.done.is_set() and now - max(e.finished, left) > STALE_S / 12:
                     del self._entries[key]
                     self.stats["dropped"] += 1
             self._left = {k: v for k, v in self._left.items() if k in self._entries}
+        # a waiting message that nothing is proved ahead for outranks the less urgent work in
+        # hand: preempt that work (delivery order is priority order: the loop below then fetches
+        # the urgent one first, and the device thread proves in the order fetched)
+        keys = [(t, self._circuit_key(t)) for t in tasks if t.get("priority") is not None]
+        with self._lock:
+            urgent = [t["priority"] for t, k in keys if k not in self._entries]
+        if urgent:
+            self.preempt_below(min(urgent), f"a message of priority {min(urgent)} waits in the queue")
         for task in tasks:
             with self._lock:
                 if self._pending() > self.depth:  # one on the device + depth fetched
@@ -217,14 +323,14 @@ class ProveAhead:
             circuit = self._circuit_of(task["job_id"])
             if circuit is None or not self.prover.is_resident(circuit):
                 continue
-            key = (circuit.name, task["sha256"])
+            key = (circuit.name, task["job_id"], task["partition"], task["sha256"])
             with self._lock:
                 if key in self._entries:
                     continue
                 entry = self._entries[key] = _Entry(key, task, circuit)
             try:
-                entry.timer = StageTimer(job=task["job_id"], partition=task["partition"],
-                                         device=str(self.prover.device))
+                entry.timer = _preemptible_timer(entry, self._blocked, job=task["job_id"], partition=task["partition"],
+                                                 device=str(self.prover.device))
                 with entry.timer.stage("fetch_ahead"):
                     entry.z = self._fetch(circuit, task["ref"])
             except Exception as e:

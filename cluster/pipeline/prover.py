@@ -12,10 +12,13 @@ layer: another device may hold it.
 """
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import re
 import threading
 from collections import OrderedDict
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
 
@@ -65,8 +68,9 @@ class Prover:
         self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
         self._busy: set[str] = set()   # keys a proof is using now: never evicted
         self._lock = threading.Lock()  # the heartbeat thread reads the resident set
-        #: one proof on the device at a time: the task's thread and the prove-ahead thread
-        self._device_lock = threading.Lock()
+        #: one proof on the device at a time: the task's thread and the prove-ahead thread, the
+        #: most urgent waiter first (a critical partition proved ahead before a normal task's own)
+        self._device_lock = PriorityLock()
         self._make_lock = threading.Lock()
         self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
         #: name -> {"seconds", "bytes", "gbps"} of the key's last load (registry: status, metrics)
@@ -227,10 +231,11 @@ class Prover:
             return circuit.name in self._resident
 
     def prove_terms(self, circuit, z, timer=None,
-                    on_evict: Callable[[str], None] | None = None):
+                    on_evict: Callable[[str], None] | None = None, priority: int | None = None):
         """The device part of a proof (the backend's five sums), on any thread: the device
-        lock serialises it (the task's thread and the prove-ahead thread), and a GPU backend's
-        context is made current for it. The key is busy (never evicted) meanwhile."""
+        lock serialises it (the task's thread and the prove-ahead thread; waiters of a lower
+        ``priority`` number, more urgent, go first), and a GPU backend's context is made current
+        for it. The key is busy (never evicted) meanwhile."""
         from contextlib import nullcontext
 
         from gpu.timing import NULL_TIMER
@@ -253,7 +258,8 @@ class Prover:
         with self._lock:
             self._busy.add(circuit.name)
         try:
-            with self._device_lock, (current() if current else nullcontext()):
+            with self._device_lock.hold(9 if priority is None else priority), \
+                    (current() if current else nullcontext()):
                 return self.backend.prove_terms(pk, r1cs, z, timer or NULL_TIMER)
         finally:
             with self._lock:
@@ -287,6 +293,33 @@ class Prover:
         with self._lock:
             self._resident.clear()
         self.backend.release()
+
+
+class PriorityLock:
+    """A lock whose waiters get it most urgent first (the lowest priority number), then in the
+    order they came; Python's Lock hands it to any waiter."""
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._held = False
+        self._waiting: list[tuple[int, int]] = []  # a heap of (priority, arrival)
+        self._arrivals = itertools.count()
+
+    @contextmanager
+    def hold(self, priority: int = 9):
+        me = (priority, next(self._arrivals))
+        with self._cond:
+            heapq.heappush(self._waiting, me)
+            while self._held or self._waiting[0] != me:
+                self._cond.wait()
+            heapq.heappop(self._waiting)
+            self._held = True
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._held = False
+                self._cond.notify_all()
 
 
 def _resident_size(resident) -> int:

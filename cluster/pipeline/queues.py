@@ -18,6 +18,8 @@ AGGREGATE_QUEUE = "aggregate"
 UNASSIGNED_QUEUE = "prove.unassigned"
 #: Redis transport priority levels (0 is served first): critical, high, normal, bulk
 PRIORITY_STEPS = [0, 3, 6, 9]
+#: the levels' names (cluster.pipeline.jobs.PRIORITIES; cuzk's CRITICAL, HIGH, NORMAL, LOW)
+LEVEL_NAMES = ("critical", "high", "normal", "bulk")
 
 
 def priority_lists(queue: str) -> list[str]:
@@ -25,12 +27,24 @@ def priority_lists(queue: str) -> list[str]:
     return [queue] + [f"{queue}\x06\x16{p}" for p in PRIORITY_STEPS if p]
 
 
-def queue_depth(r, queue: str) -> int:
-    """Messages waiting in ``queue`` over all priority lists."""
+def queue_depth(r, queue: str, up_to: int | None = None) -> int:
+    """Messages waiting in ``queue`` over all priority lists; with ``up_to`` (a priority, 0-9)
+    only those served before or with a message of that priority (its level and the more urgent)."""
+    lists = priority_lists(queue)
+    if up_to is not None:
+        lists = [n for n, step in zip(lists, PRIORITY_STEPS) if step <= up_to]
+    pipe = r.pipeline()
+    for n in lists:
+        pipe.llen(n)
+    return sum(pipe.execute())
+
+
+def queue_depths(r, queue: str) -> dict[str, int]:
+    """Messages waiting in ``queue`` per priority level: {"critical": n, "high": .., ...}."""
     pipe = r.pipeline()
     for n in priority_lists(queue):
         pipe.llen(n)
-    return sum(pipe.execute())
+    return dict(zip(LEVEL_NAMES, pipe.execute()))
 
 
 def queued_messages(r):

@@ -10,8 +10,9 @@ as it was at submission. Order of preference (``choose_queue``):
 3. else any prover (it evicts old keys), least loaded first;
 4. no prover registered at all: ``prove.unassigned``, where the watchdog picks it up later.
 
-Load = messages waiting in the device queue (every priority level) + tasks in flight there,
-divided by the provers sharing the queue. Devices in ``exclude`` (a partition being re-proved
+Load = messages waiting in the device queue that are served before this partition (its job's
+priority level and the more urgent ones: a critical partition overtakes the normal backlog, so
+that backlog is no load for it) + tasks in flight there, divided by the provers sharing the queue. Devices in ``exclude`` (a partition being re-proved
 after a failure there) are used only when nothing else is left.
 """
 from __future__ import annotations
@@ -77,7 +78,7 @@ def route_partition(rt, job_id: str, partition: int, exclude_devices: tuple[str,
         return Choice(UNASSIGNED_QUEUE, "unknown-job")
     circuit = get_circuit(rec.params)
     provers = registry.workers(rt.redis, role="prove", ready_only=True)
-    depths = {q: queue_depth(rt.redis, q) for q in {w.queues[0] for w in provers if w.queues}}
+    depths = {q: queue_depth(rt.redis, q, up_to=rec.priority) for q in {w.queues[0] for w in provers if w.queues}}
     choice = choose_queue(provers, rec.params, rt.keys.size(circuit), depths, exclude_devices)
     rt.jobs.set_route(job_id, partition, queue=choice.queue, reason=choice.reason)
     rt.jobs.event(job_id, "prove_routed", partition=partition, queue=choice.queue, reason=choice.reason)

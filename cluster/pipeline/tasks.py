@@ -24,6 +24,7 @@ Each body first checks that its job still wants the work.
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -203,12 +204,13 @@ def _room_returned(rt, job_id: str, k: int | None) -> None:
 # -- submit (for Flower's send-task and other non-Python clients) ---------------------------------
 
 @app.task(name="zkhive.submit", bind=True, acks_late=True, throws=(JobError,))
-def submit(self, c1: dict, job_id: str | None = None, priority: str | int = "normal") -> dict:
+def submit(self, c1: dict, job_id: str | None = None, priority: str | int = "normal",
+           kind: str | None = None) -> dict:
     """Submit a job: ``POST /api/task/send-task/zkhive.submit {"args": [C1], "kwargs": {...}}``.
     Returns {"job_id", "created", "num_partitions"} (the task's whole result: the C1 is kept
     only in the blob store, never in the result backend); a C1 outside ``[limits]`` or a bad
     header is FAILURE with one line naming the field (JobError, logged as expected)."""
-    rec, created = submit_job(runtime(), c1, job_id=job_id, priority=priority)
+    rec, created = submit_job(runtime(), c1, job_id=job_id, priority=priority, kind=kind)
     return {"job_id": rec.job_id, "created": created, "num_partitions": rec.num_partitions}
 
 
@@ -317,7 +319,8 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
     try:
         ref = parse_ref(synthesized["assignment"])
         ahead = _prove_ahead(rt, prover)
-        got = ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s) if ahead else None
+        got = (ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s, rec.priority, job_id, k)
+               if ahead else None)
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
             _load_key(rt, prover, circuit, job_id, k, who, evicted)
@@ -328,8 +331,10 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         else:  # proved ahead while the previous task finished: only the combination is left
             terms, timer = got
         try:
-            proof = (prover.prove(circuit, z, timer, on_evict=evicted) if terms is None
-                     else prover.finish(circuit, terms, timer))
+            if terms is None:  # proved here: work proved ahead that is less urgent gives way
+                with ahead.urgent(rec.priority) if ahead else contextlib.nullcontext():
+                    terms = prover.prove_terms(circuit, z, timer, on_evict=evicted, priority=rec.priority)
+            proof = prover.finish(circuit, terms, timer)
         finally:
             # a proof finished while Redis restarts keeps its stage events (and goes on below)
             durable(lambda: _stage_events(rt, job_id, k, who["device"], timer.records),

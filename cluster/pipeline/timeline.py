@@ -8,7 +8,8 @@ partition, discarded), ``lease_lapsed`` (a unit's worker stopped renewing its le
 (with ``waited_s``), ``redelivered``, ``key_load_wait`` (a partition waits for its proving key
 to load: not resident, not preloaded; the load is then the ``key_load`` stage), ``verify_failed``,
 ``waiting_for_space`` / ``space_returned`` (a unit waits for room in the blob store, then resumes),
-``aggregated``, ``failed``, ``cancelled``, ``attempt`` (a failed or cancelled job resubmitted:
+``aggregated``, ``failed``, ``deadline_missed`` (beside ``failed`` at the job's deadline: kind,
+priority, the setting), ``cancelled``, ``attempt`` (a failed or cancelled job resubmitted:
 the events after it are the new attempt's). ``zkhive timeline JOB`` prints them and draws a Gantt chart.
 """
 from __future__ import annotations

@@ -4,8 +4,13 @@ It runs as a thread in every worker (any role: a cluster whose aggregate worker 
 still finds lost work); one process per interval sweeps, under the lock ``zkhive:watchdog``.
 For each active job it checks, in order:
 
-- past ``deadline_at``: fail the job with a report of every missing partition and its last event
-  (the last resort: lost work is found within seconds by the next step);
+- past ``deadline_at`` (its kind's ``[deadlines]`` setting, or its own ``deadline_s``): fail the
+  job with one line naming the setting, the kind and the priority, and a report of every missing
+  partition and its last event, a ``deadline_missed`` timeline event beside ``failed``
+  (``zkhive_deadline_missed_total``). Every worker's watchdog thread also wakes at the soonest
+  deadline of the active jobs (``zkhive:deadlines``, looked at every ``DEADLINE_POLL_S``), not
+  only every interval, and fails the overdue ones without the sweep's lock (failing is atomic
+  and happens once): a 25 s WinningPoSt deadline is not seen up to an interval late;
 - every unit's state (cluster.pipeline.reconcile): a lapsed lease, a message lost in the hand-over, a
   partition waiting on a queue no live prover serves, or every partition proved and the
   aggregation neither running nor queued: re-dispatched.
@@ -24,6 +29,8 @@ from .jobs import TERMINAL
 
 log = logging.getLogger(__name__)
 LOCK = "zkhive:watchdog"
+#: seconds between looks at the soonest deadline (one ZRANGE): how late a deadline is seen at most
+DEADLINE_POLL_S = 0.25
 
 
 def _last_event(events: list[dict], k: int) -> str:
@@ -46,12 +53,44 @@ def inspect_job(rt, job_id: str, now: float | None = None, seen=None) -> list[st
     n = rec.num_partitions
     parts = rt.jobs.partitions(job_id, n)
     missing = [k for k in range(n) if k not in parts]
-    if now > rec.deadline_at:
-        events = timeline.load(rt.redis, job_id)
-        report = "; ".join(f"partition {k}: {_last_event(events, k)}" for k in missing) or "all partitions proved"
-        rt.jobs.fail(job_id, f"deadline passed ({now - rec.submitted_at:.0f} s after submission): {report}")
+    if now >= rec.deadline_at:
+        fail_overdue(rt, rec, missing, now)
         return ["deadline"]
     return reconcile.reconcile_job(rt, rec, parts, seen if seen is not None else reconcile.look(rt))
+
+
+def fail_overdue(rt, rec, missing: list[int], now: float) -> bool:
+    """Fail a job past its deadline, naming the deadline's setting; False when it had ended."""
+    from .jobs import priority_name
+
+    events = timeline.load(rt.redis, rec.job_id)
+    report = "; ".join(f"partition {k}: {_last_event(events, k)}" for k in missing) or "all partitions proved"
+    seconds = rec.deadline_at - rec.submitted_at
+    prio = priority_name(rec.priority)
+    msg = (f"deadline passed ({now - rec.submitted_at:.1f} s after submission): a {rec.kind} job, priority {prio}, "
+           f"must be done within {seconds:g} s ({rec.deadline_from}): {report}")
+    if not rt.jobs.fail(rec.job_id, msg, reason="deadline", kind=rec.kind, priority=prio,
+                        setting=rec.deadline_from, seconds=seconds):
+        return False
+    rt.jobs.event(rec.job_id, "deadline_missed", kind=rec.kind, priority=prio, setting=rec.deadline_from,
+                  seconds=seconds, late_s=round(now - rec.deadline_at, 3), missing=missing)
+    return True
+
+
+def expire_overdue(rt, now: float | None = None) -> list[str]:
+    """Fail every active job whose deadline has passed (from ``zkhive:deadlines``, no lock);
+    returns the ids failed here. Ended or expired jobs found there are dropped from it."""
+    now = time.time() if now is None else now
+    failed = []
+    for job_id in rt.jobs.overdue(now):
+        rec = rt.jobs.get(job_id)
+        if rec is None or rt.jobs.status(job_id) in TERMINAL:
+            rt.jobs.deactivate(job_id)
+            continue
+        parts = rt.jobs.partitions(job_id, rec.num_partitions)
+        if fail_overdue(rt, rec, [k for k in range(rec.num_partitions) if k not in parts], now):
+            failed.append(job_id)
+    return failed
 
 
 class Watchdog:
@@ -84,9 +123,23 @@ class Watchdog:
                 log.exception("watchdog: job %s", job_id)
         return True
 
+    def _wait_s(self) -> float:
+        """Until the soonest deadline, at least 20 ms, at most DEADLINE_POLL_S (a job submitted
+        meanwhile may have a sooner one) and the sweep interval."""
+        try:
+            soonest = self.rt.jobs.next_deadline()
+        except Exception:  # Redis away: the sweep says so
+            soonest = None
+        cap = min(self.interval_s, DEADLINE_POLL_S)
+        return cap if soonest is None else min(cap, max(0.02, soonest - time.time() + 0.005))
+
     def _run(self) -> None:
-        while not self._stop.wait(self.interval_s):
+        next_sweep = time.monotonic() + self.interval_s
+        while not self._stop.wait(self._wait_s()):
             try:
-                self.sweep()
+                expire_overdue(self.rt)  # JobStore.fail logs each
+                if time.monotonic() >= next_sweep:
+                    next_sweep = time.monotonic() + self.interval_s
+                    self.sweep()
             except Exception as e:  # Redis away for a moment
                 log.warning("watchdog sweep failed: %s", e)

@@ -24,7 +24,9 @@ from celery import chain, chord
 
 from cluster.errors import JobConflict, JobError, cli_name
 
-from .jobs import CANCELLED, FAILED, JobRecord, check_job_id, priority_value
+from synthesis.limits import clip
+
+from .jobs import CANCELLED, FAILED, OWN_DEADLINE, JobRecord, check_job_id, priority_value
 
 SYNTHESIZE = "zkhive.synthesize_partition"
 PROVE = "zkhive.prove_partition"
@@ -161,8 +163,10 @@ def proof_kind(circuit) -> str:
 
 
 def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int = "normal",
-               deadline_s: float | None = None) -> tuple[JobRecord, bool]:
-    """Record and dispatch a job; returns (record, created). An existing id returns its record,
+               deadline_s: float | None = None, kind: str | None = None) -> tuple[JobRecord, bool]:
+    """Record and dispatch a job; returns (record, created). ``kind`` (cuzk's proof kind, one of
+    cluster.settings.JOB_KINDS; default the circuit's ``proof_kind``, else porep-c2) chooses the
+    deadline setting ([deadlines]) unless ``deadline_s`` is given. An existing id returns its record,
     unless that job failed or was cancelled: the same input starts a new attempt under the id
     (``record.attempt`` n+1, created True); another input under an existing id is JobConflict.
     A parameter set whose keys exist nowhere in the cluster (neither in the key cache nor
@@ -182,6 +186,8 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     except KeyError as e:
         raise JobError(f"field params: {e.args[0]}") from None
     prio = priority_value(priority)
+    kind = job_kind(circuit, kind)
+    seconds, source = job_deadline(rt.settings, kind, deadline_s)
     job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
     _check_schema(circuit, doc)
     c1_sha = hashlib.sha256(c1).hexdigest()
@@ -198,8 +204,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
             ref = rt.blobs.put(c1, kind="c1")
             rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
                             num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
-                            submitted_at=now, kind=proof_kind(circuit),
-                            deadline_at=now + (deadline_s or rt.settings.delivery.job_deadline_s))
+                            submitted_at=now, deadline_at=now + seconds, kind=kind, deadline_from=source)
             if rt.jobs.create(rec):
                 created = True
                 rt.dispatch.job(rec)
@@ -214,12 +219,32 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobConflict(f"job {job_id} already exists with another C1 input "
                           f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
     if rt.jobs.status(job_id) in (FAILED, CANCELLED):  # the same input again: a new attempt
-        return _new_attempt(rt, circuit, existing, c1, prio, deadline_s)
+        return _new_attempt(rt, circuit, existing, c1, prio, deadline_s, kind)
     return existing, False
 
 
+def job_kind(circuit, kind: str | None) -> str:
+    """The job's kind (cuzk's name): given, else the circuit's ``proof_kind``, else porep-c2;
+    JobError names an unknown one."""
+    from cluster.settings import JOB_KINDS
+
+    kind = kind if kind is not None else proof_kind(circuit)
+    if kind not in JOB_KINDS:
+        raise JobError(f"field kind: {clip(kind)} is not a job kind (known: {', '.join(JOB_KINDS)})")
+    return kind
+
+
+def job_deadline(s, kind: str, deadline_s: float | None) -> tuple[float, str]:
+    """(seconds, where they came from): the job's own ``deadline_s``, else its kind's setting."""
+    if deadline_s is not None:
+        if not isinstance(deadline_s, (int, float)) or isinstance(deadline_s, bool) or not deadline_s > 0:
+            raise JobError(f"field deadline_s: {clip(deadline_s)} must be a number of seconds above 0")
+        return float(deadline_s), OWN_DEADLINE
+    return s.deadlines.for_kind(kind, s.delivery)
+
+
 def _new_attempt(rt, circuit, old: JobRecord, c1: bytes, prio: int,
-                 deadline_s: float | None) -> tuple[JobRecord, bool]:
+                 deadline_s: float | None, kind: str) -> tuple[JobRecord, bool]:
     """Resubmission of a failed or cancelled job with the same input: attempt n+1 under the same
     id (Curio retries with the same request_id), its history kept in the timeline (issue 39).
     Checked like a first submission (keys, room); returns the job as it stands, not created,
@@ -237,8 +262,9 @@ def _new_attempt(rt, circuit, old: JobRecord, c1: bytes, prio: int,
     except BlobStoreFull as e:
         raise BlobStoreFull(f"{e}: job {old.job_id} not resubmitted; free space and submit again") from None
     now = time.time()
+    seconds, source = job_deadline(rt.settings, kind, deadline_s)
     rec = old.model_copy(update={"c1": ref, "priority": prio, "submitted_at": now, "attempt": old.attempt + 1,
-                                 "deadline_at": now + (deadline_s or rt.settings.delivery.job_deadline_s)})
+                                 "deadline_at": now + seconds, "kind": kind, "deadline_from": source})
     if not rt.jobs.new_attempt(old, rec):
         return rt.jobs.get(old.job_id) or old, False
     try:

@@ -89,7 +89,8 @@ def cmd_submit(args) -> int:
     except (limits.InputError, C1Error) as e:
         raise CommandError(f"{args.file}: {e}") from None
     try:
-        rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline)
+        rec, created = submit_job(rt, doc, job_id=args.job_id, priority=args.priority, deadline_s=args.deadline,
+                                  kind=args.kind)
     except (JobError, BlobStoreFull) as e:
         raise CommandError(f"{args.file}: {e}") from None
     said = ("already submitted" if not created else "submitted" if rec.attempt == 1
@@ -154,7 +155,8 @@ def _mib(n) -> str:
 
 def status_text(rt, *, jobs: int = 5) -> str:
     from cluster.pipeline import registry
-    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
+    from cluster.pipeline.jobs import priority_name
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depths
     from cluster.version import code_digest
 
     now = time.time()
@@ -185,7 +187,9 @@ def status_text(rt, *, jobs: int = 5) -> str:
         + [UNASSIGNED_QUEUE]
     lines.append("queues:")
     for q in queues:
-        lines.append(f"  {q:<28} {queue_depth(rt.redis, q)}")
+        levels = queue_depths(rt.redis, q)
+        split = ", ".join(f"{name} {n}" for name, n in levels.items() if n)
+        lines.append(f"  {q:<28} {sum(levels.values())}" + (f"  ({split})" if split else ""))
     active = rt.jobs.active()
     lines.append(f"jobs: {len(active)} active")
     for job_id in rt.jobs.recent(jobs):
@@ -195,7 +199,8 @@ def status_text(rt, *, jobs: int = 5) -> str:
         done = len(rt.jobs.partitions(job_id, rec.num_partitions))
         waiting = rt.jobs.waiting(job_id) if st.get("status") in ("queued", "running") else {}
         lines.append(f"  {job_id:<28} {'waiting' if waiting else st.get('status', '?'):<9} {rec.params:<16} "
-                     f"{rec.kind:<12} {done}/{rec.num_partitions}" + (f"  attempt {rec.attempt}" if rec.attempt > 1 else ""))
+                     f"{rec.kind:<12} {done}/{rec.num_partitions}  {priority_name(rec.priority)}"
+                     + (f"  attempt {rec.attempt}" if rec.attempt > 1 else ""))
         if waiting:  # back-pressure: what it waits for, since when
             first = min(w["since"] for w in waiting.values())
             units = ", ".join(sorted(waiting, key=lambda u: (not u.isdigit(), int(u) if u.isdigit() else 0)))
@@ -216,7 +221,7 @@ def _queues(rt, ws) -> list[str]:
 def status_doc(rt, *, jobs: int = 5) -> dict:
     """``zkhive status --json``: the registry entries, the queue depths, active and recent jobs."""
     from cluster.pipeline import registry
-    from cluster.pipeline.queues import queue_depth
+    from cluster.pipeline.queues import queue_depth, queue_depths
 
     ws = registry.workers(rt.redis)
     recent = []
@@ -224,13 +229,15 @@ def status_doc(rt, *, jobs: int = 5) -> dict:
         rec, st = rt.jobs.get(job_id), rt.jobs.state(job_id)
         if rec is None:
             continue
-        recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params, "kind": rec.kind,
+        recent.append({"job_id": job_id, "status": st.get("status"), "params": rec.params,
                        "partitions_done": len(rt.jobs.partitions(job_id, rec.num_partitions)),
-                       "num_partitions": rec.num_partitions, "priority": rec.priority,
+                       "num_partitions": rec.num_partitions, "priority": rec.priority, "kind": rec.kind,
+                       "deadline_at": rec.deadline_at, "deadline_from": rec.deadline_from,
                        "submitted_at": rec.submitted_at, "error": st.get("error"), "attempt": rec.attempt,
                        "waiting": rt.jobs.waiting(job_id) if st.get("status") in ("queued", "running") else {}})
     return {"workers": [w.model_dump() for w in ws],
             "queues": {q: queue_depth(rt.redis, q) for q in _queues(rt, ws)},
+            "queue_levels": {q: queue_depths(rt.redis, q) for q in _queues(rt, ws)},
             "jobs": {"active": sorted(rt.jobs.active()), "recent": recent}}
 
 
@@ -286,7 +293,9 @@ def register(sub) -> None:
                                     "unless the job failed or was cancelled: then it is retried (a new attempt)")
     p.add_argument("--priority", default="normal", help="critical, high, normal, bulk (or 0-9, 0 first)")
     p.add_argument("--deadline", type=float, default=None,
-                   help="seconds until the watchdog fails the job (default delivery.job_deadline_s)")
+                   help="seconds until the watchdog fails the job (default: its kind's [deadlines] setting)")
+    p.add_argument("--kind", default=None, help="porep-c2, snap-update, window-post or winning-post (cuzk's names): chooses the deadline "
+                                                "setting (default: the parameter set's kind, else porep-c2)")
     p.add_argument("--wait", action="store_true", help="wait for the proof")
     p.add_argument("--timeout", type=float, default=None, help="seconds to wait (with --wait)")
     p.add_argument("--out", help="write the proof bytes here (default: print JSON)")

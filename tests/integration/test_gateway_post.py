@@ -47,7 +47,9 @@ def gw(tmp_path_factory):
     from synthesis.circuits import get_circuit
 
     tmp = tmp_path_factory.mktemp("gateway-post")
-    s = Setup(tmp)
+    # a WinningPoSt's deadline (deadlines.winning_post_s, 25 s) is the GPU's budget: on one CPU
+    # prover a 2 KiB one takes ~40 s, so these tests give it 10 minutes
+    s = Setup(tmp, extra_toml="[deadlines]\nwinning_post_s = 600\n")
     s.setup_keys(get_circuit("window-post-2k"), *([get_circuit("winning-post-2k")] if LONG else []))
     s.up(check=0)
     channel = grpc.insecure_channel(f"unix://{s.run_dir.resolve() / 'gateway.sock'}")

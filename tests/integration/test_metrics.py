@@ -143,9 +143,10 @@ def test_exporter_series_move_during_a_real_job(cluster, workers, exporter):
     served = {n for n, _ in after}
     # zkhive_key_loading has samples only while a key loads (docs/cluster.md shows one); the
     # back-pressure and resubmission counters once a unit waits or a failed job is retried
-    # (tests/integration/test_back_pressure.py scrapes them)
-    assert queried - {"zkhive_key_loading", "zkhive_blob_store_waits_total", "zkhive_job_attempts_total"} \
-        <= served, queried - served
+    # (tests/integration/test_back_pressure.py scrapes them); the deadline counter once a job
+    # misses its deadline (tests/integration/test_priorities.py scrapes it)
+    assert queried - {"zkhive_key_loading", "zkhive_blob_store_waits_total", "zkhive_job_attempts_total",
+                      "zkhive_deadline_missed_total"} <= served, queried - served
     # the two sets not preloaded were each loaded once, as a key_load stage (issue 27)
     assert value(after, "zkhive_stage_seconds_count", stage="key_load", device="cpu:0") == 2
     assert value(after, "zkhive_stage_seconds_count", stage="key_load", params=SQUARES_A.name) == 0

@@ -44,6 +44,8 @@ def test_an_empty_environment_value_is_an_empty_string_not_a_list():
     ("[delivery]\nvisibility_timeout_s = 60\n", "visibility_timeout_s (60) must exceed"),
     ("[delivery]\nprove_soft_time_limit_s = 2000\n", "prove_soft_time_limit_s must be below"),
     ("not toml = = =\n", "not valid TOML"),
+    ("[deadlines]\nwinning_post_s = 0\n", "deadlines.winning_post_s"),
+    ("[deadlines]\nwinning_s = 20\n", "unknown key deadlines.winning_s"),
 ])
 def test_settings_reject_bad_keys_naming_key_and_file(tmp_path, text, message):
     f = tmp_path / "bad.toml"
@@ -74,6 +76,41 @@ def test_settings_reject_unknown_environment_keys():
         settings.load(env={"ZKHIVE_SRSS__PRELOAD": "[]"})
     with pytest.raises(settings.SettingsError, match="missing.toml"):
         settings.load("/nonexistent/missing.toml", env={})
+
+
+def test_deadlines_by_kind_name_their_setting():
+    """cuzk-like defaults: WinningPoSt 25 s, WindowPoSt 30 min, PoRep and SnapDeals the job
+    deadline; a job's own deadline_s wins; an unknown kind or a bad deadline is refused."""
+    from cluster.errors import JobError
+    from cluster.pipeline.workflow import job_deadline, job_kind
+
+    s = settings.load(env={})
+    assert s.deadlines.for_kind("winning-post", s.delivery) == (25.0, "deadlines.winning_post_s")
+    assert s.deadlines.for_kind("window-post", s.delivery) == (1800.0, "deadlines.window_post_s")
+    assert s.deadlines.for_kind("porep-c2", s.delivery) == (14400.0, "delivery.job_deadline_s")
+    assert s.deadlines.for_kind("snap-update", s.delivery) == (14400.0, "delivery.job_deadline_s")
+    s = settings.load(env={"ZKHIVE_DEADLINES__POREP_S": "600", "ZKHIVE_DEADLINES__WINNING_POST_S": "2.5"})
+    assert job_deadline(s, "porep-c2", None) == (600.0, "deadlines.porep_s")
+    assert job_deadline(s, "winning-post", None) == (2.5, "deadlines.winning_post_s")
+    assert job_deadline(s, "winning-post", 7) == (7.0, "the job's own deadline_s (submit --deadline)")
+    for bad in (0, -1, "5", True):
+        with pytest.raises(JobError, match="^field deadline_s: .* must be a number of seconds above 0$"):
+            job_deadline(s, "porep-c2", bad)
+    with pytest.raises(settings.SettingsError, match="job kind 'post' is unknown"):
+        s.deadlines.for_kind("post", s.delivery)
+    circuit = type("C", (), {"proof_kind": "window-post"})()
+    assert job_kind(circuit, None) == "window-post" and job_kind(object(), None) == "porep-c2"
+    assert job_kind(circuit, "porep-c2") == "porep-c2"
+    with pytest.raises(JobError, match="^field kind: 'PoRep' is not a job kind"):
+        job_kind(object(), "PoRep")
+
+
+def test_priority_names_follow_the_levels_kombu_serves():
+    from cluster.pipeline.jobs import PRIORITIES, priority_name
+    from cluster.pipeline.queues import LEVEL_NAMES, PRIORITY_STEPS
+
+    assert [priority_name(p) for p in range(10)] == ["critical"] * 3 + ["high"] * 3 + ["normal"] * 3 + ["bulk"]
+    assert [PRIORITIES[n] for n in LEVEL_NAMES] == PRIORITY_STEPS
 
 
 def test_every_setting_is_documented():
@@ -239,3 +276,41 @@ def test_up_plans_gpu_workers_per_device_provers_a_device(tmp_path):
     assert provers(2) == [("prove-cpu0", "cpu:0"), ("prove-cpu0-1", "cpu:0"),
                           ("prove-cpu1", "cpu:1"), ("prove-cpu1-1", "cpu:1")]
     assert provers(1) == [("prove-cpu0", "cpu:0"), ("prove-cpu1", "cpu:1")]
+
+
+def test_the_device_lock_serves_the_most_urgent_waiter_first():
+    """Prover's device lock: while it is held, waiters of priority 6, 0, 3, 0 line up; they get
+    it 0, 0 (in the order they came), 3, 6. A plain Lock hands it to any of them."""
+    import threading
+
+    from cluster.pipeline.prover import PriorityLock
+
+    lock, got, started = PriorityLock(), [], []
+    release = threading.Event()
+
+    def holder():
+        with lock.hold(9):
+            started.append("held")
+            release.wait(10)
+
+    def waiter(name, prio):
+        with lock.hold(prio):
+            got.append(name)
+
+    h = threading.Thread(target=holder)
+    h.start()
+    while not started:
+        time.sleep(0.001)
+    ts = []
+    for name, prio in (("normal", 6), ("critical-a", 0), ("high", 3), ("critical-b", 0)):
+        t = threading.Thread(target=waiter, args=(name, prio))
+        t.start()
+        ts.append(t)
+        while len(lock._waiting) < len(ts):  # each in line before the next comes
+            time.sleep(0.001)
+    release.set()
+    for t in [h, *ts]:
+        t.join(10)
+    assert got == ["critical-a", "critical-b", "high", "normal"]
+    with lock.hold():  # free again
+        pass

@@ -1,0 +1,275 @@
+"""Priorities that mean what cuzk's do (issue 37 item 4), on a real Redis with real workers and
+PoRep-family jobs (porep-lite-4k, 2 partitions each).
+
+- a CRITICAL job submitted while NORMAL partitions wait on the synthesis queue and on its device
+  queue is served next at every stage: its synthesis before the queued normal synthesis, its
+  proofs before the normal proofs queued on the device (behind at most the one in progress,
+  never behind one the prover's prove-ahead thread took for itself), its aggregation first;
+- with every stage held back, the order served is critical, high, normal, bulk at each stage.
+"""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+PARAMS = "porep-lite-4k"
+
+
+@pytest.fixture(scope="module")
+def docs():
+    """Two sectors' C1 inputs: the backlog's (every normal job proves the same input under its own
+    id) and the critical job's own (its assignments differ from the backlog's: prove-ahead keys
+    its work by the assignment's hash)."""
+    from synthesis.porep import SETS, TINY, c1_document, generate
+
+    return [c1_document(generate(SETS[TINY], s), s) for s in (b"\x37" * 32, b"\x38" * 32)]
+
+
+def _events(r, job_ids):
+    from cluster.pipeline import timeline
+
+    return {j: timeline.load(r, j) for j in job_ids}
+
+
+def _times(events, name):
+    return [e["t"] for e in events if e["event"] == name]
+
+
+def _wait(pred, timeout_s: float, what: str):
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if pred():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"{what}: not within {timeout_s} s")
+
+
+def _device_s(ev) -> float:
+    """The median device time (matvec start to msm end) of the jobs' partitions."""
+    spans = []
+    for e in ev.values():
+        for k in (0, 1):
+            st = [x for x in e if x["event"] == "stage" and x.get("partition") == k]
+            a = [x["start"] for x in st if x["stage"] == "matvec"]
+            b = [x["end"] for x in st if x["stage"] == "msm"]
+            if a and b:
+                spans.append(max(b) - min(a))
+    return sorted(spans)[len(spans) // 2]
+
+
+def _prover_queue(cluster) -> str:
+    from cluster.pipeline import registry
+
+    return [w for w in registry.workers(cluster.redis, role="prove")][0].queues[0]
+
+
+def test_critical_job_jumps_the_synthesis_and_device_queues(cluster, workers, docs):
+    from cluster.client import submit
+    from cluster.pipeline.queues import SYNTHESIS_QUEUE, queue_depth
+
+    cluster.setup_keys(__import__("synthesis.circuits", fromlist=["get_circuit"]).get_circuit(PARAMS))
+    workers("synthesis", wait=False, ZKHIVE_WORKER__PARTITION_WORKERS="1")
+    workers("aggregate", wait=False)
+    prover = workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PRELOAD=f'["{PARAMS}"]')
+    for w in workers.started:
+        w.wait_ready(cluster.redis, timeout_s=120)
+    dev_q = _prover_queue(cluster)
+    normal = [submit(docs[0], job_id=f"normal-{j}") for j in range(14)]
+    # the backlog: normal partitions waiting on the synthesis queue and on the device's queue
+    _wait(lambda: queue_depth(cluster.redis, dev_q) >= 3 and queue_depth(cluster.redis, SYNTHESIS_QUEUE) >= 3,
+          60, "a backlog on both queues")
+    backlog = (queue_depth(cluster.redis, SYNTHESIS_QUEUE), queue_depth(cluster.redis, dev_q))
+    t_sub = time.time()
+    crit = submit(docs[1], job_id="critical-0", priority="critical")
+    crit.result(timeout=120)
+    t_done = time.time()
+    for job in normal:
+        job.result(timeout=180)
+    ev = _events(cluster.redis, [j.job_id for j in normal] + [crit.job_id])
+    c = ev.pop(crit.job_id)
+    # synthesis: at most the one running (one process) began after the critical was submitted
+    # and before the critical's last partition began
+    c_synth = max(_times(c, "synthesis_start"))
+    synth_before = sorted(t for e in ev.values() for t in _times(e, "synthesis_start") if t_sub < t < c_synth)
+    # the device: for each critical partition, the normal proofs whose device work (the last
+    # stage, "msm") ended after it was routed to the device and before its own device work began
+    c_proved = max(_times(c, "prove_end"))
+    stages = lambda e, name: [x for x in e if x["event"] == "stage" and x["stage"] == name]
+    ahead_of, waits = [], []
+    for k in range(2):
+        routed = min(x["t"] for x in c if x["event"] == "prove_routed" and x["partition"] == k)
+        began = min(x["start"] for x in stages(c, "matvec") if x["partition"] == k)
+        waits.append(round(began - routed, 3))
+        ahead_of.append(sorted(round(x["end"] - routed, 3) for e in ev.values() for x in stages(e, "msm")
+                               if routed < x["end"] < began))
+    proved_after = [t for e in ev.values() for t in _times(e, "prove_end") if t > c_proved]
+    print(f"backlog synthesis {backlog[0]} device {backlog[1]}; critical: {t_done - t_sub:.2f} s submit to "
+          f"proof, normal synthesis started before it {len(synth_before)}, normal proofs finished "
+          f"ahead of its partitions on the device {ahead_of} (waits {waits} s, one normal proof's device "
+          f"work {_device_s(ev):.3f} s; {prover.log_text().count(' preempted: ')} proved-ahead units "
+          f"preempted), after it {len(proved_after)}; the backlog's last proof "
+          f"{max(t for e in ev.values() for t in _times(e, 'prove_end')) - t_sub:.1f} s after its submission")
+    if not all(len(a) <= 1 for a in ahead_of):  # what the device did meanwhile, for the failure
+        t0 = min(_times(c, "prove_routed"))
+        rows = sorted((x["t"] - t0, j, x.get("partition"), x["event"], x.get("stage", ""), round(x.get("end", 0) - t0, 3))
+                      for j, e in [*ev.items(), (crit.job_id, c)] for x in e
+                      if x["event"] in ("prove_routed", "prove_pickup", "prove_end") or
+                      x.get("stage") in ("matvec", "msm", "fetch_ahead"))
+        print("\n".join(f"{r[0]:8.3f} {r[1]:<12} {r[2]} {r[3]} {r[4]} {r[5]}" for r in rows if -3 < r[0] < 12))
+        print("\n".join(line for line in prover.log_text().splitlines() if "prove-ahead" in line)[-3000:])
+    assert len(synth_before) <= 1, synth_before
+    assert all(len(a) <= 1 for a in ahead_of), ahead_of
+    assert "prove-ahead: " not in prover.log_text()  # the thread never failed
+    assert len(proved_after) >= 3  # the backlog really was there, and waited for the critical
+    # its aggregation before every normal one still to come
+    c_agg = min(_times(c, "aggregate_start"))
+    assert sum(1 for e in ev.values() for t in _times(e, "aggregate_start") if t > c_agg) >= 2
+
+
+def _control(cluster, action: str, queue: str, node: str) -> None:
+    from cluster.pipeline.app import app
+
+    fn = app.control.cancel_consumer if action == "pause" else app.control.add_consumer
+    assert fn(queue, destination=[node], reply=True, timeout=5), f"{node} did not answer {action} of {queue}"
+
+
+LEVELS = ("critical", "high", "normal", "bulk")
+
+
+def test_every_stage_serves_critical_then_high_then_normal_then_bulk(cluster, workers, ready, docs):
+    """Each stage held back (its consumer paused) while jobs of the four levels, submitted least
+    urgent first, queue up in front of it; released, it serves them most urgent first."""
+    from cluster.client import submit
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, queue_depth, queue_depths
+    from cluster.user.commands import status_text
+    from synthesis.circuits import get_circuit
+
+    cluster.setup_keys(get_circuit(PARAMS))
+    syn, agg, prover = ready(workers("synthesis", wait=False, ZKHIVE_WORKER__PARTITION_WORKERS="1"),
+                             workers("aggregate", wait=False),
+                             workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PRELOAD=f'["{PARAMS}"]'))
+    dev_q = prover.queues[0]
+    for q, w in ((SYNTHESIS_QUEUE, syn), (dev_q, prover), (AGGREGATE_QUEUE, agg)):
+        _control(cluster, "pause", q, w.nodename)
+    jobs = [submit(docs[0], job_id=f"{level}-0", priority=level) for level in reversed(LEVELS)]
+    n = 2 * len(jobs)
+    _wait(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) == n, 30, "every partition on the synthesis queue")
+    assert queue_depths(cluster.redis, SYNTHESIS_QUEUE) == {level: 2 for level in LEVELS}
+    assert f"{SYNTHESIS_QUEUE:<28} {n}  (critical 2, high 2, normal 2, bulk 2)" in status_text(cluster.runtime())
+    _control(cluster, "resume", SYNTHESIS_QUEUE, syn.nodename)
+    _wait(lambda: queue_depth(cluster.redis, dev_q) == n, 60, "every partition on the device queue")
+    _control(cluster, "resume", dev_q, prover.nodename)
+    _wait(lambda: queue_depth(cluster.redis, AGGREGATE_QUEUE) == len(jobs), 120, "every aggregation queued")
+    _control(cluster, "resume", AGGREGATE_QUEUE, agg.nodename)
+    for job in jobs:
+        job.result(timeout=60)
+    ev = _events(cluster.redis, [j.job_id for j in jobs])
+
+    def order(name):
+        return [job.split("-")[0] for t, job in sorted((t, j) for j, e in ev.items() for t in _times(e, name))]
+
+    want = [level for level in LEVELS for _ in range(2)]
+    assert order("synthesis_start") == want
+    assert order("prove_pickup") == want
+    assert order("aggregate_start") == list(LEVELS)
+    # the aggregations queued least urgent first (each job proved before the next is submitted:
+    # a FIFO queue would serve bulk first) are served most urgent first
+    _control(cluster, "pause", AGGREGATE_QUEUE, agg.nodename)
+    late = []
+    for i, level in enumerate(reversed(LEVELS)):
+        late.append(submit(docs[1], job_id=f"{level}-agg", priority=level))
+        _wait(lambda: queue_depth(cluster.redis, AGGREGATE_QUEUE) == i + 1, 60, f"the aggregation of {level}-agg queued")
+    _control(cluster, "resume", AGGREGATE_QUEUE, agg.nodename)
+    for job in late:
+        job.result(timeout=60)
+    ev = _events(cluster.redis, [j.job_id for j in late])
+    assert order("aggregate_start") == list(LEVELS)
+
+
+def test_a_critical_job_past_its_kinds_deadline_fails_at_it_naming_the_setting(cluster, workers, ready, docs):
+    """[deadlines] winning_post_s = 2 and no prover: the critical WinningPoSt-kind job fails at
+    2 s (the watchdog wakes for it: its sweep interval here is 5 s), with one line naming the
+    setting, a deadline_missed event and the exporter's counter; a porep job submitted beside it
+    (delivery.job_deadline_s) lives on; an unknown kind is refused at submission."""
+    from prometheus_client import generate_latest
+
+    from cluster.client import JobFailed, cancel, submit
+    from cluster.errors import JobError
+    from cluster.ops.metrics import make_registry
+    from cluster.pipeline import timeline
+    from cluster.user.commands import status_text
+    from synthesis.circuits import get_circuit
+
+    cluster.setup_keys(get_circuit(PARAMS))
+    slow = {"ZKHIVE_DELIVERY__WATCHDOG_INTERVAL_S": "5"}
+    ready(workers("synthesis", wait=False, **slow), workers("aggregate", wait=False, **slow))  # no prover
+    cluster.configure_here(ZKHIVE_DEADLINES__WINNING_POST_S="2")
+    try:
+        with pytest.raises(JobError, match=r"^field kind: 'winning_post' is not a job kind \(known: porep-c2, "
+                                           r"snap-update, window-post, winning-post\)$"):
+            submit(docs[1], job_id="bad-kind", priority="critical", kind="winning_post")
+        porep = submit(docs[0], job_id="porep-beside")
+        job = submit(docs[1], job_id="winning", priority="critical", kind="winning-post")
+        with pytest.raises(JobFailed) as got:
+            job.result(timeout=30)
+    finally:
+        cluster.configure_here()
+    rt = cluster.runtime()
+    st, rec = rt.jobs.state("winning"), rt.jobs.get("winning")
+    late = float(st["finished_at"]) - rec.deadline_at
+    assert rec.kind == "winning-post" and rec.deadline_at - rec.submitted_at == 2.0
+    assert 0 <= late < 1.0, late  # at the deadline, not at the next 5 s sweep
+    msg = str(got.value)
+    assert "\n" not in msg
+    assert "deadline passed (" in msg and ("s after submission): a winning-post job, priority critical, must be done "
+                                           "within 2 s (deadlines.winning_post_s): partition 0: ") in msg, msg
+    assert "prove.unassigned" in msg  # where its partitions wait: no prover
+    missed = [e for e in timeline.load(cluster.redis, "winning") if e["event"] == "deadline_missed"]
+    assert len(missed) == 1 and missed[0]["setting"] == "deadlines.winning_post_s" and missed[0]["missing"] == [0, 1]
+    assert "deadlines.winning_post_s" in status_text(rt)
+    # the porep job's deadline is its own kind's (delivery.job_deadline_s, 240 s here): still waiting
+    assert porep.status()["status"] in ("queued", "running")
+    assert rt.jobs.get("porep-beside").deadline_from == "delivery.job_deadline_s"
+    assert cancel("porep-beside") is True
+    reg, _ = make_registry(cluster.redis)
+    body = generate_latest(reg).decode()
+    assert ('zkhive_deadline_missed_total{kind="winning-post",params="porep-lite-4k",priority="critical",'
+            'setting="deadlines.winning_post_s"} 1.0') in body, body
+
+
+def test_routing_counts_only_the_work_served_before_the_partition(cluster):
+    """Two provers holding the key: one with five normal proofs queued, one with a critical one.
+    A critical partition goes to the first (nothing there is served before it), a normal one to
+    the second (one message before it, against five)."""
+    from cluster.client import submit
+    from cluster.pipeline import registry
+    from cluster.pipeline.app import app
+    from cluster.pipeline.queues import queue_depth
+    from cluster.pipeline.routing import route_partition
+
+    from circuits_for_tests import SQUARES_A, make_c1
+
+    cluster.flush()
+    cluster.configure_here()
+    cluster.setup_keys(SQUARES_A)
+    for i in range(2):
+        registry.publish(cluster.redis, registry.WorkerInfo(
+            worker_id=f"prove.rt.cpu{i}.0", role="prove", host="rt", pid=1, queues=[f"prove.rt.cpu{i}"],
+            device=f"cpu:{i}", resident_keys=[SQUARES_A.name], free_memory=1 << 30, ready=True), 60)
+    ref = {"store": "dir", "sha256": "0" * 64, "size": 32, "kind": "assignment"}
+    for n in range(5):
+        app.send_task("zkhive.prove_partition", args=({"assignment": ref}, "backlog", n), queue="prove.rt.cpu0",
+                      priority=6)
+    app.send_task("zkhive.prove_partition", args=({"assignment": ref}, "urgent", 0), queue="prove.rt.cpu1",
+                  priority=0)
+    assert queue_depth(cluster.redis, "prove.rt.cpu0") == 5 and queue_depth(cluster.redis, "prove.rt.cpu0", 0) == 0
+    assert queue_depth(cluster.redis, "prove.rt.cpu1", 9) == 1 and queue_depth(cluster.redis, "prove.rt.cpu1", 0) == 1
+    rt = cluster.runtime()
+    crit = submit(make_c1(SQUARES_A, seed=70), job_id="route-critical", priority="critical")
+    norm = submit(make_c1(SQUARES_A, seed=71), job_id="route-normal", priority="normal")
+    assert route_partition(rt, crit.job_id, 0).queue == "prove.rt.cpu0"
+    assert route_partition(rt, norm.job_id, 0).queue == "prove.rt.cpu1"
+    cluster.flush()
