@@ -74,7 +74,7 @@ def test_stacked_circuit_is_rust_fil_proofs(arities, want):
 
 def test_32g_partition_is_filecoins():
     """The four numbers of curio's cuzk-pce header test: bellperson's 328 input rows included."""
-    r = c.census("filecoin-32g")
+    r = c.census("filecoin-32g", densities=True)
     got = r.with_input_rows
     assert {"inputs": got.inputs, "aux": got.aux, "constraints": got.constraints,
             "nonzeros": got.nnz} == c.FILECOIN_32G
