@@ -154,8 +154,61 @@ def cmd_synth(args) -> int:
     return 0
 
 
+#: above this many nonzeros ``--digest``/``--pce`` refuse to expand a set's full matrices
+#: (32 B a coefficient, 8 a column: filecoin-32g's 722 M would need ~30 GB)
+MAX_PCE_NONZEROS = 100_000_000
+
+
+def _ours_as_pce(name: str, limit: int):
+    from synthesis import pce
+    c = _circuit(name)
+    z = c.size() if hasattr(c, "size") else None
+    if z is not None and "nonzeros" in z and z["nonzeros"] > limit:
+        raise CommandError(f"{name}: {z['nonzeros']:,} nonzeros, over --max-nonzeros {limit:,}: its full "
+                           f"matrices are not expanded here (~{z['nonzeros'] * 40 / 1e9:.0f} GB)")
+    return c, pce.from_r1cs(c.r1cs())
+
+
+def cmd_circuits_pce(args) -> int:
+    """``--digest``, ``--write-pce``, ``--pce``: our matrices in cuzk's pre-compiled form
+    (synthesis/pce.py); exit 1 when a compared file differs."""
+    from synthesis import pce
+    names = args.params or ["filecoin-2k"]
+    if (args.pce or args.write_pce) and len(names) != 1:
+        raise CommandError("--pce and --write-pce take one --params NAME")
+    status = 0
+    for name in names:
+        t = time.time()
+        c, ours = _ours_as_pce(name, args.max_nonzeros)
+        if args.digest:
+            print(f"{name}: digest {pce.digest(ours)} ({ours.num_constraints} rows with the "
+                  f"{ours.num_inputs} input rows, {ours.num_inputs} inputs, {ours.num_aux} aux, "
+                  f"A/B/C nonzeros {ours.a.nnz}/{ours.b.nnz}/{ours.c.nnz}; {time.time() - t:.1f} s)")
+        if args.write_pce:
+            pce.write(ours, args.write_pce)
+            print(f"{name}: wrote {args.write_pce} ({Path(args.write_pce).stat().st_size} B, cuzk-pce format v2)")
+        if args.pce:
+            try:
+                theirs = pce.read(args.pce)
+            except (pce.PCEError, OSError) as e:
+                raise CommandError(str(e)) from None
+            diff = pce.compare(ours, theirs, describe=getattr(c, "describe_row", None))
+            d = pce.digest(theirs)
+            if diff is None:
+                print(f"{name}: {args.pce} equals ours row by row (digest {d})")
+            else:
+                print(f"{name}: {args.pce} differs: {diff} (its digest {d})")
+                status = 1
+    if not args.params and args.digest:
+        print("(other sets: --params NAME, repeatable)")
+    return status
+
+
 def cmd_circuits(args) -> int:
     from synthesis.circuits import get_circuit, known
+    if any(getattr(args, k, None) for k in ("digest", "pce", "write_pce")):
+        return cmd_circuits_pce(args)
+
     def order(name):  # smallest first (the PoSt sets after the PoRep ones, by sector size)
         prm = getattr(get_circuit(name), "prm", None)
         if prm is not None and not hasattr(prm, "log_nodes"):
@@ -235,4 +288,13 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("circuits", help="list the parameter sets")
     p.add_argument("--build", action="store_true", help="build (or load) each set's matrices "
                    "and print constraints, variables, nonzeros")
+    p.add_argument("--digest", action="store_true",
+                   help="a digest of each set's matrices in cuzk's pre-compiled form, variable order "
+                        "included (--params; default filecoin-2k): two installations compare it")
+    p.add_argument("--params", action="append", metavar="NAME", help="with --digest/--pce/--write-pce: the set")
+    p.add_argument("--pce", metavar="FILE", help="compare the set with cuzk's pre-compiled circuit file "
+                   "(cuzk-bench pce-bench --save-pce) row by row; exit 1 naming the first difference")
+    p.add_argument("--write-pce", metavar="FILE", help="write the set's matrices in cuzk's PCE format")
+    p.add_argument("--max-nonzeros", type=int, default=MAX_PCE_NONZEROS,
+                   help="refuse to expand a set's full matrices above this many nonzeros")
     p.set_defaults(func=cmd_circuits)

@@ -286,6 +286,8 @@ def register(sub) -> None:
 
     from . import keys  # zkhive keys: the key cache (no Redis)
     keys.register(sub, _add_config)
+    from . import selftest  # zkhive selftest: Filecoin's parameter files prove our circuits (no Redis)
+    selftest.register(sub)
 
     p = sub.add_parser("submit", help="submit a C1 input (JSON file) as a job")
     p.add_argument("file")

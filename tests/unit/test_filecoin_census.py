@@ -74,11 +74,15 @@ def test_stacked_circuit_is_rust_fil_proofs(arities, want):
 
 def test_32g_partition_is_filecoins():
     """The four numbers of curio's cuzk-pce header test: bellperson's 328 input rows included."""
-    r = c.census("filecoin-32g")
+    r = c.census("filecoin-32g", densities=True)
     got = r.with_input_rows
     assert {"inputs": got.inputs, "aux": got.aux, "constraints": got.constraints,
             "nonzeros": got.nnz} == c.FILECOIN_32G
     assert r.synthesized.constraints == 130_278_869 - 328
+    # cuzk's notes (curio extern/cuzk/cuzk-project.md, "PCE Extraction"): per-matrix nonzeros
+    # with the input rows, and the densities (aux with a nonzero in A, in B; inputs in B)
+    assert (got.nnz_a, got.nnz_b, got.nnz_c) == c.FILECOIN_32G_MATRICES
+    assert (r.a_aux, r.b_aux, r.b_inputs) == c.FILECOIN_32G_DENSITIES
     # every challenge block is the same: 18 of them and the header
     assert r.synthesized.constraints == r.header.constraints + 18 * r.challenge.constraints
 

@@ -39,6 +39,13 @@ def test_a_sealed_2k_witness_satisfies_filecoins_circuit(sealed):
     assert len(z) == cr.num_variables
     census = circuit.census()
     assert (cr.num_constraints, cr.num_aux, cr.nnz) == (census["constraints"], census["aux"], census["nonzeros"])
+    # the census' densities (what it states for 32 GiB against cuzk's notes) are the built matrices'
+    from gpu.groth16.bellperson import shape_of
+    from synthesis.filecoin.census import census as count
+    shape, n = shape_of(cr), 1 + cr.num_public
+    full = count(circuit.prm, densities=True)
+    assert (full.a_aux, full.b_aux, full.b_inputs) == (
+        int(shape.a_density[n:].sum()), int(shape.b_density[n:].sum()), int(shape.b_density[:n].sum()))
     pub = circuit.public_inputs(c1, 0)
     assert len(pub) == 39 and field.vec_to_ints(z[1:40]) == pub
     # generate_public_inputs' order: per challenge D, 6 DRG, 8 EXP, challenge, R, C
