@@ -122,7 +122,7 @@ def _kinds(v: np.ndarray) -> np.ndarray:
 
 
 def values_array(values: Sequence, batch: int) -> np.ndarray:
-    """A Synth's values without BitBlocks as one (B, n, 4) array."""
+    """A Synth's values (per-variable (B, 4) arrays, BitBlocks, FeBlocks) as one (B, n, 4) array."""
     from .gadgets.core import BitBlock, FeBlock
 
     parts, run = [], []
@@ -133,7 +133,12 @@ def values_array(values: Sequence, batch: int) -> np.ndarray:
                 run = []
             parts.append(v.vals)
         elif isinstance(v, BitBlock):
-            raise ValueError("values_array: bit blocks need from_values")
+            bits = np.zeros(v.bits.shape + (4,), dtype=np.uint64)
+            bits[..., 0] = v.bits
+            if run:
+                parts.append(np.stack(run, axis=1))
+                run = []
+            parts.append(bits)
         else:
             run.append(v)
     if run:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from synthesis import field as F
+from synthesis.assignment import values_array
 from synthesis.builder import ConstraintSystem
 from synthesis.circuits import C1Error, get_circuit
 from synthesis.gadgets import Synth
@@ -58,7 +59,8 @@ def direct_partition(prm: PorepParams, c1, k: int):
     for i in range(prm.challenges):
         one = pc.ChallengeWitness(*(getattr(wit, f)[i:i + 1] for f in pc.ChallengeWitness.__dataclass_fields__))
         pc.challenge_gadget(s, prm, {**pub, "challenge": per[i][0], "parents": per[i][1:]}, one)
-    z = F.vec_from_ints([1, *pub_ints, comm_c, comm_r_last] + [F.vec_to_ints(x)[0] for x in s.values])
+    z = np.concatenate([F.vec_from_ints([1, *pub_ints, comm_c, comm_r_last]),
+                        values_array(s.values, 1).reshape(-1, 4)])
     return cs.to_r1cs(), z
 
 
