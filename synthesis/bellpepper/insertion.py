@@ -9,7 +9,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..gadgets.core import Num, Synth
+from .core import Num, Synth
 from .boolean import AllocatedBit, Boolean
 
 

@@ -1,4 +1,4 @@
-"""Filecoin's StackedDRG PoRep circuit, one partition, over ``synthesis.gadgets.core.Synth``:
+"""Filecoin's StackedDRG PoRep circuit, one partition, over ``synthesis.bellpepper.core.Synth``:
 rust-fil-proofs' storage-proofs-porep ``stacked/circuit/{proof,params,create_label,hash}.rs`` and
 storage-proofs-core's ``gadgets/{por,insertion,encode,constraint}.rs``, gadget call by gadget
 call, on ``synthesis.bellpepper``'s bellpepper/bellperson/neptune gadgets. The same constraints,
@@ -33,7 +33,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..gadgets.core import Num, Synth
+from ..bellpepper.core import Num, Synth
 from ..bellpepper import AllocatedBit, Boolean, UInt64, alloc_num, equal, inputize, to_bits_le
 from ..bellpepper import multipack
 from ..bellpepper.insertion import insert, pick  # noqa: F401 (stacked.pick/insert: update.py)

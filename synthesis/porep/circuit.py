@@ -18,7 +18,7 @@ from .. import field
 from ..circuits import C1Error
 from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
 from ..assignment import values_array
-from ..gadgets.core import Synth, const_vec, small_ints_vec
+from ..bellpepper.core import Synth, const_vec, small_ints_vec
 from ..r1cs import R1CS
 from . import c1 as c1mod
 from . import graph

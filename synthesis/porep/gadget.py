@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..bellpepper.boolean import AllocatedBit, Boolean
-from ..gadgets.core import BitBlock, FeBlock, Num, Synth
+from ..bellpepper.core import BitBlock, FeBlock, Num, Synth
 from ..bellpepper.insertion import insert
 from ..bellpepper.neptune import poseidon_hash
 from ..bellpepper.num import _unpacking

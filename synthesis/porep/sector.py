@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import field
-from ..bellpepper import neptune
+from ..bellpepper import neptune_params
 from ..bellpepper.neptune import hash_native
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
@@ -47,7 +47,7 @@ class Sector:
 
     @property
     def comm_r(self) -> int:
-        return neptune.hash_ints([self.comm_c, self.comm_r_last])
+        return neptune_params.hash_ints([self.comm_c, self.comm_r_last])
 
     # -- files --------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -86,7 +86,7 @@ def _data(prm: PorepParams, seed: bytes) -> np.ndarray:
 def label_layers(prm: PorepParams, replica_id: int) -> np.ndarray:
     """labels[l - 1][v] = H(replica_id, tag(l, v), base parents' layer-l labels,
     expander parents' layer-(l-1) labels): sequential within a layer (v - 1 is a parent), so
-    one call of neptune's native hash per node (poseidon_host.cpp, what the trees and the filecoin
+    one call of neptune's native hash per node (bellpepper/neptune_host.cpp, what the trees and the filecoin
     family use)."""
     par = graph.parents(prm)
     db = prm.base_degree

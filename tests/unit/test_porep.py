@@ -9,8 +9,8 @@ from synthesis import field as F
 from synthesis.assignment import values_array
 from synthesis.builder import ConstraintSystem
 from synthesis.circuits import C1Error, get_circuit
-from synthesis.gadgets import Synth
-from synthesis.gadgets.core import const_vec, small_ints_vec
+from synthesis.bellpepper.core import Synth
+from synthesis.bellpepper.core import const_vec, small_ints_vec
 from synthesis.porep import SETS, PorepLite, PorepParams, c1_document, generate
 from synthesis.porep import circuit as pc
 from synthesis.porep.sector import Sector, SectorError
@@ -243,7 +243,7 @@ def test_sector_is_deterministic_and_round_trips(small, tmp_path):
 
 
 def test_labels_follow_their_definition_on_python_ints():
-    from synthesis import poseidon as ps
+    from synthesis.bellpepper import neptune_params as ps
     from synthesis.porep import graph
     from synthesis.porep.sector import label_layers
     prm, rid = SETS["porep-lite-16k"], 987654321
