@@ -27,23 +27,13 @@ def main() -> int:
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-demo-time."))
     redis, flower, metrics, gateway = (free_port() for _ in range(4))
+    settings = {"redis": {"url": f"redis://127.0.0.1:{redis}/0", "password": os.urandom(8).hex()},
+                "blobs": {"dir": str(tmp / "blobs")}, "srs": {"param_cache": str(tmp / "keys")},
+                "flower": {"port": flower, "password": os.urandom(8).hex()},
+                "metrics": {"port": metrics}, "gateway": {"port": gateway}}
     cfg = tmp / "zk.toml"
-    cfg.write_text(f"""
-[redis]
-url = "redis://127.0.0.1:{redis}/0"
-password = "pw-{os.urandom(4).hex()}"
-[blobs]
-dir = {json.dumps(str(tmp / 'blobs'))}
-[srs]
-param_cache = {json.dumps(str(tmp / 'keys'))}
-[flower]
-port = {flower}
-password = "flower-{os.urandom(4).hex()}"
-[metrics]
-port = {metrics}
-[gateway]
-port = {gateway}
-""")
+    cfg.write_text("".join(f"[{part}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in kv.items())
+                           for part, kv in settings.items()))
     env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
     env["PYTHONPATH"] = str(code)
     env["ZKHIVE_STATE_DIR"] = str(tmp / "state")
