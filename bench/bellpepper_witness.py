@@ -36,7 +36,7 @@ def main() -> None:
     import numpy as np
 
     from synthesis import field as F
-    from synthesis.gadgets.core import Synth
+    from synthesis.bellpepper.core import Synth
     from synthesis.bellpepper import multipack as mp
     from synthesis.bellpepper import neptune as nep
     from synthesis.bellpepper import num

@@ -56,10 +56,7 @@ def sectors(params: str, jobs: int) -> list[dict]:
         # ~24 s a 32 GiB benchmark sector on the H200's host: one process each
         with ProcessPoolExecutor(min(jobs, os.cpu_count() or 1)) as pool:
             return list(pool.map(sample_c1, [circuit.prm] * jobs, range(1, jobs + 1)))
-    if params.startswith("sdr"):
-        from synthesis.sdr.sector import c1_document, generate
-    else:
-        from synthesis.porep import c1_document, generate
+    from synthesis.porep import c1_document, generate
     return [c1_document(generate(circuit.prm, bytes([j + 1]) * 32), bytes([j + 101]) * 32) for j in range(jobs)]
 
 

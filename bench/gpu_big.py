@@ -1,7 +1,7 @@
 """A 32 GiB-shaped partition on one device (issue 16): the key made on the device, proved from
 the compact assignment, verified; setup and prove stage times; device memory against the plan.
 
-    python3 bench/gpu_big.py --params sdr-32g-1,sdr-32g --runs 3 --out big.json [--compare-host sdr-32g-1]
+    python3 bench/gpu_big.py --params filecoin-2k,filecoin-32g --runs 3 --out big.json [--compare-host filecoin-2k]
 
 Per set: the compact matrices (built or loaded), a sealed sector's C1 and partition 0's compact
 assignment (its blob, as the cluster stores it), ``CudaBackend.setup_resident`` with a fixed seed
@@ -106,7 +106,7 @@ def report(row: dict, tag: str) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--params", default="sdr-32g-1")
+    ap.add_argument("--params", default="filecoin-2k")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default="gpu_big.json")
     ap.add_argument("--compare-host", default="", help="sets to check against the host-part setup")

@@ -25,14 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def c1_doc(circuit, seed: int) -> dict:
-    """A sealed sector's C1 document for any family (porep-lite, sdr, filecoin)."""
+    """A sealed sector's C1 document for any family (porep-lite, filecoin)."""
     if getattr(circuit, "family", "porep-lite") == "filecoin":
         from synthesis.filecoin.samples import sample_c1
         return sample_c1(circuit.prm, seed)
-    if getattr(circuit, "family", "porep-lite") == "sdr":
-        from synthesis.sdr import c1_document, generate, interactive_seed
-        sector = generate(circuit.prm, bytes([seed]) * 32)
-        return c1_document(sector, interactive_seed(sector))
     from synthesis.porep import c1_document, generate
     return c1_document(generate(circuit.prm, bytes([seed]) * 32), bytes([seed + 1]) * 32)
 

@@ -1,7 +1,7 @@
 """A 2^27 key in bellperson's format on one device (issue 24): written, streamed back, proved from.
 
-    python3 bench/params_load.py sdr-32g [--dir DIR] [--points curve|full] [--c1 C1.json] [--out params_load.json]
-    python3 bench/params_load.py filecoin-32g --c1 c1.json        # once the filecoin family is merged
+    python3 bench/params_load.py filecoin-32g [--dir DIR] [--points curve|full] [--c1 C1.json] [--out params_load.json]
+    python3 bench/params_load.py filecoin-32g --c1 c1.json
 
 Two processes, so that each one's peak host memory is its own:
 1. write: the key made on the device with a fixed seed (``CudaBackend.setup_resident``, the
@@ -18,7 +18,7 @@ Two processes, so that each one's peak host memory is its own:
    ``--points full`` in the subgroup too). Reported: load seconds, file size and GB/s, the
    process's peak RSS (VmHWM, reset just before the load through /proc/self/clear_refs) beside
    its RSS before, and the device bytes resident.
-   Then partition 0 of a sealed benchmark sector (``--c1``, or made here for sdr/porep-lite) is
+   Then partition 0 of a sealed benchmark sector (``--c1``, or made here) is
    proved from the loaded key, verified with the verifying key read back from the .vk, a wrong
    public input rejected; and with r, s fixed the proof is compared with the one from the key
    made on the device again with the same seed (byte for byte).
@@ -157,10 +157,10 @@ def phase_load(args) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("params", nargs="?", default="sdr-32g")
+    ap.add_argument("params", nargs="?", default="filecoin-32g")
     ap.add_argument("--dir", help="where the files go (default: here if the disk holds them, else /dev/shm)")
     ap.add_argument("--points", default="curve", choices=["none", "curve", "full"])
-    ap.add_argument("--c1", help="a C1 JSON for the set (default: a sector sealed here: sdr, porep-lite)")
+    ap.add_argument("--c1", help="a C1 JSON for the set (default: a sector sealed here)")
     ap.add_argument("--out", default="params_load.json")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--load-only", action="store_true",

@@ -261,7 +261,7 @@ class LimitSettings(Section):
     key_bytes: int = Field(64, gt=0)
     """Longest object key."""
     array_items: int = Field(4096, gt=0)
-    """Most items of one array (porep-lite-16m: 981 challenges a partition)."""
+    """Most items of one array (porep-lite-16m: 895 challenges a partition)."""
     object_keys: int = Field(64, gt=0)
     """Most keys of one object."""
     int_digits: int = Field(40, ge=1, le=4000)

@@ -47,7 +47,7 @@ class Compact:
 
 
 def from_blocks(head: np.ndarray, header_values, challenge_values, batch: int) -> "Compact":
-    """A partition's assignment from its parts (the compact-matrix families: filecoin, sdr): the
+    """A partition's assignment from its parts (the compact-matrix family: filecoin): the
     ``head`` Fr vector (ONE, the public inputs, the shared auxiliaries), then the header block's
     values (one instance), then the challenge block's (``batch`` instances, instance-major)."""
     hk, hf, _ = from_values(header_values, 1)
@@ -122,8 +122,8 @@ def _kinds(v: np.ndarray) -> np.ndarray:
 
 
 def values_array(values: Sequence, batch: int) -> np.ndarray:
-    """A Synth's values without BitBlocks as one (B, n, 4) array."""
-    from .gadgets.core import BitBlock, FeBlock
+    """A Synth's values (per-variable (B, 4) arrays, BitBlocks, FeBlocks) as one (B, n, 4) array."""
+    from .bellpepper.core import BitBlock, FeBlock
 
     parts, run = [], []
     for v in values:
@@ -133,7 +133,12 @@ def values_array(values: Sequence, batch: int) -> np.ndarray:
                 run = []
             parts.append(v.vals)
         elif isinstance(v, BitBlock):
-            raise ValueError("values_array: bit blocks need from_values")
+            bits = np.zeros(v.bits.shape + (4,), dtype=np.uint64)
+            bits[..., 0] = v.bits
+            if run:
+                parts.append(np.stack(run, axis=1))
+                run = []
+            parts.append(bits)
         else:
             run.append(v)
     if run:
@@ -144,7 +149,7 @@ def values_array(values: Sequence, batch: int) -> np.ndarray:
 def from_values(values: Sequence, batch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """A Synth's values (per-variable (B, 4) arrays, BitBlocks, FeBlocks) as (kinds (B, n)
     uint8, the "other" values in row-major order (m, 4), per-row counts of them)."""
-    from .gadgets.core import BitBlock, FeBlock
+    from .bellpepper.core import BitBlock, FeBlock
 
     kinds_parts, fe_cols, fe_vals = [], [], []
     col = 0

@@ -23,7 +23,7 @@ the value-based classes reliable):
 
 Checking one variable's change touches only the rows it appears in (the row values A z, B z,
 C z are computed once): a SHA-256 compression (45k constraints, 4 witnesses) takes ~10 s on
-a shared 2-core machine, the sdr-256k circuit (193k) ~2 minutes.
+a shared 2-core machine, sdr-256k's circuit (193k, the family retired in issue 36) ~2 minutes.
 """
 from __future__ import annotations
 

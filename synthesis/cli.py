@@ -252,10 +252,10 @@ def cmd_circuits(args) -> int:
 
 
 def register(subparsers) -> None:
-    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite, sdr, filecoin)")
+    sec = subparsers.add_parser("sector", help="synthetic sectors and their C1 inputs (porep-lite, filecoin)")
     sub = sec.add_subparsers(dest="sector_command", metavar="SUBCOMMAND", required=True)
     p = sub.add_parser("new", help="seal a synthetic sector from a seed")
-    p.add_argument("--params", required=True, help="parameter set, e.g. porep-lite-4k or sdr-256k")
+    p.add_argument("--params", required=True, help="parameter set, e.g. porep-lite-4k or filecoin-test-256b")
     p.add_argument("--seed", required=True, help="0x + 64 hex digits, or any text (hashed)")
     p.add_argument("--out", required=True, help="sector directory")
     p.add_argument("--force", action="store_true", help="replace a sector already there")

@@ -10,7 +10,7 @@ of distinct coefficients: 4 + 2 bytes a nonzero, not 8 + 32. ``Replicated`` is a
 header block and ``copies`` copies of a per-challenge block whose template-local columns map to
 ``base + j * stride``: the full matrix is never stored, only expanded on request.
 ``CompactR1CS`` is a partition's three ``Replicated`` matrices with their digest, the full R1CS
-on request and an ``.npz`` cache file: the form both StackedDRG-shaped families (sdr, filecoin)
+on request and an ``.npz`` cache file: the form the StackedDRG-shaped family (filecoin)
 build and every backend takes.
 """
 from __future__ import annotations
@@ -295,7 +295,7 @@ class Replicated:
 
 def replicate(header_mats, block_mats, header_map: np.ndarray, segments: np.ndarray, nvar: int,
               copies: int) -> list[Replicated]:
-    """A partition's A, B, C from its recorded blocks (the filecoin and sdr families): each
+    """A partition's A, B, C from its recorded blocks (the filecoin family): each
     header matrix with its columns renumbered by ``header_map``, and the challenge block's
     replicated ``copies`` times by the column map ``segments`` (``expand_segments``)."""
     base, stride = expand_segments(segments, nvar)

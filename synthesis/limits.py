@@ -50,7 +50,7 @@ class Limits:
     string_bytes: int = 256
     #: one object key (the longest C1 key is 11 characters)
     key_bytes: int = 64
-    #: items of one array (sdr-32g: 30 levels of a TreeD path; porep-lite-16m: 981 challenges)
+    #: items of one array (sdr-32g: 30 levels of a TreeD path; porep-lite-16m: 895 challenges)
     array_items: int = 4096
     #: keys of one object (a C1 document's top level: 10)
     object_keys: int = 64

@@ -1,6 +1,7 @@
 // SHA-256 on the host (FIPS 180-4): the round constants, rotr and one compression of a 64-byte
-// block, shared by synthesis/sha256_host.cpp (the gadget's witness trace) and
-// synthesis/filecoin/seal_host.cpp (the labels); synthesis/sha256_spec.py holds the same
+// block: the one host SHA-256 (issue 36), for synthesis/filecoin/seal_host.cpp (labels, TreeD);
+// the circuit's SHA-256 values come from bellperson's gadget replayed natively
+// (synthesis/bellpepper/bits_host.cpp); synthesis/sha256_spec.py holds the same
 // constants for Python. Built with synthesis/ on the include path (arith.native.load's
 // include_dirs: the header is then in the library's cache key).
 #pragma once

@@ -1,5 +1,5 @@
 """A small replicated compact circuit for the tests of the compact product, the device setup and
-the compact assignment path (the shape of sdr's: a header block over shared columns, then
+the compact assignment path (the shape of filecoin's: a header block over shared columns, then
 ``copies`` copies of one block whose local columns map to base + j * stride).
 
 Variables: z0 = 1, z1 = p (public), s (shared aux), then per copy j: x_j, y_j, t_j.

@@ -49,20 +49,17 @@ TARGETS: dict[str, Target] = {
                     ("tests/unit/test_proof_decoding.py", "tests/unit/test_groth16.py", "-k",
                      "subgroup or encoding")),
     "compress": Target("gpu/groth16/compress.py", ("tests/unit/test_compress.py",)),
-    "boolean": Target("synthesis/gadgets/boolean.py",
-                      (SOUNDNESS, "tests/unit/test_gadgets.py", "-k",
-                       "audit or bits or swap or insert or merkle"),
-                      ("boolean", "to_bits", "cond_swap", "_select")),
-    "poseidon": Target("synthesis/gadgets/poseidon.py",
-                       ("tests/unit/test_gadgets.py", SOUNDNESS, "-k", "poseidon or permutation or native")),
-    "merkle": Target("synthesis/gadgets/merkle.py", ("tests/unit/test_gadgets.py", "-k", "merkle or values")),
-    # the gadget's booleanity and additions (the issue's must); the plain SHA-256, the kernel
-    # plumbing and the round functions are left to the hashlib vectors (docs/testing.md)
-    "sha256": Target("synthesis/gadgets/sha256.py",
-                     (SOUNDNESS, "tests/unit/test_sha256.py", "-k",
-                      "sha256_is or sha256_message or sha256_sum or kernel_trace or constraints_per "
-                      "or satisfies"),
-                     ("alloc_bits", "add"), 300.0),
+    # the one gadget library (synthesis/bellpepper, issue 36): bits, insertion, neptune's Poseidon
+    "boolean": Target("synthesis/bellpepper/boolean.py",
+                      (SOUNDNESS, "tests/unit/test_bellpepper_boolean.py", "-k",
+                       "audit or bits or boolean or merkle")),
+    "insertion": Target("synthesis/bellpepper/insertion.py",
+                        (SOUNDNESS, "tests/unit/test_soundness_circuits.py", "tests/unit/test_filecoin_circuit.py",
+                         "-k", "merkle or por or insert or pick")),
+    "poseidon": Target("synthesis/bellpepper/neptune.py",
+                       ("tests/unit/test_bellpepper_poseidon.py", SOUNDNESS, "-k", "poseidon")),
+    "sha256": Target("synthesis/bellpepper/sha256.py",
+                     ("tests/unit/test_bellpepper_sha256.py",), timeout_s=300.0),
     "limits": Target("synthesis/limits.py", ("tests/unit/test_input_bounds.py",
                                              "tests/unit/test_faults_c1_fuzz.py", "-k",
                                              "bound or document or array or object or keys or "

@@ -7,7 +7,7 @@ Two shapes arrive, in cuzk's ``vanilla_proof`` and in the file ``zkhive c2`` rea
   ``c1OutputWrapper`` (what Curio sends cuzk); Go writes ``[]byte`` as standard base64. Inside
   ``Phase1Out``: Filecoin's SealCommitPhase1Output as serde_json writes it (handed to the
   Filecoin family, ``synthesis.filecoin.c1.phase1_to_c1``), or a zkhive C1 document (what the
-  tests and the porep-lite/sdr families use);
+  tests and the porep-lite family uses);
 - a **zkhive C1 document** as is (``{"params": ..., ...}``: ``zkhive sector c1``).
 
 Every size is bounded before it is decoded: the wrapper's text (``limits.c1_max_bytes`` plus

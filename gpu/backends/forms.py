@@ -1,9 +1,9 @@
 """What a backend may be handed for a circuit and an assignment, and how each backend takes it.
 
 A circuit: an ``R1CS`` (full CSR), an object whose ``a``, ``b``, ``c`` are compact matrices
-(``synthesis.sdr.circuit.CompactR1CS``: ``Replicated`` header + block + column map), or a circuit
+(``synthesis.compact.CompactR1CS``: ``Replicated`` header + block + column map), or a circuit
 object offering ``compact_r1cs()`` and/or ``r1cs()``. Duck-typed: gpu never imports the cluster,
-and the CUDA backend prefers the compact form (sdr-32g's full R1CS is ~32 GB; compact ~0.5 GB).
+and the CUDA backend prefers the compact form (filecoin-32g's full R1CS is ~32 GB; compact ~0.5 GB).
 An assignment: an (n, 4) uint64 Fr vector, a ``synthesis.assignment.Compact``, or its encoded
 blob (``bytes``, "ZKA1").
 """
@@ -31,7 +31,7 @@ def full_r1cs(obj):
 
 def circuit_digest(obj) -> bytes:
     """The digest a key for ``obj`` carries (the compact form's where there is one: the full
-    R1CS expanded from it carries the same, synthesis/sdr/circuit.py)."""
+    R1CS expanded from it carries the same, synthesis/compact.py)."""
     cr = compact_of(obj)
     return cr.digest() if cr is not None else full_r1cs(obj).digest()
 

@@ -12,7 +12,7 @@ coefficient that sums to zero stays as a zero term, which every R1CS recorder (b
 generator, Curio's cuzk ``RecordingCS``) skips. ``synthesis.builder.LinearCombination`` (a dict
 that merges and drops zeros) is the same matrix entry for entry, so the gadgets use it.
 
-Every gadget takes a ``synthesis.gadgets.core.Synth``: shape mode records into a
+Every gadget takes a ``synthesis.bellpepper.core.Synth``: shape mode records into a
 ``ConstraintSystem(with_values=False)`` (or a ``TemplatingCS``), values mode computes a batch of
 values (one row per instance) of every allocated variable in allocation order; both at once in
 tests. Bits are (B,) uint8 arrays in values mode and are handed to ``Synth.values`` as

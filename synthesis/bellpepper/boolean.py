@@ -25,7 +25,7 @@ import numpy as np
 
 from .. import field
 from ..builder import LinearCombination
-from ..gadgets.core import BitBlock, Synth
+from .core import BitBlock, Synth
 
 P = field.MODULUS
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import field
-from ..gadgets.core import BitBlock, FeBlock, Synth
+from .core import BitBlock, FeBlock, Synth
 
 
 def aux_values(values, batch: int) -> np.ndarray:

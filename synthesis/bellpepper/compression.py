@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from ..gadgets.core import Synth
+from .core import Synth
 from ..sha256_spec import IV
 from ..sha256_spec import K as ROUND_CONSTANTS
 from .boolean import Boolean

@@ -10,7 +10,7 @@ enforced in between (addmany's booleanity constraints): the order is part of the
 from __future__ import annotations
 
 from ..builder import LinearCombination
-from ..gadgets.core import Synth
+from .core import Synth
 
 CAPACITY = 254
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import field
 from ..builder import LinearCombination
-from ..gadgets.core import Num, Synth
+from .core import Num, Synth
 from .boolean import Boolean
 from .num import alloc_input
 from .uint32 import add_terms, lc_of

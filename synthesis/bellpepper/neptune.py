@@ -5,8 +5,8 @@ filecoin-hashers' ``hash_multi_leaf_circuit`` / ``hash2_circuit`` and storage-pr
 Constants (``src/preprocessing.rs``, ``src/mds.rs``): the round constants pushed backwards
 through M^-1 (``compress_round_constants`` with every partial round preprocessed), the MDS
 matrix factored into ``pre_sparse_matrix`` and one sparse matrix per partial round
-(``factor_to_sparse_matrixes``: w_hat = first column, v_rest = first row's tail). Our
-``synthesis.poseidon`` (round numbers, Grain constants, Cauchy MDS) feeds them.
+(``factor_to_sparse_matrixes``: w_hat = first column, v_rest = first row's tail).
+``neptune_params`` (round numbers, Grain constants, Cauchy MDS) feeds them.
 
 The circuit, for a preimage of ``arity`` allocated numbers (state (tag, x_1..x_a), t = a + 1):
   first full round: the tag's S-box folds to a constant; for each input l:
@@ -22,8 +22,10 @@ The circuit, for a preimage of ``arity`` allocated numbers (state (tag, x_1..x_a
 Constraints = variables = 3a + 4t(R_F - 1) + 4 R_P + 1: 311 (t = 3), 377 (t = 5), 505 (t = 9),
 598 (t = 12), neptune's test_poseidon_hash counts.
 
-Values: ``trace_ints`` (Python ints, the definition) and poseidon_host.cpp's ``neptune_trace``
-(batched, used by the gadget's values mode) give every allocated value in allocation order.
+Values: ``trace_ints`` (Python ints, the definition) and neptune_host.cpp's ``neptune_trace``
+(batched, used by the gadget's values mode) give every allocated value in allocation order;
+``hash_native`` (neptune_host.cpp's ``neptune_hash``) is the one native Poseidon hash of zkhive:
+the trees, labels and columns of every family's sealing side.
 """
 from __future__ import annotations
 
@@ -35,9 +37,9 @@ from typing import Sequence
 import numpy as np
 
 from .. import field
-from .. import poseidon as ps
 from ..builder import LinearCombination
-from ..gadgets.core import FeBlock, Num, Synth
+from . import neptune_params as ps
+from .core import FeBlock, Num, Synth
 
 P = field.MODULUS
 
@@ -216,15 +218,15 @@ def hash_ints(inputs: Sequence[int]) -> int:
 
 # --- native trace --------------------------------------------------------------------------------
 
-def _lib():
-    lib = ps.kernel()
-    if not hasattr(lib, "_neptune_ready"):
-        for fn in (lib.neptune_trace, lib.neptune_hash):
-            fn.argtypes = [ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                           ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-            fn.restype = ctypes.c_int64
-        lib._neptune_ready = True
-    return lib
+def _lib() -> ctypes.CDLL:
+    """neptune_host.cpp, compiled on first use into the host library's cache."""
+    from pathlib import Path
+
+    from arith import native
+    sig = ([ctypes.c_int64, ctypes.c_int, ctypes.c_int, ctypes.c_int] + [ctypes.c_void_p] * 4,
+           ctypes.c_int64)
+    return native.load(Path(__file__).with_name("neptune_host.cpp"), stem="neptune",
+                       signatures={"neptune_trace": sig, "neptune_hash": sig})
 
 
 def hash_native(inputs: np.ndarray) -> np.ndarray:
@@ -239,7 +241,7 @@ def hash_native(inputs: np.ndarray) -> np.ndarray:
     n = _lib().neptune_hash(len(inputs), c.t, c.full_rounds, c.partial_rounds, c.packed_vec.ctypes.data,
                             tag.ctypes.data, inputs.ctypes.data, out.ctypes.data)
     if n != c.num_constraints:
-        raise AssertionError("poseidon_host.cpp's neptune_hash: unsupported width")
+        raise AssertionError("neptune_host.cpp's neptune_hash: unsupported width")
     return out
 
 
@@ -260,7 +262,7 @@ def trace_native(inputs: np.ndarray, c: Constants | None = None) -> np.ndarray:
     n = lib.neptune_trace(b, c.t, c.full_rounds, c.partial_rounds, consts.ctypes.data,
                           tag.ctypes.data, inputs.ctypes.data, out.ctypes.data)
     if n != c.num_constraints:
-        raise AssertionError("poseidon_host.cpp's neptune_trace and the gadget disagree on its length")
+        raise AssertionError("neptune_host.cpp's neptune_trace and the gadget disagree on its length")
     return out
 
 

@@ -1,5 +1,5 @@
 """bellpepper-core's ``gadgets/num.rs`` (v0.2.1) ``AllocatedNum`` and storage-proofs-core's
-``gadgets/constraint.rs``, over ``synthesis.gadgets.core.Num`` (lc of one variable / (B, 4) Fr
+``gadgets/constraint.rs``, over ``synthesis.bellpepper.core.Num`` (lc of one variable / (B, 4) Fr
 values).
 
   inputize            a new public input u; u * ONE = x                  "enforce input is correct"
@@ -22,7 +22,7 @@ import numpy as np
 
 from .. import field
 from ..builder import LinearCombination
-from ..gadgets.core import Num, Synth
+from .core import Num, Synth
 from .boolean import AllocatedBit, Boolean
 
 P = field.MODULUS

@@ -19,7 +19,7 @@ from typing import Sequence
 
 import numpy as np
 
-from ..gadgets.core import Synth
+from .core import Synth
 from .boolean import Boolean
 # the gadget-by-gadget compression and its constants (tests and benches read them here too)
 from .compression import IV, ROUND_CONSTANTS, compression_direct, get_sha256_iv  # noqa: F401

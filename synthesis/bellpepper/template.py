@@ -34,7 +34,7 @@ import numpy as np
 
 from .. import field
 from ..builder import ConstraintSystem, LinearCombination
-from ..gadgets.core import BitBlock, Synth
+from .core import BitBlock, Synth
 from .boolean import OP_AND, OP_CH, OP_MAJ, OP_SUM, OP_XOR, AllocatedBit, Boolean
 from .compression import compression_direct
 from .uint32 import UInt32

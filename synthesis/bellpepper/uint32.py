@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import field
 from ..builder import LinearCombination
-from ..gadgets.core import Synth
+from .core import Synth
 from .boolean import OP_SUM, AllocatedBit, Boolean
 from .multieq import MultiEq
 

@@ -11,7 +11,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from ..gadgets.core import Synth
+from .core import Synth
 from .boolean import AllocatedBit, Boolean
 
 

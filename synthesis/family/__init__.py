@@ -1,6 +1,6 @@
 """What every circuit family shares, so that a new family is not a copy of the last one.
 
-A *family* (porep-lite, sdr, filecoin) is a package under ``synthesis`` that registers its
+A *family* (porep-lite, filecoin) is a package under ``synthesis`` that registers its
 parameter sets (``synthesis.circuits.register``) when imported and names its sealing side here.
 This package holds what the families had each written for themselves:
 
@@ -39,7 +39,6 @@ class Family:
 FAMILIES: dict[str, Family] = {
     "porep-lite": Family("porep-lite", "synthesis.porep", "synthesis.porep.sector",
                          "synthesis.porep.c1"),
-    "sdr": Family("sdr", "synthesis.sdr", "synthesis.sdr.sector", "synthesis.sdr.c1"),
     "filecoin": Family("filecoin", "synthesis.filecoin", "synthesis.filecoin.sector",
                        "synthesis.filecoin.c1"),
 }

@@ -70,7 +70,7 @@ class FamilyCircuit:
 
 
 class CompactMatrices:
-    """What a circuit whose matrices are kept compact answers alike (filecoin, sdr): whether they
+    """What a circuit whose matrices are kept compact answers alike (filecoin): whether they
     are built (in memory, or in its cache file ``matrices_path()``), and the full matrices,
     expanded once from ``compact_r1cs()`` (~40 bytes a nonzero). Its ``__init__`` sets
     ``_lock``, ``_compact`` and ``_r1cs``."""
@@ -90,7 +90,7 @@ class CompactMatrices:
 
 
 class SyntheticCircuit(FamilyCircuit):
-    """The synthetic families' shared C1 layout (porep-lite, sdr): public inputs (replica_id,
+    """The synthetic families' C1 layout (porep-lite): public inputs (replica_id,
     comm_d, comm_r, then per challenge v and its parents), challenges drawn from the seed and
     parents from the family's graph module (``graph``: ``challenge``, ``parents``)."""
 
@@ -122,7 +122,7 @@ class SyntheticCircuit(FamilyCircuit):
 
 
 def block_inputs(s, cs, parents: int, *, header: bool) -> dict:
-    """The inputs of a synthetic family's recorded block (porep-lite's and sdr's matrices): the
+    """The inputs of a synthetic family's recorded block (porep-lite's matrices): the
     public replica_id, comm_d, comm_r (a challenge block: also its challenge and ``parents``
     parent indices), then comm_c and comm_r_last, the two auxiliaries every block shares."""
     pub = {k: s.input(cs.alloc_input(), None) for k in ("replica_id", "comm_d", "comm_r")}
@@ -147,7 +147,7 @@ def report_first_failure(k: int, challenges: int, checks: Iterable[tuple[np.ndar
 
 def differs(val: np.ndarray, want: Any) -> np.ndarray:
     """Per batch row: does the (B, 4) value differ from ``want`` (an int, or a (B, 4) array)?"""
-    from ..gadgets.core import const_vec
+    from ..bellpepper.core import const_vec
 
     want = const_vec(want, len(val)) if isinstance(want, int) else want
     return np.any(val != want, axis=1)

@@ -1,4 +1,4 @@
-"""The parent graph and the challenge draw of the synthetic families (porep-lite, sdr).
+"""The parent graph and the challenge draw of the synthetic family (porep-lite; sdr's until issue 36).
 
 Parents are the same for every layer (as StackedDRG's). Base parent 0 is v - 1, so a layer is
 labeled node after node; the other base parents are pseudo-random earlier nodes, the expander

@@ -30,7 +30,7 @@ def vec_hex(v: np.ndarray) -> list[str]:
 
 
 def c1_document(sector, seed: bytes, circuit: str, challenges, parents, d_path, rc_path) -> dict:
-    """The C1 input of a synthetic family's proof job (porep-lite's and sdr's schema: family/c1.py):
+    """The C1 input of a synthetic family's proof job (porep-lite's schema: family/c1.py):
     per partition k the openings of ``challenges(prm, seed, replica_id, k)``, each with its data
     leaf, TreeD path, column, TreeC and TreeR paths and its ``parents(prm, nodes)`` columns;
     ``d_path(v)``, ``rc_path(tree, v)``: the family's Merkle paths of leaf v in TreeD and in

@@ -1,4 +1,4 @@
-"""What the two synthetic families (porep-lite, sdr) share beyond the base: the parameter-set
+"""What a synthetic family (porep-lite; sdr's too until issue 36) takes beyond the base: the parameter-set
 shape and the C1 layout. Both prove, per challenged node v, the same five checks (TreeD, parent
 columns in TreeC, labels, v's column in TreeC, the encoding in TreeR); they differ in the label
 and TreeD hash (Poseidon against SHA-254), hence in which values are field elements and which

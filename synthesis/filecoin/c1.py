@@ -44,7 +44,8 @@ from typing import Any
 import numpy as np
 from pydantic import ValidationError
 
-from .. import field, limits, poseidon
+from .. import field, limits
+from ..bellpepper import neptune_params
 from . import challenges as chal
 # the schema's names stay reachable here (C.FilecoinC1Error, C.C1Document, C.BENCHMARK_KEY)
 from .document import BENCHMARK_KEY, BENCHMARK_NOTE, C1Document, FilecoinC1Error  # noqa: F401
@@ -282,7 +283,7 @@ def verify(prm: FilecoinParams, c1: C1Document, *, partitions=None) -> list:
         check_partition(prm, pv, expect, graph, k)
         if comm_c is None:
             comm_c, comm_r_last = pv.comm_c, pv.comm_r_last
-            if poseidon.hash_ints([comm_c, comm_r_last]) != pv.comm_r:
+            if neptune_params.hash_ints([comm_c, comm_r_last]) != pv.comm_r:
                 raise FilecoinC1Error("comm_r is not Poseidon(comm_c, comm_r_last) of the proofs' roots",
                                       field="comm_r")
         elif (pv.comm_c, pv.comm_r_last) != (comm_c, comm_r_last):

@@ -1,5 +1,5 @@
 """The ``filecoin`` family's Circuit: Filecoin's StackedDRG PoRep partition (``stacked.py``) with
-compact matrices and a compact assignment (``synthesis.compact``), as the sdr family does.
+compact matrices and a compact assignment (``synthesis.compact``).
 
 Variables (bellperson's numbering): z = (ONE | replica_id, comm_d, comm_r, then per challenge its
 18 inputs in ``generate_public_inputs`` order | header aux | challenge 0 aux | challenge 1 aux |
@@ -15,7 +15,7 @@ itself (``size()['domain']`` counts them), so the matrices here are the synthesi
 
 Witness: the same gadget code in values mode, the header with batch 1 and all challenges of a
 partition as one batch; SHA-256 values come from the templates' native replay, Poseidon's from
-poseidon_host.cpp; the vanilla proofs are checked natively first (``c1.verify``: errors name the
+bellpepper/neptune_host.cpp; the vanilla proofs are checked natively first (``c1.verify``: errors name the
 partition, challenge and layer).
 """
 from __future__ import annotations
@@ -34,7 +34,7 @@ import numpy as np
 from .. import assignment, field
 from ..circuits import C1Error
 from ..compact import TemplatingCS, compact_matrices, replicate
-from ..gadgets.core import Num, Synth, const_vec
+from ..bellpepper.core import Num, Synth, const_vec
 from ..r1cs import R1CS
 from ..compact import CompactR1CS
 from ..family.circuit import CompactMatrices
@@ -49,8 +49,8 @@ CH_INPUTS = 18  # public inputs a challenge: TreeD, 6 DRG, 8 EXP, challenge, Tre
 _SOURCES = ("filecoin/stacked.py", "filecoin/circuit.py", "bellpepper/boolean.py", "bellpepper/num.py",
             "bellpepper/uint32.py", "bellpepper/uint64.py", "bellpepper/multieq.py",
             "bellpepper/multipack.py", "bellpepper/sha256.py", "bellpepper/template.py",
-            "bellpepper/neptune.py", "bellpepper/compression.py", "sha256_spec.py", "poseidon.py",
-            "compact.py")
+            "bellpepper/neptune.py", "bellpepper/neptune_params.py", "bellpepper/compression.py",
+            "bellpepper/insertion.py", "bellpepper/core.py", "sha256_spec.py", "compact.py")
 
 
 def source_digest() -> str:

@@ -47,6 +47,10 @@ NON_INTERACTIVE_PROOF_IDS = {
     "StackedDrg64GiBV1_2_Feat_NonInteractivePoRep": 19,
 }
 ALL_PROOF_IDS = {**REGISTERED_PROOF_IDS, **SYNTHETIC_PROOF_IDS, **NON_INTERACTIVE_PROOF_IDS}
+#: zkhive's test-sized configurations (``filecoin-test-*``): no RegisteredSealProof, so not in
+#: ``ALL_PROOF_IDS`` (a gateway request can never name one); the number only seeds the porep id
+#: (and so the graph and the replica id), far outside Filecoin's ids
+TEST_PROOF_IDS = {"ZkhiveTestStackedDrg256BNotRegistered": 0x7A6B_6869_7665_0001}
 SYNTHETIC_SUFFIX = "_Feat_SyntheticPoRep"
 
 
@@ -64,7 +68,10 @@ def is_synthetic(registered_proof: str) -> bool:
 
 def porep_id_of(registered_proof: str) -> bytes:
     """rust-filecoin-proofs-api ``RegisteredSealProof::porep_id``: id LE | nonce 0 LE | zeros."""
-    return ALL_PROOF_IDS[registered_proof].to_bytes(8, "little") + (0).to_bytes(8, "little") + bytes(16)
+    pid = ALL_PROOF_IDS.get(registered_proof, TEST_PROOF_IDS.get(registered_proof))
+    if pid is None:
+        raise KeyError(registered_proof)
+    return pid.to_bytes(8, "little") + (0).to_bytes(8, "little") + bytes(16)
 
 
 NODE_SIZE = 32
@@ -165,7 +172,12 @@ class FilecoinParams:
 
     @property
     def registered_proof_id(self) -> int:
-        return REGISTERED_PROOF_IDS[self.registered_proof]
+        return REGISTERED_PROOF_IDS.get(self.registered_proof, TEST_PROOF_IDS.get(self.registered_proof))
+
+    @property
+    def is_test(self) -> bool:
+        """A test-sized configuration (``filecoin-test-*``), not a registered proof."""
+        return self.registered_proof in TEST_PROOF_IDS
 
     @property
     def porep_id(self) -> bytes:
@@ -208,10 +220,18 @@ def _sets() -> dict[str, FilecoinParams]:
         FilecoinParams("filecoin-64g", "StackedDrg64GiBV1_1", "StackedDrg64GiBV1", 64 << 30,
                        sub_arity=8, top_arity=2, **big),
     ]
+    # test-sized, as rust-fil-proofs' own circuit tests (storage-proofs-porep stacked
+    # test_stacked_porep_circuit: 8 nodes, 2 layers, 1 challenge): Filecoin's circuit and gadgets
+    # at a size CI proves on a CPU; named and kinded so no one takes it for a registered proof
+    rows.append(FilecoinParams("filecoin-test-256b", "ZkhiveTestStackedDrg256BNotRegistered",
+                               "ZkhiveTestStackedDrg256B", 256, layers=2, minimum_challenges=2,
+                               partitions=2))
     return {p.name: p for p in rows}
 
 
 SETS = _sets()
+#: the test-sized configuration: CI's StackedDRG-shaped cluster tests
+TEST = "filecoin-test-256b"
 TINY = "filecoin-2k"
 BIG = "filecoin-32g"
 

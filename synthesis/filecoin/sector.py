@@ -30,7 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import field, poseidon
+from .. import field
+from ..bellpepper import neptune_params
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
 from . import challenges as chal
@@ -197,7 +198,7 @@ class Sector:
 
     @property
     def comm_r(self) -> bytes:
-        return field.to_bytes(poseidon.hash_ints([field.from_bytes(self.comm_c), field.from_bytes(self.comm_r_last)]))
+        return field.to_bytes(neptune_params.hash_ints([field.from_bytes(self.comm_c), field.from_bytes(self.comm_r_last)]))
 
     def position(self, nodes) -> np.ndarray:
         """Rows of ``nodes`` in this sector's arrays; a SectorError for a node it does not hold."""

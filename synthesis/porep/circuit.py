@@ -17,8 +17,8 @@ import numpy as np
 from .. import field
 from ..circuits import C1Error
 from ..family.circuit import SyntheticCircuit, cached, differs, report_first_failure
-from ..gadgets import Synth
-from ..gadgets.core import const_vec, small_ints_vec
+from ..assignment import values_array
+from ..bellpepper.core import Synth, const_vec, small_ints_vec
 from ..r1cs import R1CS
 from . import c1 as c1mod
 from . import graph
@@ -123,14 +123,14 @@ class PorepLite(SyntheticCircuit):
         self._check_vanilla(k, out, wit, comm_d, comm_c, comm_r_last)
 
         hdr_locals, ch_locals = self._templates
-        if len(hs.values) != hdr_locals or len(cs.values) != ch_locals:
+        hvals, cvals = values_array(hs.values, 1), values_array(cs.values, B)
+        if hvals.shape[1] != hdr_locals or cvals.shape[1] != ch_locals:
             raise AssertionError("values mode allocated a different number of variables "
                                  "than the template")
         public = field.vec_from_ints(pub_ints)
         z = np.concatenate([field.vec_from_ints([1]), public,
                             field.vec_from_ints([comm_c, comm_r_last]),
-                            np.stack(hs.values, axis=1).reshape(-1, 4),
-                            np.stack(cs.values, axis=1).reshape(-1, 4)])
+                            hvals.reshape(-1, 4), cvals.reshape(-1, 4)])
         if check:
             self.r1cs().check(z)
         return z

@@ -9,6 +9,12 @@ Per challenged node v (public: v and its parents' indices), as StackedDRG's circ
   5. the replica leaf data + label_L (the encoding) is in TreeR at v (root comm_r_last);
 and once per partition comm_r = H(comm_c, comm_r_last) (``header_gadget``).
 
+Built from the one gadget library, ``synthesis.bellpepper``: neptune's Poseidon circuit for every
+hash (labels, column hashes, tree nodes), storage-proofs-core's ``insert`` for a path's level
+(arity 2, 4, 8), bellpepper's ``AllocatedBit`` for the index bits. porep-lite keeps its own
+shape: a challenge's index bits are bound to its public input (one unpacking constraint), not
+packed into new inputs as Filecoin's PoR does.
+
 The same code runs in shape mode (records the constraints: ``matrices``) and in values mode
 (computes every challenge's auxiliary values at once, one batch row per challenge: ``circuit``).
 """
@@ -19,7 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from ..gadgets import Num, Synth, hash_nums, root_from_path, to_bits
+from ..bellpepper.boolean import AllocatedBit, Boolean
+from ..bellpepper.core import BitBlock, FeBlock, Num, Synth
+from ..bellpepper.insertion import insert
+from ..bellpepper.neptune import poseidon_hash
+from ..bellpepper.num import _unpacking
 from . import graph
 from .params import TREE_ARITY, PorepParams
 
@@ -36,6 +46,37 @@ class ChallengeWitness:
     tree_r_path: np.ndarray     # (B, depth, 7, 4)
     parent_columns: np.ndarray  # (B, P, L, 4)
     parent_paths: np.ndarray    # (B, P, depth, 7, 4)
+
+
+def hash_nums(s: Synth, nums: list[Num]) -> Num:
+    """neptune's ``poseidon_hash`` of arity len(nums) (allocated numbers only)."""
+    return poseidon_hash(s, nums, len(nums))
+
+
+def to_bits(s: Synth, x: Num, nbits: int, name: str = "bits") -> list[Boolean]:
+    """x's ``nbits`` little-endian bits (x < 2^nbits < 2^63): ``AllocatedBit::alloc`` each, then
+    bellpepper's unpacking constraint 0 * 0 = sum 2^i b_i - x, so the bits are bound to x."""
+    if not 0 < nbits < 63:
+        raise ValueError(f"to_bits supports 1..62 bits, not {nbits}")
+    ints = x.val[:, 0] if s.computing else None
+    bits = [AllocatedBit.alloc(s, (lambda i=i: ((ints >> np.uint64(i)) & np.uint64(1)).astype(np.uint8))
+                               if s.computing else None, f"{name}[{i}] is boolean")
+            for i in range(nbits)]
+    _unpacking(s, bits, x)
+    return [Boolean.is_(b) for b in bits]
+
+
+def root_from_path(s: Synth, leaf: Num, bits: list[Boolean], path: list[list[Num]], arity: int) -> Num:
+    """Fold ``leaf`` up ``path`` (per level: arity - 1 siblings in index order; level l uses bits
+    [m l, m l + m), m = log2 arity): ``insert``, then Poseidon of the arity."""
+    m = arity.bit_length() - 1
+    if len(bits) != m * len(path):
+        raise ValueError(f"{len(path)} levels of arity {arity} need {m * len(path)} index bits, "
+                         f"got {len(bits)}")
+    cur = leaf
+    for level, siblings in enumerate(path):
+        cur = hash_nums(s, insert(s, cur, bits[m * level:m * (level + 1)], siblings))
+    return cur
 
 
 def _path(s: Synth, values, depth: int, width: int) -> list[list[Num]]:
@@ -61,12 +102,18 @@ def challenge_gadget(s: Synth, prm: PorepParams, pub: dict[str, Any],
     cols, parent_roots = _parent_openings(s, prm, pub, wit)
 
     # 3. labels: base parents from this layer, expander parents from the previous one
+    # neptune's circuit hashes allocated numbers: the (layer, v) tag and layer 1's zero expander
+    # inputs are allocated, each bound by one constraint
     labels = []
-    zero = s.const(0)
+    zero = s.alloc(lambda: np.zeros((s.batch, 4), dtype=np.uint64)) if P > prm.base_degree else None
+    if zero is not None:
+        s.enforce(zero, s.one(), s.const(0), "zero expander input")
     for layer in range(1, L + 1):
         base = [cols[j][layer - 1] for j in range(prm.base_degree)]
         exp = [cols[j][layer - 2] if layer >= 2 else zero for j in range(prm.base_degree, P)]
-        tag = s.add_const(pub["challenge"], graph.layer_tag(layer, 0))
+        tag_lc = s.add_const(pub["challenge"], graph.layer_tag(layer, 0))
+        tag = s.alloc(lambda t=tag_lc: t.val)
+        s.enforce(tag_lc, s.one(), tag, f"layer {layer} tag")
         labels.append(hash_nums(s, [pub["replica_id"], tag, *base, *exp]))
 
     # 4. v's column in TreeC
@@ -113,9 +160,9 @@ def _parent_openings(s: Synth, prm: PorepParams, pub: dict[str, Any], wit: Chall
         col, root = _parent_opening(
             vs, prm, index, comm_c, lambda: wit.parent_columns.reshape(B * P, L, 4),
             lambda: wit.parent_paths.reshape(B * P, prm.tree_rc_depth, SIB, 4))
-        per = [v.reshape(B, P, 4) for v in vs.values]
+        per = [_split(v, B, P) for v in vs.values]
         for j in range(P):
-            s.values.extend(v[:, j] for v in per)
+            s.values.extend(v(j) for v in per)
         vals = ([c.val.reshape(B, P, 4) for c in col], root.val.reshape(B, P, 4))
     cols, roots = [], []
     for j in range(P):
@@ -123,6 +170,18 @@ def _parent_openings(s: Synth, prm: PorepParams, pub: dict[str, Any], wit: Chall
                          vals[0][lv][:, j] if s.computing else None) for lv in range(L)])
         roots.append(Num(lcs[j][1].lc if s.shape else None, vals[1][:, j] if s.computing else None))
     return cols, roots
+
+
+def _split(v, B: int, P: int):
+    """One value of a (B * P)-row batch as a function j -> parent j's (B-row) value."""
+    if isinstance(v, BitBlock):
+        bits = v.bits.reshape(B, P, -1)
+        return lambda j: BitBlock(np.ascontiguousarray(bits[:, j]))
+    if isinstance(v, FeBlock):
+        vals = v.vals.reshape(B, P, -1, 4)
+        return lambda j: FeBlock(np.ascontiguousarray(vals[:, j]))
+    per = v.reshape(B, P, 4)
+    return lambda j: per[:, j]
 
 
 def header_gadget(s: Synth, pub: dict[str, Any]) -> Num:

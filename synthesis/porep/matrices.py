@@ -12,7 +12,7 @@ import numpy as np
 
 from ..builder import ConstraintSystem
 from ..family.circuit import block_inputs
-from ..gadgets import Synth
+from ..bellpepper.core import Synth
 from ..r1cs import R1CS, SparseMatrix
 from .gadget import challenge_gadget, header_gadget
 from .params import PorepParams

@@ -18,15 +18,14 @@ from ..family.synthetic import SyntheticShape
 
 #: Bumped whenever the circuit's constraints change for the same parameters; part of the digest
 #: that keys cached matrices and proving keys.
-CIRCUIT_VERSION = 1
+CIRCUIT_VERSION = 2  # 2: neptune's Poseidon circuit and bellpepper's bits (issue 36)
 #: TreeC and TreeR arity (as StackedDRG's 8-ary Poseidon trees); TreeD is binary.
 TREE_ARITY = 8
 #: The code that decides the constraint matrices. Its digest is part of the circuit digest too,
 #: so a change to a gadget that someone forgot to mark with CIRCUIT_VERSION still gets new
 #: cached matrices and new keys instead of a "shape (3524, 4), expected (3477, 4)" at prove time.
-MATRIX_SOURCES = ("porep/circuit.py", "porep/matrices.py", "porep/params.py", "porep/graph.py",
-                  "gadgets/*.py", "poseidon.py", "builder.py", "r1cs.py", "family/circuit.py",
-                  "sha256_spec.py")
+MATRIX_SOURCES = ("porep/circuit.py", "porep/gadget.py", "porep/matrices.py", "porep/params.py",
+                  "porep/graph.py", "bellpepper/*.py", "builder.py", "r1cs.py", "family/circuit.py")
 
 
 def source_digest() -> str:
@@ -82,11 +81,11 @@ def _sets() -> dict[str, PorepParams]:
         PorepParams("porep-lite-4k", **small, challenges=1, partitions=2),
         PorepParams("porep-lite-16k", **mid, challenges=1, partitions=2),
         PorepParams("porep-lite-64k", **big, challenges=3, partitions=4),
-        PorepParams("porep-lite-256k", **big, challenges=15, partitions=4),
+        PorepParams("porep-lite-256k", **big, challenges=13, partitions=4),
         # ~2^20 per partition, 10 partitions: the cluster and GPU issues' workload
-        PorepParams("porep-lite-1m", **big, challenges=61, partitions=10),
-        PorepParams("porep-lite-4m", **big, challenges=245, partitions=10),
-        PorepParams("porep-lite-16m", **big, challenges=981, partitions=10),
+        PorepParams("porep-lite-1m", **big, challenges=55, partitions=10),
+        PorepParams("porep-lite-4m", **big, challenges=223, partitions=10),
+        PorepParams("porep-lite-16m", **big, challenges=895, partitions=10),
     ]
     return {p.name: p for p in rows}
 

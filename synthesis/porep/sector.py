@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .. import field, poseidon
+from .. import field
+from ..bellpepper import neptune_params
 from ..bellpepper.neptune import hash_native
 from ..family import sector as store
 from ..family.sector import SectorError, hexfe
@@ -46,7 +47,7 @@ class Sector:
 
     @property
     def comm_r(self) -> int:
-        return poseidon.hash_ints([self.comm_c, self.comm_r_last])
+        return neptune_params.hash_ints([self.comm_c, self.comm_r_last])
 
     # -- files --------------------------------------------------------------------------------
     def save(self, directory: str | Path) -> Path:
@@ -85,21 +86,21 @@ def _data(prm: PorepParams, seed: bytes) -> np.ndarray:
 def label_layers(prm: PorepParams, replica_id: int) -> np.ndarray:
     """labels[l - 1][v] = H(replica_id, tag(l, v), base parents' layer-l labels,
     expander parents' layer-(l-1) labels): sequential within a layer (v - 1 is a parent), so
-    one C++ permutation per node (~0.4 ms; 5 ms on Python ints)."""
+    one call of neptune's native hash per node (bellpepper/neptune_host.cpp, what the trees and the filecoin
+    family use)."""
     par = graph.parents(prm)
     db = prm.base_degree
     labels = np.zeros((prm.layers, prm.nodes, 4), dtype=np.uint64)
-    state = np.zeros((1, prm.label_arity + 1, 4), dtype=np.uint64)
-    state[0, 0] = field.vec_from_ints([poseidon.domain_tag(prm.label_arity)])[0]
-    state[0, 1] = field.vec_from_ints([replica_id])[0]
+    pre = np.zeros((1, prm.label_arity, 4), dtype=np.uint64)
+    pre[0, 0] = field.vec_from_ints([replica_id])[0]
     for layer in range(1, prm.layers + 1):
         cur, prev = labels[layer - 1], labels[layer - 2] if layer >= 2 else None
         for v in range(prm.nodes):
-            state[0, 2] = 0
-            state[0, 2, 0] = graph.layer_tag(layer, v)
-            state[0, 3:3 + db] = cur[par[v, :db]] if v else 0
-            state[0, 3 + db:] = prev[par[v, db:]] if prev is not None else 0
-            cur[v] = poseidon.permute_native(state)[0][0, 1]
+            pre[0, 1] = 0
+            pre[0, 1, 0] = graph.layer_tag(layer, v)
+            pre[0, 2:2 + db] = cur[par[v, :db]] if v else 0
+            pre[0, 2 + db:] = prev[par[v, db:]] if prev is not None else 0
+            cur[v] = hash_native(pre)[0]
     return labels
 
 

@@ -1,6 +1,6 @@
 """The compact (replicated) matrices, the device setup and the compact assignment on the device.
 
-- A z, B z, C z from the replicated form on the device == the full-CSR host product (sdr-256k,
+- A z, B z, C z from the replicated form on the device == the full-CSR host product (filecoin-test-256b,
   random z: every element written, nothing left from a poisoned output);
 - a compact blob expanded on the device == synthesis.assignment.decode;
 - the key made on the device with a seed == the host setup's key with that seed: the same
@@ -35,7 +35,7 @@ def test_device_product_equals_full_csr(backend):
     from gpu.cuda.memory import DeviceBuffer
     from synthesis.circuits import get_circuit
 
-    cr = get_circuit("sdr-256k").compact_r1cs()
+    cr = get_circuit("filecoin-test-256b").compact_r1cs()
     rng = np.random.default_rng()
     z = random_z(cr.num_variables, rng)
     mats = DeviceCompactR1CS(cr)

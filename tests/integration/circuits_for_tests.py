@@ -107,7 +107,7 @@ class SquareChain:
 
 class CompactToy:
     """A circuit with compact matrices (tests/compact_circuits.py ``toy``): the prover holds
-    such a circuit's key from a .params file over its compact form, as it does sdr's and
+    such a circuit's key from a .params file over its compact form, as it does
     Filecoin's (issue 40). P partitions, each public input p: z = 1, p, s = p, then per copy
     j x_j, x_j^2, (x_j^2 + 3 p)(1 + x_j), x_j drawn from p (some 0 and 1). A C1 document is
     ``{"params": NAME, "partitions": [{"x": "0x<p>", "y": "0x<p>"}, ...]}`` (y must equal x)."""

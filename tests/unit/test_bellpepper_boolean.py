@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from synthesis.builder import ConstraintSystem
-from synthesis.gadgets.core import Synth
+from synthesis.bellpepper.core import Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 from synthesis.bellpepper import check as ck
 from synthesis.bellpepper.boolean import AllocatedBit, Boolean, Unsatisfiable

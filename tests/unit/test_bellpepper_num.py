@@ -8,7 +8,7 @@ import pytest
 
 from synthesis import field as F
 from synthesis.builder import ConstraintSystem
-from synthesis.gadgets.core import Synth
+from synthesis.bellpepper.core import Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 from synthesis.bellpepper import check as ck
 from synthesis.bellpepper import multipack as mp

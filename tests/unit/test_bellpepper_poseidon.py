@@ -8,10 +8,10 @@ import pytest
 
 from arith import native
 from synthesis import field as F
-from synthesis import poseidon as ps
+from synthesis.bellpepper import neptune_params as ps
 from synthesis.builder import ConstraintSystem
 from synthesis.compact import TemplatingCS, compact_matrices
-from synthesis.gadgets.core import FeBlock, Synth
+from synthesis.bellpepper.core import FeBlock, Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 from synthesis.bellpepper import check as ck
 from synthesis.bellpepper import neptune as nep

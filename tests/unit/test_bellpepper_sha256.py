@@ -10,7 +10,7 @@ from arith import native
 from synthesis import field as F
 from synthesis.builder import ConstraintSystem
 from synthesis.compact import TemplatingCS, compact_matrices
-from synthesis.gadgets.core import BitBlock, Synth
+from synthesis.bellpepper.core import BitBlock, Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 from synthesis.bellpepper import check as ck
 from synthesis.bellpepper import sha256 as sh

@@ -13,14 +13,15 @@ from tests.compact_circuits import random_z, toy, witness
 
 
 @pytest.fixture(scope="module")
-def sdr():
+def fc_test():
     from synthesis.circuits import get_circuit
-    return get_circuit("sdr-256k")
+    from synthesis.filecoin.params import TEST
+    return get_circuit(TEST)
 
 
-@pytest.mark.parametrize("which", ["toy", "sdr-256k"])
-def test_products_equal_full_csr(which, sdr):
-    cr = toy(6) if which == "toy" else sdr.compact_r1cs()
+@pytest.mark.parametrize("which", ["toy", "filecoin-test-256b"])
+def test_products_equal_full_csr(which, fc_test):
+    cr = toy(6) if which == "toy" else fc_test.compact_r1cs()
     rng = np.random.default_rng()
     nv = cr.num_variables
     z = random_z(nv, rng)
@@ -48,8 +49,8 @@ def test_products_equal_full_csr(which, sdr):
         assert C.row_terms(p, i) == [(int(k), v) for k, v in full.row(i)]
 
 
-def test_a_plain_compact_matrix_is_a_header(sdr):
-    cm = sdr.compact_r1cs().a.header
+def test_a_plain_compact_matrix_is_a_header(fc_test):
+    cm = fc_test.compact_r1cs().a.header
     p = C.parts(cm)
     z = random_z(int(cm.cols.max()) + 1, np.random.default_rng())
     full = cm.to_sparse()
@@ -258,5 +259,5 @@ def test_column_maps_whose_tiles_overlap_are_refused():
         C.check_columns(bad, cr.num_variables, "a")
 
 
-def test_sdr_digests_agree_across_forms(sdr):
-    assert sdr.r1cs().digest() == sdr.compact_r1cs().digest()
+def test_filecoin_test_digests_agree_across_forms(fc_test):
+    assert fc_test.r1cs().digest() == fc_test.compact_r1cs().digest()

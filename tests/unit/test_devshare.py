@@ -46,16 +46,16 @@ def test_small_keys_keep_every_prover_asked_and_unknowns_change_nothing():
     assert plan_device("cuda:0", 1, ["x"], 1, shape_of=lambda n: _sdr32g_shape()).provers == 1
 
 
-@pytest.mark.slow  # builds (or loads) sdr-32g's compact matrices: ~19 s, 1.9 GB the first time
+@pytest.mark.slow  # builds (or loads) filecoin-32g's compact matrices the first time
 def test_key_shape_from_counts_matches_the_ledger_at_2_27():
     from cluster.pipeline.devshare import key_shape
     from synthesis.circuits import get_circuit
 
-    shape = key_shape(get_circuit("sdr-32g"))
+    shape = key_shape(get_circuit("filecoin-32g"))
     assert shape.domain == 1 << 27 and 130_000_000 < shape.num_vars < 131_000_000
     # docs/gpu.md: 97.8 GiB with compact CSR, + the chunked dense MSM (issue 25: 9.2 GiB at
     # 2^25 chunks with the radix sort's second list; the affine rounds' 8.9 GiB at 2^24, which
-    # with sdr-32g's 7.5 GB matrices do not fit: the ledger admits it without them) and the
+    # with the 32 GiB partition's 7.5 GB matrices do not fit: the ledger admits it without them) and the
     # tail engines' radix lists
     assert 95 * GiB < shape.resident_bytes() < 125 * GiB
     lean = replace(shape, dense_affine=False)

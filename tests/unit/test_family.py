@@ -1,4 +1,4 @@
-"""The family base (synthesis.family): what porep-lite and sdr share, and what a new family plugs
+"""The family base (synthesis.family): what porep-lite and filecoin share, and what a new family plugs
 into: the family table, C1 validation's one-line errors, the sector store, the matrix cache."""
 from __future__ import annotations
 
@@ -21,11 +21,12 @@ def test_every_family_registers_its_sets_and_names_its_sealing_side():
         for attr in ("Sector", "generate", "c1_document", "interactive_seed"):
             assert hasattr(side, attr), f"{fam.name}'s sealing side lacks {attr}"
         assert "properties" in family.schema(fam.name).json_schema()
-    assert any(n.startswith("porep-lite-") for n in names) and any(n.startswith("sdr-") for n in names)
+    assert any(n.startswith("porep-lite-") for n in names) and any(n.startswith("filecoin-test-") for n in names)
+    assert not any(n.startswith("sdr-") for n in names)  # retired (issue 36)
 
 
 def test_unknown_family_is_refused_naming_the_known_ones():
-    with pytest.raises(KeyError, match=r"unknown circuit family 'nope'; known: .*porep-lite.*sdr"):
+    with pytest.raises(KeyError, match=r"unknown circuit family 'nope'; known: filecoin, porep-lite\"?$"):
         family.sealing("nope")
 
 
@@ -65,13 +66,13 @@ def test_length_check_names_the_path():
 
 def test_sector_store_round_trip_and_its_one_line_errors(tmp_path):
     sets = {"x": object()}
-    meta = {"version": 1, "family": "sdr", "params": "x", "seed": "0x" + "ab" * 32,
+    meta = {"version": 1, "family": "filecoin", "params": "x", "seed": "0x" + "ab" * 32,
             "replica_id": store.hexfe(7), "comm_r": store.hexfe(9)}
     store.save(tmp_path / "s", {"data": np.arange(8, dtype=np.uint64).reshape(2, 4)}, meta)
     got, prm, seed, rid = store.read_meta(tmp_path / "s", sets)
     assert (got, prm, seed, rid) == (meta, sets["x"], bytes([0xab]) * 32, 7)
     assert store.read_arrays(tmp_path / "s", ["data"])["data"].tolist() == [[0, 1, 2, 3], [4, 5, 6, 7]]
-    assert store.family_of(tmp_path / "s", "porep-lite") == "sdr"
+    assert store.family_of(tmp_path / "s", "porep-lite") == "filecoin"
     store.check_commitment(tmp_path / "s", meta, 9)
     with pytest.raises(store.SectorError, match="does not match comm_r in sector.json"):
         store.check_commitment(tmp_path / "s", meta, 10)

@@ -1,5 +1,5 @@
 """A property-based fuzzer of C1 documents (issue 15, part of the fault suite): valid porep-lite
-and sdr documents, mutated (wrong types, missing and extra fields, huge integers, deep nesting,
+documents, mutated (wrong types, missing and extra fields, huge integers, deep nesting,
 bad hex, wrong lengths, non-UTF-8 bytes, truncation, NaN, lone surrogates, huge strings), go
 through every input check a C1 meets: the command line's loader (``synthesis.cli.c1_from_bytes``:
 bounds, then the schema), the cluster's submit check (``cluster.pipeline.bounds.check_c1``, what the
@@ -40,16 +40,9 @@ def base(family: str):
     """(circuit, document, the witnesses of every partition) of one valid C1 document."""
     from synthesis.circuits import get_circuit
 
-    if family == "sdr":
-        from synthesis.sdr import SETS, TINY, c1_document, generate
-        from synthesis.sdr.sector import interactive_seed
+    from synthesis.porep import SETS, TINY, c1_document, generate
 
-        sector = generate(SETS[TINY], b"\x07" * 32)
-        doc = c1_document(sector, interactive_seed(sector))
-    else:
-        from synthesis.porep import SETS, TINY, c1_document, generate
-
-        doc = c1_document(generate(SETS[TINY], b"\x05" * 32), b"\x05" * 32)
+    doc = c1_document(generate(SETS[TINY], b"\x05" * 32), b"\x05" * 32)
     circuit = get_circuit(doc["params"])
     c1 = circuit.parse_c1(doc)
     return circuit, doc, tuple(circuit.synthesize(c1, k) for k in range(circuit.num_partitions()))
@@ -222,12 +215,6 @@ def check_everywhere(family: str, kind: str, path, raw: bytes) -> str:
 @given(case=mutated("porep-lite"))
 def test_mutated_porep_lite_c1_is_one_line_or_harmless(case):
     event(f"{case[0]}: {check_everywhere('porep-lite', *case)}")
-
-
-@fuzz(400)
-@given(case=mutated("sdr"))
-def test_mutated_sdr_c1_is_one_line_or_harmless(case):
-    event(f"{case[0]}: {check_everywhere('sdr', *case)}")
 
 
 HARMLESS = {

@@ -12,7 +12,7 @@ from synthesis.bellpepper.check import assignments, check, set_value
 from synthesis.bellpepper.sha256 import sha256
 from synthesis.builder import ConstraintSystem
 from synthesis.compact import TemplatingCS, compact_matrices
-from synthesis.gadgets.core import Synth
+from synthesis.bellpepper.core import Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 from synthesis.filecoin import stacked
 

@@ -14,7 +14,7 @@ from synthesis.builder import ConstraintSystem
 from synthesis.filecoin import params as fp
 from synthesis.filecoin import post
 from synthesis.filecoin import sector as fsec
-from synthesis.gadgets.core import Synth
+from synthesis.bellpepper.core import Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 
 RANDOMNESS = hashlib.sha256(b"zkhive post randomness").digest()[:31] + b"\x01"

@@ -10,7 +10,8 @@ import re
 import numpy as np
 import pytest
 
-from synthesis import field, poseidon
+from synthesis import field
+from synthesis.bellpepper import neptune_params
 from synthesis.filecoin import c1 as C
 from synthesis.filecoin import challenges as CH
 from synthesis.filecoin import params as P
@@ -52,7 +53,7 @@ def test_sealing_rules(sector):
     h5[31] &= 0x3F
     assert S.raw(sector.columns[5, 1]) == bytes(h5)
     # comm_r = Poseidon2(comm_c, comm_r_last); TreeR leaf = last label + data
-    assert sector.comm_r == field.to_bytes(poseidon.hash_ints([field.from_bytes(sector.comm_c),
+    assert sector.comm_r == field.to_bytes(neptune_params.hash_ints([field.from_bytes(sector.comm_c),
                                                                field.from_bytes(sector.comm_r_last)]))
     leaf = field.vec_to_ints(sector.tree_r.nodes(0, np.array([9], np.uint64)))[0]
     assert leaf == (field.vec_to_ints(sector.columns[9, -1])[0] + field.vec_to_ints(sector.data[9])[0]) % field.MODULUS
@@ -386,7 +387,7 @@ def test_32g_tree_r_paths_and_comm_r_of_a_real_sector():
     cid_bytes = base64.b32decode(cid + "=" * (-len(cid) % 8))
     assert cid_bytes[-32:] == comm_r and sector_id == 1 and len(proofs) == 10
     # comm_r = Poseidon2(comm_c, comm_r_last)
-    assert field.to_bytes(poseidon.hash_ints([field.from_bytes(comm_c), field.from_bytes(comm_r_last)])) == comm_r
+    assert field.to_bytes(neptune_params.hash_ints([field.from_bytes(comm_c), field.from_bytes(comm_r_last)])) == comm_r
     # every path hashes from its leaf to comm_r_last, the positions spelling the leaf's node index
     prm = P.get("filecoin-32g")
     leaves = S.vec(b"".join(p[3] for p in proofs))

@@ -107,7 +107,7 @@ def test_file_names_equal_parameters_json():
 
 def _shape(name):
     from synthesis.builder import ConstraintSystem
-    from synthesis.gadgets.core import Synth
+    from synthesis.bellpepper.core import Synth
     s = Synth(cs=ConstraintSystem(with_values=False))
     upd.synthesize_shape(s, name)
     return s.cs

@@ -6,10 +6,11 @@ import numpy as np
 import pytest
 
 from synthesis import field as F
+from synthesis.assignment import values_array
 from synthesis.builder import ConstraintSystem
 from synthesis.circuits import C1Error, get_circuit
-from synthesis.gadgets import Synth
-from synthesis.gadgets.core import const_vec, small_ints_vec
+from synthesis.bellpepper.core import Synth
+from synthesis.bellpepper.core import const_vec, small_ints_vec
 from synthesis.porep import SETS, PorepLite, PorepParams, c1_document, generate
 from synthesis.porep import circuit as pc
 from synthesis.porep.sector import Sector, SectorError
@@ -58,7 +59,8 @@ def direct_partition(prm: PorepParams, c1, k: int):
     for i in range(prm.challenges):
         one = pc.ChallengeWitness(*(getattr(wit, f)[i:i + 1] for f in pc.ChallengeWitness.__dataclass_fields__))
         pc.challenge_gadget(s, prm, {**pub, "challenge": per[i][0], "parents": per[i][1:]}, one)
-    z = F.vec_from_ints([1, *pub_ints, comm_c, comm_r_last] + [F.vec_to_ints(x)[0] for x in s.values])
+    z = np.concatenate([F.vec_from_ints([1, *pub_ints, comm_c, comm_r_last]),
+                        values_array(s.values, 1).reshape(-1, 4)])
     return cs.to_r1cs(), z
 
 
@@ -241,7 +243,7 @@ def test_sector_is_deterministic_and_round_trips(small, tmp_path):
 
 
 def test_labels_follow_their_definition_on_python_ints():
-    from synthesis import poseidon as ps
+    from synthesis.bellpepper import neptune_params as ps
     from synthesis.porep import graph
     from synthesis.porep.sector import label_layers
     prm, rid = SETS["porep-lite-16k"], 987654321

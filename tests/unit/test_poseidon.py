@@ -1,5 +1,6 @@
-"""Poseidon: our parameters and outputs against the paper's reference implementation
-(the ``poseidon-hash`` package) and Neptune's published constants; batched == plain."""
+"""neptune's Poseidon parameters (``synthesis.bellpepper.neptune_params``) and outputs against the
+paper's reference implementation (the ``poseidon-hash`` package) and neptune's published
+constants; the native hash (neptune_host.cpp) == the plain permutation."""
 import contextlib
 import io
 import math
@@ -11,7 +12,7 @@ import numpy as np
 import pytest
 
 from synthesis import field as F
-from synthesis import poseidon as ps
+from synthesis.bellpepper import neptune_params as ps
 from synthesis.bellpepper.neptune import hash_native
 
 if os.environ.get("CI"):  # in CI the cross-check must run, never skip
@@ -144,54 +145,24 @@ def test_mds_is_cauchy_and_invertible():
     assert det != 0
 
 
-@pytest.mark.parametrize("t", [2, 3, 9])
-def test_batched_permutation_equals_the_plain_one(t):
-    batch = F.vec_random(5 * t).reshape(5, t, 4)
-    out = ps.permute_vec(batch)
-    for b in range(5):
-        assert F.vec_to_ints(out[b]) == ps.permute(F.vec_to_ints(batch[b]))
+@pytest.mark.parametrize("t", [2, 3, 9, 16])
+def test_native_hash_equals_the_plain_permutation(t):
+    batch = F.vec_random(9 * t).reshape(9, t, 4)  # 9 instances: the kernel's threaded path
     h = hash_native(batch[:, 1:])
-    assert F.vec_to_ints(h) == [ps.hash_ints(F.vec_to_ints(batch[b, 1:])) for b in range(5)]
+    assert F.vec_to_ints(h) == [ps.permute([ps.domain_tag(t - 1), *F.vec_to_ints(batch[b, 1:])])[1]
+                                for b in range(9)]
+    assert F.vec_to_ints(h) == [ps.hash_ints(F.vec_to_ints(batch[b, 1:])) for b in range(9)]
+    assert not np.array_equal(hash_native(batch[1:2, 1:]), h[:1])
 
 
-def test_batched_mds_in_chunks(monkeypatch):
-    monkeypatch.setattr(ps, "MAX_BATCH", 2)
-    batch = F.vec_random(5 * 3).reshape(5, 3, 4)
-    out = ps.mds_vec(batch)
-    for b in range(5):
-        s = F.vec_to_ints(batch[b])
-        assert F.vec_to_ints(out[b]) == [sum(m * x for m, x in zip(row, s)) % F.MODULUS
-                                         for row in ps.params(3).mds]
-
-
-def test_bad_shapes_and_widths_are_rejected():
+def test_bad_widths_and_matrices_are_rejected():
     with pytest.raises(ValueError, match="width"):
         ps.params(17)
     with pytest.raises(ValueError, match="state has 2 elements"):
         ps.permute([1, 2], ps.params(3))
-    with pytest.raises(ValueError, match=r"\(B, t, 4\)"):
-        ps.permute_vec(np.zeros((3, 4), dtype=np.uint64))
-
-
-@pytest.mark.parametrize("t", [2, 3, 9, 16])
-def test_native_kernel_equals_the_plain_permutation(t):
-    batch = F.vec_random(9 * t).reshape(9, t, 4)  # 9 instances: the kernel's threaded path
-    out, trace = ps.permute_native(batch, trace=True)
-    for b in range(9):
-        assert F.vec_to_ints(out[b]) == ps.permute(F.vec_to_ints(batch[b]))
-    assert trace.shape == (9, ps.trace_len(ps.params(t)), 4)
-    one, none = ps.permute_native(batch[:1])
-    assert none is None and np.array_equal(one, out[:1])
-    assert not np.array_equal(ps.permute_native(batch[1:2])[0], out[:1])
-
-
-def test_sparse_partial_round_form_is_consistent():
-    prm = ps.params(9)
-    sp = ps.sparse_partial_rounds(prm)
-    m11 = [list(row[1:]) for row in prm.mds[1:]]
-    inv = ps._matinv(m11)
-    assert ps._matmul(m11, inv) == [[int(i == j) for j in range(8)] for i in range(8)]
-    assert len(sp["e"]) == len(sp["v"]) == len(sp["w"]) == prm.partial_rounds
-    assert sp["e"][0] == prm.round_constants(prm.full_rounds // 2)[0]
+    with pytest.raises(ValueError, match=r"\(B, arity, 4\)"):
+        hash_native(np.zeros((3, 4), dtype=np.uint64))
+    m = [list(row) for row in ps.params(9).mds]
+    assert ps._matmul(m, ps._matinv(m)) == [[int(i == j) for j in range(9)] for i in range(9)]
     with pytest.raises(ValueError, match="singular"):
         ps._matinv([[1, 2], [2, 4]])

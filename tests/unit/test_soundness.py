@@ -1,14 +1,15 @@
-"""Soundness of every gadget: ``synthesis.audit`` on its constraints and honest witnesses (no
+"""Soundness of gadgets: ``synthesis.audit`` on its constraints and honest witnesses (no
 variable outside the constraints, every bit bound to {0, 1}, no variable that can change alone),
 and per variable class a wrong value that keeps its neighbours' types, refused by the constraint
-that is there for it: a 2 where a bit belongs, a sum off by the modulus, a swapped pair.
+that is there for it: a 2 where a bit belongs, a swapped pair of siblings.
 
-The audit is generic: a new gadget (the bellpepper ports under synthesis/bellpepper, the Filecoin
-circuit) is checked by one call, ``assert_sound(r1cs, witnesses)``, on its R1CS and a few
-witnesses from random inputs (see ``audit_gadget`` below and docs/testing.md)."""
+Here: the audit tool itself, porep-lite's index bits, neptune's Poseidon circuit and porep-lite's
+Merkle path (on ``synthesis.bellpepper``, the one gadget library since issue 36); bellperson's
+SHA-256 in tests/unit/test_bellpepper_sha256.py, Filecoin's PoR and the circuits in
+tests/unit/test_soundness_circuits.py. A new gadget is checked by one call,
+``assert_sound(r1cs, witnesses)``, on its R1CS and a few witnesses from random inputs."""
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -16,8 +17,11 @@ import pytest
 from synthesis import field as F
 from synthesis.audit import Audit, assert_sound, audit, refused_by
 from synthesis.builder import ONE, ConstraintSystem
-from synthesis.gadgets import Synth, cond_swap, hash_nums, insert, root_from_path, to_bits
+from synthesis.assignment import values_array
+from synthesis.bellpepper.core import Synth
+from synthesis.bellpepper.neptune import poseidon_hash
 from synthesis.porep import trees
+from synthesis.porep.gadget import root_from_path, to_bits
 from synthesis.r1cs import UnsatisfiedConstraint
 
 B = 6  # witnesses per gadget: enough that every bit is 1 in one of them
@@ -38,7 +42,7 @@ class Harness:
 
     def z(self, b: int) -> np.ndarray:
         return np.concatenate([F.vec_from_ints([1])] + [v[b:b + 1] for v in self.publics]
-                              + [v[b:b + 1] for v in self.s.values])
+                              + [values_array(self.s.values, self.batch)[b]])
 
     def build(self):
         r1cs = self.cs.to_r1cs()
@@ -148,59 +152,22 @@ def test_to_bits_is_sound_and_each_wrong_value_is_named():
     with pytest.raises(UnsatisfiedConstraint, match=r"^constraint 1 \(x bits\[1\] is boolean\)"):
         r1cs.check(_set(z, 3, 2))  # 2 where bit 1 belongs: its booleanity row comes first
     # bits of x + 1 (all boolean): the packing refuses them
-    assert refused_by(r1cs, z, {2: 0, 3: 1}) == ["constraint 10 (x bits pack)"]
+    assert refused_by(r1cs, z, {2: 0, 3: 1}) == ["constraint 10 (unpacking constraint)"]
     # bits of x + r would need more than 10 bits: the modulus cannot be added
     assert rep.refused["bit set to 2"]
 
 
-def test_cond_swap_refuses_the_other_choice():
-    h = Harness()
-    bit = h.public(small([0, 1, 1, 0, 1, 0]))
-    a, b = h.public(F.vec_random(B)), h.public(F.vec_random(B))
-    cond_swap(h.s, bit, a, b)
-    r1cs, zs = h.build()
-    assert_sound(r1cs, zs, assume_boolean=[1])
-    d = r1cs.num_variables - 1
-    for i in (0, 1):  # bit 0: d = 0; bit 1: d = b - a. Claim the other (a swapped pair)
-        av, bv = F.vec_to_ints(a.val[i:i + 1])[0], F.vec_to_ints(b.val[i:i + 1])[0]
-        other = (bv - av) % F.MODULUS if i == 0 else 0
-        with pytest.raises(UnsatisfiedConstraint, match=r"^constraint 0 \(swap\)"):
-            r1cs.check(_set(zs[i], d, other))
-
-
-def test_insert_refuses_a_node_in_another_slot():
-    h = Harness()
-    pos = np.array([0, 1, 2, 3, 5, 7])
-    bits = [h.public(small(((pos >> i) & 1).tolist())) for i in range(3)]
-    cur = h.public(F.vec_random(B))
-    sibs = [h.public(F.vec_random(B)) for _ in range(7)]
-    insert(h.s, bits, cur, sibs)
-    r1cs, zs = h.build()
-    rep = assert_sound(r1cs, zs, assume_boolean=[1, 2, 3])
-    assert set(rep.determined) == {12, 13, 14, 15}  # the monomials b_i b_j, b0 b1 b2 are bits
-    # witness 0 has the node in slot 0 (its 'place' value cur - sib_0, slot 1's 0): claim it
-    # in slot 1 instead (every value still a field element) and 'insert place' refuses it
-    rows = [i for i, n in enumerate(r1cs.names) if n == "insert place"]
-    place = [int(r1cs.c.row(r)[0][0]) for r in rows]  # eq_j * (cur - base_j) = place_j
-    z = zs[0]
-    cur0 = F.vec_to_ints(cur.val[:1])[0]
-    sib = [F.vec_to_ints(x.val[:1])[0] for x in sibs]
-    assert F.vec_to_ints(z[place[0]:place[0] + 1])[0] == (cur0 - sib[0]) % F.MODULUS
-    got = refused_by(r1cs, z, {place[0]: 0, place[1]: (cur0 - sib[0]) % F.MODULUS})
-    assert got == [f"constraint {rows[0]} (insert place)", f"constraint {rows[1]} (insert place)"]
-
-
-# --- poseidon.py and merkle.py ---------------------------------------------------------------
+# --- neptune's Poseidon and porep-lite's Merkle path (bellpepper's insert) ---------------------
 
 @pytest.mark.parametrize("arity", [2, 8])
 def test_poseidon_is_sound_and_an_sbox_off_by_one_is_named(arity):
     h = Harness(3)
-    hash_nums(h.s, [h.public(F.vec_random(3)) for _ in range(arity)])
+    poseidon_hash(h.s, [h.public(F.vec_random(3)) for _ in range(arity)])
     r1cs, zs = h.build()
     rep = assert_sound(r1cs, zs, sample=400)
     assert rep.bits == []  # field elements only
-    first = 1 + arity  # the first S-box's x^2
-    with pytest.raises(UnsatisfiedConstraint, match=r"^constraint 0 \(poseidon x\^2\)"):
+    first = 1 + arity  # the first input's (x + k)^2
+    with pytest.raises(UnsatisfiedConstraint, match=r"^constraint 0 \(squared sum constraint\)"):
         r1cs.check(_set(zs[0], first, F.vec_to_ints(zs[0][first:first + 1])[0] + 1))
 
 
@@ -233,58 +200,6 @@ def test_merkle_path_is_sound_and_a_swapped_pair_of_siblings_is_refused(arity, d
     assert got, "a swapped pair of siblings satisfies the circuit"
 
 
-# --- sha256.py ---------------------------------------------------------------------------------
-
-@pytest.fixture(scope="module")
-def sha():
-    """sha254 of allocated 32-byte messages (one variable compression), digest public."""
-    from tests.unit.test_sha256 import _hash_circuit
-
-    msgs = [os.urandom(32) for _ in range(4)]
-    msgs[0] = b"\xff" * 32
-    r1cs, zs, _ = _hash_circuit(msgs)
-    return r1cs, zs
-
-
-def test_sha256_is_sound(sha):
-    r1cs, zs = sha
-    rep = assert_sound(r1cs, zs, sample=3000)
-    sums = sum(1 for n in r1cs.names if n == "sha sum bit is boolean")
-    assert sums > 6000
-    assert len(rep.booleanity) == 256 + sums  # message bits and sum bits, each by its own row
-    assert len(rep.determined) > 15_000  # xor, ch, maj outputs from bound bits
-
-
-def test_sha256_message_bit_set_to_2_is_refused_by_its_booleanity(sha):
-    r1cs, zs = sha
-    v = _var_of(r1cs, "message bit is boolean", 5)
-    with pytest.raises(UnsatisfiedConstraint, match=r"^constraint 5 \(message bit is boolean\)"):
-        r1cs.check(_set(zs[1], v, 2))
-
-
-def test_sha256_sum_bit_set_to_2_is_refused_by_its_booleanity(sha):
-    r1cs, zs = sha
-    rows = [i for i, n in enumerate(r1cs.names) if n == "sha sum bit is boolean"]
-    for k in (0, 40, len(rows) - 1):
-        v = int(r1cs.a.row(rows[k])[0][0])
-        got = refused_by(r1cs, zs[2], {v: 2})
-        assert got[0] == f"constraint {rows[k]} (sha sum bit is boolean)", got
-
-
-def test_sha256_sum_off_by_the_modulus_is_refused_by_the_packing(sha):
-    """An addition's result bits changed to encode the sum +- 2^32 (its carry bit flipped): every
-    bit still boolean and the 32-bit word unchanged, so only the packing equation sees it."""
-    r1cs, zs = sha
-    rows = [i for i, n in enumerate(r1cs.names) if n == "sha sum bit is boolean"]
-    sum_bits = [int(r1cs.a.row(r)[0][0]) for r in rows]
-    first = sum_bits[0]  # the first addition: consecutive variables, bit 32 its first carry
-    assert sum_bits[32] == first + 32
-    z = zs[0]
-    carry = F.vec_to_ints(z[first + 32:first + 33])[0]
-    got = refused_by(r1cs, z, {first + 32: 1 - carry})
-    assert len(got) == 1 and got[0].endswith("(sha additions pack (MultiEq))"), got
-
-
 @pytest.mark.parametrize("nbits,wraps", [(253, False), (254, False), (256, True)])
 def test_audit_flags_a_packing_of_bits_that_wraps_the_modulus(nbits, wraps):
     """sum 2^i b_i = x over 256 bits: some x mod r have two bit patterns, so the bits no
@@ -311,7 +226,7 @@ def test_to_bits_takes_1_to_62_bits():
     for n, x in ((1, 1), (62, (1 << 62) - 1)):
         h = Harness(1)
         bits = to_bits(h.s, h.public(small([x])), n)
-        assert len(bits) == n and sum(int(b.val[0, 0]) << i for i, b in enumerate(bits)) == x
+        assert len(bits) == n and sum(int(b.value(1)[0]) << i for i, b in enumerate(bits)) == x
         h.build()
     for n in (0, 63):
         with pytest.raises(ValueError, match=rf"^to_bits supports 1\.\.62 bits, not {n}$"):

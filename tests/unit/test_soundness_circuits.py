@@ -1,10 +1,10 @@
-"""The challenge gadgets of the circuits (porep-lite, SDR, Filecoin's PoR and column hash) through ``synthesis.audit``: the
+"""The challenge gadgets of the circuits (porep-lite, Filecoin's PoR and column hash, a filecoin-test partition) through ``synthesis.audit``: the
 composition of the gadgets (selection by index bits, Poseidon and SHA-254 Merkle paths, labels)
 leaves no variable unconstrained, no bit unbound, none free to change alone.
 
-porep-lite's test partition (9k constraints) runs in every CI run. SDR's smallest set is 193k
-constraints, ~2 minutes of audit on a 2-core machine: ``ZKHIVE_LONG_AUDIT=1`` runs it (as
-``ZKHIVE_LONG_FAULTS`` does for the long fault campaign; docs/testing.md)."""
+porep-lite's test partition runs in every CI run. The test-sized Filecoin configuration is 1.2 M
+constraints: ``ZKHIVE_LONG_AUDIT=1`` runs its audit (as ``ZKHIVE_LONG_FAULTS`` does for the long
+fault campaign; docs/testing.md)."""
 from __future__ import annotations
 
 import json
@@ -44,12 +44,14 @@ def test_porep_lite_challenge_gadget_is_sound():
 
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("ZKHIVE_LONG_AUDIT") != "1",
-                    reason="the SDR audit takes ~2 minutes: ZKHIVE_LONG_AUDIT=1 runs it")
-def test_sdr_challenge_gadget_is_sound():
+                    reason="the filecoin-test-256b audit (1.2 M constraints) takes many minutes: "
+                           "ZKHIVE_LONG_AUDIT=1 runs it")
+def test_filecoin_test_partition_is_sound():
     from synthesis.circuits import get_circuit
-    from synthesis.sdr import TINY, c1_document, generate, interactive_seed
+    from synthesis.filecoin.params import TEST
+    from synthesis.filecoin.sector import c1_document, generate, interactive_seed
 
-    circuit = get_circuit(TINY)
+    circuit = get_circuit(TEST)
     sector = generate(circuit.prm, b"\x41" * 32)
     c1 = circuit.parse_c1(json.loads(json.dumps(c1_document(sector, interactive_seed(sector)))))
     r1cs = circuit.r1cs()
@@ -69,7 +71,7 @@ def test_filecoin_por_and_column_gadgets_are_sound():
     from synthesis.bellpepper.check import assignments
     from synthesis.builder import ConstraintSystem
     from synthesis.filecoin import stacked
-    from synthesis.gadgets.core import Synth
+    from synthesis.bellpepper.core import Synth
     from tests.unit.test_filecoin_circuit import _tree, fr_rand
 
     depth, arity, B = 3, 8, 4

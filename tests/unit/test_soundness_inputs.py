@@ -91,7 +91,7 @@ def header():
     from synthesis.bellpepper.check import assignments
     from synthesis.builder import ConstraintSystem
     from synthesis.filecoin import stacked
-    from synthesis.gadgets.core import Synth
+    from synthesis.bellpepper.core import Synth
 
     vals = {k: field.vec_random(1) for k in ("replica_id", "comm_d", "comm_r", "comm_r_last", "comm_c")}
 
@@ -179,7 +179,7 @@ def test_a_sha256_recomputation_follows_a_flipped_message_bit():
 
     from synthesis.bellpepper import check as ck, sha256 as sh
     from synthesis.builder import ConstraintSystem
-    from synthesis.gadgets.core import Synth
+    from synthesis.bellpepper.core import Synth
     from tests.unit.test_bellpepper_sha256 import alloc_message
 
     data = np.random.default_rng(35).integers(0, 256, (1, 64), dtype=np.uint8)
