@@ -53,7 +53,7 @@ def submit(engine, req):
     from cluster.pipeline.workflow import submit_job
     from synthesis.filecoin import post_job as pj
 
-    from .service import PRIORITIES, Abort
+    from .wire import PRIORITIES, Abort
 
     bad = lambda msg: Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)  # noqa: E731
     kind, what = KIND[req.proof_kind], pb.ProofKind.Name(req.proof_kind)

@@ -40,15 +40,13 @@ from cluster.pipeline.jobs import DONE, FAILED, INDEX, QUEUED, RUNNING, TERMINAL
 
 from . import c2input
 from .status import Snapshot, StatusBoard
+from .wire import PRIORITIES, Abort  # noqa: F401 - PRIORITIES: the gateway's names, read by tests too
 from .pb import proving_pb2 as pb
 from .pb import proving_pb2_grpc as pb_grpc
 
 log = logging.getLogger(__name__)
 
-#: cuzk's Priority -> the cluster's priority names (PRIORITY_UNSPECIFIED: PoRep's default, NORMAL)
-PRIORITIES = {pb.PRIORITY_UNSPECIFIED: "normal", pb.LOW: "bulk", pb.NORMAL: "normal",
-              pb.HIGH: "high", pb.CRITICAL: "critical"}
-#: cuzk's name of the one kind zkhive proves (its QueueStatus.proof_kind, GPUStatus.current_proof_kind)
+#: cuzk's name of PoRep C2 (QueueStatus.proof_kind, GPUStatus.current_proof_kind), the default kind
 POREP = "porep-c2"
 #: timeline stages that are not device compute (cluster.pipeline.tasks)
 NOT_COMPUTE = ("fetch_assignment", "key_load")
@@ -57,14 +55,6 @@ POLL_S = 0.2
 SUBMITTING = 4
 #: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
 KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
-
-
-class Abort(Exception):
-    """A call's gRPC status and one-line message (``ProvingEngine._call`` aborts with it)."""
-
-    def __init__(self, code: grpc.StatusCode, message: str):
-        super().__init__(message)
-        self.code = code
 
 
 def _line(e: BaseException) -> str:

@@ -41,7 +41,7 @@ import numpy as np
 
 from .. import field
 from ..bellpepper import alloc_num, equal, inputize
-from ..gadgets.core import Synth
+from ..bellpepper.core import Synth
 from . import census as cen
 from . import stacked
 from .params import NODE_SIZE, SETS as POREP_SETS

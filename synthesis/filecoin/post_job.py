@@ -62,7 +62,8 @@ PIECE = 192
 #: bump when the circuit's definition changes without a source change (it keys cached matrices)
 CIRCUIT_VERSION = 1
 _SOURCES = ("filecoin/post.py", "filecoin/post_job.py", "filecoin/stacked.py", "bellpepper/num.py",
-            "bellpepper/boolean.py", "bellpepper/neptune.py", "poseidon.py", "compact.py")
+            "bellpepper/boolean.py", "bellpepper/neptune.py", "bellpepper/neptune_params.py", "bellpepper/core.py",
+            "compact.py")
 
 #: go-state-types abi.RegisteredPoStProof (cuzk prover.rs ``registered_post_proof_from_u64``:
 #: Go's ``..V1_1`` window proofs are rust-filecoin-proofs-api's ``..V1_2``)
@@ -239,7 +240,7 @@ def benchmark_vanilla_proofs(prm: post.PostParams, randomness: bytes, sector_ids
     """Curio's bytes (one bincode FallbackPoStSectorProof a sector) for a partition of
     ``sector_ids`` over one ``BenchmarkReplica``: a valid WindowPoSt / WinningPoSt input at any
     size without sealing (a 32 GiB window partition: 23,490 leaves of 2^30 held)."""
-    from .. import poseidon
+    from ..bellpepper.neptune_params import hash_ints
     from .trees import Tree
     api = api_version(registered_proof) if registered_proof else prm.api_version
     if prm.kind == "winning":
@@ -257,7 +258,7 @@ def benchmark_vanilla_proofs(prm: post.PostParams, randomness: bytes, sector_ids
     comm_c = int.from_bytes(hashlib.sha256(seed + b"\0comm_c").digest(), "little") >> 2
     comm_r_last = tree.root
     rep = BenchmarkReplica(0, field.to_bytes(comm_c), field.to_bytes(comm_r_last),
-                           field.to_bytes(poseidon.hash_ints([comm_c, comm_r_last])), tree)
+                           field.to_bytes(hash_ints([comm_c, comm_r_last])), tree)
     out = []
     for sid, chs in zip(sector_ids, per):
         if prm.kind == "winning":

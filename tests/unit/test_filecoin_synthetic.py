@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -92,9 +93,12 @@ def test_a_synthetic_2k_sector_proves_and_verifies_with_the_v1_1_keys(sectors, t
 
     circuit = sectors["circuit"]
     c1 = circuit.parse_c1(sectors["StackedDrg2KiBV1_1_Feat_SyntheticPoRep"])
-    keys = KeyCache(tmp_path / "keys")
+    # a filecoin-2k key made before (the self-test's long test keeps one): reused, not remade
+    made = os.environ.get("ZKHIVE_SELFTEST_KEYS")
+    keys = KeyCache(Path(made) if made else tmp_path / "keys")
     t0 = time.perf_counter()
-    keys.setup(circuit, backend="cpu")
+    if not keys.has(circuit):
+        keys.setup(circuit, backend="cpu")
     t1 = time.perf_counter()
     pk, vk = keys.load_pk(circuit), keys.load_vk(circuit)
     proof = prove(pk, circuit, circuit.synthesize_compact(c1, 0), "cpu")

@@ -69,14 +69,14 @@ def test_an_upward_or_unplaced_import_inside_cluster_is_reported():
 #: synthesis/'s layers, bottom up (docs/circuits.md, "synthesis/ in one page"): a module may
 #: import its own layer's modules and those below, never above; families never each other
 SYNTHESIS_FAMILIES = ("synthesis.porep", "synthesis.filecoin")
-#: the retired stack's names, kept only as aliases for synthesis/filecoin/post.py (issue 36)
+#: the retired stack's names (issue 36): nothing may import them again
 RETIRED = ("synthesis.gadgets", "synthesis.poseidon")
 
 
 def synthesis_violations(g: dict[str, set[str]]) -> list[str]:
     """Imports that break synthesis/'s layering: the gadget library (synthesis.bellpepper)
     importing a family or the family base, one family importing another, anything but
-    post.py importing the retired names."""
+    anything importing the retired names."""
     out = []
     for mod, deps in sorted(g.items()):
         if not mod.startswith("synthesis."):
@@ -89,7 +89,7 @@ def synthesis_violations(g: dict[str, set[str]]) -> list[str]:
             other = next((f for f in SYNTHESIS_FAMILIES if d == f or d.startswith(f + ".")), None)
             if fam and other and other != fam:
                 out.append(f"{mod} imports {d} (a family never imports another)")
-            if d.startswith(RETIRED) and mod != "synthesis.filecoin.post" and not mod.startswith(RETIRED):
+            if d.startswith(RETIRED):
                 out.append(f"{mod} imports {d} (retired in issue 36: synthesis.bellpepper)")
     return out
 
@@ -101,9 +101,10 @@ def test_synthesis_layers_hold():
 def test_synthesis_layers_are_refused_naming_the_import():
     g = {"synthesis.porep.gadget": {"synthesis.filecoin.stacked", "synthesis.gadgets.core"},
          "synthesis.bellpepper.insertion": {"synthesis.porep.params"},
-         "synthesis.filecoin.post": {"synthesis.gadgets.core"}}
+         "synthesis.filecoin.post": {"synthesis.poseidon"}}
     assert synthesis_violations(g) == [
         "synthesis.bellpepper.insertion imports synthesis.porep.params (the gadget library is below the families)",
+        "synthesis.filecoin.post imports synthesis.poseidon (retired in issue 36: synthesis.bellpepper)",
         "synthesis.porep.gadget imports synthesis.filecoin.stacked (a family never imports another)",
         "synthesis.porep.gadget imports synthesis.gadgets.core (retired in issue 36: synthesis.bellpepper)",
     ]
