@@ -76,12 +76,13 @@ class KeyCache:
         return self.root / f"{circuit.name}.{circuit.digest()[:16]}.{kind}"
 
     def filecoin_names(self, circuit) -> list[Path]:
-        """Where Filecoin's own files for a ``filecoin-*`` set would be (without extension)."""
+        """Where Filecoin's own files for a ``filecoin-*`` set (or a circuit naming its v28
+        ``file_stem``: ``snap-update-*``) would be (without extension)."""
         from gpu.groth16.bellperson import FILECOIN_SETS, filecoin_stem
         size = FILECOIN_SETS.get(circuit.name)
-        if size is None:
+        stem = filecoin_stem(size) if size is not None else getattr(circuit, "file_stem", None)
+        if not isinstance(stem, str):
             return []
-        stem = filecoin_stem(size)
         roots = [self.root] + ([self.filecoin_root] if self.filecoin_root is not None else [])
         return [r / stem for r in roots]
 

@@ -6,5 +6,8 @@ from .circuit import FilecoinCircuit
 from .params import BIG, SETS, TINY, FilecoinParams
 
 CIRCUITS = {name: register(FilecoinCircuit(prm)) for name, prm in SETS.items()}
+# SnapDeals' EmptySectorUpdate (snap-update-2k .. -64g): synthesis/filecoin/snap_circuit.py
+from . import snap_circuit  # noqa: E402
+UPDATE_CIRCUITS = {name: register(c) for name, c in snap_circuit.SETS.items()}
 
-__all__ = ["BIG", "CIRCUITS", "SETS", "TINY", "FilecoinCircuit", "FilecoinParams"]
+__all__ = ["BIG", "CIRCUITS", "UPDATE_CIRCUITS", "SETS", "TINY", "FilecoinCircuit", "FilecoinParams"]
