@@ -18,8 +18,6 @@ partitions' 192-byte proofs concatenated in partition order, as cuzk returns the
 """
 from __future__ import annotations
 
-import base64
-
 from synthesis import field
 from synthesis.filecoin import bincode, snap
 from synthesis.filecoin import snap_circuit as sc
@@ -68,7 +66,7 @@ def job_document(req) -> dict:
         except (bincode.BincodeError, snap.UpdateProofError) as e:
             raise SnapRequestError(f"field vanilla_proofs[{k}]: {e}") from None
     doc = {"params": name, "registered_proof": rp, "h": h,
-           "partition_proofs": [base64.b64encode(p).decode() for p in proofs],
+           "partition_proofs": [sc.chunked(p) for p in proofs],
            **{k: hex(v) for k, v in comms.items()}}
     if req.sector_number:
         doc["sector_number"] = req.sector_number

@@ -12,12 +12,13 @@ returns them.
     {"params": "snap-update-2k", "registered_proof": "StackedDrg2KiBV1",
      "comm_r_old": "0x..", "comm_d_new": "0x..", "comm_r_new": "0x..",   # field elements
      "h": 1,                                                            # optional: h_default
-     "partition_proofs": ["<base64 of one bincode PartitionProof>", ...]}  # one a partition
+     "partition_proofs": [["<base64 of one bincode PartitionProof", "in strings of 256>"], ...]}
 
 Every field is checked before the job is accepted (one-line ``C1Error`` naming the field): the
 registered proof, the commitments (hex below r), ``h`` one of the size's ``hs``, exactly
-``partition_count`` proofs, each exactly the byte length its shape gives (checked on the base64
-text before decoding) and decoded by ``bincode.read_update_partition_proof`` (lengths before
+``partition_count`` proofs, each the base64 of its bincode bytes cut in strings of ``CHUNK``
+characters (a JSON string of a job is at most ``limits.string_bytes`` = 256 bytes), exactly the
+byte length its shape gives (checked on the strings before decoding) and decoded by ``bincode.read_update_partition_proof`` (lengths before
 allocation, errors naming the partition and the byte offset). Synthesis then runs
 ``snap.verify_partition`` (vanilla.rs ``verify``: errors naming partition, challenge, proof and
 level) and the circuit's witness (``update.synthesize``, values mode).
@@ -46,6 +47,8 @@ from . import bincode, snap
 from . import update as upd
 
 CIRCUIT_VERSION = 1
+#: characters of base64 a string of ``partition_proofs`` (limits.string_bytes; a multiple of 4)
+CHUNK = 256
 #: RegisteredUpdateProof (go-state-types abi numbering, what Curio sends as registered_proof)
 REGISTERED = {0: "StackedDrg2KiBV1", 1: "StackedDrg8MiBV1", 2: "StackedDrg512MiBV1",
               3: "StackedDrg32GiBV1", 4: "StackedDrg64GiBV1"}
@@ -134,15 +137,22 @@ def parse(prm: upd.UpdateParams, name: str, doc: Any) -> UpdateJob:
         raise C1Error(f"{n} proofs, {prm.partition_count} expected (one bincode PartitionProof a "
                       f"partition, base64)", field="partition_proofs")
     want = proof_bytes(prm)
+    chars = 4 * -(-want // 3)
     parsed = []
-    for k, text in enumerate(proofs):
+    for k, chunks in enumerate(proofs):
         where = f"partition_proofs[{k}]"
-        if not isinstance(text, str) or len(text) != 4 * -(-want // 3):
-            got = f"{len(text)} characters" if isinstance(text, str) else "not a string"
-            raise C1Error(f"{got}, the base64 of {want} bytes ({4 * -(-want // 3)} characters) "
-                          f"expected", field=where, partition=k)
+        if not isinstance(chunks, list) or len(chunks) != -(-chars // CHUNK):
+            got = f"{len(chunks)} strings" if isinstance(chunks, list) else "not a list of strings:"
+            raise C1Error(f"{got}, the base64 of {want} bytes in {-(-chars // CHUNK)} strings of "
+                          f"{CHUNK} characters expected", field=where, partition=k)
+        for j, c in enumerate(chunks):
+            last = j == len(chunks) - 1
+            if not isinstance(c, str) or len(c) != (chars - CHUNK * j if last else CHUNK):
+                raise C1Error(f"{len(c) if isinstance(c, str) else 'not a string:'} characters, "
+                              f"{chars - CHUNK * j if last else CHUNK} expected",
+                              field=f"{where}[{j}]", partition=k)
         try:
-            raw = base64.b64decode(text, validate=True)
+            raw = base64.b64decode("".join(chunks), validate=True)
         except (binascii.Error, ValueError):
             raise C1Error("is not base64", field=where, partition=k) from None
         try:
@@ -154,10 +164,16 @@ def parse(prm: upd.UpdateParams, name: str, doc: Any) -> UpdateJob:
                      _uint(doc, "sector_number"), _uint(doc, "miner_id"))
 
 
+def chunked(raw: bytes) -> list[str]:
+    """A partition proof as the job document holds it: base64 in strings of ``CHUNK``."""
+    text = base64.b64encode(raw).decode()
+    return [text[i:i + CHUNK] for i in range(0, len(text), CHUNK)]
+
+
 def job_document(name: str, u: snap.UpdatedSector, **extra) -> dict:
     """The job document of an ``UpdatedSector`` (tests, ``zkhive`` tooling)."""
     prm = u.prm
-    pp = [base64.b64encode(snap.to_bytes(prm, snap.partition_proof(u, k))).decode()
+    pp = [chunked(snap.to_bytes(prm, snap.partition_proof(u, k)))
           for k in range(prm.partition_count)]
     return {"params": name, "registered_proof": prm.registered_proof,
             "comm_r_old": hex(u.comm_r_old), "comm_d_new": hex(u.comm_d_new),

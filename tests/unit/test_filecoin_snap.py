@@ -242,3 +242,33 @@ def test_the_2k_update_witness_satisfies_the_1_7m_constraint_circuit(cc):
     assert (s.cs.num_constraints, s.cs.num_aux, s.cs.num_public + 1) == (c.constraints, c.aux, c.inputs)
     assert c.constraints == 1_705_039
     check.check(s)
+
+
+@LONG
+@pytest.mark.timeout(3600)   # the 1.7 M-constraint key on 2 shared cores: ~20 min under load
+def test_the_2k_update_proves_on_the_cpu_and_verifies_with_the_bellperson_vk(cc, tmp_path):
+    """snap-update-2k (the registered circuit): its key made on the CPU, the .vk written and read
+    back in bellperson's format, the sealed CC sector's update proved from the job document,
+    192 bytes, verified; a changed comm_r_new, comm_d_new or h_select input rejected."""
+    import base64
+    import json
+    from gpu.groth16 import bellperson as bp
+    from gpu.groth16 import prove, setup, verify
+    from synthesis.circuits import get_circuit
+    from synthesis.filecoin import snap_circuit as sc
+    circuit = get_circuit("snap-update-2k")
+    doc = json.loads(json.dumps(sc.job_document("snap-update-2k", cc["u"])))
+    assert base64.b64decode("".join(doc["partition_proofs"][0])) == cc["bytes"]
+    job = circuit.parse_c1(doc)
+    r1cs = circuit.r1cs()
+    z = circuit.synthesize(job, 0, check=True)
+    pk, _ = setup(r1cs, seed=b"zkhive snap-update-2k test")
+    proof = prove(pk, r1cs, z)
+    assert len(proof.to_bytes()) == 192
+    vk = bp.read_vk(bp.write_vk(pk, tmp_path / f"{circuit.file_stem}.vk"))
+    pub = circuit.public_inputs(job, 0)
+    assert verify(vk, pub, proof)
+    for i in (3, 2, 0):                       # comm_r_new, comm_d_new, k | h_select
+        bad = list(pub)
+        bad[i] += 1
+        assert not verify(vk, bad, proof), i

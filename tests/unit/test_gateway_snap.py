@@ -2,7 +2,7 @@
 document (synthesis/filecoin/snap_circuit.py): a request filled as Curio's ProveUpdateCuzk fills
 it becomes the job document; every wrong field, commitment and partition proof is refused in one
 line naming it, before a job exists. The request through a running cluster: test_gateway_cluster
-(refusals, CI) and tests/integration/test_gateway_snap.py (a verified proof, ZKHIVE_LONG_FILECOIN)."""
+(refusals, CI) and tests/integration/test_gateway_snap_cluster.py (a verified proof, ZKHIVE_LONG_FILECOIN)."""
 from __future__ import annotations
 
 import base64
@@ -54,7 +54,10 @@ def test_curios_request_becomes_the_job_document_the_circuit_parses(updated):
     assert circuit.witness(job, 0).comm_c == u.comm_c
     assert circuit.file_stem == ("v28-empty-sector-update-merkletree-poseidon_hasher-8-0-0-"
                                  "fb9e095bebdd77511c0269b967b4d87ba8b8a525edaa0e165de23ba454510194")
-    assert sc.proof_bytes(u.prm) == len(base64.b64decode(doc["partition_proofs"][0])) == 15064
+    assert sc.proof_bytes(u.prm) == len(base64.b64decode("".join(doc["partition_proofs"][0]))) == 15064
+    assert [len(c) for c in doc["partition_proofs"][0]] == [256] * 78 + [120]   # limits.string_bytes
+    from synthesis import limits
+    limits.check(doc)                         # what the cluster holds every job document to
 
 
 def _refused(u, match: str, **change):
@@ -109,14 +112,18 @@ def test_the_job_document_is_checked_field_by_field(updated):
     refused(r"^field comm_d_new: is not below the BLS12-381 scalar field modulus", comm_d_new="0x" + "f" * 64)
     refused(r"^field h: 2 is not one of \(1, 1, 1, 1, 1, 1\)", h=2)
     refused(r"^field partition_proofs: 0 proofs, 1 expected", partition_proofs=[])
-    refused(r"^partition 0; field partition_proofs\[0\]: 8 characters, the base64 of 15064 bytes",
-            partition_proofs=["AAAAAAAA"])
-    text = good["partition_proofs"][0]
-    refused(r"^partition 0; field partition_proofs\[0\]: is not base64", partition_proofs=["!" + text[1:]])
-    raw = bytearray(base64.b64decode(text))
+    refused(r"^partition 0; field partition_proofs\[0\]: 1 strings, the base64 of 15064 bytes in 79 "
+            r"strings of 256 characters expected", partition_proofs=[["AAAAAAAA"]])
+    refused(r"^partition 0; field partition_proofs\[0\]: not a list of strings:", partition_proofs=["AAAA"])
+    chunks = good["partition_proofs"][0]
+    refused(r"^partition 0; field partition_proofs\[0\]\[3\]: 255 characters, 256 expected",
+            partition_proofs=[chunks[:3] + [chunks[3][1:]] + chunks[4:]])
+    refused(r"^partition 0; field partition_proofs\[0\]: is not base64",
+            partition_proofs=[["!" + chunks[0][1:]] + chunks[1:]])
+    raw = bytearray(base64.b64decode("".join(chunks)))
     raw[32 + 8 + 8 * 32:32 + 8 + 8 * 32 + 8] = (11).to_bytes(8, "little")
     refused(r"^partition 0; field partition_proofs\[0\]: challenge_proofs length at byte 296: 11 items, "
-            r"10 expected", partition_proofs=[base64.b64encode(bytes(raw)).decode()])
+            r"10 expected", partition_proofs=[sc.chunked(bytes(raw))])
     refused(r"^field extra: unknown field", extra=1)
     # the vanilla proof itself is synthesis's check: refused naming the partition and challenge
     job = circuit.parse_c1(dict(good, comm_d_new=hex(u.comm_d_new ^ 1)))
