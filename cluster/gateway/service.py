@@ -21,8 +21,8 @@
     PreloadSRS,   the provers' remote-control commands (cluster.pipeline.srs_control)
     EvictSRS
 
-WINNING_POST and WINDOW_POST_PARTITION are PoSt jobs (cluster.gateway.postinput); SNAP_DEALS_UPDATE
-is UNIMPLEMENTED; a bad request is INVALID_ARGUMENT with one line naming the field; an unknown job
+WINNING_POST and WINDOW_POST_PARTITION are PoSt jobs (cluster.gateway.postinput), SNAP_DEALS_UPDATE
+an update job (cluster.gateway.snap); a bad request is INVALID_ARGUMENT with one line naming the field; an unknown job
 NOT_FOUND.
 """
 from __future__ import annotations
@@ -182,18 +182,19 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             return self._submit_one(req)
 
     def _submit_one(self, req) -> tuple[pb.SubmitProofResponse, bool]:
-        from cluster.pipeline.workflow import submit_job
-
         kind = req.proof_kind
         if kind in (pb.WINNING_POST, pb.WINDOW_POST_PARTITION):  # cluster.gateway.postinput
             from . import postinput
             return postinput.submit(self, req)
+        if kind == pb.SNAP_DEALS_UPDATE:  # SnapDeals: cluster/gateway/snap.py makes the job document
+            from . import snap
+            if req.priority not in PRIORITIES:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, f"field priority: {req.priority} is not a Priority")
+            try:
+                return self._submit_doc(req, snap.job_document(req))
+            except snap.SnapRequestError as e:
+                raise Abort(grpc.StatusCode.INVALID_ARGUMENT, str(e)) from None
         if kind != pb.POREP_SEAL_COMMIT:
-            if kind in (pb.SNAP_DEALS_UPDATE, pb.WINDOW_POST_PARTITION, pb.WINNING_POST):
-                raise Abort(grpc.StatusCode.UNIMPLEMENTED,
-                            f"proof_kind {pb.ProofKind.Name(kind)}: zkhive proves PoRep C2 "
-                            f"(POREP_SEAL_COMMIT) only; send {pb.ProofKind.Name(kind)} to a prover "
-                            f"that has its circuit")
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT,
                         f"field proof_kind: {kind} is not a proof kind (PoRep C2 is POREP_SEAL_COMMIT = 1)")
         if req.priority not in PRIORITIES:
@@ -209,8 +210,14 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         if req.sector_size and c2.sector_size and req.sector_size != c2.sector_size:
             raise Abort(grpc.StatusCode.INVALID_ARGUMENT,
                         f"field sector_size: {req.sector_size}, but the Commit2 input's SectorSize is {c2.sector_size}")
+        return self._submit_doc(req, c2.doc)
+
+    def _submit_doc(self, req, doc: dict) -> tuple[pb.SubmitProofResponse, bool]:
+        """Submit a checked job document under the request's id and priority."""
+        from cluster.pipeline.workflow import submit_job
+
         try:
-            rec, created = submit_job(self.rt, c2.doc, job_id=req.request_id or None,
+            rec, created = submit_job(self.rt, doc, job_id=req.request_id or None,
                                       priority=PRIORITIES[req.priority])
         except JobConflict as e:
             raise Abort(grpc.StatusCode.ALREADY_EXISTS, f"field request_id: {e}") from None

@@ -76,11 +76,13 @@ class KeyCache:
         return self.root / f"{circuit.name}.{circuit.digest()[:16]}.{kind}"
 
     def filecoin_names(self, circuit) -> list[Path]:
-        """Where Filecoin's own files for a ``filecoin-*`` or PoSt set would be (without extension)."""
+        """Where Filecoin's own files for a ``filecoin-*`` set, or a set that names its v28 file
+        stem itself (PoSt: ``filecoin_file_stem``; SnapDeals: ``file_stem``), would be (without
+        extension)."""
         from gpu.groth16.bellperson import FILECOIN_SETS, filecoin_stem
         size = FILECOIN_SETS.get(circuit.name)
-        # a set that names its Filecoin files itself (the PoSt sets: v28-proof-of-spacetime-...)
-        stem = filecoin_stem(size) if size is not None else getattr(circuit, "filecoin_file_stem", None)
+        stem = (filecoin_stem(size) if size is not None else
+                getattr(circuit, "filecoin_file_stem", None) or getattr(circuit, "file_stem", None))
         if not isinstance(stem, str):
             return []
         roots = [self.root] + ([self.filecoin_root] if self.filecoin_root is not None else [])

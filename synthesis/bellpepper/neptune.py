@@ -281,11 +281,13 @@ def _add_into(acc: dict, terms: dict) -> None:
         acc[v] = (acc.get(v, 0) + c) % P
 
 
-def poseidon_hash(s: Synth, preimage: Sequence[Num], arity: int | None = None) -> Num:
+def poseidon_hash(s: Synth, preimage: Sequence[Num], arity: int | None = None,
+                  consts: Constants | None = None) -> Num:
     """neptune's ``circuit::poseidon_hash`` over allocated numbers: the hash as an allocated Num.
     Values mode: the whole trace natively, appended to ``s.values`` as one FeBlock when
-    ``s.blocks`` (else one (B, 4) array a variable)."""
-    c = constants(arity or len(preimage))
+    ``s.blocks`` (else one (B, 4) array a variable). ``consts``: other constants of the arity
+    (a custom domain tag, e.g. storage-proofs-update's GenRandomness), else the Merkle-tree ones."""
+    c = consts or constants(arity or len(preimage))
     if len(preimage) != c.arity:
         raise ValueError(f"a preimage of {len(preimage)} for arity {c.arity}")
     trace = None
@@ -294,7 +296,7 @@ def poseidon_hash(s: Synth, preimage: Sequence[Num], arity: int | None = None) -
     shape = s.shape
     cs = s.cs
     keys = []  # keys of the allocated variables, in order
-    if shape and hasattr(cs, "instantiate"):  # TemplatingCS: one recorded instance per arity
+    if shape and consts is None and hasattr(cs, "instantiate"):  # TemplatingCS: one instance per arity
         tmpl = template(c.arity)
         start = len(cs._aux)
         cs.instantiate(tmpl, [x.lc for x in preimage])

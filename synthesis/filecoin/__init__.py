@@ -9,5 +9,9 @@ from .post_job import CIRCUITS as _POST
 
 CIRCUITS = {name: register(FilecoinCircuit(prm)) for name, prm in SETS.items()}
 POST_CIRCUITS = {name: register(c) for name, c in _POST.items()}
+# SnapDeals' EmptySectorUpdate (snap-update-2k .. -64g): synthesis/filecoin/snap_circuit.py
+from . import snap_circuit  # noqa: E402
+UPDATE_CIRCUITS = {name: register(c) for name, c in snap_circuit.SETS.items()}
 
-__all__ = ["BIG", "CIRCUITS", "POST_CIRCUITS", "SETS", "TINY", "FilecoinCircuit", "FilecoinParams"]
+__all__ = ["BIG", "CIRCUITS", "POST_CIRCUITS", "SETS", "TINY", "UPDATE_CIRCUITS", "FilecoinCircuit",
+           "FilecoinParams"]

@@ -42,6 +42,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+import numpy as np
+
 from . import census as cen
 
 VERSION = 28
@@ -364,96 +366,234 @@ def census(prm: UpdateParams | str) -> UpdateCensus:
     return UpdateCensus(prm.name, total, header, one)
 
 
-# --- the circuit (shape) ------------------------------------------------------------------------
+# --- GenRandomness ------------------------------------------------------------------------------
 
-def synthesize_shape(s, prm: UpdateParams | str) -> None:
-    """``EmptySectorUpdateCircuit::synthesize`` (either variant) in shape mode over
-    ``synthesis.bellpepper`` (``Synth(cs=ConstraintSystem(with_values=False))``): the constraints
-    and variables in bellperson's allocation order, on the PoRep circuit's gadgets (neptune's
-    Poseidon with the standard arity-2 constants standing in for the GenRandomness tag: the same
-    rows and variables). No witness yet: that needs the update sealer."""
+#: constants.rs HASH_TYPE_GEN_RANDOMNESS = HashType::Custom(CType::Arbitrary(1)): neptune's
+#: ``CType::domain_tag`` is ``x_pow2(id, 40)`` = id * 2^40 (checked against challenges.rs's
+#: test_challenges_against_hardcoded vectors, tests/unit/test_filecoin_update_witness.py)
+GEN_RANDOMNESS_TAG = 1 << 40
+
+
+def gen_randomness_constants():
+    """``POSEIDON_CONSTANTS_GEN_RANDOMNESS``: neptune's arity-2 constants (round constants and MDS
+    do not depend on the hash type) with the custom domain tag."""
+    import dataclasses
+    from ..bellpepper import neptune
+    return dataclasses.replace(neptune.constants(2), tag=GEN_RANDOMNESS_TAG)
+
+
+def gen_hash(a: int, b: int) -> int:
+    """``Poseidon::new_with_preimage(&[a, b], &POSEIDON_CONSTANTS_GEN_RANDOMNESS).hash()``."""
+    from ..bellpepper import neptune
+    return neptune.trace_ints([a, b], gen_randomness_constants())[0]
+
+
+def phi(comm_d_new: int, comm_r_old: int) -> int:
+    """vanilla.rs ``phi``."""
+    return gen_hash(comm_d_new, comm_r_old)
+
+
+def rho(phi_: int, high: int) -> int:
+    """vanilla.rs ``rho``."""
+    return gen_hash(phi_, high)
+
+
+def challenges(prm: UpdateParams, comm_r_new: int, k: int) -> list[int]:
+    """challenges.rs ``Challenges::new(sector_nodes, comm_r_new, k)`` (``new_poseidon`` for the
+    Poseidon variant: one partition of every challenge, no partition bits)."""
+    if not 0 <= k < prm.partition_count:
+        raise ValueError(f"partition k = {k}: {prm.partition_count} partitions")
+    width = prm.challenge_bit_len - prm.partition_bit_len
+    per_digest = cen.CAPACITY // width
+    digests = -(-prm.challenge_count // per_digest)
+    out: list[int] = []
+    for j in range(digests):
+        d = gen_hash(comm_r_new, k * digests + j)
+        take = min(per_digest, prm.challenge_count - len(out))
+        out += [((d >> (i * width)) & ((1 << width) - 1)) | (k << width) for i in range(take)]
+    return out
+
+
+# --- the circuit (shape and witness) ------------------------------------------------------------
+
+@dataclass
+class ChallengeWitness:
+    """One challenge's proofs (vanilla.rs ``ChallengeProof`` as the circuit reads it): the leaves
+    and, per level from the leaves, the siblings ((arity - 1, 4) uint64 each). ``path_d_new``:
+    every TreeD level (binary SHA-256; the Poseidon variant: TreeR's shape)."""
+    challenge: int
+    leaf_r_old: int
+    leaf_d_new: int
+    leaf_r_new: int
+    path_r_old: list
+    path_d_new: list
+    path_r_new: list
+
+
+@dataclass
+class PartitionWitness:
+    """Partition k's public and private inputs (circuit.rs ``PublicInputs`` / ``PrivateInputs``)."""
+    k: int
+    h: int
+    comm_r_old: int
+    comm_d_new: int
+    comm_r_new: int
+    comm_c: int
+    root_r_old: int
+    root_r_new: int
+    apex_leafs: list[int]
+    challenges: list[ChallengeWitness]
+
+    def public_inputs(self, prm: UpdateParams) -> list[int]:
+        return public_inputs(prm, self.k, self.h, self.comm_r_old, self.comm_d_new, self.comm_r_new)
+
+
+def synthesize(s, prm: UpdateParams | str, w: PartitionWitness | None = None) -> None:
+    """``EmptySectorUpdateCircuit::synthesize`` (either variant) over ``synthesis.bellpepper``:
+    the constraints and variables in bellperson's allocation order, on the PoRep circuit's
+    gadgets (``stacked.insert/pick/pack_bits/sha256_hash_multi_leaf``, neptune's Poseidon: the
+    Merkle-tree constants for TreeR and comm_r, the GenRandomness ones for phi, the challenge
+    digests and rho). Shape mode (``Synth(cs=...)``), values mode (``Synth(batch=1)``, ``w`` one
+    partition's witness) or both at once."""
     from ..bellpepper import AllocatedBit, Boolean, alloc_num, equal, inputize, to_bits_le
     from ..bellpepper.boolean import comb
+    from ..bellpepper.neptune import poseidon_hash
     from ..bellpepper.num import mul
     from ..builder import LinearCombination
+    from .. import field
     from . import stacked
     prm = get(prm) if isinstance(prm, str) else prm
-    if not s.shape or s.computing:
-        raise ValueError("update.synthesize_shape records shape only (no update witness yet)")
+    comp = s.computing
+    if comp and (w is None or s.batch != 1):
+        raise ValueError("update.synthesize computes one partition (Synth(batch=1) and a witness)")
+    if comp and len(w.challenges) != prm.challenge_count:
+        raise ValueError(f"{len(w.challenges)} challenge proofs, {prm.challenge_count} expected")
     ONE = LinearCombination({0: 1})
-    bit = lambda name: Boolean.is_(AllocatedBit.alloc(s, None, name))  # noqa: E731
+    gen_c = gen_randomness_constants()
+    fe = lambda x: field.vec_from_ints([int(x) % field.MODULUS])  # noqa: E731
+    val = (lambda f: (lambda: fe(f()))) if comp else (lambda f: None)  # noqa: E731
 
-    def path(arities):
-        return [[alloc_num(s) for _ in range(a - 1)] for a in arities]
+    def num(f):
+        return alloc_num(s, val(f))
+
+    def enforce(abc, name):
+        """A constraint whose sides (``abc()``: linear combinations) exist in shape mode only."""
+        if s.shape:
+            s.cs.enforce(*abc(), name)
+
+    def gen_hash_(a, b):
+        return poseidon_hash(s, [a, b], 2, gen_c)
+
+    def path(levels):
+        """Allocate the siblings of ``levels`` (a list of (arity - 1, 4) arrays or arities)."""
+        if comp:
+            return [[alloc_num(s, lambda x=x: np.asarray(x, np.uint64).reshape(1, 4)) for x in lv]
+                    for lv in levels]
+        return [[alloc_num(s) for _ in range(a - 1)] for a in levels]
 
     def por_nci(bits, leaf, sibs, root, arities, sha):
+        """storage-proofs-core ``por_no_challenge_input``."""
         cur, it = leaf, iter(bits)
         for arity, level in zip(arities, sibs, strict=True):
             ins = stacked.insert(s, cur, [next(it) for _ in range(arity.bit_length() - 1)], level)
             cur = stacked.sha256_hash_multi_leaf(s, ins) if sha else stacked.poseidon(s, ins)
-        s.cs.enforce(cur.lc, ONE, root.lc, "calculated root == provided root")
+        enforce(lambda: (cur.lc, ONE, root.lc), "calculated root == provided root")
 
-    first = alloc_num(s)
+    nsel = prm.partition_bit_len + len(prm.hs)
+    first = num(lambda: w.public_inputs(prm)[0])
     inputize(s, first)
-    sel = [bit("k_and_h_select bit") for _ in range(prm.partition_bit_len + len(prm.hs))]
-    s.cs.enforce(comb(*((1 << i, b) for i, b in enumerate(sel))), ONE, first.lc, "binary decomp")
+    sel_val = (lambda i: (lambda: np.array([(w.public_inputs(prm)[0] >> i) & 1], np.uint8))) \
+        if comp else (lambda i: None)
+    sel = [Boolean.is_(AllocatedBit.alloc(s, sel_val(i), "k_and_h_select bit")) for i in range(nsel)]
+    enforce(lambda: (comb(*((1 << i, b) for i, b in enumerate(sel))), ONE, first.lc),
+            "k_and_h_select binary decomp")
     part_bits, h_bits = sel[:prm.partition_bit_len], sel[prm.partition_bit_len:]
     if not prm.poseidon:
         partition = stacked.pack_bits(s, part_bits)
-    comm_r_old, comm_d_new, comm_r_new = alloc_num(s), alloc_num(s), alloc_num(s)
-    for v in (comm_r_old, comm_d_new, comm_r_new):
-        inputize(s, v)
-    phi = stacked.poseidon(s, [comm_d_new, comm_r_old])
-    comm_c, root_r_old, root_r_new = alloc_num(s), alloc_num(s), alloc_num(s)
-    apex_leafs = [alloc_num(s) for _ in range(prm.apex_leaf_count)]
-    part_path = path((2,) * prm.partition_bit_len)
+    comm_r_old = num(lambda: w.comm_r_old)
+    inputize(s, comm_r_old)
+    comm_d_new = num(lambda: w.comm_d_new)
+    inputize(s, comm_d_new)
+    comm_r_new = num(lambda: w.comm_r_new)
+    inputize(s, comm_r_new)
+    phi_ = gen_hash_(comm_d_new, comm_r_old)
+    comm_c, root_r_old, root_r_new = (num(lambda: w.comm_c), num(lambda: w.root_r_old),
+                                      num(lambda: w.root_r_new))
+    apex_leafs = [num(lambda i=i: w.apex_leafs[i]) for i in range(prm.apex_leaf_count)]
+    top = prm.challenge_bit_len - prm.partition_bit_len
+    part_path = path([w.challenges[0].path_d_new[lv] for lv in range(top, prm.challenge_bit_len)]
+                     if comp and not prm.poseidon else (2,) * prm.partition_bit_len)
     for root, comm_r in ((root_r_old, comm_r_old), (root_r_new, comm_r_new)):
-        equal(s, stacked.poseidon(s, [comm_c, root]), comm_r)
+        equal(s, stacked.poseidon(s, [comm_c, root]), comm_r, "enforce comm_r_calc == comm_r")
     if prm.poseidon:
-        partition = alloc_num(s)
+        partition = num(lambda: 0)
     else:
         row = apex_leafs
         while len(row) > 1:
             row = [stacked.sha256_hash_multi_leaf(s, row[i:i + 2]) for i in range(0, len(row), 2)]
         por_nci(part_bits, row[0], part_path, comm_d_new, (2,) * prm.partition_bit_len, True)
-    width = prm.challenge_bit_len - prm.partition_bit_len
-    per_digest = cen.CAPACITY // width
+    per_digest = cen.CAPACITY // top
     digests = -(-prm.challenge_count // per_digest)
     gen: list = []
     for j in range(digests):
-        idx = alloc_num(s)
-        s.cs.enforce(partition.lc * digests + ONE * j if j else partition.lc * digests, ONE,
-                     idx.lc, "digest_index")
-        bits = to_bits_le(s, stacked.poseidon(s, [comm_r_new, idx]))
+        idx = num(lambda j=j: w.k * digests + j)
+        enforce(lambda j=j, idx=idx: (partition.lc * digests + ONE * j if j else
+                                      partition.lc * digests, ONE, idx.lc), "digest_index")
+        bits = to_bits_le(s, gen_hash_(comm_r_new, idx))
         take = prm.challenge_count - len(gen) if j == digests - 1 else per_digest
-        gen += [bits[i * width:(i + 1) * width] for i in range(take)]
+        gen += [bits[i * top:(i + 1) * top] for i in range(take)]
     ar = prm.tree_r_arities
-    for c_bits in gen:
+    start = prm.challenge_bit_len - prm.partition_bit_len - prm.apex_leaf_bit_len
+    for ci, c_bits in enumerate(gen):
+        cw = w.challenges[ci] if comp else None
         c_bits = c_bits + part_bits
         n, ors = len(c_bits), []
         for h, hb in zip(prm.hs, h_bits, strict=True):
             high = stacked.pack_bits(s, c_bits[n - h:])
-            o = alloc_num(s)
-            s.cs.enforce(high.lc, hb.lc(), o.lc, "c_high_or_zero")
+            o = s.alloc((lambda high=high, hb=hb: _times_bit(high.val, hb)) if comp else None)
+            enforce(lambda: (high.lc, hb.lc(), o.lc), "c_high_or_zero")
             ors.append(o)
-        c_high = alloc_num(s)
-        total = ors[0].lc
-        for o in ors[1:]:
-            total = total + o.lc
-        s.cs.enforce(total, ONE, c_high.lc, "c_high_selected")
-        rho = stacked.poseidon(s, [phi, c_high])
-        leaf_r_old, leaf_d_new = alloc_num(s), alloc_num(s)
-        prod = mul(s, leaf_d_new, rho)
-        leaf_r_new = alloc_num(s)
-        s.cs.enforce(leaf_r_old.lc + prod.lc, ONE, leaf_r_new.lc, "label_r_new")
-        por_nci(c_bits, leaf_r_old, path(ar), root_r_old, ar, False)
-        por_nci(c_bits, leaf_r_new, path(ar), root_r_new, ar, False)
+        c_high = s.alloc((lambda: _sum(ors)) if comp else None)
+        enforce(lambda: (sum((o.lc for o in ors[1:]), ors[0].lc), ONE, c_high.lc),
+                "c_high_selected")
+        rho_ = gen_hash_(phi_, c_high)
+        leaf_r_old, leaf_d_new = num(lambda: cw.leaf_r_old), num(lambda: cw.leaf_d_new)
+        prod = mul(s, leaf_d_new, rho_)
+        leaf_r_new = s.alloc((lambda: _add(leaf_r_old.val, prod.val)) if comp else None)
+        enforce(lambda: (leaf_r_old.lc + prod.lc, ONE, leaf_r_new.lc), "label_r_new")
+        por_nci(c_bits, leaf_r_old, path(cw.path_r_old if comp else ar), root_r_old, ar, False)
+        por_nci(c_bits, leaf_r_new, path(cw.path_r_new if comp else ar), root_r_new, ar, False)
         if prm.poseidon:
-            por_nci(c_bits, leaf_d_new, path(ar), comm_d_new, ar, False)
+            por_nci(c_bits, leaf_d_new, path(cw.path_d_new if comp else ar), comm_d_new, ar, False)
             continue
-        start = prm.challenge_bit_len - prm.partition_bit_len - prm.apex_leaf_bit_len
         state = list(apex_leafs)
         for b in reversed(c_bits[start:start + prm.apex_leaf_bit_len]):
             half = len(state) // 2
             state = [stacked.pick(s, b, state[half + j], state[j]) for j in range(half)]
-        por_nci(c_bits[:start], leaf_d_new, path((2,) * start), state[0], (2,) * start, True)
+        below = (2,) * start
+        por_nci(c_bits[:start], leaf_d_new, path(cw.path_d_new[:start] if comp else below),
+                state[0], below, True)
+
+
+def _times_bit(x: np.ndarray, bit) -> np.ndarray:
+    return np.where(bit.value(1)[:, None] == 1, x, np.zeros_like(x))
+
+
+def _sum(nums) -> np.ndarray:
+    from arith import native
+    acc = nums[0].val
+    for o in nums[1:]:
+        acc = native.add(acc, o.val)
+    return acc
+
+
+def _add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    from arith import native
+    return native.add(a, b)
+
+
+def synthesize_shape(s, prm: UpdateParams | str) -> None:
+    """Shape mode only (``Synth(cs=ConstraintSystem(with_values=False))``)."""
+    if not s.shape or s.computing:
+        raise ValueError("update.synthesize_shape records shape only")
+    synthesize(s, prm, None)

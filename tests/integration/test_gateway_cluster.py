@@ -2,7 +2,7 @@
 (its keeper, real workers, real Redis), called by a real gRPC client built from our .proto: a
 Commit2 input in, N x 192 verified proof bytes out; idempotent request ids, priorities, await
 with a timeout, cancel of a running job, status, metrics, resident keys on request, the bearer
-token, UNIMPLEMENTED SnapDeals; then the faults: a prover SIGKILLed under a Prove call (the call
+token, every other proof kind checked at the door; then the faults: a prover SIGKILLed under a Prove call (the call
 still returns a verified proof) and the gateway itself SIGKILLed (the keeper brings it back and
 the caller's retry with the same request_id gets the same job's proof). Last, ``zkhive c2``
 through the cluster."""
@@ -165,16 +165,18 @@ def test_submit_is_idempotent_on_the_request_id_and_await_times_out(gw):
 
 def test_bad_requests_and_other_proof_kinds_are_refused_in_one_line(gw, porep):
     _, doc, c2 = porep
-    for kind in (pb.SNAP_DEALS_UPDATE,):
-        req = pb.SubmitProofRequest(request_id="wpost-1", proof_kind=kind, vanilla_proofs=[b"x"])
-        code, msg = _code(lambda: gw.call("Prove", pb.ProveRequest(submit=req)))
-        assert code == grpc.StatusCode.UNIMPLEMENTED, msg
-        assert pb.ProofKind.Name(kind) in msg and "PoRep C2" in msg
-    # the PoSt kinds are taken (tests/integration/test_gateway_post.py): a bad one is refused
+    # every kind is taken: a bad PoSt request is refused at the door (tests/integration/test_gateway_post.py)
     req = pb.SubmitProofRequest(request_id="wpost-1", proof_kind=pb.WINNING_POST, vanilla_proofs=[b"x"],
                                 randomness=bytes(32))
     code, msg = _code(lambda: gw.call("Prove", pb.ProveRequest(submit=req)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and msg.startswith("field vanilla_proofs[0]: 1 bytes"), msg
+    # SnapDeals is checked at the door (tests/unit/test_gateway_snap.py has every field)
+    snap = pb.SubmitProofRequest(request_id="snap-1", proof_kind=pb.SNAP_DEALS_UPDATE, registered_proof=0,
+                                 sector_size=2048, comm_r_old=bytes(32), comm_r_new=bytes(32),
+                                 comm_d_new=bytes(32), vanilla_proofs=[b"x"])
+    code, msg = _code(lambda: gw.call("Prove", pb.ProveRequest(submit=snap)))
+    assert code == grpc.StatusCode.INVALID_ARGUMENT, msg
+    assert msg == "field vanilla_proofs[0]: partition 0: 1 bytes, a StackedDrg2KiBV1 PartitionProof is 15064"
     code, msg = _code(lambda: gw.call("SubmitProof", pb.SubmitProofRequest(request_id="k0", vanilla_proof=c2)))
     assert code == grpc.StatusCode.INVALID_ARGUMENT and "field proof_kind" in msg
     bad = c2.replace(b'"Phase1Out":"', b'"Phase1Out":"!', 1)
