@@ -26,7 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import field, poseidon
+from .. import field
+from ..bellpepper.neptune_params import hash_ints
 from . import bincode
 from . import update as upd
 from .trees import Tree, root_from_path, sha254_pairs
@@ -63,7 +64,7 @@ class UpdatedSector:
 
     @property
     def comm_r_old(self) -> int:
-        return poseidon.hash_ints([self.comm_c, self.tree_r_old.root])
+        return hash_ints([self.comm_c, self.tree_r_old.root])
 
     @property
     def comm_d_new(self) -> int:
@@ -71,7 +72,7 @@ class UpdatedSector:
 
     @property
     def comm_r_new(self) -> int:
-        return poseidon.hash_ints([self.comm_c, self.tree_r_new.root])
+        return hash_ints([self.comm_c, self.tree_r_new.root])
 
     def public(self, k: int) -> dict:
         return {"k": k, "h": self.h, "comm_r_old": self.comm_r_old,
@@ -94,7 +95,7 @@ def encode(prm: upd.UpdateParams, sector_key: np.ndarray, comm_c: int, data: np.
     nodes = np.arange(n, dtype=np.uint64)
     tree_r_old = Tree.build(prm.tree_r_arities, nodes, sector_key, sha=False)
     tree_d = Tree.build(tree_d_arities(prm), nodes, data, sha=not prm.poseidon)
-    phi = upd.phi(tree_d.root, poseidon.hash_ints([comm_c, tree_r_old.root]))
+    phi = upd.phi(tree_d.root, hash_ints([comm_c, tree_r_old.root]))
     shr = prm.challenge_bit_len - h
     rhos = field.vec_from_ints([upd.rho(phi, high) for high in range(1 << h)])
     replica = native.add(sector_key, native.mul(data, rhos[(nodes >> np.uint64(shr)).astype(np.int64)]))
@@ -168,9 +169,9 @@ def verify_partition(prm: upd.UpdateParams, k: int, h: int, comm_r_old: int, com
     comm_c = _below_modulus(where, "comm_c", pp.comm_c)
     root_r_old = _below_modulus(where, "challenge 0 proof_r_old root", pp.challenge_proofs[0][0].root)
     root_r_new = _below_modulus(where, "challenge 0 proof_r_new root", pp.challenge_proofs[0][2].root)
-    if poseidon.hash_ints([comm_c, root_r_old]) != comm_r_old:
+    if hash_ints([comm_c, root_r_old]) != comm_r_old:
         raise UpdateProofError(f"{where}: H(comm_c, root_r_old) differs from comm_r_old {comm_r_old:#x}")
-    if poseidon.hash_ints([comm_c, root_r_new]) != comm_r_new:
+    if hash_ints([comm_c, root_r_new]) != comm_r_new:
         raise UpdateProofError(f"{where}: H(comm_c, root_r_new) differs from comm_r_new {comm_r_new:#x}")
     phi = upd.phi(comm_d_new, comm_r_old)
     apex_rows = [np.asarray(pp.apex_leafs, np.uint64).reshape(-1, 4)]

@@ -55,7 +55,8 @@ REGISTERED = {0: "StackedDrg2KiBV1", 1: "StackedDrg8MiBV1", 2: "StackedDrg512MiB
 SHORT = {"2KiB": "2k", "8MiB": "8m", "512MiB": "512m", "32GiB": "32g", "64GiB": "64g"}
 _SOURCES = ("filecoin/update.py", "filecoin/snap_circuit.py", "filecoin/stacked.py",
             "bellpepper/neptune.py", "bellpepper/sha256.py", "bellpepper/boolean.py",
-            "bellpepper/num.py", "bellpepper/multipack.py", "poseidon.py")
+            "bellpepper/num.py", "bellpepper/multipack.py", "bellpepper/neptune_params.py",
+            "bellpepper/core.py", "bellpepper/insertion.py")
 FIELDS = ("params", "registered_proof", "comm_r_old", "comm_d_new", "comm_r_new", "h",
           "partition_proofs", "sector_number", "miner_id")
 
@@ -229,7 +230,7 @@ class UpdateCircuit:
     def r1cs(self):
         """The partition's matrices, recorded once a process (``update.synthesize``, shape)."""
         from ..builder import ConstraintSystem
-        from ..gadgets.core import Synth
+        from ..bellpepper.core import Synth
         with self._lock:
             if self._r1cs is None:
                 s = Synth(cs=ConstraintSystem(with_values=False))
@@ -265,7 +266,7 @@ class UpdateCircuit:
     def synthesize(self, job: UpdateJob, partition: int, *, check: bool = False) -> np.ndarray:
         """z = (1, public, aux) of one partition; ``check``: held against the matrices."""
         from ..bellpepper.check import assignments
-        from ..gadgets.core import Synth
+        from ..bellpepper.core import Synth
         w = self.witness(job, partition)
         s = Synth(batch=1)
         upd.synthesize(s, self.params, w)

@@ -15,7 +15,7 @@ from synthesis.bellpepper import check
 from synthesis.builder import ConstraintSystem
 from synthesis.filecoin import bincode, snap
 from synthesis.filecoin import update as upd
-from synthesis.gadgets.core import Synth
+from synthesis.bellpepper.core import Synth
 from synthesis.r1cs import UnsatisfiedConstraint
 
 KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
