@@ -198,32 +198,14 @@ def main() -> int:
     args = ap.parse_args()
 
     from cluster.gateway.c2input import wrap
-    from cluster.ops.supervisor import free_port
+    from bench.up import settings_file, up
     from cluster.pipeline.keys import KeyCache
     from synthesis.circuits import get_circuit
     from synthesis.porep import SETS, c1_document, generate
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-concurrent-"))
-    ports = {k: free_port() for k in ("redis", "flower", "metrics", "gateway")}
     keys = (args.param_cache or tmp / "keys").resolve()
-    cfg = tmp / "zkhive.toml"
-    cfg.write_text(f"""
-[redis]
-url = "redis://127.0.0.1:{ports['redis']}/0"
-password = "{os.urandom(8).hex()}"
-[blobs]
-dir = "{tmp / 'blobs'}"
-[srs]
-param_cache = "{keys}"
-preload = ["{args.params}"]
-[flower]
-port = {ports['flower']}
-password = "bench"
-[metrics]
-port = {ports['metrics']}
-[gateway]
-port = {ports['gateway']}
-""")
+    cfg = settings_file(tmp, keys, args.params, gateway_port=True)
     circuit = get_circuit(args.params)
     t0 = time.time()
     KeyCache(keys).setup(circuit)
@@ -239,17 +221,10 @@ port = {ports['gateway']}
             docs[f"client-{i}"] = doc
             client_inputs.append((f"client-{i}", doc))
     print(f"keys and {len(docs)} inputs in {time.time() - t0:.1f} s", flush=True)
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith("ZKHIVE_") and ("__" in k or k == "ZKHIVE_CONFIG"))}
-    env["ZKHIVE_STATE_DIR"] = str(tmp / "state")
-    zk = [sys.executable, "-m", "cluster"]
-    subprocess.run(zk + ["up", "--config", str(cfg), "--run-dir", str(tmp / "run"), "--devices", args.devices],
-                   cwd=ROOT, env=env, check=True)
-    try:
-        from cluster import settings
-        from cluster.pipeline.app import configure
 
-        configure(settings.load(tmp / "run" / "settings.toml"))
+    zk = [sys.executable, "-m", "cluster"]
+    env = up(cfg, tmp, args.devices)
+    try:
         # the gateway's default: the unix socket in up's run directory (Curio dials unix://)
         target = f"unix://{(tmp / 'run' / 'gateway.sock').resolve()}"
         rep = load(target, grpc_inputs, client_inputs, answer_s=args.answer_s)

@@ -48,17 +48,13 @@ def main() -> int:
     import psutil
 
     from cluster.ops.readiness import flower_check, redis_check
-    from cluster.ops.redis_server import find_executable
+    from bench.up import bare_redis
     from cluster.ops.supervisor import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-flowermem-"))
-    rport, fport = free_port(), free_port()
-    redis = subprocess.Popen([find_executable(), "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-                              "--dir", str(tmp)], stdout=subprocess.DEVNULL)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
-    env.update(PYTHONPATH=str(args.code.resolve()), ZKHIVE_REDIS__URL=f"redis://127.0.0.1:{rport}/0",
-               ZKHIVE_FLOWER__PORT=str(fport), ZKHIVE_FLOWER__PASSWORD="bench-pw", ZKHIVE_STATE_DIR=str(tmp / "state"),
-               ZKHIVE_BLOBS__DIR=str(tmp / "blobs"), ZKHIVE_SRS__PARAM_CACHE=str(tmp / "keys"))
+    fport = free_port()
+    redis, rport, env = bare_redis(tmp, args.code)
+    env.update(ZKHIVE_FLOWER__PORT=str(fport), ZKHIVE_FLOWER__PASSWORD="bench-pw")
     fl = None
     try:
         while redis_check("127.0.0.1", rport, None):

@@ -29,11 +29,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 
-def free_port() -> int:
-    from cluster.ops.supervisor import free_port as fp
-    return fp()
-
-
 def commit2_input(name: str, seed: int) -> tuple[dict, bytes]:
     """(the cluster's C1 document, a Commit2 input as lotus-bench writes one) of a fresh sector:
     porep-lite's own sectors, or a Filecoin sector sealed by synthesis/filecoin (its
@@ -75,47 +70,24 @@ def main() -> int:
 
     from cluster.gateway.pb import proving_pb2 as pb
     from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+    from bench.up import settings_file, up
     from cluster.pipeline.keys import KeyCache
     from synthesis.circuits import get_circuit
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-gateway-"))
-    ports = {k: free_port() for k in ("redis", "flower", "metrics")}
-    pw = os.urandom(8).hex()
-    cfg = tmp / "zkhive.toml"
     keys = (args.param_cache or tmp / "keys").resolve()
-    cfg.write_text(f"""
-[redis]
-url = "redis://127.0.0.1:{ports['redis']}/0"
-password = "{pw}"
-[blobs]
-dir = "{tmp / 'blobs'}"
-[srs]
-param_cache = "{keys}"
-preload = ["{args.params}"]
-[flower]
-port = {ports['flower']}
-password = "bench"
-[metrics]
-port = {ports['metrics']}
-""")
+    cfg = settings_file(tmp, keys, args.params)
     circuit = get_circuit(args.params)
     t0 = time.time()
     KeyCache(keys).setup(circuit, backend=args.setup_backend)
     print(f"keys for {args.params} in {time.time() - t0:.1f} s")
     # the settings come from cfg alone; the rest of the environment (ZKHIVE_CACHE_DIR with the
     # carried cubins above all: without it the H200's workers ran nvcc for minutes) goes along
-    env = {k: v for k, v in os.environ.items()
-           if not (k.startswith("ZKHIVE_") and ("__" in k or k == "ZKHIVE_CONFIG"))}
-    env["ZKHIVE_STATE_DIR"] = str(tmp / "state")
-    zk = [sys.executable, "-m", "cluster"]
-    subprocess.run(zk + ["up", "--config", str(cfg), "--run-dir", str(tmp / "run"), "--devices", args.devices],
-                   cwd=ROOT, env=env, check=True)
-    try:
-        from cluster import settings
-        from cluster.client import submit
-        from cluster.pipeline.app import configure
 
-        configure(settings.load(tmp / "run" / "settings.toml"))
+    zk = [sys.executable, "-m", "cluster"]
+    env = up(cfg, tmp, args.devices)
+    try:
+        from cluster.client import submit
 
         # the gateway's default: a unix socket in the run directory (`up` prints it)
         stub = pb_grpc.ProvingEngineStub(grpc.insecure_channel(f"unix://{tmp / 'run' / 'gateway.sock'}"))

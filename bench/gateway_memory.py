@@ -38,17 +38,12 @@ def main() -> int:
     from cluster.gateway.pb import proving_pb2 as pb
     from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
     from cluster.ops.readiness import listening_check, redis_check
-    from cluster.ops.redis_server import find_executable
+    from bench.up import bare_redis
     from cluster.ops.supervisor import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-gwmem-"))
-    rport, gport = free_port(), free_port()
-    redis = subprocess.Popen([find_executable(), "--port", str(rport), "--bind", "127.0.0.1", "--save", "",
-                              "--dir", str(tmp)], stdout=subprocess.DEVNULL)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ZKHIVE_")}
-    env.update(PYTHONPATH=str(args.code.resolve()), ZKHIVE_REDIS__URL=f"redis://127.0.0.1:{rport}/0",
-               ZKHIVE_BLOBS__DIR=str(tmp / "blobs"), ZKHIVE_SRS__PARAM_CACHE=str(tmp / "keys"),
-               ZKHIVE_STATE_DIR=str(tmp / "state"))
+    gport = free_port()
+    redis, rport, env = bare_redis(tmp, args.code)
     gw = None
     try:
         while redis_check("127.0.0.1", rport, None):

@@ -54,12 +54,8 @@ _SOURCES = ("filecoin/stacked.py", "filecoin/circuit.py", "bellpepper/boolean.py
 
 
 def source_digest() -> str:
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for rel in _SOURCES:
-        p = root / rel
-        h.update(rel.encode() + b"\0" + (p.read_bytes() if p.exists() else b"") + b"\0")
-    return h.hexdigest()
+    from ..family.params import source_digest as digest_of
+    return digest_of(_SOURCES)
 
 
 def params_digest(prm: FilecoinParams) -> str:

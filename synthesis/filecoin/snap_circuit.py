@@ -36,7 +36,6 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -182,12 +181,8 @@ def job_document(name: str, u: snap.UpdatedSector, **extra) -> dict:
 
 
 def source_digest() -> str:
-    root = Path(__file__).resolve().parent.parent
-    h = hashlib.sha256()
-    for rel in _SOURCES:
-        p = root / rel
-        h.update(rel.encode() + b"\0" + (p.read_bytes() if p.exists() else b"") + b"\0")
-    return h.hexdigest()
+    from ..family.params import source_digest as digest_of
+    return digest_of(_SOURCES)
 
 
 class UpdateCircuit:
