@@ -48,7 +48,8 @@ def main() -> int:
     import psutil
 
     from cluster.ops.readiness import flower_check, redis_check
-    from bench.up import bare_redis
+    from bench.rss import PeakRss
+    from bench.up import bare_redis, stop
     from cluster.ops.supervisor import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-flowermem-"))
@@ -67,26 +68,18 @@ def main() -> int:
                 raise SystemExit("Flower did not start")
             time.sleep(0.2)
         proc = psutil.Process(fl.pid)
-        idle = proc.memory_info().rss
-        peak, stop = [idle], threading.Event()
-
-        def sample():
-            while not stop.is_set():
-                peak[0] = max(peak[0], proc.memory_info().rss)
-                time.sleep(0.005)
-        t = threading.Thread(target=sample, daemon=True)
-        t.start()
-        answers: list[bytes] = []
-        senders = [threading.Thread(target=lambda: answers.append(post(fport, args.mb))) for _ in range(args.requests)]
-        t0 = time.monotonic()
-        for s in senders:
-            s.start()
-        for s in senders:
-            s.join()
-        took = time.monotonic() - t0
-        time.sleep(3)
-        stop.set()
-        t.join()
+        with PeakRss(proc) as m:
+            answers: list[bytes] = []
+            senders = [threading.Thread(target=lambda: answers.append(post(fport, args.mb)))
+                       for _ in range(args.requests)]
+            t0 = time.monotonic()
+            for s in senders:
+                s.start()
+            for s in senders:
+                s.join()
+            took = time.monotonic() - t0
+            time.sleep(3)
+        idle, peak = m.idle, [m.peak]
         after = proc.memory_info().rss
         codes = sorted({a[:12].decode(errors="replace") for a in answers})
         print(f"Flower of {args.code}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -94,11 +87,7 @@ def main() -> int:
         print(f"| {args.requests} x {args.mb} MB, no credentials | {idle / 2**20:.0f} | {peak[0] / 2**20:.0f} | "
               f"{after / 2**20:.0f} | {', '.join(codes)} | {took:.1f} |")
     finally:
-        if fl is not None:
-            fl.terminate()
-            fl.wait(30)
-        redis.terminate()
-        redis.wait(30)
+        stop(fl, redis)
     return 0
 
 

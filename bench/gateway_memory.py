@@ -38,7 +38,8 @@ def main() -> int:
     from cluster.gateway.pb import proving_pb2 as pb
     from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
     from cluster.ops.readiness import listening_check, redis_check
-    from bench.up import bare_redis
+    from bench.rss import PeakRss
+    from bench.up import bare_redis, stop
     from cluster.ops.supervisor import free_port
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-bench-gwmem-"))
@@ -64,43 +65,31 @@ def main() -> int:
         print("| case | idle MiB | peak MiB | 3 s after MiB | answers |\n|---|---|---|---|---|")
         for n in (1, args.concurrent):
             payload = os.urandom(args.mb * 1_000_000)
-            idle = proc.memory_info().rss
-            peak, stop = [idle], threading.Event()
+            with PeakRss(proc) as m:
+                answers: list[str] = []
 
-            def sample():
-                while not stop.is_set():
-                    peak[0] = max(peak[0], proc.memory_info().rss)
-                    time.sleep(0.005)
-            t = threading.Thread(target=sample, daemon=True)
-            t.start()
-            answers: list[str] = []
-
-            def send(i):
-                try:
-                    stub.SubmitProof(pb.SubmitProofRequest(request_id=f"mem-{n}-{i}", proof_kind=pb.POREP_SEAL_COMMIT,
-                                                           vanilla_proof=payload), timeout=300)
-                    answers.append("OK")
-                except grpc.RpcError as e:
-                    answers.append(e.code().name)
-            senders = [threading.Thread(target=send, args=(i,)) for i in range(n)]
-            for s in senders:
-                s.start()
-            for s in senders:
-                s.join()
-            time.sleep(3)
-            stop.set()
-            t.join()
+                def send(i):
+                    try:
+                        stub.SubmitProof(pb.SubmitProofRequest(request_id=f"mem-{n}-{i}",
+                                                               proof_kind=pb.POREP_SEAL_COMMIT,
+                                                               vanilla_proof=payload), timeout=300)
+                        answers.append("OK")
+                    except grpc.RpcError as e:
+                        answers.append(e.code().name)
+                senders = [threading.Thread(target=send, args=(i,)) for i in range(n)]
+                for s in senders:
+                    s.start()
+                for s in senders:
+                    s.join()
+                time.sleep(3)
+            idle, peak = m.idle, [m.peak]
             after = proc.memory_info().rss
             counts = {a: answers.count(a) for a in sorted(set(answers))}
             print(f"| {n} x {args.mb} MB | {idle / 2**20:.0f} | {peak[0] / 2**20:.0f} | {after / 2**20:.0f} | "
                   f"{', '.join(f'{k} {v}' for k, v in counts.items())} |", flush=True)
             del payload
     finally:
-        if gw is not None:
-            gw.terminate()
-            gw.wait(30)
-        redis.terminate()
-        redis.wait(30)
+        stop(gw, redis)
     return 0
 
 

@@ -67,3 +67,11 @@ def bare_redis(tmp: Path, code: Path) -> tuple[subprocess.Popen, int, dict[str, 
                ZKHIVE_BLOBS__DIR=str(tmp / "blobs"), ZKHIVE_SRS__PARAM_CACHE=str(tmp / "keys"),
                ZKHIVE_STATE_DIR=str(tmp / "state"))
     return proc, port, env
+
+
+def stop(*procs) -> None:
+    """Terminate each process started (None: never started) and wait for it."""
+    for p in procs:
+        if p is not None:
+            p.terminate()
+            p.wait(30)
