@@ -114,12 +114,12 @@ class _Runtime:
 
 
 def _message_of(n: int):
-    """A SubmitProofRequest of exactly n bytes on the wire (WinningPoSt: the servicer answers
-    UNIMPLEMENTED without touching the cluster)."""
+    """A SubmitProofRequest of exactly n bytes on the wire (proof kind 99, no kind: the servicer
+    answers INVALID_ARGUMENT naming the field without touching the cluster)."""
     from cluster.gateway.pb import proving_pb2 as pb
 
     def of(k: int):
-        return pb.SubmitProofRequest(proof_kind=pb.WINNING_POST, vanilla_proof=b"v" * k)
+        return pb.SubmitProofRequest(proof_kind=99, vanilla_proof=b"v" * k)
     k = n - of(0).ByteSize() - 5  # the field's tag and length prefix: at most 5 bytes
     while of(k).ByteSize() < n:
         k += 1
@@ -152,7 +152,8 @@ def test_the_grpc_message_limit_at_its_limit_and_one_byte_over(max_message_bytes
             stub = pb_grpc.ProvingEngineStub(channel)
             with pytest.raises(grpc.RpcError) as e:
                 stub.SubmitProof(_message_of(limit), timeout=60)
-            assert e.value.code() == grpc.StatusCode.UNIMPLEMENTED, e.value.details()  # reached the servicer
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()  # reached the servicer
+            assert e.value.details().startswith("field proof_kind: 99 is not a proof kind"), e.value.details()
             with pytest.raises(grpc.RpcError) as e:
                 stub.SubmitProof(_message_of(limit + 1), timeout=60)
             assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
