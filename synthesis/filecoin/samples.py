@@ -23,3 +23,16 @@ def sample_c1(prm: fparams.FilecoinParams | str, seed: int = 1) -> dict:
         sec = sector.seal(prm, data, prover_id, seed, ticket)
     doc = c1mod.c1_document(sec, iseed)
     return {"params": prm.name, **doc}
+
+
+def sample_update(tag: bytes):
+    """A 2 KiB CC sector (miner 1000, sector 7) sealed and updated with 2,032 bytes of new data,
+    both made from ``tag`` (deterministic): synthesis.filecoin.snap's ``UpdatedSector``."""
+    from . import sector
+    from . import snap
+    from . import update as upd
+
+    sealed = sector.seal(fparams.get("filecoin-2k"), b"", sector.prover_id_from_miner(1000), 7,
+                         sector.randomness("ticket", tag))
+    return snap.update_sector(upd.get("empty-sector-update-2KiB"), sealed,
+                              sector.data_from_seed(tag + b" data", 2032))

@@ -25,14 +25,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow, pytest.mark.timeout(540
 
 @pytest.fixture(scope="module")
 def updated():
-    from synthesis.filecoin import sector as fs
-    from synthesis.filecoin import snap
-    from synthesis.filecoin import update as upd
-    from synthesis.filecoin.params import SETS
-    sealed = fs.seal(SETS["filecoin-2k"], b"", fs.prover_id_from_miner(1000), 7,
-                     fs.randomness("ticket", b"cluster snap"))
-    return snap.update_sector(upd.get("empty-sector-update-2KiB"), sealed,
-                              fs.data_from_seed(b"cluster snap data", 2032))
+    from synthesis.filecoin.samples import sample_update
+    return sample_update(b"cluster snap")
 
 
 @pytest.fixture(scope="module")

@@ -18,14 +18,8 @@ from synthesis.filecoin import snap_circuit as sc
 
 @pytest.fixture(scope="module")
 def updated():
-    from synthesis.filecoin import sector as fs
-    from synthesis.filecoin import snap
-    from synthesis.filecoin import update as upd
-    from synthesis.filecoin.params import SETS
-    sealed = fs.seal(SETS["filecoin-2k"], b"", fs.prover_id_from_miner(1000), 7,
-                     fs.randomness("ticket", b"gateway snap"))
-    return snap.update_sector(upd.get("empty-sector-update-2KiB"), sealed,
-                              fs.data_from_seed(b"gateway snap data", 2032))
+    from synthesis.filecoin.samples import sample_update
+    return sample_update(b"gateway snap")
 
 
 def curio_request(u, **change) -> pb.SubmitProofRequest:
