@@ -2,7 +2,8 @@
 # The filecoin family on the H200 (issues 23 and 24), from the checkout's root after
 # `source .device/env.sh` (ZKHIVE_CACHE_DIR holding the cubins `python -m gpu.cuda.precompile`
 # made here), each step's log and JSON written under $OUT as it finishes:
-#   OUT=gpu-out bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway]   # default: all three
+#   OUT=gpu-out bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio]
+#   (default: big cluster gateway)
 # big:     gpu_big.py on filecoin-32g: the compact matrices (built: ~20 s), a 32 GiB benchmark
 #          sector's C1, partition 0's compact assignment, the key made on the device (dev
 #          ceremony), a warm-up and $RUNS timed proofs, verified (a wrong public input rejected).
@@ -11,6 +12,14 @@
 #          every partition), $JOBS jobs at once, one prover process a device.
 # gateway: gateway.py on filecoin-2k: a 2 KiB sector sealed, its Commit2 input sent through cuzk's
 #          Prove from a gRPC client built from our .proto, the proof verified with the .vk file.
+# tests:   the GPU suite (`pytest -m gpu tests/gpu`), its time.
+# msm:     gpu_msm.py, G1 at 2^24 and 2^26 ($MSM_PLAN), beside sppark's figures on this card.
+# params:  params_up.py: a 32 GiB .params file written, the page cache dropped, `zkhive up` with
+#          preload = ["porep-32g"] to a ready prover, $PARAMS_JOBS job(s) verified with the .vk.
+# window:  gpu_big.py on window-post-32g: a full WindowPoSt partition (2,349 benchmark sectors),
+#          the key made on the device, $RUNS timed proofs verified (issue 37).
+# curio:   gpu_curio.py: PoRep's and WinningPoSt's 32 GiB keys resident together, the ledger of
+#          all four kinds, WinningPoSts through the gateway while $JOBS PoRep jobs load the device.
 # Compare with sdr-32g: 2.13 s a partition, 21.3 s a job (docs/performance.md).
 set -u -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -28,8 +37,23 @@ for step in "${steps[@]}"; do
     gateway)
         timeout "${GATEWAY_S:-180}" python3 bench/gateway.py --params filecoin-2k --devices cuda:0 \
             --setup-backend cuda --jobs 2 --calls 20 > "$OUT/gateway.log" 2>&1 ;;
+    tests)
+        timeout "${TESTS_S:-240}" python3 -m pytest -q -m gpu tests/gpu --durations=8 -p no:cacheprovider \
+            > "$OUT/gpu-tests.log" 2>&1 ;;
+    msm)
+        timeout "${MSM_S:-240}" python3 bench/gpu_msm.py --plan "${MSM_PLAN:-g1:24,g1:26}" \
+            --out "$OUT/msm.json" > "$OUT/msm.log" 2>&1 ;;
+    params)
+        timeout "${PARAMS_S:-420}" python3 bench/params_up.py --params filecoin-32g --dir "${PARAMS_DIR:-/tmp/filparams}" \
+            --jobs "${PARAMS_JOBS:-1}" --out "$OUT/params-up.json" > "$OUT/params-up.log" 2>&1 ;;
+    window)
+        timeout "${WINDOW_S:-360}" python3 bench/gpu_big.py --params window-post-32g --runs "${RUNS:-3}" \
+            --out "$OUT/window-big.json" > "$OUT/window-big.log" 2>&1 ;;
+    curio)
+        timeout "${CURIO_S:-420}" python3 bench/gpu_curio.py --jobs "${JOBS:-4}" --out "$OUT/curio" \
+            > "$OUT/curio.log" 2>&1 ;;
     *)
-        echo "usage: bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway]" >&2; exit 2 ;;
+        echo "usage: bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio]" >&2; exit 2 ;;
     esac
     echo "$step: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
 done

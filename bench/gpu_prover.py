@@ -25,7 +25,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def c1_doc(circuit, seed: int) -> dict:
-    """A sealed sector's C1 document for any family (porep-lite, filecoin)."""
+    """A sealed sector's C1 document for any family (porep-lite, filecoin), or a PoSt job over a
+    benchmark replica (a full partition: ``post_job.benchmark_vanilla_proofs``)."""
+    from synthesis.filecoin.post_job import PostCircuit
+    if isinstance(circuit, PostCircuit):
+        from synthesis.filecoin import post_job as pj
+        prm = circuit.prm
+        randomness = bytes([seed] * 31) + b"\x01"
+        ids = list(range(1000, 1000 + (1 if prm.kind == "winning" else pj.max_sectors(prm))))
+        rp = prm.registered_proofs[-1]
+        raws = pj.benchmark_vanilla_proofs(prm, randomness, ids, registered_proof=rp)
+        return pj.document(prm, rp, randomness, 1000, raws, 0)
     if getattr(circuit, "family", "porep-lite") == "filecoin":
         from synthesis.filecoin.samples import sample_c1
         return sample_c1(circuit.prm, seed)
