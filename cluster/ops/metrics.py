@@ -54,7 +54,7 @@ import threading
 import time
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +253,10 @@ class ClusterCollector:
                                    "load took", labels=wl + ["params"])
         load_b = GaugeMetricFamily("zkhive_key_load_bytes", "Bytes of .params the resident key's "
                                    "last load read (0: made in process)", labels=wl + ["params"])
+        evicted = CounterMetricFamily("zkhive_key_evictions", "Proving keys a prover dropped since it "
+                                      "started: reason room (another key needed the memory) or request "
+                                      "(EvictSRS, zkhive evict); `zkhive status` says which and why",
+                                      labels=wl + ["params", "reason"])
         free = GaugeMetricFamily("zkhive_device_memory_free_bytes", "Device memory left for keys", labels=wl)
         used = GaugeMetricFamily("zkhive_device_memory_used_bytes", "Device memory in use (total - free)",
                                  labels=wl)
@@ -278,6 +282,9 @@ class ClusterCollector:
             for name, ld in w.key_loads.items():
                 load_s.add_metric(lv + [name], float(ld.get("seconds", 0.0)))
                 load_b.add_metric(lv + [name], float(ld.get("bytes", 0)))
+            for kr, n in w.evicted_counts.items():
+                name, _, reason = kr.rpartition("/")
+                evicted.add_metric(lv + [name, reason], float(n))
             if w.free_memory is not None:
                 free.add_metric(lv, w.free_memory)
             if w.total_memory is not None:
@@ -307,7 +314,7 @@ class ClusterCollector:
                                    "Age of the oldest partition proof in hand (0 when none)")
         picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
         oldest.add_metric([], max((now - t for t in picked), default=0.0))
-        return [ready, inflight, nkeys, key, loading, load_s, load_b, free, used, total, depth, by_prio,
+        return [ready, inflight, nkeys, key, loading, load_s, load_b, evicted, free, used, total, depth, by_prio,
                 active, waiting, oldest]
 
     def collect(self):

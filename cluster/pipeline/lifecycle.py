@@ -137,6 +137,8 @@ class WorkerLifecycle:
         if self.prover is not None:
             info.resident_keys = self.prover.resident_names()
             info.key_loads = self.prover.key_loads()
+            info.evictions = self.prover.evictions()
+            info.evicted_counts = self.prover.evicted_counts()
             info.free_memory = self.prover.free_memory()
             info.total_memory = self.prover.total_memory()
 

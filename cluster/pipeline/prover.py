@@ -17,7 +17,8 @@ import itertools
 import logging
 import re
 import threading
-from collections import OrderedDict
+import time
+from collections import Counter, OrderedDict, deque
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable
@@ -29,6 +30,9 @@ from cluster.errors import DeviceSpecError
 from .keys import KeyCache
 
 log = logging.getLogger(__name__)
+
+#: evictions a prover remembers for `zkhive status` (the metrics count all of them)
+EVICTIONS_KEPT = 8
 
 _DEVICE = re.compile(r"^(cpu|cuda)(?::(\d{1,3}))?$")
 
@@ -75,6 +79,11 @@ class Prover:
         self.ahead = None  # cluster.pipeline.prefetch.ProveAhead, started by the first prove task
         #: name -> {"seconds", "bytes", "gbps"} of the key's last load (registry: status, metrics)
         self._loads: dict[str, dict[str, float]] = {}
+        #: the last EVICTIONS_KEPT evictions, oldest first: {"key", "at", "bytes", "reason"}
+        #: (registry: `zkhive status` says what left the device, when and why; the metrics count
+        #: them by key and reason)
+        self._evictions: deque = deque(maxlen=EVICTIONS_KEPT)
+        self._evicted: Counter = Counter()  # (key, reason kind) -> evictions since start
 
     # -- memory ---------------------------------------------------------------------------------
     def capacity(self) -> int | None:
@@ -123,7 +132,6 @@ class Prover:
                 return hit[1]
         if self.in_process is not None and self.in_process.makes(circuit):
             return self._make(circuit, on_evict)
-        import time
         t0 = time.time()
         pk = self.keys.load_pk(circuit)
         # the matrices now, not inside the first timed prove: the compact form where the circuit
@@ -146,7 +154,7 @@ class Prover:
                 f"the proving key of {circuit.name} needs {need} bytes resident, more than device "
                 f"{self.device} can hold ({limit} bytes)", device=str(self.device), shape=need)
         while limit is not None and self.used_memory() + need > limit:
-            if not self._evict_one(on_evict):
+            if not self._evict_one(on_evict, f"room for {circuit.name} ({need} bytes)"):
                 break  # only busy keys left: let the backend's ledger decide
         while True:
             try:
@@ -155,7 +163,7 @@ class Prover:
             except GpuOutOfMemory:
                 # the device's ledger (other processes, proofs in flight) has no room yet:
                 # drop one more idle key and try again; with none left the error stands
-                if not self._evict_one(on_evict):
+                if not self._evict_one(on_evict, f"room for {circuit.name} (the device refused it)"):
                     raise
         need = self.backend.held_bytes(pk.circuit_digest) or need
         self._loaded(circuit.name, time.time() - t0, self.keys.size(circuit))
@@ -184,14 +192,14 @@ class Prover:
                 hit = self._resident.get(circuit.name)
                 if hit is not None:
                     return hit[1]
-            import time
             t0 = time.time()
             while True:
                 try:
                     resident, _vk = self.in_process.make(self.backend, circuit)
                     break
-                except (GpuOutOfMemory, DeviceMemoryExhausted):
-                    if not self._evict_one(on_evict):
+                except (GpuOutOfMemory, DeviceMemoryExhausted) as e:
+                    if not self._evict_one(on_evict, f"room for {circuit.name} (made in process: "
+                                                     f"{type(e).__name__})"):
                         raise
             need = (self.backend.held_bytes(resident.circuit_digest)
                     or _resident_size(resident) or _shape_bytes(circuit))
@@ -200,15 +208,17 @@ class Prover:
                 self._resident[circuit.name] = (circuit, resident, need)
             return resident
 
-    def _evict_one(self, on_evict=None) -> bool:
-        """Drop the least recently used idle key; False when there is none."""
+    def _evict_one(self, on_evict=None, reason: str = "room") -> bool:
+        """Drop the least recently used idle key; False when there is none. ``reason``: why,
+        as status shows it ("room for NAME (N bytes)")."""
         with self._lock:
             name = next((n for n in self._resident if n not in self._busy), None)
             if name is None:
                 return False
-            _, pk, _ = self._resident.pop(name)
+            _, pk, size = self._resident.pop(name)
         self.backend.unload(pk.circuit_digest)  # a GPU backend frees the key's device memory now
-        log.info("evicted the proving key of %s from %s", name, self.device)
+        self._evicted_now(name, size, reason)
+        log.info("evicted the proving key of %s from %s: %s", name, self.device, reason)
         if on_evict is not None:
             on_evict(name)
         return True
@@ -223,8 +233,25 @@ class Prover:
                 raise ValueError(f"the proving key of {name} is in use by a proof on {self.device}")
             _, pk, size = self._resident.pop(name)
         self.backend.unload(pk.circuit_digest)
+        self._evicted_now(name, size, "request (EvictSRS / zkhive evict)")
         log.info("evicted the proving key of %s from %s on request", name, self.device)
         return size
+
+    def _evicted_now(self, name: str, size: int, reason: str) -> None:
+        with self._lock:
+            self._evictions.append({"key": name, "at": time.time(), "bytes": int(size or 0),
+                                    "reason": reason})
+            self._evicted[(name, "request" if reason.startswith("request") else "room")] += 1
+
+    def evictions(self) -> list[dict]:
+        """The last evictions, oldest first: key, at (epoch s), bytes, reason."""
+        with self._lock:
+            return [dict(e) for e in self._evictions]
+
+    def evicted_counts(self) -> dict[str, int]:
+        """Evictions since start by "key/reason kind" (room, request): the metrics' counter."""
+        with self._lock:
+            return {f"{k}/{r}": n for (k, r), n in self._evicted.items()}
 
     def is_resident(self, circuit) -> bool:
         with self._lock:

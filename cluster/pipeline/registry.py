@@ -58,6 +58,10 @@ class WorkerInfo(BaseModel):
     #: the last load of each resident key: {params: {"seconds", "bytes", "gbps"}} (bytes: the
     #: .params file read; 0 for a key made in process)
     key_loads: dict[str, dict[str, float]] = {}
+    #: the prover's last evictions, oldest first: {"key", "at", "bytes", "reason"}
+    evictions: list[dict] = []
+    #: evictions since the prover started, by "params/room" and "params/request"
+    evicted_counts: dict[str, int] = {}
     ready: bool = False
     #: (job, partition) being worked on, or None
     inflight: list[str] = []

@@ -177,6 +177,10 @@ def status_text(rt, *, jobs: int = 5) -> str:
             size = (f" from {ld['bytes'] / 1e9:.2f} GB at {ld['gbps']:.2f} GB/s" if ld.get("bytes")
                     else " (made in process)")
             lines.append(f"  {w.worker_id} loaded the proving key of {name} in {ld['seconds']:.1f} s{size}")
+        for ev in w.evictions[-3:]:  # what left the device, when and why (the last three)
+            at = time.strftime("%H:%M:%S", time.gmtime(ev.get("at", 0)))
+            lines.append(f"  {w.worker_id} evicted the proving key of {ev.get('key')} at {at} UTC "
+                         f"({_mib(ev.get('bytes') or None)}): {ev.get('reason')}")
         if w.loading:
             lines.append(f"  {w.worker_id} is loading the proving key of {', '.join(w.loading)}"
                          + ("" if w.ready else " (ready after it)")

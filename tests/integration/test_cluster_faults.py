@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import signal
 import time
 import uuid
@@ -317,6 +318,26 @@ def test_two_keys_that_do_not_fit_together_swap_by_eviction(cluster, workers, re
         entry = wait_for(lambda: [w for w in registry.workers(cluster.redis, role="prove")
                                   if w.resident_keys == [circuit.name]], what=f"{circuit.name} resident alone")
         assert entry[0].free_memory == room - keys.size(circuit)
+        # what left the device, when and why: the registry, `zkhive status`, the metrics
+        ev = wait_for(lambda: [e for w in registry.workers(cluster.redis, role="prove") for e in w.evictions
+                               if e["key"] == gone.name and e["reason"].startswith(f"room for {circuit.name}")],
+                      what=f"the eviction of {gone.name} in the registry")
+        assert ev[-1]["reason"] == f"room for {circuit.name} ({keys.size(circuit)} bytes)", ev
+        assert ev[-1]["bytes"] == keys.size(gone)
+    from prometheus_client import generate_latest
+
+    from cluster.ops.metrics import make_registry
+    from cluster.user.commands import status_text
+
+    text = status_text(cluster.runtime())
+    assert re.search(rf"evicted the proving key of {SQUARES_B.name} at \d\d:\d\d:\d\d UTC \(\d+Mi\): "
+                     rf"room for {SQUARES_A.name} \(\d+ bytes\)", text), text
+    reg, _ = make_registry(cluster.redis)
+    body = generate_latest(reg).decode()
+    for name in (SQUARES_A.name, SQUARES_B.name):
+        got = re.findall(rf'^zkhive_key_evictions_total\{{[^}}]*params="{name}",reason="room"[^}}]*\}} (\S+)$',
+                         body, re.M)
+        assert [float(x) for x in got] == [1.0], (name, body[-2000:])
 
 
 def test_critical_job_overtakes_queued_bulk_work(cluster, workers, ready):
