@@ -377,11 +377,12 @@ class GatewaySettings(Section):
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise SettingsError("gateway.tls_client_ca: client certificates need TLS (gateway.tls_cert, tls_key)")
 
-    def request_bytes(self, c1_max_bytes: int) -> int:
+    def request_bytes(self, c1_max_bytes: int, kinds_bytes: int = 0) -> int:
         """The largest request the gateway reads: ``max_message_bytes``, or less, what a Commit2
         input may be (``c1_max_bytes`` as base64 in its JSON wrapper, cluster.gateway.c2input)
-        plus 64 KiB for the other fields; a larger one is refused as its length arrives."""
-        return min(self.max_message_bytes, (c1_max_bytes + 2) // 3 * 4 + 4096 + (64 << 10))
+        plus 64 KiB for the other fields, or ``kinds_bytes`` when larger (the largest PoSt /
+        SnapDeals request, cluster.gateway.kindlimits); a larger one is refused as its length arrives."""
+        return min(self.max_message_bytes, max((c1_max_bytes + 2) // 3 * 4 + 4096 + (64 << 10), kinds_bytes))
 
     def on_unix_socket(self) -> bool:
         return self.address == "unix"
