@@ -229,3 +229,26 @@ def test_commitment_cids_as_lotus_prints_them():
         P.commitment("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG", P.SEALED, "r")
     assert [P.sector_size(x) for x in ("2K", "2KiB", "2kib", "8MiB", "32GiB", "2048")] == \
         [2048, 2048, 2048, 8 << 20, 32 << 30, 2048]
+
+
+def test_a_real_curio_32g_window_post_vanilla_proof_checks(capsys):
+    """Curio's lib/proof/testgolden/post.vproof (a real 32 GiB sector's WindowPoSt vanilla proof,
+    made by rust-fil-proofs) with its postpub.json: randomness 32 zero bytes, PoStProof 8
+    (StackedDrgWindow32GiBV1), sector 1, prover 1000. As a --vanilla file it passes every check:
+    its 10 inclusion proofs are of the leaves our challenge derivation gives (a vector from the
+    Rust, the first here), its paths reach comm_r_last, H(comm_c, comm_r_last) = its comm_r. Another
+    randomness, or partition 1 under API 1.0.0 (challenge index 2349 * 10 + n), is refused naming
+    the challenge; under V1_1 (Go's 13, the Rust's V1_2: challenge n) partition 1 is the same leaves."""
+    from pathlib import Path
+    vp = Path(__file__).parent / "data" / "curio_post_32g.vproof"
+    base = ["window-post", "--vanilla", vp, "--miner-addr", "t01000"]
+    for extra in (["--registered-proof", "8"], ["--sector-size", "32GiB"], ["--sector-size", "32GiB", "--partition", "1"]):
+        rc, err = run(capsys, *base, *extra)
+        assert rc == 2 and "no cluster with a ready prover" in err, (extra, err)
+    rc, err = run(capsys, *base, "--registered-proof", "8", "--randomness", "01" + "00" * 31)
+    assert rc == 2 and err == (f"zkhive window-post: {vp}: field vanilla_proofs: partition 0, sector 0 (id 1), "
+                               "challenge 0: the inclusion proof is of leaf 707914199, the randomness and sector id 1 "
+                               "challenge leaf 466519993 (another randomness or sector id?)"), err
+    rc, err = run(capsys, *base, "--registered-proof", "8", "--partition", "1")
+    assert rc == 2 and f"{vp}: field vanilla_proofs: partition 1, sector 0 (id 1), challenge 0: the inclusion " \
+                       "proof is of leaf 707914199" in err, err
