@@ -141,3 +141,35 @@ def test_a_snap_request_over_its_bound_is_refused_naming_it():
     req.request_id = req.request_id[:-1]
     with pytest.raises(gsnap.SnapRequestError, match=r"^field vanilla_proofs\[0\]: partition 0"):
         gsnap.job_document(req)                    # within the bound: on to the proof's own checks
+
+
+def test_the_grpc_receive_bound_covers_the_largest_post_request_whatever_c1_max_bytes():
+    """With c1_max_bytes at 1 MiB (a Commit2 input's bound 1.5 MiB) the gateway still reads a
+    request as large as a full 64 GiB WindowPoSt partition's (kindlimits.largest_request, 56 MiB):
+    at that size it reaches the servicer, one byte more is grpc's RESOURCE_EXHAUSTED."""
+    import grpc
+
+    from cluster.gateway import kindlimits as kl
+    from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
+    from cluster.gateway.server import build
+    from cluster.ops.supervisor import free_port
+    from cluster.settings import GatewaySettings
+    from tests.unit.test_input_limits_exact import _message_of, _Runtime
+
+    s = Settings(limits={"c1_max_bytes": 1 << 20}, gateway=GatewaySettings(address="127.0.0.1", port=free_port()))
+    limit = kl.largest_request()
+    assert s.gateway.request_bytes(s.limits.c1_max_bytes) < limit
+    server, port = build(s, _Runtime(s))
+    server.start()
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}", options=[("grpc.max_send_message_length", -1)]) as channel:
+            stub = pb_grpc.ProvingEngineStub(channel)
+            with pytest.raises(grpc.RpcError) as e:
+                stub.SubmitProof(_message_of(limit), timeout=120)
+            assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT, e.value.details()   # reached the servicer
+            with pytest.raises(grpc.RpcError) as e:
+                stub.SubmitProof(_message_of(limit + 1), timeout=120)
+            assert e.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert f"({limit + 1} vs. {limit})" in e.value.details(), e.value.details()
+    finally:
+        server.stop(None)
