@@ -226,3 +226,22 @@ def test_filecoin_2k_stand_in_files_under_v28_names(tmp_path):
     res = subprocess.run(cmd + ["--swap-aux", "auto"], capture_output=True, text=True, timeout=3000)
     print(res.stdout, res.stderr)
     assert res.returncode == 1 and "does not verify" in res.stdout, res.stdout + res.stderr
+
+
+def test_the_winning_and_update_kinds_instances_are_their_circuits():
+    """The kinds whose keys are too slow to make here (winning-post-2k ~45 s, snap-update-2k
+    ~20 min on 2 cores): their instances are a sealed sector's WinningPoSt (66 circuit sectors,
+    132 public inputs, the witness satisfying every row) and a CC sector's update (h_select 1,
+    comm_r_old, comm_d_new, comm_r_new), each under parameters.json's v28 name."""
+    from synthesis.circuits import get_circuit
+    doc = json.loads(selftest.PARAMETERS_JSON.read_text())
+    c = get_circuit("winning-post-2k")
+    z, pub = selftest.KINDS["winning-post-2k"].instance(c, 1)
+    assert len(pub) == 132 and len(set(pub[0::2])) == 1          # the one sector's comm_r, 66 times
+    c.r1cs().check(z.to_vec())
+    u = get_circuit("snap-update-2k")
+    z, pub = selftest.KINDS["snap-update-2k"].instance(u, 1)
+    assert len(pub) == 4 and pub[0] == 1 and len(z) == 1 + 4 + u.size()["aux"]
+    for kind in ("porep-2k", "winning-post-2k", "window-post-2k", "snap-update-2k"):
+        stem = selftest.KINDS[kind].stem()
+        assert stem + ".params" in doc and stem + ".vk" in doc, kind
