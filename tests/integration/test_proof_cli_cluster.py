@@ -154,3 +154,24 @@ def test_winning_post_and_update_from_lotus_bench_files_proved_and_verified(cl, 
     vk = KeyCache(s.tmp / "keys").load_vk(circuit)
     got = Proof.from_bytes((tmp_path / "u.bin").read_bytes())
     assert groth16_verify(vk, pub, got) and not groth16_verify(vk, [*pub[:3], pub[3] + 1], got)
+
+
+def test_zkhive_submit_holds_a_post_document_to_its_kind_s_bound(cl, tmp_path):
+    """At submission (``zkhive submit`` -> submit_job on this cluster): a window-post-2k document
+    of exactly its limit passes the size check (and is then refused by the schema, for its
+    missing fields), one byte more is refused naming the kind, the size and the limit; no job."""
+    from tests.unit.test_kind_limits import _padded
+    from cluster.pipeline import bounds
+    from synthesis.circuits import get_circuit
+
+    s = cl
+    most = bounds.document_limit(get_circuit("window-post-2k"))
+    before = _jobs(s)
+    for size, want in ((most, "bad C1 input: field registered_proof: is missing"),
+                       (most + 1, f"window-post window-post-2k: the job document is {most + 1} bytes as JSON, over "
+                                  f"its limit of {most} (the largest honest window-post-2k document + 1% + 4 KiB)")):
+        (tmp_path / "doc.json").write_text(json.dumps(_padded("window-post-2k", size), sort_keys=True,
+                                                      separators=(",", ":")))
+        res = zkhive(*s.args("submit", str(tmp_path / "doc.json")), env=s.env)
+        assert res.returncode != 0 and want in res.stderr and res.stderr.count("\n") == 1, res.stderr
+    assert _jobs(s) == before
