@@ -116,6 +116,8 @@ def test_the_gateway_request_bound_of_a_kind_at_its_limit_and_one_byte_over():
     # the gRPC receive bound covers the largest kind's request whatever c1_max_bytes is
     big = kl.largest_request()
     assert big == kl.request_limit(pb.WINDOW_POST_PARTITION, 14) > 58_000_000
+    from cluster.settings import LARGEST_KIND_REQUEST
+    assert big == LARGEST_KIND_REQUEST        # the settings' pinned copy (their checks import no circuit)
     g = Settings().gateway
     assert g.request_bytes(1 << 20, big) == big
     assert g.request_bytes(64 << 20, big) == (64 << 20) // 3 * 4 + 4 + 4096 + (64 << 10)   # the C2's, larger
@@ -158,7 +160,12 @@ def test_the_grpc_receive_bound_covers_the_largest_post_request_whatever_c1_max_
 
     s = Settings(limits={"c1_max_bytes": 1 << 20}, gateway=GatewaySettings(address="127.0.0.1", port=free_port()))
     limit = kl.largest_request()
-    assert s.gateway.request_bytes(s.limits.c1_max_bytes) < limit
+    assert s.gateway.request_bytes(s.limits.c1_max_bytes, 0) < limit == s.gateway.request_bytes(s.limits.c1_max_bytes)
+    # the settings refuse an in-flight budget below it (no request could be served)
+    from cluster.errors import SettingsError
+    with pytest.raises(SettingsError, match=rf"gateway.max_inflight_bytes \(50000000\) must be at least the largest "
+                                            rf"request \({limit}:"):
+        Settings(limits={"c1_max_bytes": 1 << 20}, gateway={"max_inflight_bytes": 50_000_000}).check()
     server, port = build(s, _Runtime(s))
     server.start()
     try:
