@@ -257,7 +257,8 @@ class LimitSettings(Section):
     defaults 2-4x what sdr-32g's 16.4 MB document needs). Errors name the field and its size."""
 
     c1_max_bytes: int = Field(64 << 20, gt=0)
-    """Largest C1 document (JSON text; a file, a client's dict, a Flower request's argument)."""
+    """Largest C1 document (JSON text; a file, a client's dict, a Flower request's argument). A PoSt /
+    SnapDeals job document is held to its own set's bound instead (cluster.pipeline.bounds.kind_limit)."""
     depth: int = Field(16, ge=2, le=200)
     """Deepest nesting of arrays and objects (a C1 document has 9 levels)."""
     string_bytes: int = Field(256, gt=0)
