@@ -9,7 +9,8 @@ function, so the command stays one entry point while the code lives with what it
 - ``cluster.ops.commands``: the operator's (``up``, ``down``, ``ps``, ``restart``, ``flower``,
   ``metrics``, ``ready``);
 - ``cluster.user.demo``: ``demo``;
-- ``cluster.gateway.commands``: ``gateway`` (cuzk's gRPC service), ``c2`` (lotus-bench prove's drop-in).
+- ``cluster.gateway.commands``: ``gateway`` (cuzk's gRPC service), ``c2`` (lotus-bench prove's drop-in);
+- ``cluster.gateway.proofcli``: ``winning-post``, ``window-post``, ``prove-update`` (c2's siblings).
 
 The modules are imported by name when the parser is built: this module imports none of them (they
 import ``CommandError`` and ``cli_name`` from here), so ``cluster.ops`` and ``cluster.user`` sit
@@ -25,7 +26,8 @@ import sys
 from .errors import cli_name  # noqa: F401  (the command modules import it from here)
 
 COMMAND_MODULES = ("synthesis.cli", "gpu.export.cli", "cluster.user.local", "cluster.user.commands",
-                   "cluster.ops.commands", "cluster.user.demo", "cluster.gateway.commands")
+                   "cluster.ops.commands", "cluster.user.demo", "cluster.gateway.commands",
+                   "cluster.gateway.proofcli")
 
 
 class CommandError(Exception):

@@ -112,6 +112,10 @@ class BlobSettings(Section):
 
 #: cuzk's circuit ids (curio extern/cuzk srs_manager.rs) that name one of our parameter sets
 CUZK_PRELOAD = {"porep-32g": "filecoin-32g", "porep-64g": "filecoin-64g"}
+#: bytes of the largest PoSt / SnapDeals request (a full 64 GiB WindowPoSt partition + 4 KiB):
+#: cluster.gateway.kindlimits.largest_request(), pinned here so the settings' own checks need no
+#: circuit import (tests/unit/test_kind_limits.py holds the two equal)
+LARGEST_KIND_REQUEST = 58_709_493
 
 
 class SrsSettings(Section):
@@ -253,7 +257,8 @@ class LimitSettings(Section):
     defaults 2-4x what sdr-32g's 16.4 MB document needs). Errors name the field and its size."""
 
     c1_max_bytes: int = Field(64 << 20, gt=0)
-    """Largest C1 document (JSON text; a file, a client's dict, a Flower request's argument)."""
+    """Largest C1 document (JSON text; a file, a client's dict, a Flower request's argument). A PoSt /
+    SnapDeals job document is held to its own set's bound instead (cluster.pipeline.bounds.kind_limit)."""
     depth: int = Field(16, ge=2, le=200)
     """Deepest nesting of arrays and objects (a C1 document has 9 levels)."""
     string_bytes: int = Field(256, gt=0)
@@ -351,7 +356,8 @@ class GatewaySettings(Section):
     container whose port is published on the host's loopback (docker-compose.yml)."""
     max_message_bytes: int = Field(256 << 20, gt=0)
     """Largest response, and request (a 32 GiB Commit2 input is ~70 MB of base64-wrapped JSON);
-    requests are read only up to what a Commit2 input may be when that is less (``request_bytes``)."""
+    requests are read only up to what a Commit2 input or a full WindowPoSt partition may be, whichever
+    is larger, when that is less (``request_bytes``)."""
     max_inflight_bytes: int = Field(256 << 20, gt=0)
     """Bytes of SubmitProof/Prove requests being received, decoded and stored at once (each costs
     a few times its size while it is); room for the largest request is reserved before a message
@@ -377,11 +383,12 @@ class GatewaySettings(Section):
         if self.tls_client_ca is not None and self.tls_cert is None:
             raise SettingsError("gateway.tls_client_ca: client certificates need TLS (gateway.tls_cert, tls_key)")
 
-    def request_bytes(self, c1_max_bytes: int) -> int:
+    def request_bytes(self, c1_max_bytes: int, kinds_bytes: int = LARGEST_KIND_REQUEST) -> int:
         """The largest request the gateway reads: ``max_message_bytes``, or less, what a Commit2
         input may be (``c1_max_bytes`` as base64 in its JSON wrapper, cluster.gateway.c2input)
-        plus 64 KiB for the other fields; a larger one is refused as its length arrives."""
-        return min(self.max_message_bytes, (c1_max_bytes + 2) // 3 * 4 + 4096 + (64 << 10))
+        plus 64 KiB for the other fields, or ``kinds_bytes`` when larger (the largest PoSt /
+        SnapDeals request, cluster.gateway.kindlimits); a larger one is refused as its length arrives."""
+        return min(self.max_message_bytes, max((c1_max_bytes + 2) // 3 * 4 + 4096 + (64 << 10), kinds_bytes))
 
     def on_unix_socket(self) -> bool:
         return self.address == "unix"
@@ -445,7 +452,8 @@ class Settings(Section):
         if g.max_inflight_bytes < largest:
             raise SettingsError(f"{where}: gateway.max_inflight_bytes ({g.max_inflight_bytes}) must be at least "
                                 f"the largest request ({largest}: gateway.max_message_bytes, or a Commit2 input "
-                                f"of limits.c1_max_bytes if less), or no request could be served")
+                                f"of limits.c1_max_bytes or a full WindowPoSt partition if less), or no request "
+                                f"could be served")
         return self
 
 

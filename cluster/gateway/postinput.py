@@ -47,15 +47,22 @@ def job_id_of(request_id: str) -> str | None:
     return f"{clean}-{hashlib.sha256(request_id.encode()).hexdigest()[:12]}"
 
 
-def submit(engine, req):
-    """SubmitProof of a PoSt request (``ProvingEngine._submit_one`` dispatches here)."""
-    from cluster.errors import DispatchBusy, JobConflict, JobError
-    from cluster.pipeline.workflow import submit_job
+class PostRequestError(ValueError):
+    """A WINNING_POST / WINDOW_POST_PARTITION request refused at the door (one line naming the field)."""
+
+
+def job_document(req) -> tuple[dict, str]:
+    """The job document of a PoSt ``SubmitProofRequest`` and its priority (the cluster's name),
+    every field and vanilla proof checked that can be without the cluster (``submit_job`` parses
+    the document whole); PostRequestError names the first thing wrong. The gateway's
+    ``submit`` and ``zkhive winning-post|window-post`` both start here."""
     from synthesis.filecoin import post_job as pj
 
-    from .wire import PRIORITIES, Abort
+    from .wire import PRIORITIES
 
-    bad = lambda msg: Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)  # noqa: E731
+    from .kindlimits import check_request_size
+
+    bad = PostRequestError
     kind, what = KIND[req.proof_kind], pb.ProofKind.Name(req.proof_kind)
     name = pj.REGISTERED_POST_PROOFS.get(req.registered_proof)
     if name is None:
@@ -74,6 +81,10 @@ def submit(engine, req):
         raise bad(f"field vanilla_proofs: {n} vanilla proofs, {name} takes "
                   + ("exactly 1 (the challenged sector's)" if kind == "winning"
                      else f"1 to {most} (one a sector of the partition)"))
+    try:
+        check_request_size(req)     # the set's largest honest request (kindlimits): the other fields
+    except ValueError as e:
+        raise bad(str(e)) from None
     if kind == "winning" and req.partition_index:
         raise bad(f"field partition_index: {req.partition_index}, a WinningPoSt is partition 0")
     if req.priority not in PRIORITIES:
@@ -84,6 +95,21 @@ def submit(engine, req):
                           req.partition_index)
     except ValueError as e:
         raise bad(f"field {e}") from None
+    return doc, priority
+
+
+def submit(engine, req):
+    """SubmitProof of a PoSt request (``ProvingEngine._submit_one`` dispatches here)."""
+    from cluster.errors import DispatchBusy, JobConflict, JobError
+    from cluster.pipeline.workflow import submit_job
+
+    from .wire import Abort
+
+    bad = lambda msg: Abort(grpc.StatusCode.INVALID_ARGUMENT, msg)  # noqa: E731
+    try:
+        doc, priority = job_document(req)
+    except PostRequestError as e:
+        raise bad(str(e)) from None
     try:
         rec, created = submit_job(engine.rt, doc, job_id=job_id_of(req.request_id), priority=priority)
     except JobConflict as e:

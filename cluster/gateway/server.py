@@ -368,7 +368,9 @@ def build(s, rt) -> tuple[grpc.Server, int]:
         token = g.secret()
     except SettingsError as e:
         raise GatewayError(str(e)) from None
-    request_max = g.request_bytes(s.limits.c1_max_bytes)
+    from .kindlimits import largest_request
+
+    request_max = g.request_bytes(s.limits.c1_max_bytes, largest_request())  # a PoSt partition's too
     opts = [("grpc.max_receive_message_length", request_max),
             ("grpc.max_send_message_length", g.max_message_bytes),
             ("grpc.so_reuseport", 0)]

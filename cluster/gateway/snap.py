@@ -54,6 +54,12 @@ def job_document(req) -> dict:
     if len(proofs) != prm.partition_count:
         raise SnapRequestError(f"field vanilla_proofs: {len(proofs)} partition proofs, {rp} has "
                                f"{prm.partition_count} partitions")
+    from .kindlimits import check_request_size
+
+    try:
+        check_request_size(req)     # the set's largest honest request (kindlimits): the other fields
+    except ValueError as e:
+        raise SnapRequestError(str(e)) from None
     want, h = sc.proof_bytes(prm), sc.upd.h_default(prm)
     for k, raw in enumerate(proofs):
         if len(raw) != want:

@@ -28,18 +28,88 @@ def limits_of(settings) -> Limits:
     return settings.limits.limits()
 
 
+# --- the kinds' own bounds (issue 37) ---------------------------------------------------------------
+#
+# A PoSt or SnapDeals job document is bounded by its circuit's own maximum, not by
+# ``limits.c1_max_bytes`` (a PoRep C1's): the largest honest document of the parameter set
+# (``circuit.max_document_bytes()``: every sector or partition, each vanilla proof at its fixed
+# length, every number at its widest) plus 1% and 4 KiB. A full 32 GiB WindowPoSt partition is
+# 79.7 MB of JSON, over the default 64 MiB of a C1; a 2 KiB one is 15.9 KB, and 20 KB is refused.
+
+#: the margin over a circuit's largest honest document: a part in MARGIN_DIV, plus MARGIN_BYTES
+MARGIN_DIV, MARGIN_BYTES = 100, 4096
+
+
+def document_limit(circuit) -> int | None:
+    """The largest job document ``circuit`` takes (its own maximum with the margin), or None for
+    circuits bounded by ``limits.c1_max_bytes`` (PoRep: their C1s)."""
+    most = getattr(circuit, "max_document_bytes", None)
+    if most is None:
+        return None
+    n = int(most())
+    return n + n // MARGIN_DIV + MARGIN_BYTES
+
+
+def kind_limit(doc) -> tuple[int, str] | None:
+    """(limit, "<kind> <parameter set>") of a document naming a PoSt / SnapDeals set; else None."""
+    from synthesis.circuits import get_circuit
+
+    params = doc.get("params") if isinstance(doc, dict) else None
+    if not isinstance(params, str) or len(params) > 64:
+        return None
+    try:
+        circuit = get_circuit(params)
+    except KeyError:
+        return None
+    most = document_limit(circuit)
+    return None if most is None else (most, f"{getattr(circuit, 'proof_kind', 'job')} {params}")
+
+
+def largest_kind_document() -> int:
+    """The largest document any registered PoSt / SnapDeals set takes (window-post-64g's)."""
+    from synthesis.circuits import get_circuit, known
+
+    return max((document_limit(get_circuit(n)) or 0 for n in known()), default=0)
+
+
+def read_limits(settings) -> Limits:
+    """What a submission path may read before it knows the document's kind (``zkhive submit``'s
+    file, Flower's body): ``[limits]`` with the size of the largest document of any kind, the
+    C1's or a PoSt/SnapDeals set's; ``submit_job`` then holds the document to its own kind's."""
+    import dataclasses
+
+    lim = limits_of(settings)
+    return dataclasses.replace(lim, document_bytes=max(lim.document_bytes, largest_kind_document()))
+
+
 def check_c1(settings, doc) -> None:
     """JobError (one line, the field and its size) unless ``doc`` is a JSON object within
-    ``[limits]``; nothing of it is echoed beyond a few dozen characters."""
+    ``[limits]``; nothing of it is echoed beyond a few dozen characters. A PoSt / SnapDeals
+    document's walk is bounded by twice its kind's limit (its exact size, canonical JSON, is
+    ``check_canonical_size``'s)."""
+    import dataclasses
+
     if not isinstance(doc, dict):
         raise JobError(f"a C1 document is a JSON object, not {type(doc).__name__}")
+    lim, setting, kl = limits_of(settings), "limits.c1_max_bytes", kind_limit(doc)
+    if kl is not None:
+        lim, setting = dataclasses.replace(lim, document_bytes=2 * kl[0]), f"twice the {kl[1]} limit"
     try:
-        check(doc, limits_of(settings))
+        check(doc, lim, setting=setting)
     except InputError as e:
         raise JobError(str(e)) from None
 
 
-def check_canonical_size(settings, c1: bytes) -> None:
+def check_canonical_size(settings, c1: bytes, doc=None) -> None:
+    """The document's size as canonical JSON against its kind's limit (``kind_limit``: a PoSt /
+    SnapDeals set's own), else ``limits.c1_max_bytes``; JobError naming the kind, size and limit."""
+    kl = kind_limit(doc) if doc is not None else None
+    if kl is not None:
+        most, label = kl
+        if len(c1) > most:
+            raise JobError(f"{label}: the job document is {len(c1)} bytes as JSON, over its limit of {most} "
+                           f"(the largest honest {label.split()[-1]} document + 1% + 4 KiB)")
+        return
     bound = settings.limits.c1_max_bytes
     if len(c1) > bound:
         raise JobError(f"the C1 input is {len(c1)} bytes as JSON, over the limit of {bound} (limits.c1_max_bytes)")

@@ -177,7 +177,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
 
     bounds.check_c1(rt.settings, doc)  # [limits], before anything is stored or echoed
     c1 = canonical_c1(doc)
-    bounds.check_canonical_size(rt.settings, c1)
+    bounds.check_canonical_size(rt.settings, c1, doc)  # a PoSt / SnapDeals set: its own limit
     params = doc.get("params")
     if not isinstance(params, str):
         raise JobError("field params: must name the parameter set (a string)")

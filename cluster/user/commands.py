@@ -72,6 +72,7 @@ def cmd_submit(args) -> int:
     from cluster.client import Job
     from cluster.errors import BlobStoreFull
     from cluster.pipeline.jobs import JobError
+    from cluster.pipeline.bounds import read_limits
     from cluster.pipeline.workflow import submit_job
 
     from synthesis import limits
@@ -81,9 +82,11 @@ def cmd_submit(args) -> int:
 
     try:  # bounded before it is parsed: size, UTF-8, nesting, numbers ([limits])
         # Filecoin's C1 / Commit2 input file (lotus-bench, Curio) names its set by registered_proof
-        doc = job_document(args.file, rt.settings.limits.limits())
+        # read up to the largest document of any kind; submit_job holds it to its own kind's
+        bound = read_limits(rt.settings)
+        doc = job_document(args.file, bound)
         if doc is None:
-            doc = limits.read(args.file, rt.settings.limits.limits())
+            doc = limits.read(args.file, bound)
     except OSError as e:
         raise CommandError(f"{args.file}: {e.strerror or e}") from None
     except (limits.InputError, C1Error) as e:

@@ -1,15 +1,19 @@
 """``zkhive selftest``: are zkhive's circuits Filecoin's? Settled on an operator's machine with
 Filecoin's parameter cache ($FIL_PROOFS_PARAMETER_CACHE, default /var/tmp/filecoin-proof-parameters).
 
-For each proof kind (``KINDS``) whose circuit this build registers and whose size was asked
-for: each of its two files' digest as paramfetch computes it against ``parameters.json``
+For each proof kind (``KINDS``: PoRep C2, WinningPoSt, WindowPoSt, SnapDeals update) whose
+circuit this build registers and whose size was asked for, and whose key files are in the cache
+(a kind with neither file is skipped and listed, unless named with ``--kind``: then it must be
+there): each of its two files' digest as paramfetch computes it against ``parameters.json``
 (filecoin-proofs' own, carried as synthesis/filecoin/parameters.json, rust-fil-proofs 87348a7),
-then a freshly sealed sector's partition 0 proved with the ceremony's ``.params`` and the proof
+then a freshly sealed sector's partition 0 (PoSt: its vanilla proofs as Curio sends them;
+SnapDeals: a CC sector updated with new data) proved with the ceremony's ``.params`` and the proof
 verified with its ``.vk`` against the public inputs zkhive computes. Filecoin's keys encode
 Filecoin's circuit, variable order included (each variable's points are u_i(tau), v_i(tau),
 w_i(tau) of *its* column): a proof made by a circuit that differs, even by two exchanged
-variables holding different values, does not verify. One table; exit 0 only when every file
-of every selected kind is present, its digest is parameters.json's, and it proved and verified.
+variables holding different values, does not verify. One table; exit 0 only when at least
+one kind was checked and every file of every checked kind is present, its digest is
+parameters.json's, and it proved and verified (3: nothing checked, or a named kind's files missing).
 
 Limits, said where they bite: a green row says the circuit agrees with the keys on this
 witness. Two exchanged variables that hold the same value in it give the same polynomials and
@@ -83,6 +87,61 @@ register_kind(Kind("porep-8m", "filecoin-8m", 8 << 20, "PoRep C2 (StackedDrg8MiB
                    _porep_stem(8 << 20), _porep_instance))
 
 
+#: the PoSt challenges' randomness (lotus masks the top bits: a field element) and the miner
+POST_RANDOMNESS, POST_MINER = bytes(range(1, 32)) + b"\x1f", 1000
+
+
+def _post_instance(circuit, seed: int):
+    """A freshly sealed 2 KiB sector's WinningPoSt (66 challenges) or WindowPoSt (a one-sector
+    partition, padded) as Curio sends it: its bincode vanilla proof, the job document, checked
+    (``parse_c1``: the vanilla proof verified), the witness and the public inputs."""
+    from synthesis.filecoin import bincode as bc
+    from synthesis.filecoin import params as fp
+    from synthesis.filecoin import post, post_job as pj
+    from synthesis.filecoin import sector as fs
+
+    prm = circuit.prm
+    sealed = fs.seal(fp.get("filecoin-2k"), seed.to_bytes(4, "little") * 254, fs.prover_id_from_miner(POST_MINER),
+                     seed, bytes([seed & 0xFF]) * 32)
+    rp = prm.registered_proofs[-1]
+    api = pj.api_version(rp)
+    if prm.kind == "winning":
+        sp = [post.vanilla_proof(sealed, post.sector_challenges(prm, POST_RANDOMNESS, sealed.sector_id, i, api))
+              for i in range(prm.sector_count)]
+    else:
+        sp = [post.vanilla_proof(sealed, post.sector_challenges(prm, POST_RANDOMNESS, sealed.sector_id, 0, api))]
+    doc = pj.document(prm, rp, POST_RANDOMNESS, POST_MINER, [bc.write_post_sector_proof(prm, sp)])
+    job = circuit.parse_c1(json.loads(json.dumps(doc)))
+    return circuit.synthesize_compact(job, 0), circuit.public_inputs(job, 0)
+
+
+def _update_instance(circuit, seed: int):
+    """A 2 KiB CC sector sealed and updated with new data (``samples.sample_update``), its
+    partition proof as Curio sends it, checked, the witness and the public inputs."""
+    from synthesis.filecoin import snap_circuit as sc
+    from synthesis.filecoin.samples import sample_update
+
+    u = sample_update(f"selftest {seed}".encode())
+    job = circuit.parse_c1(json.loads(json.dumps(sc.job_document(circuit.name, u))))
+    return circuit.synthesize(job, 0), circuit.public_inputs(job, 0)
+
+
+def _circuit_stem(params: str) -> Callable[[], str]:
+    def stem() -> str:
+        from synthesis.circuits import get_circuit
+        c = get_circuit(params)
+        return getattr(c, "filecoin_file_stem", None) or c.file_stem
+    return stem
+
+
+register_kind(Kind("winning-post-2k", "winning-post-2k", 2048, "WinningPoSt (StackedDrgWinning2KiBV1), a sealed "
+                   "2 KiB sector's 66 challenges", _circuit_stem("winning-post-2k"), _post_instance))
+register_kind(Kind("window-post-2k", "window-post-2k", 2048, "WindowPoSt (StackedDrgWindow2KiBV1_2), a sealed "
+                   "2 KiB sector's partition", _circuit_stem("window-post-2k"), _post_instance))
+register_kind(Kind("snap-update-2k", "snap-update-2k", 2048, "SnapDeals update (StackedDrg2KiBV1), a 2 KiB CC "
+                   "sector updated with new data", _circuit_stem("snap-update-2k"), _update_instance))
+
+
 # --- the negative control --------------------------------------------------------------------
 
 class Reordered:
@@ -146,6 +205,7 @@ class Report:
     rows: list[Row] = dc_field(default_factory=list)
     missing: list[tuple[str, str]] = dc_field(default_factory=list)   # (kind, file)
     skipped: list[str] = dc_field(default_factory=list)
+    absent: list[str] = dc_field(default_factory=list)    # kinds skipped: neither file in the cache
     swapped: tuple[int, int] | None = None
 
     @property
@@ -169,8 +229,9 @@ def _digest(path: Path, manifest: dict) -> tuple[str, bool]:
 
 
 def check_kind(kind: Kind, cache: Path, manifest: dict, report: Report, *, backend: str = "cpu",
-               swap: tuple[int, int] | None = None, seed: int = 1) -> None:
-    """Digest, prove, verify ``kind`` from ``cache``; rows appended to ``report``."""
+               swap: tuple[int, int] | None = None, seed: int = 1, named: bool = True) -> None:
+    """Digest, prove, verify ``kind`` from ``cache``; rows appended to ``report``. A kind not
+    ``named`` by the operator whose two files are both absent is skipped (listed, not failed)."""
     from gpu.groth16 import KeyFormatError, bellperson, prove, verify
     from synthesis.circuits import get_circuit
     try:
@@ -181,6 +242,11 @@ def check_kind(kind: Kind, cache: Path, manifest: dict, report: Report, *, backe
     stem = kind.stem()
     params, vk = cache / f"{stem}.params", cache / f"{stem}.vk"
     prow, vrow = Row(kind.name, params.name, params.is_file()), Row(kind.name, vk.name, vk.is_file())
+    if not named and not (prow.present or vrow.present):
+        report.skipped.append(f"{kind.name}: absent ({_short(params.name)} and .vk are not in {cache}; "
+                              f"--kind {kind.name} to require it)")
+        report.absent.append(kind.name)
+        return
     report.rows += [prow, vrow]
     for row, path in ((prow, params), (vrow, vk)):
         if not row.present:
@@ -265,8 +331,8 @@ def render(report: Report, *, stand_in: bool, console=None) -> None:
         console.print(f"skipped {line}", soft_wrap=True)
     for kind, name in report.missing:
         console.print(f"[yellow]missing[/yellow] {report.cache / name} ({kind})", soft_wrap=True)
-    if report.missing:
-        sizes = sorted({KINDS[k].sector_size for k, _ in report.missing})
+    if report.missing or report.absent:
+        sizes = sorted({KINDS[k].sector_size for k, _ in report.missing} | {KINDS[k].sector_size for k in report.absent})
         for s in sizes:
             console.print(FETCH.format(cache=report.cache, size=_size_name(s), bytes=s), soft_wrap=True)
     red = [r for r in report.rows if r.present and not r.green]
@@ -318,7 +384,7 @@ def cmd_selftest(args) -> int:
     sizes = {2048} | ({8 << 20} if args.with_8m else set())
     report = Report(cache, str(src))
     for kind in selected(sizes, args.kind):
-        check_kind(kind, cache, manifest, report, backend=args.backend, swap=swap)
+        check_kind(kind, cache, manifest, report, backend=args.backend, swap=swap, named=bool(args.kind))
     if report.swapped:
         print(f"NEGATIVE CONTROL: auxiliary variables {report.swapped[0]} and {report.swapped[1]} exchanged "
               "in every circuit (a red table is the expected result)")

@@ -108,6 +108,22 @@ def max_proof_bytes(prm: post.PostParams) -> int:
 
 # --- the document --------------------------------------------------------------------------
 
+def max_document_bytes(prm: post.PostParams) -> int:
+    """The largest honest job document of ``prm`` as canonical JSON (sorted keys, no spaces: what
+    ``submit_job`` stores): ``max_sectors`` sectors, each vanilla proof ``max_proof_bytes`` long,
+    every number at its widest (ids and the miner 2^64 - 1, the partition 2^32 - 1). Counted from
+    one and two sectors (a JSON array grows by the same bytes an item), never built whole."""
+    def size(n: int) -> int:
+        doc = document(prm, max(prm.registered_proofs, key=len), b"\xff" * 32, (1 << 64) - 1,
+                       [b"\xff" * max_proof_bytes(prm)] * n, (1 << 32) - 1)
+        for s in doc["sectors"]:
+            s["sector_id"] = (1 << 64) - 1
+        return len(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+    one, two = size(1), size(2)
+    return one + (max_sectors(prm) - 1) * (two - one)
+
+
+
 class SectorModel(Strict):
     sector_id: int = Field(ge=0, lt=1 << 64)
     comm_r: Fr
@@ -316,6 +332,10 @@ class PostCircuit(CompactMatrices):
 
     def num_partitions(self) -> int:
         return 1
+
+    def max_document_bytes(self) -> int:
+        """The largest honest job document (``max_document_bytes``): the kind's input bound."""
+        return max_document_bytes(self.prm)
 
     def matrices_path(self) -> Path:
         return _cache_dir() / "r1cs" / f"post-{self.digest()}.npz"

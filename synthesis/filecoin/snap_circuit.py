@@ -180,6 +180,20 @@ def job_document(name: str, u: snap.UpdatedSector, **extra) -> dict:
             "comm_r_new": hex(u.comm_r_new), "h": u.h, "partition_proofs": pp, **extra}
 
 
+def max_document_bytes(prm: upd.UpdateParams, name: str) -> int:
+    """The largest honest job document of ``prm`` as canonical JSON (sorted keys, no spaces):
+    ``partition_count`` proofs of ``proof_bytes``, every commitment 66 characters, the sector
+    number and miner id 2^64 - 1. Counted from one and two partitions, never built whole."""
+    def size(n: int) -> int:
+        top = hex(field.MODULUS - 1)
+        doc = {"params": name, "registered_proof": prm.registered_proof, "comm_r_old": top, "comm_d_new": top,
+               "comm_r_new": top, "h": max(prm.hs), "partition_proofs": [chunked(b"\xff" * proof_bytes(prm))] * n,
+               "sector_number": (1 << 64) - 1, "miner_id": (1 << 64) - 1}
+        return len(json.dumps(doc, sort_keys=True, separators=(",", ":")))
+    one, two = size(1), size(2)
+    return one + (prm.partition_count - 1) * (two - one)
+
+
 def source_digest() -> str:
     from ..family.params import source_digest as digest_of
     return digest_of(_SOURCES)
@@ -207,6 +221,10 @@ class UpdateCircuit:
                    "sector_size": self.params.sector_size, "poseidon": self.params.poseidon}
             self._digest = hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
         return self._digest
+
+    def max_document_bytes(self) -> int:
+        """The largest honest job document (``max_document_bytes``): the kind's input bound."""
+        return max_document_bytes(self.params, self.name)
 
     def num_partitions(self) -> int:
         return self.params.partition_count

@@ -116,19 +116,79 @@ def test_two_exchanged_aux_variables_fail_the_selftest(stand_in, capsys):
 
 
 def test_without_files_the_missing_list_and_how_to_fetch(tmp_path, capsys):
+    """Kinds whose files are absent are skipped and listed (nothing checked: exit 3, INCOMPLETE);
+    a kind the operator names must be there: its files are listed missing."""
     rc, out = run(capsys, "--cache", tmp_path)
     assert rc == selftest.MISSING, out
     stem = bellperson.filecoin_stem(2048)
-    assert f"missing {tmp_path / stem}.params (porep-2k)" in out
-    assert f"missing {tmp_path / stem}.vk (porep-2k)" in out
+    for kind in ("porep-2k", "winning-post-2k", "window-post-2k", "snap-update-2k"):
+        assert f"skipped {kind}: absent (" in out and f"--kind {kind} to require it)" in out, out
+    assert "missing " not in out and "│" not in out        # no rows: nothing was present
     assert "`curio fetch-params 2KiB`" in out and "`lotus fetch-params 2KiB`" in out
     assert "paramfetch --sector-sizes 2048" in out
-    assert "digests against Filecoin's parameters.json" in out and "INCOMPLETE" in out
+    assert "digests against Filecoin's parameters.json" in out and "INCOMPLETE: no kind could be checked" in out
+    rc, out = run(capsys, "--cache", tmp_path, "--kind", "porep-2k", "--kind", "winning-post-2k")
+    assert rc == selftest.MISSING, out
+    assert f"missing {tmp_path / stem}.params (porep-2k)" in out
+    assert f"missing {tmp_path / stem}.vk (porep-2k)" in out
+    wstem = selftest.KINDS["winning-post-2k"].stem()
+    assert f"missing {tmp_path / wstem}.params (winning-post-2k)" in out and "skipped" not in out
     # $FIL_PROOFS_PARAMETER_CACHE is where it looks by default
     env = dict(os.environ, FIL_PROOFS_PARAMETER_CACHE=str(tmp_path / "elsewhere"))
-    res = subprocess.run([sys.executable, "-m", "cluster", "selftest"], env=env, capture_output=True,
-                         text=True, timeout=300)
+    res = subprocess.run([sys.executable, "-m", "cluster", "selftest", "--kind", "porep-2k"], env=env,
+                         capture_output=True, text=True, timeout=300)
     assert res.returncode == selftest.MISSING and f"missing {tmp_path / 'elsewhere' / stem}.params" in res.stdout
+
+
+@pytest.fixture(scope="module")
+def window_cache(tmp_path_factory):
+    """window-post-2k's keys (zkhive keys setup: a development ceremony) under Filecoin's own
+    name (v28-proof-of-spacetime-fallback-…-0170db1f…) in a parameter cache, with a manifest of
+    their digests."""
+    from cluster.pipeline.keys import KeyCache
+    from synthesis.circuits import get_circuit
+    root = tmp_path_factory.mktemp("selftest-post")
+    params, vk = KeyCache(root / "keys").setup(get_circuit("window-post-2k"), backend="cpu")
+    stem = selftest.KINDS["window-post-2k"].stem()
+    assert stem.startswith("v28-proof-of-spacetime-fallback-merkletree-poseidon_hasher-8-0-0-0170db1f")
+    cache = root / "cache"
+    cache.mkdir()
+    shutil.copyfile(params, cache / f"{stem}.params")
+    shutil.copyfile(vk, cache / f"{stem}.vk")
+    manifest = {p.name: {"cid": "-", "digest": bellperson.file_digest(p), "sector_size": 2048}
+                for p in (cache / f"{stem}.params", cache / f"{stem}.vk")}
+    (root / "parameters.json").write_text(json.dumps(manifest))
+    return {"root": root, "cache": cache, "manifest": root / "parameters.json", "stem": stem}
+
+
+def test_post_kind_present_and_good_the_absent_kinds_skipped(window_cache, capsys):
+    """Every 2 KiB kind by default: window-post-2k's files present, proved (a sealed sector's
+    vanilla proof as Curio sends it) and verified (green, exit 0); PoRep, WinningPoSt and
+    SnapDeals absent: skipped and listed, not failed."""
+    rc, out = run(capsys, "--cache", window_cache["cache"], "--manifest", window_cache["manifest"])
+    assert rc == 0, out
+    rows = [ln for ln in out.splitlines() if "window-post-2k" in ln and "│" in ln]
+    assert len(rows) == 2 and all("│ ok " in ln for ln in rows), out
+    assert "│ yes, 192 B " in rows[0] and "│ yes " in rows[1], out
+    for kind in ("porep-2k", "winning-post-2k", "snap-update-2k"):
+        assert f"skipped {kind}: absent (" in out, out
+    assert "PASS" in out
+
+
+def test_post_kind_tampered_is_refused_naming_file_and_offset(window_cache, capsys, tmp_path):
+    """A byte of the .vk changed (its alpha_g1 point): red, exit 1; the digest named against the
+    manifest, and the key refused naming the file, the section and the byte offset."""
+    bad = tmp_path / "cache"
+    shutil.copytree(window_cache["cache"], bad)
+    vk = bad / f"{window_cache['stem']}.vk"
+    raw = bytearray(vk.read_bytes())
+    raw[40] ^= 0x01
+    vk.write_bytes(bytes(raw))
+    rc, out = run(capsys, "--cache", bad, "--manifest", window_cache["manifest"], "--kind", "window-post-2k")
+    assert rc == selftest.FAILED, out
+    verdict = " ".join(out.split("FAIL:")[1].split())
+    assert f"{window_cache['stem']}.vk (window-post-2k): NO: " in verdict and ", the manifest says " in verdict
+    assert "byte offset" in verdict and f"{window_cache['stem']}.params" not in verdict, verdict
 
 
 def test_the_carried_parameters_json_lists_the_porep_files():
@@ -166,3 +226,22 @@ def test_filecoin_2k_stand_in_files_under_v28_names(tmp_path):
     res = subprocess.run(cmd + ["--swap-aux", "auto"], capture_output=True, text=True, timeout=3000)
     print(res.stdout, res.stderr)
     assert res.returncode == 1 and "does not verify" in res.stdout, res.stdout + res.stderr
+
+
+def test_the_winning_and_update_kinds_instances_are_their_circuits():
+    """The kinds whose keys are too slow to make here (winning-post-2k ~45 s, snap-update-2k
+    ~20 min on 2 cores): their instances are a sealed sector's WinningPoSt (66 circuit sectors,
+    132 public inputs, the witness satisfying every row) and a CC sector's update (h_select 1,
+    comm_r_old, comm_d_new, comm_r_new), each under parameters.json's v28 name."""
+    from synthesis.circuits import get_circuit
+    doc = json.loads(selftest.PARAMETERS_JSON.read_text())
+    c = get_circuit("winning-post-2k")
+    z, pub = selftest.KINDS["winning-post-2k"].instance(c, 1)
+    assert len(pub) == 132 and len(set(pub[0::2])) == 1          # the one sector's comm_r, 66 times
+    c.r1cs().check(z.to_vec())
+    u = get_circuit("snap-update-2k")
+    z, pub = selftest.KINDS["snap-update-2k"].instance(u, 1)
+    assert len(pub) == 4 and pub[0] == 1 and len(z) == 1 + 4 + u.size()["aux"]
+    for kind in ("porep-2k", "winning-post-2k", "window-post-2k", "snap-update-2k"):
+        stem = selftest.KINDS[kind].stem()
+        assert stem + ".params" in doc and stem + ".vk" in doc, kind
