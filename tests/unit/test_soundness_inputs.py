@@ -9,7 +9,10 @@ porep-lite, and the whole filecoin-2k partition (2.69 M constraints) with each o
 and input constraints removed (docs/testing.md)."""
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
+import time
 
 import numpy as np
 import pytest
@@ -27,6 +30,63 @@ def _inputs_of(A: InputAudit, r: int) -> set[int]:
 def _removed(r1cs, z, A, base, r, **kw):
     return audit_inputs(r1cs, z, state=A, base=base, without=[r], expected_free=A.free,
                         expected_dangling=A.dangling(), **kw)
+
+
+def audit_procs() -> int:
+    """The processes the removal loops use: $ZKHIVE_AUDIT_PROCS, default every CPU."""
+    v = os.environ.get("ZKHIVE_AUDIT_PROCS", "").strip()
+    if not v:
+        return os.cpu_count() or 1
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"ZKHIVE_AUDIT_PROCS={v!r}: a number of processes >= 1")
+    return int(v)
+
+
+#: (verdict, its leading arguments): set before the fork, the children inherit the built audit
+_FORKED: tuple | None = None
+
+
+def _one_row(r: int) -> tuple[int, str | None, float]:
+    """Row r's verdict (an AssertionError's text, or None) and its CPU seconds."""
+    verdict, args = _FORKED
+    t0 = time.process_time()
+    try:
+        verdict(*args, r)
+        msg = None
+    except AssertionError as e:
+        msg = str(e) or "assertion failed"
+    except Exception as e:  # noqa: BLE001 - a crash in one row is reported with the others
+        msg = f"{type(e).__name__}: {e}"
+    return r, msg, time.process_time() - t0
+
+
+def each_row(verdict, args: tuple, rows, procs: int | None = None) -> tuple[list[tuple[int, str]], list[float]]:
+    """``verdict(*args, r)`` for every r in rows, over ``procs`` forked processes (the state in
+    args built once, before the fork, shared copy-on-write): (every failing row with its message,
+    in row order; each row's CPU seconds). One process: in this one, no fork."""
+    global _FORKED
+    rows = list(rows)
+    procs = min(procs or audit_procs(), max(1, len(rows)))
+    _FORKED = (verdict, args)
+    try:
+        if procs == 1:
+            out = [_one_row(r) for r in rows]
+        else:
+            gc.collect()
+            gc.freeze()  # the children's collections leave the inherited objects' pages shared
+            try:
+                with multiprocessing.get_context("fork").Pool(procs) as pool:
+                    out = list(pool.imap_unordered(_one_row, rows, chunksize=1))
+            finally:
+                gc.unfreeze()
+    finally:
+        _FORKED = None
+    out.sort()
+    return [(r, m) for r, m, _ in out if m is not None], [t for _, _, t in out]
+
+
+def _report(failures, n: int, describe=str) -> str:
+    return f"{len(failures)} of {n} removed rows failed:\n" + "\n".join(f"{describe(r)}: {m}" for r, m in failures)
 
 
 # --- porep-lite --------------------------------------------------------------------------------
@@ -56,6 +116,18 @@ def test_porep_lite_every_public_input_is_bound(lite):
     assert "TreeD root = comm_d" in {r1cs.names[r] for r in rep.trials[(4, changes_of(A.z[4])[0])][0]}
 
 
+def _lite_row_verdict(r1cs, z, A, base, r):
+    rep = _removed(r1cs, z, A, base, r)
+    want = _inputs_of(A, r) or {3}  # a header row without an input: comm_r's hash
+    assert rep.problems, f"constraint {r} ({r1cs.names[r]}) removed and the audit passed"
+    if want & set(rep.unbound) or want & set(rep.weakened):
+        return
+    # comm_d stays bound by the other challenge's TreeD root: this challenge's computed root
+    # is left unchecked, and the audit names it and the index it follows
+    assert r1cs.names[r] == "TreeD root = comm_d" and rep.unexpected_dangling, (r, rep.problems)
+    assert "checked by no constraint (it follows public input(s)" in rep.problems[0]
+
+
 def test_porep_lite_removing_an_input_or_header_constraint_fails_the_audit(lite):
     """Each row that holds a public input, and the header's rows (comm_r's hash; every one under
     ZKHIVE_LONG_AUDIT=1, every 30th in CI), removed from the R1CS: the audit fails, naming the
@@ -65,16 +137,8 @@ def test_porep_lite_removing_an_input_or_header_constraint_fails_the_audit(lite)
     header = range(tie + 1) if LONG else range(0, tie + 1, 30)
     rows = sorted(set(A.rows_of(np.arange(1, A.first_aux)).tolist()) | set(header) | {tie})
     assert len(rows) >= 30
-    for r in rows:
-        rep = _removed(r1cs, z, A, base, r)
-        want = _inputs_of(A, r) or {3}  # a header row without an input: comm_r's hash
-        assert rep.problems, f"constraint {r} ({r1cs.names[r]}) removed and the audit passed"
-        if want & set(rep.unbound) or want & set(rep.weakened):
-            continue
-        # comm_d stays bound by the other challenge's TreeD root: this challenge's computed root
-        # is left unchecked, and the audit names it and the index it follows
-        assert r1cs.names[r] == "TreeD root = comm_d" and rep.unexpected_dangling, (r, rep.problems)
-        assert "checked by no constraint (it follows public input(s)" in rep.problems[0]
+    failures, _ = each_row(_lite_row_verdict, (r1cs, z, A, base), rows)
+    assert not failures, _report(failures, len(rows), lambda r: f"constraint {r} ({r1cs.names[r]})")
     # the tie itself: comm_r unbound, changed with its witness copy and nothing else failing
     rep = _removed(r1cs, z, A, base, tie)
     assert 3 in rep.unbound and any(p.startswith("public input 3 can be changed") for p in rep.problems)
@@ -142,11 +206,9 @@ def test_filecoin_header_each_constraint_of_comm_r_removed_names_comm_r(header):
 
 # --- filecoin-2k, whole -----------------------------------------------------------------------------
 
-@pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)  # the whole partition's audit alone took 20 min on 2 loaded cores
-@pytest.mark.skipif(not LONG, reason="the filecoin-2k input audit takes many minutes: ZKHIVE_LONG_AUDIT=1 runs it")
-def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_removed_is_named(tmp_path_factory):
-    os.environ.setdefault("ZKHIVE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+def filecoin_2k_audit():
+    """filecoin-2k's partition 0 of a sealed sample sector, its audit state and base report, the
+    rows the long test removes (every header row, every row holding an input)."""
     from synthesis.circuits import get_circuit
     from synthesis.filecoin.samples import sample_c1
 
@@ -156,17 +218,39 @@ def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_remov
     r1cs = circuit.r1cs()
     A = InputAudit(r1cs, z)
     base = audit_inputs(r1cs, z, state=A)
-    assert not base.problems, base.problems
     head = circuit._rows["header"]
-    tie = head - 1
-    assert [circuit.describe_row(r) for r in base.refused[3]] == [circuit.describe_row(tie)]
     rows = sorted(set(range(head)) | set(A.rows_of(np.arange(1, A.first_aux)).tolist()))
-    for r in rows:
-        rep = _removed(r1cs, z, A, base, r)
-        assert rep.problems, f"{circuit.describe_row(r)} removed and the audit passed"
-        want = _inputs_of(A, r)
-        if want:
-            assert want & (set(rep.unbound) | set(rep.weakened)), (r, rep.problems[:3])
+    return circuit, r1cs, z, A, base, rows
+
+
+def filecoin_2k_row_verdict(circuit, r1cs, z, A, base, r):
+    """Row r removed: the audit fails, and names (unbound or weakened) each input the row holds."""
+    rep = _removed(r1cs, z, A, base, r)
+    assert rep.problems, f"{circuit.describe_row(r)} removed and the audit passed"
+    want = _inputs_of(A, r)
+    if want:
+        assert want & (set(rep.unbound) | set(rep.weakened)), (r, rep.problems[:3])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)  # the whole partition's audit alone took 20 min on 2 loaded cores
+@pytest.mark.skipif(not LONG, reason="the filecoin-2k input audit takes many minutes: ZKHIVE_LONG_AUDIT=1 runs it")
+def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_removed_is_named(tmp_path_factory):
+    """The removal loop runs over $ZKHIVE_AUDIT_PROCS forked processes (default: every CPU);
+    every failing row is reported, not only the first."""
+    os.environ.setdefault("ZKHIVE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    t0 = time.monotonic()
+    circuit, r1cs, z, A, base, rows = filecoin_2k_audit()
+    assert not base.problems, base.problems
+    tie = circuit._rows["header"] - 1
+    assert [circuit.describe_row(r) for r in base.refused[3]] == [circuit.describe_row(tie)]
+    t1 = time.monotonic()
+    procs = audit_procs()
+    failures, cpu = each_row(filecoin_2k_row_verdict, (circuit, r1cs, z, A, base), rows, procs)
+    print(f"filecoin-2k input audit: base {t1 - t0:.0f} s; {len(rows)} rows removed over {procs} "
+          f"processes in {time.monotonic() - t1:.0f} s (CPU per row: mean {sum(cpu) / len(cpu):.2f} s, "
+          f"max {max(cpu):.2f} s); {len(failures)} failed")
+    assert not failures, _report(failures, len(rows), circuit.describe_row)
 
 
 def test_a_sha256_recomputation_follows_a_flipped_message_bit():
@@ -388,3 +472,32 @@ def test_a_packing_held_as_x_plus_r_is_recomputed_in_that_representation():
     rep = audit_inputs(r1cs, z, state=A)
     assert rep.unbound == [1] and rep.trials[(1, 2)][0] == []
     assert sum(A.last_values.get(b, A.z[b]) << e for e, b in enumerate(bits)) == 2 + P
+
+
+def _odd_fails(parent, r):
+    if r % 2:
+        raise AssertionError(f"row {r} is odd")
+    if os.getpid() == parent:  # with procs > 1 the verdicts run in the children
+        raise AssertionError(f"row {r} ran in the parent")
+
+
+@pytest.mark.parametrize("procs", [1, 3])
+def test_each_row_reports_every_failing_row_in_order_over_forked_processes(procs):
+    """The long audits' loop: each row's verdict run in one of ``procs`` forked processes (the
+    arguments inherited, not sent), every failing row reported with its message, in row order,
+    each row's CPU time returned; with procs > 1 no verdict runs in the parent."""
+    parent = os.getpid() if procs > 1 else -1
+    failures, cpu = each_row(_odd_fails, (parent,), range(10), procs)
+    assert failures == [(r, f"row {r} is odd") for r in (1, 3, 5, 7, 9)]
+    assert len(cpu) == 10 and all(t >= 0 for t in cpu)
+
+
+def test_audit_procs_reads_its_variable(monkeypatch):
+    monkeypatch.delenv("ZKHIVE_AUDIT_PROCS", raising=False)
+    assert audit_procs() == (os.cpu_count() or 1)
+    monkeypatch.setenv("ZKHIVE_AUDIT_PROCS", "16")
+    assert audit_procs() == 16
+    for bad in ("0", "-2", "x"):
+        monkeypatch.setenv("ZKHIVE_AUDIT_PROCS", bad)
+        with pytest.raises(ValueError, match="ZKHIVE_AUDIT_PROCS"):
+            audit_procs()
