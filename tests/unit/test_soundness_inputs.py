@@ -501,3 +501,80 @@ def test_audit_procs_reads_its_variable(monkeypatch):
         monkeypatch.setenv("ZKHIVE_AUDIT_PROCS", bad)
         with pytest.raises(ValueError, match="ZKHIVE_AUDIT_PROCS"):
             audit_procs()
+
+
+# --- what the report names: every refusing row, a reused trial's cone, each line once ----------
+
+def test_report_lists_every_refusing_row_after_a_packing_that_cannot_hold_the_value():
+    """x = 3 packed into two bits (x = b0 + 2 b1) and copied into v (v = x), checked by v = 3.
+    x + 1 = 4 does not fit the bits: the packing row refuses it, and the recomputation goes on
+    to v = 4, which the check refuses too; the failing packing row does not end the evaluation
+    of the other rows. The report lists both rows, for each change (x ^ 1 = 2 and 1 fit the
+    bits: the check alone refuses them)."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, b0, b1, v = 1, 2, 3, 4
+    bit = lambda u: ({u: 1}, {u: 1, 0: P - 1}, {}, f"boolean {u}")  # noqa: E731
+    rows = [bit(b0), bit(b1), ({0: 1}, {b0: 1, b1: 2, x: P - 1}, {}, "x = b0 + 2 b1"),
+            ({v: 1}, {0: 1}, {x: 1}, "v = x"), ({v: 1}, {0: 1}, {0: 3}, "v = 3")]
+    r1cs = _crafted(rows, 1, 3)
+    z = _z([1, 3, 1, 1, 3])
+    A = InputAudit(r1cs, z)
+    assert A.defn[b0][0] == "g" and A.defn[v] == ("s", 3) and A.free == []
+    rep = audit_inputs(r1cs, z, state=A)
+    assert not rep.problems and rep.unbound == []
+    assert rep.refused == {1: [2, 4]}                                # the packing and the check
+    assert {new: t[0] for (_, new), t in rep.trials.items()} == {4: [2, 4], 2: [4], 1: [4]}
+    assert A.check(x, 4)[0] == [2, 4] and A.last_values == {x: 4, v: 4}
+    assert rep.cone == {1: 4}                                         # x, b0, b1, v
+
+
+def test_report_of_a_reused_trial_keeps_its_cone_and_names_the_input_an_unchecked_variable_follows():
+    """x -> v = x -> u = v, checked by u = 5 and v = 5. Removing u = 5 changes no definition, so
+    the removal run reuses the base's trials (their rows less the dropped one, their cones):
+    x stays bound (v = 5), the cone is still x, v, u (3), and u, now computed and read by
+    nothing, is named with the input it follows; x is weakened. No closing line: no variable
+    is undefined (that line is for an input bound only by what a free variable can satisfy)."""
+    x, v, u = 1, 2, 3
+    rows = [({v: 1}, {0: 1}, {x: 1}, "v = x"), ({u: 1}, {0: 1}, {v: 1}, "u = v"),
+            ({u: 1}, {0: 1}, {0: 5}, "u = 5"), ({v: 1}, {0: 1}, {0: 5}, "v = 5")]
+    r1cs = _crafted(rows, 1, 2)
+    z = _z([1, 5, 5, 5])
+    A = InputAudit(r1cs, z)
+    base = audit_inputs(r1cs, z, state=A)
+    assert not base.problems and base.refused == {1: [2, 3]} and base.cone == {1: 3}
+    rep = _removed(r1cs, z, A, base, 2)
+    assert all(t[1] is base.trials[k][1] for k, t in rep.trials.items())  # reused, not recomputed
+    assert rep.refused == {1: [3]} and rep.unbound == [] and rep.cone == {1: 3}
+    assert all(t[1].tolist() == [x, v, u] for t in rep.trials.values())
+    assert rep.unexpected_dangling == [u] and rep.weakened == [1]
+    assert rep.problems == ["variable 3 is computed by constraint 1 (u = v) and checked by no constraint "
+                            "(it follows public input(s) 1)"]
+
+
+def test_report_names_a_tainted_refusal_once_and_every_weakened_input_then_the_closing_line():
+    """v = x1 + x2 + f with f free (the circuit does not expect it), checked by v = 7; x1 also
+    by x1 = 3. x2's change is refused only by v = 7, which f reaches: x2 is unbound, named once
+    (its later changes are not tried). x1 is refused by both rows (all three changes tried):
+    bound, but weakened (one refusing row is reached by f), and so is x2: the closing line
+    names both."""
+    x1, x2, f, v = 1, 2, 3, 4
+    rows = [({v: 1}, {0: 1}, {x1: 1, x2: 1, f: 1}, "v = x1 + x2 + f"),
+            ({v: 1}, {0: 1}, {0: 7}, "v = 7"), ({x1: 1}, {0: 1}, {0: 3}, "x1 = 3")]
+    r1cs = _crafted(rows, 2, 2)
+    z = _z([1, 3, 2, 2, 7])
+    A = InputAudit(r1cs, z)
+    assert A.free == [f]
+    rep = audit_inputs(r1cs, z, state=A, expected_free=[])
+    assert rep.unexpected_free == [f] and rep.unbound == [2] and rep.refused == {1: [1, 2]}
+    assert [k for k in rep.trials] == [(1, 4), (1, 2), (1, 1), (2, 3)]
+    assert rep.weakened == [1, 2] and rep.cone == {1: 2, 2: 2}
+    assert rep.problems == [
+        "variable 3 is defined by no constraint (appears in constraint 0 (v = x1 + x2 + f)): "
+        "a free choice the circuit does not mean",
+        "public input 2 changed to 0x3 is refused only by constraint 1 (v = 7), which undefined variables reach",
+        "undefined or unchecked variables reach the binding of public input(s) 1, 2"]
+    # the same with f expected: no problem, both inputs refused
+    rep = audit_inputs(r1cs, z, state=A, expected_free=[f])
+    assert rep.problems == [] and rep.weakened == [] and rep.refused == {1: [1, 2], 2: [1]}
