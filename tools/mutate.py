@@ -95,6 +95,15 @@ TARGETS: dict[str, Target] = {
                            " or single_definition or ten_undefined or constant_a_side or through_b or x_plus_r"
                            " or report_"),
                           ("check", "audit_inputs")),
+    # the PoSt and SnapDeals vanilla checks (issue 35's "as they land"): what the native
+    # verification refuses before a proof reaches a prover (seconds a mutant)
+    "post": Target("synthesis/filecoin/post.py",
+                   ("tests/unit/test_filecoin_post.py", "tests/unit/test_filecoin_bincode.py", "-k",
+                    "vanilla_proofs_checked or window_round_trip or winning_round_trip"), ("verify",)),
+    "snap": Target("synthesis/filecoin/snap.py",
+                   ("tests/unit/test_filecoin_snap.py", "-k",
+                    "tampered or round_trips or other_challenges or poseidon_variant_1k"),
+                   ("verify_partition", "_below_modulus")),
     "vanilla": Target("synthesis/filecoin/vanilla.py",
                       ("tests/unit/test_filecoin_seal.py", "-k", "tampered or untampered"),
                       ("check_partition",), 240.0),
