@@ -98,8 +98,10 @@ TARGETS: dict[str, Target] = {
     # the PoSt and SnapDeals vanilla checks (issue 35's "as they land"): what the native
     # verification refuses before a proof reaches a prover (seconds a mutant)
     "post": Target("synthesis/filecoin/post.py",
-                   ("tests/unit/test_filecoin_post.py", "tests/unit/test_filecoin_bincode.py", "-k",
-                    "vanilla_proofs_checked or window_round_trip or winning_round_trip"), ("verify",)),
+                   ("tests/unit/test_filecoin_post_verify.py", "tests/unit/test_filecoin_post.py",
+                    "tests/unit/test_filecoin_bincode.py", "-k",
+                    "verify or vanilla_proofs_checked or window_round_trip or winning_round_trip or named"),
+                   ("verify",)),
     "snap": Target("synthesis/filecoin/snap.py",
                    ("tests/unit/test_filecoin_snap.py", "-k",
                     "tampered or round_trips or other_challenges or poseidon_variant_1k"),
