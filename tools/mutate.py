@@ -103,8 +103,9 @@ TARGETS: dict[str, Target] = {
                     "verify or vanilla_proofs_checked or window_round_trip or winning_round_trip or named"),
                    ("verify",)),
     "snap": Target("synthesis/filecoin/snap.py",
-                   ("tests/unit/test_filecoin_snap.py", "-k",
-                    "tampered or round_trips or other_challenges or poseidon_variant_1k"),
+                   ("tests/unit/test_filecoin_snap_verify.py", "tests/unit/test_filecoin_snap.py", "-k",
+                    "tampered or round_trips or other_challenges or poseidon_variant_1k or named or below "
+                    "or reference"),
                    ("verify_partition", "_below_modulus")),
     "vanilla": Target("synthesis/filecoin/vanilla.py",
                       ("tests/unit/test_filecoin_seal.py", "-k", "tampered or untampered"),
