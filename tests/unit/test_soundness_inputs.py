@@ -13,6 +13,7 @@ import gc
 import multiprocessing
 import os
 import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
@@ -74,9 +75,9 @@ def each_row(verdict, args: tuple, rows, procs: int | None = None) -> tuple[list
         else:
             gc.collect()
             gc.freeze()  # the children's collections leave the inherited objects' pages shared
-            try:
-                with multiprocessing.get_context("fork").Pool(procs) as pool:
-                    out = list(pool.imap_unordered(_one_row, rows, chunksize=1))
+            try:  # a worker that dies (killed for memory) fails the call: BrokenProcessPool
+                with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork")) as pool:
+                    out = list(pool.map(_one_row, rows))
             finally:
                 gc.unfreeze()
     finally:
@@ -536,6 +537,22 @@ def test_each_row_reports_every_failing_row_in_order_over_forked_processes(procs
     failures, cpu = each_row(_odd_fails, (parent,), range(10), procs)
     assert failures == [(r, f"row {r} is odd") for r in (1, 3, 5, 7, 9)]
     assert len(cpu) == 10 and all(t >= 0 for t in cpu)
+
+
+def _dies_at_3(r):
+    if r == 3:
+        os._exit(3)  # as a worker killed for memory
+
+
+def test_each_row_fails_at_once_when_a_worker_dies():
+    """A worker process that dies (the kernel's OOM killer on a 16-process run) fails the loop
+    with BrokenProcessPool instead of leaving it waiting for a row that never comes."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    t0 = time.monotonic()
+    with pytest.raises(BrokenProcessPool):
+        each_row(_dies_at_3, (), range(6), 2)
+    assert time.monotonic() - t0 < 60
 
 
 def test_audit_procs_reads_its_variable(monkeypatch):
