@@ -105,7 +105,7 @@ TARGETS: dict[str, Target] = {
     "snap": Target("synthesis/filecoin/snap.py",
                    ("tests/unit/test_filecoin_snap_verify.py", "tests/unit/test_filecoin_snap.py", "-k",
                     "tampered or round_trips or other_challenges or poseidon_variant_1k or named or below "
-                    "or reference"),
+                    "or reference or modulus"),
                    ("verify_partition", "_below_modulus")),
     "vanilla": Target("synthesis/filecoin/vanilla.py",
                       ("tests/unit/test_filecoin_seal.py", "-k", "tampered or untampered"),

@@ -68,3 +68,26 @@ def test_a_level_with_one_sibling_fewer_or_another_index_is_named(cc):  # noqa: 
     pp.challenge_proofs[0][0].positions[1] ^= 1
     _refused(cc, pp, f"partition 0, challenge 0 (node {c0}), proof_r_old, level 1: index "
                      f"{(c0 // a % a) ^ 1}, the challenge's is {c0 // a % a}")
+
+
+def test_a_field_element_equal_to_the_modulus_is_refused(cc):  # noqa: F811
+    """comm_c = p (the modulus itself, one past the largest field element) is refused, named."""
+    pp = _pp(cc)
+    pp.comm_c = field.MODULUS.to_bytes(32, "little")
+    _refused(cc, pp, "partition 0: comm_c is not below the BLS12-381 scalar field modulus")
+    pp.comm_c = (field.MODULUS - 1).to_bytes(32, "little")   # below it: on to the comm_r_old check
+    with pytest.raises(snap.UpdateProofError, match=r"^partition 0: H\(comm_c, root_r_old\) differs"):
+        snap.verify_partition(cc["prm"], 0, cc["u"].h, cc["u"].comm_r_old, cc["u"].comm_d_new,
+                              cc["u"].comm_r_new, pp)
+
+
+@pytest.mark.parametrize("what", ["siblings", "positions"])
+def test_a_path_one_level_short_in_siblings_or_positions_alone_is_named(cc, what):  # noqa: F811
+    prm, u = cc["prm"], cc["u"]
+    c0 = upd.challenges(prm, u.comm_r_new, 0)[0]
+    pp = _pp(cc)
+    p = pp.challenge_proofs[0][0]
+    setattr(p, what, getattr(p, what)[:-1])
+    n = len(prm.tree_r_arities)
+    _refused(cc, pp, f"partition 0, challenge 0 (node {c0}), proof_r_old: {len(p.siblings)} levels, {n} expected")
+    assert len(p.siblings) == (n - 1 if what == "siblings" else n)
