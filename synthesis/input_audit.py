@@ -563,8 +563,8 @@ class InputAudit:
                 continue
             d = self.defn[v]
             r = d[1]
-            a, b, c = self.row(r)
             if d[0] == "s":
+                a, b, c = self.row(r)
                 a1, b1, c1 = a.get(v, 0), b.get(v, 0), c.get(v, 0)
                 a0 = sum(co * get(k) for k, co in a.items() if k != v)
                 b0 = sum(co * get(k) for k, co in b.items() if k != v)
@@ -591,6 +591,7 @@ class InputAudit:
             if r in done_groups:
                 continue
             done_groups.add(r)
+            a, b, c = self.row(r)  # once a group: a packing's row is read for all its bits
             _, _, group, exps, f, rep = d
             gs = set(group)
             if set(b) <= {0}:

@@ -92,8 +92,21 @@ TARGETS: dict[str, Target] = {
     # tests and the SHA-256 recomputation, ~25 s a mutant) and the sealer's C1 vanilla checks
     "input_audit": Target("synthesis/input_audit.py",
                           ("tests/unit/test_soundness_inputs.py", "-k", "filecoin_header or sha256 or carry_row or empty_side"
-                           " or single_definition or ten_undefined or constant_a_side or through_b or x_plus_r"),
+                           " or single_definition or ten_undefined or constant_a_side or through_b or x_plus_r"
+                           " or report_"),
                           ("check", "audit_inputs")),
+    # the PoSt and SnapDeals vanilla checks (issue 35's "as they land"): what the native
+    # verification refuses before a proof reaches a prover (seconds a mutant)
+    "post": Target("synthesis/filecoin/post.py",
+                   ("tests/unit/test_filecoin_post_verify.py", "tests/unit/test_filecoin_post.py",
+                    "tests/unit/test_filecoin_bincode.py", "-k",
+                    "verify or vanilla_proofs_checked or window_round_trip or winning_round_trip or named"),
+                   ("verify",)),
+    "snap": Target("synthesis/filecoin/snap.py",
+                   ("tests/unit/test_filecoin_snap_verify.py", "tests/unit/test_filecoin_snap.py", "-k",
+                    "tampered or round_trips or other_challenges or poseidon_variant_1k or named or below "
+                    "or reference or modulus"),
+                   ("verify_partition", "_below_modulus")),
     "vanilla": Target("synthesis/filecoin/vanilla.py",
                       ("tests/unit/test_filecoin_seal.py", "-k", "tampered or untampered"),
                       ("check_partition",), 240.0),

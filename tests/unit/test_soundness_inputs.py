@@ -9,7 +9,11 @@ porep-lite, and the whole filecoin-2k partition (2.69 M constraints) with each o
 and input constraints removed (docs/testing.md)."""
 from __future__ import annotations
 
+import gc
+import multiprocessing
 import os
+import time
+from concurrent.futures import ProcessPoolExecutor
 
 import numpy as np
 import pytest
@@ -27,6 +31,63 @@ def _inputs_of(A: InputAudit, r: int) -> set[int]:
 def _removed(r1cs, z, A, base, r, **kw):
     return audit_inputs(r1cs, z, state=A, base=base, without=[r], expected_free=A.free,
                         expected_dangling=A.dangling(), **kw)
+
+
+def audit_procs() -> int:
+    """The processes the removal loops use: $ZKHIVE_AUDIT_PROCS, default every CPU."""
+    v = os.environ.get("ZKHIVE_AUDIT_PROCS", "").strip()
+    if not v:
+        return os.cpu_count() or 1
+    if not v.isdigit() or int(v) < 1:
+        raise ValueError(f"ZKHIVE_AUDIT_PROCS={v!r}: a number of processes >= 1")
+    return int(v)
+
+
+#: (verdict, its leading arguments): set before the fork, the children inherit the built audit
+_FORKED: tuple | None = None
+
+
+def _one_row(r: int) -> tuple[int, str | None, float]:
+    """Row r's verdict (an AssertionError's text, or None) and its CPU seconds."""
+    verdict, args = _FORKED
+    t0 = time.process_time()
+    try:
+        verdict(*args, r)
+        msg = None
+    except AssertionError as e:
+        msg = str(e) or "assertion failed"
+    except Exception as e:  # noqa: BLE001 - a crash in one row is reported with the others
+        msg = f"{type(e).__name__}: {e}"
+    return r, msg, time.process_time() - t0
+
+
+def each_row(verdict, args: tuple, rows, procs: int | None = None) -> tuple[list[tuple[int, str]], list[float]]:
+    """``verdict(*args, r)`` for every r in rows, over ``procs`` forked processes (the state in
+    args built once, before the fork, shared copy-on-write): (every failing row with its message,
+    in row order; each row's CPU seconds). One process: in this one, no fork."""
+    global _FORKED
+    rows = list(rows)
+    procs = min(procs or audit_procs(), max(1, len(rows)))
+    _FORKED = (verdict, args)
+    try:
+        if procs == 1:
+            out = [_one_row(r) for r in rows]
+        else:
+            gc.collect()
+            gc.freeze()  # the children's collections leave the inherited objects' pages shared
+            try:  # a worker that dies (killed for memory) fails the call: BrokenProcessPool
+                with ProcessPoolExecutor(procs, mp_context=multiprocessing.get_context("fork")) as pool:
+                    out = list(pool.map(_one_row, rows))
+            finally:
+                gc.unfreeze()
+    finally:
+        _FORKED = None
+    out.sort()
+    return [(r, m) for r, m, _ in out if m is not None], [t for _, _, t in out]
+
+
+def _report(failures, n: int, describe=str) -> str:
+    return f"{len(failures)} of {n} removed rows failed:\n" + "\n".join(f"{describe(r)}: {m}" for r, m in failures)
 
 
 # --- porep-lite --------------------------------------------------------------------------------
@@ -56,6 +117,18 @@ def test_porep_lite_every_public_input_is_bound(lite):
     assert "TreeD root = comm_d" in {r1cs.names[r] for r in rep.trials[(4, changes_of(A.z[4])[0])][0]}
 
 
+def _lite_row_verdict(r1cs, z, A, base, r):
+    rep = _removed(r1cs, z, A, base, r)
+    want = _inputs_of(A, r) or {3}  # a header row without an input: comm_r's hash
+    assert rep.problems, f"constraint {r} ({r1cs.names[r]}) removed and the audit passed"
+    if want & set(rep.unbound) or want & set(rep.weakened):
+        return
+    # comm_d stays bound by the other challenge's TreeD root: this challenge's computed root
+    # is left unchecked, and the audit names it and the index it follows
+    assert r1cs.names[r] == "TreeD root = comm_d" and rep.unexpected_dangling, (r, rep.problems)
+    assert "checked by no constraint (it follows public input(s)" in rep.problems[0]
+
+
 def test_porep_lite_removing_an_input_or_header_constraint_fails_the_audit(lite):
     """Each row that holds a public input, and the header's rows (comm_r's hash; every one under
     ZKHIVE_LONG_AUDIT=1, every 30th in CI), removed from the R1CS: the audit fails, naming the
@@ -65,16 +138,8 @@ def test_porep_lite_removing_an_input_or_header_constraint_fails_the_audit(lite)
     header = range(tie + 1) if LONG else range(0, tie + 1, 30)
     rows = sorted(set(A.rows_of(np.arange(1, A.first_aux)).tolist()) | set(header) | {tie})
     assert len(rows) >= 30
-    for r in rows:
-        rep = _removed(r1cs, z, A, base, r)
-        want = _inputs_of(A, r) or {3}  # a header row without an input: comm_r's hash
-        assert rep.problems, f"constraint {r} ({r1cs.names[r]}) removed and the audit passed"
-        if want & set(rep.unbound) or want & set(rep.weakened):
-            continue
-        # comm_d stays bound by the other challenge's TreeD root: this challenge's computed root
-        # is left unchecked, and the audit names it and the index it follows
-        assert r1cs.names[r] == "TreeD root = comm_d" and rep.unexpected_dangling, (r, rep.problems)
-        assert "checked by no constraint (it follows public input(s)" in rep.problems[0]
+    failures, _ = each_row(_lite_row_verdict, (r1cs, z, A, base), rows)
+    assert not failures, _report(failures, len(rows), lambda r: f"constraint {r} ({r1cs.names[r]})")
     # the tie itself: comm_r unbound, changed with its witness copy and nothing else failing
     rep = _removed(r1cs, z, A, base, tie)
     assert 3 in rep.unbound and any(p.startswith("public input 3 can be changed") for p in rep.problems)
@@ -142,11 +207,9 @@ def test_filecoin_header_each_constraint_of_comm_r_removed_names_comm_r(header):
 
 # --- filecoin-2k, whole -----------------------------------------------------------------------------
 
-@pytest.mark.slow
-@pytest.mark.timeout(4 * 3600)  # the whole partition's audit alone took 20 min on 2 loaded cores
-@pytest.mark.skipif(not LONG, reason="the filecoin-2k input audit takes many minutes: ZKHIVE_LONG_AUDIT=1 runs it")
-def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_removed_is_named(tmp_path_factory):
-    os.environ.setdefault("ZKHIVE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+def filecoin_2k_audit():
+    """filecoin-2k's partition 0 of a sealed sample sector, its audit state and base report, the
+    rows the long test removes (every header row, every row holding an input)."""
     from synthesis.circuits import get_circuit
     from synthesis.filecoin.samples import sample_c1
 
@@ -156,17 +219,85 @@ def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_remov
     r1cs = circuit.r1cs()
     A = InputAudit(r1cs, z)
     base = audit_inputs(r1cs, z, state=A)
-    assert not base.problems, base.problems
     head = circuit._rows["header"]
-    tie = head - 1
-    assert [circuit.describe_row(r) for r in base.refused[3]] == [circuit.describe_row(tie)]
     rows = sorted(set(range(head)) | set(A.rows_of(np.arange(1, A.first_aux)).tolist()))
-    for r in rows:
+    return circuit, r1cs, z, A, base, rows
+
+
+def removed_row_verdict(describe, r1cs, z, A, base, r):
+    """Row r removed: the audit fails, and names (unbound or weakened) one of the inputs the row
+    holds. Each input's verdict (unbound, weakened) depends on its own trials only, and an
+    undefined or unchecked variable is a problem whatever the inputs are: so the audit of the
+    row's own inputs (none for a row inside a hash) decides the verdict when it finds a problem,
+    and the audit of every input runs only when it finds none. The same verdict as the whole
+    audit's (``test_a_rows_own_inputs_decide_its_verdict_as_every_input_does``), without
+    recomputing filecoin-2k's replica id cone (1.55 M variables, 13-30 s) for each removed row
+    of the replica id's bits and of comm_r's hash, which change a definition inside it."""
+    want = _inputs_of(A, r)
+    rep = _removed(r1cs, z, A, base, r, inputs=sorted(want))
+    if not rep.problems:
         rep = _removed(r1cs, z, A, base, r)
-        assert rep.problems, f"{circuit.describe_row(r)} removed and the audit passed"
-        want = _inputs_of(A, r)
-        if want:
-            assert want & (set(rep.unbound) | set(rep.weakened)), (r, rep.problems[:3])
+    assert rep.problems, f"{describe(r)} removed and the audit passed"
+    if want:
+        assert want & (set(rep.unbound) | set(rep.weakened)), (r, rep.problems[:3])
+
+
+def filecoin_2k_row_verdict(circuit, r1cs, z, A, base, r):
+    removed_row_verdict(circuit.describe_row, r1cs, z, A, base, r)
+
+
+def test_a_rows_own_inputs_decide_its_verdict_as_every_input_does(header):
+    """Filecoin's PoRep header, each of its 571 rows removed: the audit of the row's own inputs
+    has the same unbound and weakened verdict on them as the audit of every input, and when it
+    finds a problem the whole audit does too (the argument of ``removed_row_verdict``)."""
+    r1cs, z, A, base = header
+    for r in range(r1cs.num_constraints):
+        want = sorted(_inputs_of(A, r))
+        own = _removed(r1cs, z, A, base, r, inputs=want)
+        whole = _removed(r1cs, z, A, base, r)
+        assert not own.problems or whole.problems, r
+        for i in want:
+            assert (i in own.unbound, i in own.weakened) == (i in whole.unbound, i in whole.weakened), (r, i)
+        removed_row_verdict(str, r1cs, z, A, base, r)
+
+
+def test_a_removed_row_without_inputs_that_leaves_nothing_unchecked_is_decided_by_every_input():
+    """v = x checked by v = 5 and read by v * 0 = 0: removing v = 5 (no input in it) leaves no
+    variable undefined or unchecked, so the audit of the row's own inputs (none) finds nothing;
+    the verdict falls back to every input's audit, where x is unbound. With v = 5 kept and
+    v * 0 = 0 removed instead, the audit of every input finds nothing: the verdict fails."""
+    x, v = 1, 2
+    rows = [({v: 1}, {0: 1}, {x: 1}, "v = x"), ({v: 1}, {0: 1}, {0: 5}, "v = 5"), ({v: 1}, {}, {}, "v * 0 = 0")]
+    r1cs = _crafted(rows, 1, 1)
+    z = _z([1, 5, 5])
+    A = InputAudit(r1cs, z)
+    base = audit_inputs(r1cs, z, state=A)
+    assert not base.problems and _removed(r1cs, z, A, base, 1, inputs=[]).problems == []
+    assert _removed(r1cs, z, A, base, 1).unbound == [1]
+    removed_row_verdict(str, r1cs, z, A, base, 1)
+    with pytest.raises(AssertionError, match="^2 removed and the audit passed"):
+        removed_row_verdict(str, r1cs, z, A, base, 2)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(4 * 3600)  # the whole partition's audit alone took 20 min on 2 loaded cores
+@pytest.mark.skipif(not LONG, reason="the filecoin-2k input audit takes many minutes: ZKHIVE_LONG_AUDIT=1 runs it")
+def test_filecoin_2k_every_input_bound_and_each_header_or_input_constraint_removed_is_named(tmp_path_factory):
+    """The removal loop runs over $ZKHIVE_AUDIT_PROCS forked processes (default: every CPU);
+    every failing row is reported, not only the first."""
+    os.environ.setdefault("ZKHIVE_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+    t0 = time.monotonic()
+    circuit, r1cs, z, A, base, rows = filecoin_2k_audit()
+    assert not base.problems, base.problems
+    tie = circuit._rows["header"] - 1
+    assert [circuit.describe_row(r) for r in base.refused[3]] == [circuit.describe_row(tie)]
+    t1 = time.monotonic()
+    procs = audit_procs()
+    failures, cpu = each_row(filecoin_2k_row_verdict, (circuit, r1cs, z, A, base), rows, procs)
+    print(f"filecoin-2k input audit: base {t1 - t0:.0f} s; {len(rows)} rows removed over {procs} "
+          f"processes in {time.monotonic() - t1:.0f} s (CPU per row: mean {sum(cpu) / len(cpu):.2f} s, "
+          f"max {max(cpu):.2f} s); {len(failures)} failed")
+    assert not failures, _report(failures, len(rows), circuit.describe_row)
 
 
 def test_a_sha256_recomputation_follows_a_flipped_message_bit():
@@ -388,3 +519,125 @@ def test_a_packing_held_as_x_plus_r_is_recomputed_in_that_representation():
     rep = audit_inputs(r1cs, z, state=A)
     assert rep.unbound == [1] and rep.trials[(1, 2)][0] == []
     assert sum(A.last_values.get(b, A.z[b]) << e for e, b in enumerate(bits)) == 2 + P
+
+
+def _odd_fails(parent, r):
+    if r % 2:
+        raise AssertionError(f"row {r} is odd")
+    if os.getpid() == parent:  # with procs > 1 the verdicts run in the children
+        raise AssertionError(f"row {r} ran in the parent")
+
+
+@pytest.mark.parametrize("procs", [1, 3])
+def test_each_row_reports_every_failing_row_in_order_over_forked_processes(procs):
+    """The long audits' loop: each row's verdict run in one of ``procs`` forked processes (the
+    arguments inherited, not sent), every failing row reported with its message, in row order,
+    each row's CPU time returned; with procs > 1 no verdict runs in the parent."""
+    parent = os.getpid() if procs > 1 else -1
+    failures, cpu = each_row(_odd_fails, (parent,), range(10), procs)
+    assert failures == [(r, f"row {r} is odd") for r in (1, 3, 5, 7, 9)]
+    assert len(cpu) == 10 and all(t >= 0 for t in cpu)
+
+
+def _dies_at_3(r):
+    if r == 3:
+        os._exit(3)  # as a worker killed for memory
+
+
+def test_each_row_fails_at_once_when_a_worker_dies():
+    """A worker process that dies (the kernel's OOM killer on a 16-process run) fails the loop
+    with BrokenProcessPool instead of leaving it waiting for a row that never comes."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    t0 = time.monotonic()
+    with pytest.raises(BrokenProcessPool):
+        each_row(_dies_at_3, (), range(6), 2)
+    assert time.monotonic() - t0 < 60
+
+
+def test_audit_procs_reads_its_variable(monkeypatch):
+    monkeypatch.delenv("ZKHIVE_AUDIT_PROCS", raising=False)
+    assert audit_procs() == (os.cpu_count() or 1)
+    monkeypatch.setenv("ZKHIVE_AUDIT_PROCS", "16")
+    assert audit_procs() == 16
+    for bad in ("0", "-2", "x"):
+        monkeypatch.setenv("ZKHIVE_AUDIT_PROCS", bad)
+        with pytest.raises(ValueError, match="ZKHIVE_AUDIT_PROCS"):
+            audit_procs()
+
+
+# --- what the report names: every refusing row, a reused trial's cone, each line once ----------
+
+def test_report_lists_every_refusing_row_after_a_packing_that_cannot_hold_the_value():
+    """x = 3 packed into two bits (x = b0 + 2 b1) and copied into v (v = x), checked by v = 3.
+    x + 1 = 4 does not fit the bits: the packing row refuses it, and the recomputation goes on
+    to v = 4, which the check refuses too; the failing packing row does not end the evaluation
+    of the other rows. The report lists both rows, for each change (x ^ 1 = 2 and 1 fit the
+    bits: the check alone refuses them)."""
+    from synthesis import field
+
+    P = field.MODULUS
+    x, b0, b1, v = 1, 2, 3, 4
+    bit = lambda u: ({u: 1}, {u: 1, 0: P - 1}, {}, f"boolean {u}")  # noqa: E731
+    rows = [bit(b0), bit(b1), ({0: 1}, {b0: 1, b1: 2, x: P - 1}, {}, "x = b0 + 2 b1"),
+            ({v: 1}, {0: 1}, {x: 1}, "v = x"), ({v: 1}, {0: 1}, {0: 3}, "v = 3")]
+    r1cs = _crafted(rows, 1, 3)
+    z = _z([1, 3, 1, 1, 3])
+    A = InputAudit(r1cs, z)
+    assert A.defn[b0][0] == "g" and A.defn[v] == ("s", 3) and A.free == []
+    rep = audit_inputs(r1cs, z, state=A)
+    assert not rep.problems and rep.unbound == []
+    assert rep.refused == {1: [2, 4]}                                # the packing and the check
+    assert {new: t[0] for (_, new), t in rep.trials.items()} == {4: [2, 4], 2: [4], 1: [4]}
+    assert A.check(x, 4)[0] == [2, 4] and A.last_values == {x: 4, v: 4}
+    assert rep.cone == {1: 4}                                         # x, b0, b1, v
+
+
+def test_report_of_a_reused_trial_keeps_its_cone_and_names_the_input_an_unchecked_variable_follows():
+    """x -> v = x -> u = v, checked by u = 5 and v = 5. Removing u = 5 changes no definition, so
+    the removal run reuses the base's trials (their rows less the dropped one, their cones):
+    x stays bound (v = 5), the cone is still x, v, u (3), and u, now computed and read by
+    nothing, is named with the input it follows; x is weakened. No closing line: no variable
+    is undefined (that line is for an input bound only by what a free variable can satisfy)."""
+    x, v, u = 1, 2, 3
+    rows = [({v: 1}, {0: 1}, {x: 1}, "v = x"), ({u: 1}, {0: 1}, {v: 1}, "u = v"),
+            ({u: 1}, {0: 1}, {0: 5}, "u = 5"), ({v: 1}, {0: 1}, {0: 5}, "v = 5")]
+    r1cs = _crafted(rows, 1, 2)
+    z = _z([1, 5, 5, 5])
+    A = InputAudit(r1cs, z)
+    base = audit_inputs(r1cs, z, state=A)
+    assert not base.problems and base.refused == {1: [2, 3]} and base.cone == {1: 3}
+    rep = _removed(r1cs, z, A, base, 2)
+    assert all(t[1] is base.trials[k][1] for k, t in rep.trials.items())  # reused, not recomputed
+    assert rep.refused == {1: [3]} and rep.unbound == [] and rep.cone == {1: 3}
+    assert all(t[1].tolist() == [x, v, u] for t in rep.trials.values())
+    assert rep.unexpected_dangling == [u] and rep.weakened == [1]
+    assert rep.problems == ["variable 3 is computed by constraint 1 (u = v) and checked by no constraint "
+                            "(it follows public input(s) 1)"]
+
+
+def test_report_names_a_tainted_refusal_once_and_every_weakened_input_then_the_closing_line():
+    """v = x1 + x2 + f with f free (the circuit does not expect it), checked by v = 7; x1 also
+    by x1 = 3. x2's change is refused only by v = 7, which f reaches: x2 is unbound, named once
+    (its later changes are not tried). x1 is refused by both rows (all three changes tried):
+    bound, but weakened (one refusing row is reached by f), and so is x2: the closing line
+    names both."""
+    x1, x2, f, v = 1, 2, 3, 4
+    rows = [({v: 1}, {0: 1}, {x1: 1, x2: 1, f: 1}, "v = x1 + x2 + f"),
+            ({v: 1}, {0: 1}, {0: 7}, "v = 7"), ({x1: 1}, {0: 1}, {0: 3}, "x1 = 3")]
+    r1cs = _crafted(rows, 2, 2)
+    z = _z([1, 3, 2, 2, 7])
+    A = InputAudit(r1cs, z)
+    assert A.free == [f]
+    rep = audit_inputs(r1cs, z, state=A, expected_free=[])
+    assert rep.unexpected_free == [f] and rep.unbound == [2] and rep.refused == {1: [1, 2]}
+    assert [k for k in rep.trials] == [(1, 4), (1, 2), (1, 1), (2, 3)]
+    assert rep.weakened == [1, 2] and rep.cone == {1: 2, 2: 2}
+    assert rep.problems == [
+        "variable 3 is defined by no constraint (appears in constraint 0 (v = x1 + x2 + f)): "
+        "a free choice the circuit does not mean",
+        "public input 2 changed to 0x3 is refused only by constraint 1 (v = 7), which undefined variables reach",
+        "undefined or unchecked variables reach the binding of public input(s) 1, 2"]
+    # the same with f expected: no problem, both inputs refused
+    rep = audit_inputs(r1cs, z, state=A, expected_free=[f])
+    assert rep.problems == [] and rep.weakened == [] and rep.refused == {1: [1, 2], 2: [1]}
