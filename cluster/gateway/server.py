@@ -181,8 +181,8 @@ def _bounded(engine: ProvingEngine, budget: InflightBytes, request_max: int):
     return {"SubmitProof": submit, "Prove": prove}
 
 
-def handlers(engine: ProvingEngine, budget: InflightBytes, request_max: int) -> grpc.GenericRpcHandler:
-    """cuzk.v1.ProvingEngine's methods; SubmitProof and Prove within ``budget`` (``_bounded``)."""
+def method_handlers(engine: ProvingEngine, budget: InflightBytes, request_max: int) -> dict:
+    """cuzk.v1.ProvingEngine's methods by name; SubmitProof and Prove within ``budget`` (``_bounded``)."""
     service = pb.DESCRIPTOR.services_by_name["ProvingEngine"]
     bounded = _bounded(engine, budget, request_max)
     methods = {}
@@ -195,7 +195,25 @@ def handlers(engine: ProvingEngine, budget: InflightBytes, request_max: int) -> 
             methods[m.name] = grpc.unary_unary_rpc_method_handler(
                 getattr(engine, m.name), request_deserializer=request.FromString,
                 response_serializer=response.SerializeToString)
-    return grpc.method_handlers_generic_handler(service.full_name, methods)
+    return methods
+
+
+def handlers(engine: ProvingEngine, budget: InflightBytes, request_max: int) -> grpc.GenericRpcHandler:
+    """The methods as one generic handler (``method_handlers``)."""
+    service = pb.DESCRIPTOR.services_by_name["ProvingEngine"]
+    return grpc.method_handlers_generic_handler(service.full_name, method_handlers(engine, budget, request_max))
+
+
+def add_handlers(server: grpc.Server, engine: ProvingEngine, budget: InflightBytes, request_max: int) -> None:
+    """The methods on ``server`` as registered methods, as grpc's generated code adds them: core
+    then keeps a call requested for each method, so a GetStatus arriving behind a thousand
+    SubmitProof is taken at once; with the one generic handler alone, grpc-python requests one
+    call at a time for every method, and the GetStatus waited until the poll thread had
+    dispatched, in Python, each call that arrived before it (issue 39: up to 764 ms)."""
+    service = pb.DESCRIPTOR.services_by_name["ProvingEngine"]
+    methods = method_handlers(engine, budget, request_max)
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(service.full_name, methods),))
+    server.add_registered_method_handlers(service.full_name, methods)
 
 
 def _is_loopback(address: str) -> bool:
@@ -379,7 +397,7 @@ def build(s, rt) -> tuple[grpc.Server, int]:
     engine = ProvingEngine(rt, control_timeout_s=g.control_timeout_s)
     mark_lanes(engine)
     budget = InflightBytes(g.max_inflight_bytes, g.inflight_wait_s)
-    server.add_generic_rpc_handlers((handlers(engine, budget, request_max),))
+    add_handlers(server, engine, budget, request_max)
     server.zkhive_lanes = lanes
     server.zkhive_servicer = engine  # for tests and benchmarks: its status board
     check_exposure(g)
@@ -417,9 +435,50 @@ def _add_port(server, target: str, creds, where: str, setting: str) -> int:
     return port
 
 
+#: what the calls import on first use: imported before the heap is frozen (``settle_heap``)
+#: (the list the gateway's sys.modules gained during a burst of submissions, issue 39: a
+#: submission importing gpu.groth16 held the interpreter for GetStatus's 300-390 ms)
+CALL_MODULES = ("arith.native", "celery.app.events", "celery.events.dispatcher", "cluster.client",
+                "cluster.gateway.postinput", "cluster.gateway.snap", "cluster.pipeline.bounds",
+                "cluster.pipeline.routing", "cluster.pipeline.srs_control", "cluster.pipeline.workflow",
+                "gpu.groth16.bellperson", "gpu.groth16.keys", "kombu.exceptions", "kombu.mixins",
+                "kombu.utils.limits", "prometheus_client", "synthesis.filecoin.c1", "synthesis.filecoin.params",
+                "synthesis.filecoin.post_job", "synthesis.filecoin.sector")
+
+
+def settle_heap() -> None:
+    """What the first calls would make, made now, then every object the process holds moved out
+    of the cyclic collector's sight (``gc.freeze``): a full collection then scans only what the
+    calls made since, not Celery's, kombu's, pydantic's and the circuits' objects too. Issue 39:
+    a full collection during 1,000 submissions held the interpreter 141 ms, and a GetStatus
+    waited for it (the call's maximum, 142 ms); the first submissions imported the circuit
+    families, and each gateway thread made a result backend of its own (with its own Redis
+    pool), during the burst. Now one backend serves every thread (celery's
+    ``result_backend_thread_safe``: redis-py's client is thread-safe)."""
+    import gc
+    import importlib
+
+    from cluster.pipeline.app import app
+    from synthesis.circuits import known
+
+    for name in CALL_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError:  # a call that needs it fails as it did; the gateway still starts
+            pass
+    known()  # imports every family of parameter sets
+    app.conf.result_backend_thread_safe = True
+    app._local.__dict__.pop("backend", None)  # one made before, for this thread alone
+    app._backend_cache = None
+    app.backend.client  # noqa: B018 - made now (a cached property), not by the first submission
+    gc.collect()
+    gc.freeze()
+
+
 def serve(s, rt, out=print) -> int:
     """Run the gateway until SIGTERM or SIGINT (``zkhive gateway``)."""
     server, port = build(s, rt)
+    settle_heap()
     server.start()
     g = s.gateway
     how = ("TLS" + (" with client certificates" if g.tls_client_ca else "") if g.tls_cert else "plaintext") \
