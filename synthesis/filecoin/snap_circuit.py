@@ -35,9 +35,10 @@ variables. With one digest (every size up to 32 KiB, 8 MiB, 16 MiB) challenge j'
 several (512 MiB .. 64 GiB: 86 challenges, 9 to 12 a digest) they are not affine in j, but a
 group of ``per_digest`` consecutive challenges is: the block is ``per_digest`` challenges whose
 bits lie in a window of one digest's variables (stride: a digest's variable count), the first
-``challenge_count mod per_digest`` challenges stay in the header rows. The recording covers the
-header and those challenges only (seconds at 32 GiB, not the 81 M rows); every challenge's bit
-columns are checked against the window map before the matrices are used. Cached on disk by the
+``challenge_count mod per_digest`` challenges stay in the header rows. Only the header and
+challenge 0 are recorded (the other challenges' rows are challenge 0's over their own variables
+and bits; seconds at 32 GiB, not the 81 M rows); every challenge's bit columns are checked
+against the window map before the matrices are used. Cached on disk by the
 circuit's digest (``$ZKHIVE_CACHE_DIR/r1cs/snap-<digest>.npz``); ``r1cs()`` expands them (small
 sizes). The witness (``synthesize_compact``) is the header in values mode and every challenge
 block in one values-mode batch, as an ``assignment.Compact``.
@@ -221,8 +222,10 @@ def layout(prm: upd.UpdateParams) -> tuple[int, int, int]:
 
 def build(prm: upd.UpdateParams) -> CompactR1CS:
     """The partition's matrices as a ``CompactR1CS`` (see the module docstring): the header and
-    the first ``m + g`` challenges recorded (ordered ``TemplatingCS``), the rows cut into the
-    header (with m challenges) and one block of g challenges, the block's columns mapped to
+    challenge 0 recorded (ordered ``TemplatingCS``), challenges 1 .. m + g - 1 made from it
+    (``_challenges``: every challenge block has the same rows over its own variables and its
+    bits), the rows cut into the header (with m challenges) and one block of g challenges, the
+    block's columns mapped to
     (ONE and shared header variables: stride 0 | the challenge-bit window: a digest's variables
     | its own variables: g blocks' aux). AssertionError when the structure is not what the
     replication assumes (every challenge's bits are checked against the map)."""
@@ -233,14 +236,11 @@ def build(prm: upd.UpdateParams) -> CompactR1CS:
     m, g, copies = layout(prm)
     cs = TemplatingCS(ordered=True)
     marks: list = []
-    hd = upd.synthesize(Synth(cs=cs), prm, None, upto=m + g, marks=marks)
+    hd = upd.synthesize(Synth(cs=cs), prm, None, upto=1, marks=marks)
     npub = cs.num_public
     if npub != prm.num_public:
         raise AssertionError(f"{npub} public inputs recorded, {prm.num_public} expected")
-    (h_rows, h_aux), steps = marks[0], np.diff(np.array(marks, dtype=np.int64), axis=0)
-    if len(steps) != m + g or np.any(steps != steps[0]):
-        raise AssertionError(f"challenge blocks of unequal shape: {sorted(set(map(tuple, steps.tolist())))}")
-    R, A = (int(x) for x in steps[0])
+    (h_rows, h_aux), (R, A) = marks[0], (marks[1][0] - marks[0][0], marks[1][1] - marks[0][1])
     # the challenge bits: challenge i at bits0 + (i // per) * S + (i % per) * top (S: a digest's
     # variables), which copy j of the block finds at window + j * L
     col = np.array([[npub - b.bit.key for b in ch] for ch in hd.gen], dtype=np.int64)    # (C, top)
@@ -269,6 +269,7 @@ def build(prm: upd.UpdateParams) -> CompactR1CS:
     hr = h_rows + m * R
     header, blocks, shared = [], [], set()
     for cm in compact_matrices(cs):
+        cm = _challenges(cm, h_rows, m + g, col, 1 + npub + h_aux, A)
         e = int(cm.indptr[hr])
         header.append(CompactMatrix(cm.indptr[:hr + 1].copy(), cm.cols[:e].copy(), cm.coef[:e].copy(),
                                     cm.table))
@@ -315,6 +316,33 @@ def build(prm: upd.UpdateParams) -> CompactR1CS:
     if out.num_constraints != h_rows + C * R:
         raise AssertionError(f"{out.num_constraints} rows, {h_rows + C * R} expected")
     return out
+
+
+def _challenges(cm, h_rows: int, n: int, col: np.ndarray, own: int, A: int):
+    """``cm`` (the header and challenge 0 recorded) with challenges 0 .. n - 1: challenge 0's
+    rows again with its own variables moved by i * A and its bits replaced by challenge i's
+    (``col[i]``); the header's variables and ONE as they are."""
+    from ..compact import CompactMatrix
+    e0 = int(cm.indptr[h_rows])
+    c1 = cm.cols[e0:].astype(np.int64)
+    ptr1 = cm.indptr[h_rows:] - e0
+    if len(ptr1) - 1 <= 0 or int(ptr1[-1]) != len(c1):
+        raise AssertionError("the recording does not end with challenge 0")
+    is_own = (c1 >= own) & (c1 < own + A)
+    order = np.argsort(col[0])
+    pos = np.searchsorted(col[0], c1, sorter=order).clip(0, len(order) - 1)
+    is_bit = col[0][order[pos]] == c1
+    which = order[pos[is_bit]]
+    cols, ptrs = [cm.cols[:e0]], [cm.indptr[:h_rows]]
+    for i in range(n):
+        c = c1.copy()
+        c[is_own] += i * A
+        c[is_bit] = col[i][which]
+        cols.append(c.astype(np.int32))
+        ptrs.append(e0 + i * len(c1) + ptr1[:-1])
+    ptrs.append(np.array([e0 + n * len(c1)], dtype=np.int64))
+    return CompactMatrix(np.concatenate(ptrs).astype(np.int64), np.concatenate(cols),
+                         np.concatenate([cm.coef[:e0]] + [cm.coef[e0:]] * n), cm.table)
 
 
 def _cache_dir() -> Path:

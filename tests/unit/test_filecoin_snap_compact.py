@@ -194,8 +194,9 @@ def test_poseidon_8m_compact_witness_of_several_digests_satisfies():
 
 @LONG
 @pytest.mark.parametrize("name", ["empty-sector-update-32GiB", "empty-sector-update-64GiB"])
-def test_32g_and_64g_compact_matrices_in_under_a_minute(name):
-    """The 32 and 64 GiB sets built without the full recording (~45 s each): the census's
+def test_32g_and_64g_compact_matrices_built_from_the_header_and_one_challenge(name):
+    """The 32 and 64 GiB sets built without the full recording (bench/snap_matrices.py times
+    them): the census's
     constraints (32 GiB: the Rust's 81,049,499), aux and nonzeros, the device form's checks."""
     from gpu.native.compact import check_columns, parts
     prm = upd.get(name)
