@@ -23,10 +23,25 @@ allocation, errors naming the partition and the byte offset). Synthesis then run
 ``snap.verify_partition`` (vanilla.rs ``verify``: errors naming partition, challenge, proof and
 level) and the circuit's witness (``update.synthesize``, values mode).
 
-The matrices are recorded from the same ``update.synthesize`` in shape mode (bellperson's row
-order), built once a process: ~30 s at 2 KiB on one core; the sizes from 8 MiB up are
-registered (names, digests, file stems, census sizes) but their matrices are not practical to
-build in Python.
+**The matrices** (``build``) are kept compact (``synthesis.compact.CompactR1CS``), recorded
+from the same ``update.synthesize`` in shape mode into an ordered ``TemplatingCS`` (bellperson's
+row and variable order; each SHA-256 compression and Merkle Poseidon one template instance), and
+only as far as they are not repeated: the header, then challenge blocks that repeat with an
+affine column map. A challenge block's columns are ONE, header variables it shares (h bits,
+partition bits, phi, the roots, comm_d_new, the apex leafs), its challenge's bits (allocated in
+the header by ``gen_challenge_bits``, ``per_digest`` challenges a Poseidon digest) and its own
+variables. With one digest (every size up to 32 KiB, 8 MiB, 16 MiB) challenge j's bits are
+``bits_0 + j * top``: the block is one challenge, replicated ``challenge_count`` times. With
+several (512 MiB .. 64 GiB: 86 challenges, 9 to 12 a digest) they are not affine in j, but a
+group of ``per_digest`` consecutive challenges is: the block is ``per_digest`` challenges whose
+bits lie in a window of one digest's variables (stride: a digest's variable count), the first
+``challenge_count mod per_digest`` challenges stay in the header rows. Only the header and
+challenge 0 are recorded (the other challenges' rows are challenge 0's over their own variables
+and bits; seconds at 32 GiB, not the 81 M rows); every challenge's bit columns are checked
+against the window map before the matrices are used. Cached on disk by the
+circuit's digest (``$ZKHIVE_CACHE_DIR/r1cs/snap-<digest>.npz``); ``r1cs()`` expands them (small
+sizes). The witness (``synthesize_compact``) is the header in values mode and every challenge
+block in one values-mode batch, as an ``assignment.Compact``.
 """
 from __future__ import annotations
 
@@ -36,16 +51,20 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from .. import field
 from ..circuits import C1Error
+from ..compact import CompactR1CS
+from ..family.circuit import CompactMatrices, cached
 from . import bincode, snap
 from . import update as upd
 
-CIRCUIT_VERSION = 1
+#: bump when the circuit's definition changes without a source change (it keys cached matrices)
+CIRCUIT_VERSION = 2
 #: characters of base64 a string of ``partition_proofs`` (limits.string_bytes; a multiple of 4)
 CHUNK = 256
 #: RegisteredUpdateProof (go-state-types abi numbering, what Curio sends as registered_proof)
@@ -55,7 +74,9 @@ SHORT = {"2KiB": "2k", "8MiB": "8m", "512MiB": "512m", "32GiB": "32g", "64GiB": 
 _SOURCES = ("filecoin/update.py", "filecoin/snap_circuit.py", "filecoin/stacked.py",
             "bellpepper/neptune.py", "bellpepper/sha256.py", "bellpepper/boolean.py",
             "bellpepper/num.py", "bellpepper/multipack.py", "bellpepper/neptune_params.py",
-            "bellpepper/core.py", "bellpepper/insertion.py")
+            "bellpepper/core.py", "bellpepper/insertion.py", "bellpepper/template.py",
+            "bellpepper/compression.py", "bellpepper/uint32.py", "bellpepper/multieq.py",
+            "sha256_spec.py", "compact.py")
 FIELDS = ("params", "registered_proof", "comm_r_old", "comm_d_new", "comm_r_new", "h",
           "partition_proofs", "sector_number", "miner_id")
 
@@ -199,15 +220,160 @@ def source_digest() -> str:
     return digest_of(_SOURCES)
 
 
-class UpdateCircuit:
+# --- the matrices ---------------------------------------------------------------------------------
+
+def layout(prm: upd.UpdateParams) -> tuple[int, int, int]:
+    """(challenges in the header rows, challenges a block, copies of the block): one challenge
+    ``challenge_count`` times when one digest holds every challenge's bits, else ``per_digest``
+    challenges (``challenge_count mod per_digest`` first in the header)."""
+    _, per, digests = upd.digests_of(prm)
+    C = prm.challenge_count
+    if digests == 1:
+        return 0, 1, C
+    m = C % per
+    return m, per, (C - m) // per
+
+
+def build(prm: upd.UpdateParams) -> CompactR1CS:
+    """The partition's matrices as a ``CompactR1CS`` (see the module docstring): the header and
+    challenge 0 recorded (ordered ``TemplatingCS``), challenges 1 .. m + g - 1 made from it
+    (``_challenges``: every challenge block has the same rows over its own variables and its
+    bits), the rows cut into the header (with m challenges) and one block of g challenges, the
+    block's columns mapped to
+    (ONE and shared header variables: stride 0 | the challenge-bit window: a digest's variables
+    | its own variables: g blocks' aux). AssertionError when the structure is not what the
+    replication assumes (every challenge's bits are checked against the map)."""
+    from ..bellpepper.core import Synth
+    from ..compact import CompactMatrix, Replicated, TemplatingCS, compact_matrices, expand_segments
+    C = prm.challenge_count
+    top, per, digests = upd.digests_of(prm)
+    m, g, copies = layout(prm)
+    cs = TemplatingCS(ordered=True)
+    marks: list = []
+    hd = upd.synthesize(Synth(cs=cs), prm, None, upto=1, marks=marks)
+    npub = cs.num_public
+    if npub != prm.num_public:
+        raise AssertionError(f"{npub} public inputs recorded, {prm.num_public} expected")
+    (h_rows, h_aux), (R, A) = marks[0], (marks[1][0] - marks[0][0], marks[1][1] - marks[0][1])
+    # the challenge bits: challenge i at bits0 + (i // per) * S + (i % per) * top (S: a digest's
+    # variables), which copy j of the block finds at window + j * L
+    col = np.array([[npub - b.bit.key for b in ch] for ch in hd.gen], dtype=np.int64)    # (C, top)
+    bits0 = int(col[0, 0])
+    S = int(col[per, 0] - bits0) if digests > 1 else 0
+    i = np.arange(C)[:, None]
+    want = bits0 + (i // per) * S + (i % per) * top + np.arange(top)[None, :]
+    if not np.array_equal(col, want):
+        bad = np.argwhere(col != want)[0]
+        raise AssertionError(f"challenge {bad[0]}'s bit {bad[1]} is variable {col[tuple(bad)]}, "
+                             f"not {want[tuple(bad)]}")
+    L = top if digests == 1 else S
+    own0, own_n = 1 + npub + h_aux + m * A, g * A
+    # the window: where copy 0's bits are, its copies' tiles inside the header's digest variables
+    # (they end before the challenges' own variables: the device form's transposed product
+    # writes each tile's columns from one task)
+    used = col[m:m + g]
+    w0 = min(int(used.min()), own0 - copies * L)
+    if int(used.max()) >= w0 + L or w0 + copies * L > own0:
+        raise AssertionError(f"challenge bits {int(used.min())}..{int(used.max())} do not fit a window of "
+                             f"{L} whose {copies} copies end by variable {own0}")
+    for t in range(g):
+        rel = col[m + t::g][:copies] - w0 - np.arange(copies)[:, None] * L
+        if np.any(rel != rel[0]) or rel.min() < 0 or rel.max() >= L:
+            raise AssertionError(f"challenge {m + t} + j * {g}'s bits do not repeat in a window of {L}")
+    hr = h_rows + m * R
+    header, blocks, shared = [], [], set()
+    for cm in compact_matrices(cs):
+        cm = _challenges(cm, h_rows, m + g, col, 1 + npub + h_aux, A)
+        e = int(cm.indptr[hr])
+        header.append(CompactMatrix(cm.indptr[:hr + 1].copy(), cm.cols[:e].copy(), cm.coef[:e].copy(),
+                                    cm.table))
+        bc = cm.cols[e:].astype(np.int64)
+        shared.update(np.unique(bc[((bc < w0) | (bc >= w0 + L)) & ((bc < own0) | (bc >= own0 + own_n))]).tolist())
+        blocks.append((cm.indptr[hr:] - e, bc, cm.coef[e:].copy(), cm.table))
+    shared_cols = np.array(sorted(shared | {0}), dtype=np.int64)
+    tiles = ((w0, w0 + copies * L), (own0, own0 + copies * own_n))
+    for lo, hi in tiles:
+        inside = shared_cols[(shared_cols >= lo) & (shared_cols < hi)]
+        if len(inside):
+            raise AssertionError(f"the block reads variable {inside[0]}, inside the copies' columns")
+    # local columns: the shared ones (runs of consecutive variables: a segment each), the window, own
+    runs = np.flatnonzero(np.diff(shared_cols) != 1) + 1
+    segs, lo = [], 0
+    for run in np.split(shared_cols, runs):
+        segs.append([lo, lo + len(run), int(run[0]), 0])
+        lo += len(run)
+    ns = lo
+    segs.append([ns, ns + L, w0, L])
+    segs.append([ns + L, ns + L + own_n, own0, own_n])
+    if L == own_n:
+        raise AssertionError("the window's stride equals the own variables' (the tiles would merge)")
+    segments = np.array(segs, dtype=np.int64)
+    nvar = ns + L + own_n
+    base, stride = expand_segments(segments, nvar)
+
+    def local(c: np.ndarray) -> np.ndarray:
+        out = np.searchsorted(shared_cols, c)
+        win = (c >= w0) & (c < w0 + L)
+        own = (c >= own0) & (c < own0 + own_n)
+        out[win] = ns + c[win] - w0
+        out[own] = ns + L + c[own] - own0
+        return out
+
+    mats = []
+    for hm, (ptr, bc, coef, table) in zip(header, blocks):
+        loc = local(bc)
+        if not np.array_equal(base[loc], bc):
+            raise AssertionError("the block's column map does not give back its recorded columns")
+        mats.append(Replicated(hm, CompactMatrix(ptr, loc.astype(np.int32), coef, table), base, stride,
+                               copies))
+    out = CompactR1CS(npub, h_aux + C * A, *mats, segments=segments)
+    if out.num_constraints != h_rows + C * R:
+        raise AssertionError(f"{out.num_constraints} rows, {h_rows + C * R} expected")
+    return out
+
+
+def _challenges(cm, h_rows: int, n: int, col: np.ndarray, own: int, A: int):
+    """``cm`` (the header and challenge 0 recorded) with challenges 0 .. n - 1: challenge 0's
+    rows again with its own variables moved by i * A and its bits replaced by challenge i's
+    (``col[i]``); the header's variables and ONE as they are."""
+    from ..compact import CompactMatrix
+    e0 = int(cm.indptr[h_rows])
+    c1 = cm.cols[e0:].astype(np.int64)
+    ptr1 = cm.indptr[h_rows:] - e0
+    if len(ptr1) - 1 <= 0 or int(ptr1[-1]) != len(c1):
+        raise AssertionError("the recording does not end with challenge 0")
+    is_own = (c1 >= own) & (c1 < own + A)
+    order = np.argsort(col[0])
+    pos = np.searchsorted(col[0], c1, sorter=order).clip(0, len(order) - 1)
+    is_bit = col[0][order[pos]] == c1
+    which = order[pos[is_bit]]
+    cols, ptrs = [cm.cols[:e0]], [cm.indptr[:h_rows]]
+    for i in range(n):
+        c = c1.copy()
+        c[is_own] += i * A
+        c[is_bit] = col[i][which]
+        cols.append(c.astype(np.int32))
+        ptrs.append(e0 + i * len(c1) + ptr1[:-1])
+    ptrs.append(np.array([e0 + n * len(c1)], dtype=np.int64))
+    return CompactMatrix(np.concatenate(ptrs).astype(np.int64), np.concatenate(cols),
+                         np.concatenate([cm.coef[:e0]] + [cm.coef[e0:]] * n), cm.table)
+
+
+def _cache_dir() -> Path:
+    from .circuit import cache_dir
+    return cache_dir()
+
+
+class UpdateCircuit(CompactMatrices):
     """One SnapDeals parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "filecoin-update"
-    #: cuzk's proof kind (QueueStatus.proof_kind; the job's kind and its deadline, deadlines.snap_s)
+    #: cuzk's proof kind (QueueStatus.proof_kind: the job's kind and its deadline, deadlines.snap_s)
     proof_kind = "snap-update"
 
     def __init__(self, name: str, prm: upd.UpdateParams):
         self.name, self.params = name, prm      # not ``prm``: that names a PoRep set's params
+        self._compact: CompactR1CS | None = None
         self._r1cs = None
         self._digest: str | None = None
         self._lock = threading.Lock()
@@ -233,23 +399,29 @@ class UpdateCircuit:
     def file_stem(self) -> str:
         return self.params.file_stem
 
-    def size(self) -> dict[str, int]:
-        c = upd.census(self.params).synthesized
-        npub = self.params.num_public
-        return {"constraints": c.constraints, "variables": 1 + npub + c.aux, "aux": c.aux,
-                "nonzeros": c.nnz, "public_inputs": npub,
-                "domain": 1 << (c.constraints + npub).bit_length()}
+    def matrices_path(self) -> Path:
+        return _cache_dir() / "r1cs" / f"snap-{self.digest()}.npz"
 
-    def r1cs(self):
-        """The partition's matrices, recorded once a process (``update.synthesize``, shape)."""
-        from ..builder import ConstraintSystem
-        from ..bellpepper.core import Synth
+    def compact_r1cs(self) -> CompactR1CS:
+        """Built once per parameter set (``build``), cached in ``matrices_path()``."""
         with self._lock:
-            if self._r1cs is None:
-                s = Synth(cs=ConstraintSystem(with_values=False))
-                upd.synthesize(s, self.params, None)
-                self._r1cs = s.cs.to_r1cs()
-            return self._r1cs
+            if self._compact is None:
+                path = self.matrices_path()
+                self._compact = cached(lambda: CompactR1CS.load(path), lambda: build(self.params),
+                                       lambda cr: cr.save(path))
+            return self._compact
+
+    def size(self) -> dict[str, int]:
+        """From the built matrices when they are built, else from the census (no build)."""
+        if self.is_built():
+            cr = self.compact_r1cs()
+            cons, aux, nnz = cr.num_constraints, cr.num_aux, cr.nnz
+        else:
+            c = upd.census(self.params).synthesized
+            cons, aux, nnz = c.constraints, c.aux, c.nnz
+        npub = self.params.num_public
+        return {"constraints": cons, "variables": 1 + npub + aux, "aux": aux, "nonzeros": nnz,
+                "public_inputs": npub, "domain": 1 << (cons + npub).bit_length()}
 
     def parse_c1(self, doc: dict[str, Any]) -> UpdateJob:
         return parse(self.params, self.name, doc)
@@ -276,14 +448,14 @@ class UpdateCircuit:
                 msg = msg[len(head):].lstrip(":, ")
             raise C1Error(msg, partition=partition) from None
 
+    def synthesize_compact(self, job: UpdateJob, partition: int):
+        """Partition k's z as an ``assignment.Compact`` (``update.witness``: the header, then every
+        challenge block in one batch), its vanilla proof checked first."""
+        return upd.witness(self.params, self.witness(job, partition))
+
     def synthesize(self, job: UpdateJob, partition: int, *, check: bool = False) -> np.ndarray:
         """z = (1, public, aux) of one partition; ``check``: held against the matrices."""
-        from ..bellpepper.check import assignments
-        from ..bellpepper.core import Synth
-        w = self.witness(job, partition)
-        s = Synth(batch=1)
-        upd.synthesize(s, self.params, w)
-        z = np.ascontiguousarray(assignments(s)[0])
+        z = self.synthesize_compact(job, partition).to_vec()
         if check:
             from ..r1cs import UnsatisfiedConstraint
             try:

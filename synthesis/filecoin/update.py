@@ -448,59 +448,105 @@ class PartitionWitness:
         return public_inputs(prm, self.k, self.h, self.comm_r_old, self.comm_d_new, self.comm_r_new)
 
 
-def synthesize(s, prm: UpdateParams | str, w: PartitionWitness | None = None) -> None:
-    """``EmptySectorUpdateCircuit::synthesize`` (either variant) over ``synthesis.bellpepper``:
-    the constraints and variables in bellperson's allocation order, on the PoRep circuit's
-    gadgets (``stacked.insert/pick/pack_bits/sha256_hash_multi_leaf``, neptune's Poseidon: the
-    Merkle-tree constants for TreeR and comm_r, the GenRandomness ones for phi, the challenge
-    digests and rho). Shape mode (``Synth(cs=...)``), values mode (``Synth(batch=1)``, ``w`` one
-    partition's witness) or both at once."""
-    from ..bellpepper import AllocatedBit, Boolean, alloc_num, equal, inputize, to_bits_le
-    from ..bellpepper.boolean import comb
-    from ..bellpepper.neptune import poseidon_hash
-    from ..bellpepper.num import mul
-    from ..builder import LinearCombination
-    from .. import field
-    from . import stacked
-    prm = get(prm) if isinstance(prm, str) else prm
-    comp = s.computing
-    if comp and (w is None or s.batch != 1):
-        raise ValueError("update.synthesize computes one partition (Synth(batch=1) and a witness)")
-    if comp and len(w.challenges) != prm.challenge_count:
-        raise ValueError(f"{len(w.challenges)} challenge proofs, {prm.challenge_count} expected")
-    ONE = LinearCombination({0: 1})
-    gen_c = gen_randomness_constants()
-    fe = lambda x: field.vec_from_ints([int(x) % field.MODULUS])  # noqa: E731
-    val = (lambda f: (lambda: fe(f()))) if comp else (lambda f: None)  # noqa: E731
+@dataclass
+class ChallengeBatch:
+    """B challenges' proofs stacked for one values-mode run (a row a challenge): the leaves
+    (B, 4) and, per level from the leaves, the siblings (B, arity - 1, 4)."""
+    leaf_r_old: np.ndarray
+    leaf_d_new: np.ndarray
+    path_r_old: list
+    path_d_new: list
+    path_r_new: list
 
-    def num(f):
-        return alloc_num(s, val(f))
+    @classmethod
+    def of(cls, ws: list[ChallengeWitness]) -> "ChallengeBatch":
+        from .. import field
+        levels = lambda name: [np.stack([np.asarray(getattr(c, name)[lv], np.uint64).reshape(-1, 4)  # noqa: E731
+                                         for c in ws]) for lv in range(len(getattr(ws[0], name)))]
+        return cls(field.vec_from_ints([c.leaf_r_old % field.MODULUS for c in ws]),
+                   field.vec_from_ints([c.leaf_d_new % field.MODULUS for c in ws]),
+                   levels("path_r_old"), levels("path_d_new"), levels("path_r_new"))
 
-    def enforce(abc, name):
+
+@dataclass
+class Header:
+    """What the challenge blocks read of the header: the ``k_and_h_select`` bits, comm_d_new,
+    phi, the two TreeR roots, the apex leafs, and per challenge its bits from ``gen_challenge_bits``
+    (below the partition bits, LE)."""
+    part_bits: list
+    h_bits: list
+    comm_d_new: object
+    phi: object
+    root_r_old: object
+    root_r_new: object
+    apex_leafs: list
+    gen: list
+
+
+class _Gadgets:
+    """The helpers ``EmptySectorUpdateCircuit::synthesize`` is written with, over one Synth."""
+
+    def __init__(self, s):
+        from ..builder import LinearCombination
+        self.s, self.comp = s, s.computing
+        self.ONE = LinearCombination({0: 1})
+        self.gen_c = gen_randomness_constants()
+
+    def num(self, f):
+        """An allocated number; ``f()`` its values ((B, 4)) in values mode."""
+        from ..bellpepper import alloc_num
+        return alloc_num(self.s, f if self.comp else None)
+
+    def enforce(self, abc, name):
         """A constraint whose sides (``abc()``: linear combinations) exist in shape mode only."""
-        if s.shape:
-            s.cs.enforce(*abc(), name)
+        if self.s.shape:
+            self.s.cs.enforce(*abc(), name)
 
-    def gen_hash_(a, b):
-        return poseidon_hash(s, [a, b], 2, gen_c)
+    def gen_hash(self, a, b):
+        from ..bellpepper.neptune import poseidon_hash
+        return poseidon_hash(self.s, [a, b], 2, self.gen_c)
 
-    def path(levels):
-        """Allocate the siblings of ``levels`` (a list of (arity - 1, 4) arrays or arities)."""
-        if comp:
-            return [[alloc_num(s, lambda x=x: np.asarray(x, np.uint64).reshape(1, 4)) for x in lv]
-                    for lv in levels]
-        return [[alloc_num(s) for _ in range(a - 1)] for a in levels]
+    def path(self, arities, levels):
+        """Allocate the siblings of ``arities`` (values mode: ``levels``, (B, arity - 1, 4) each)."""
+        from ..bellpepper import alloc_num
+        if not arities:
+            return []
+        if self.comp:
+            return [[alloc_num(self.s, lambda lv=lv, j=j: np.ascontiguousarray(lv[:, j]))
+                     for j in range(a - 1)] for a, lv in zip(arities, levels, strict=True)]
+        return [[alloc_num(self.s) for _ in range(a - 1)] for a in arities]
 
-    def por_nci(bits, leaf, sibs, root, arities, sha):
+    def por_nci(self, bits, leaf, sibs, root, arities, sha):
         """storage-proofs-core ``por_no_challenge_input``."""
-        cur, it = leaf, iter(bits)
+        from . import stacked
+        s, cur, it = self.s, leaf, iter(bits)
         for arity, level in zip(arities, sibs, strict=True):
             ins = stacked.insert(s, cur, [next(it) for _ in range(arity.bit_length() - 1)], level)
             cur = stacked.sha256_hash_multi_leaf(s, ins) if sha else stacked.poseidon(s, ins)
-        enforce(lambda: (cur.lc, ONE, root.lc), "calculated root == provided root")
+        self.enforce(lambda: (cur.lc, self.ONE, root.lc), "calculated root == provided root")
 
+
+def digests_of(prm: UpdateParams) -> tuple[int, int, int]:
+    """(bits a challenge below the partition bits, challenges a digest, digests) of
+    ``gen_challenge_bits``."""
+    top = prm.challenge_bit_len - prm.partition_bit_len
+    per_digest = cen.CAPACITY // top
+    return top, per_digest, -(-prm.challenge_count // per_digest)
+
+
+def synthesize_header(s, prm: UpdateParams, w: PartitionWitness | None = None) -> Header:
+    """Everything before the challenge loop: inputs, phi, comm_c and the roots, the apex leafs
+    and the partition's TreeD path, H(comm_c, root_r_*) = comm_r_*, the apex PoR, and
+    ``gen_challenge_bits`` (every digest: all challenges' bits)."""
+    from ..bellpepper import AllocatedBit, Boolean, equal, inputize, to_bits_le
+    from ..bellpepper.boolean import comb
+    from .. import field
+    from . import stacked
+    g = _Gadgets(s)
+    comp, num, enforce, ONE = g.comp, g.num, g.enforce, g.ONE
+    fe = lambda x: field.vec_from_ints([int(x) % field.MODULUS])  # noqa: E731
     nsel = prm.partition_bit_len + len(prm.hs)
-    first = num(lambda: w.public_inputs(prm)[0])
+    first = num(lambda: fe(w.public_inputs(prm)[0]))
     inputize(s, first)
     sel_val = (lambda i: (lambda: np.array([(w.public_inputs(prm)[0] >> i) & 1], np.uint8))) \
         if comp else (lambda i: None)
@@ -510,73 +556,140 @@ def synthesize(s, prm: UpdateParams | str, w: PartitionWitness | None = None) ->
     part_bits, h_bits = sel[:prm.partition_bit_len], sel[prm.partition_bit_len:]
     if not prm.poseidon:
         partition = stacked.pack_bits(s, part_bits)
-    comm_r_old = num(lambda: w.comm_r_old)
+    comm_r_old = num(lambda: fe(w.comm_r_old))
     inputize(s, comm_r_old)
-    comm_d_new = num(lambda: w.comm_d_new)
+    comm_d_new = num(lambda: fe(w.comm_d_new))
     inputize(s, comm_d_new)
-    comm_r_new = num(lambda: w.comm_r_new)
+    comm_r_new = num(lambda: fe(w.comm_r_new))
     inputize(s, comm_r_new)
-    phi_ = gen_hash_(comm_d_new, comm_r_old)
-    comm_c, root_r_old, root_r_new = (num(lambda: w.comm_c), num(lambda: w.root_r_old),
-                                      num(lambda: w.root_r_new))
-    apex_leafs = [num(lambda i=i: w.apex_leafs[i]) for i in range(prm.apex_leaf_count)]
-    top = prm.challenge_bit_len - prm.partition_bit_len
-    part_path = path([w.challenges[0].path_d_new[lv] for lv in range(top, prm.challenge_bit_len)]
-                     if comp and not prm.poseidon else (2,) * prm.partition_bit_len)
+    phi_ = g.gen_hash(comm_d_new, comm_r_old)
+    comm_c, root_r_old, root_r_new = (num(lambda: fe(w.comm_c)), num(lambda: fe(w.root_r_old)),
+                                      num(lambda: fe(w.root_r_new)))
+    apex_leafs = [num(lambda i=i: fe(w.apex_leafs[i])) for i in range(prm.apex_leaf_count)]
+    top, per_digest, digests = digests_of(prm)
+    part_ar = (2,) * prm.partition_bit_len
+    part_path = g.path(part_ar, [np.asarray(w.challenges[0].path_d_new[lv], np.uint64).reshape(1, -1, 4)
+                                 for lv in range(top, prm.challenge_bit_len)]
+                       if comp and not prm.poseidon else None)
     for root, comm_r in ((root_r_old, comm_r_old), (root_r_new, comm_r_new)):
         equal(s, stacked.poseidon(s, [comm_c, root]), comm_r, "enforce comm_r_calc == comm_r")
     if prm.poseidon:
-        partition = num(lambda: 0)
+        partition = num(lambda: fe(0))
     else:
         row = apex_leafs
         while len(row) > 1:
             row = [stacked.sha256_hash_multi_leaf(s, row[i:i + 2]) for i in range(0, len(row), 2)]
-        por_nci(part_bits, row[0], part_path, comm_d_new, (2,) * prm.partition_bit_len, True)
-    per_digest = cen.CAPACITY // top
-    digests = -(-prm.challenge_count // per_digest)
+        g.por_nci(part_bits, row[0], part_path, comm_d_new, part_ar, True)
     gen: list = []
     for j in range(digests):
-        idx = num(lambda j=j: w.k * digests + j)
+        idx = num(lambda j=j: fe(w.k * digests + j))
         enforce(lambda j=j, idx=idx: (partition.lc * digests + ONE * j if j else
                                       partition.lc * digests, ONE, idx.lc), "digest_index")
-        bits = to_bits_le(s, gen_hash_(comm_r_new, idx))
+        bits = to_bits_le(s, g.gen_hash(comm_r_new, idx))
         take = prm.challenge_count - len(gen) if j == digests - 1 else per_digest
         gen += [bits[i * top:(i + 1) * top] for i in range(take)]
+    return Header(part_bits, h_bits, comm_d_new, phi_, root_r_old, root_r_new, apex_leafs, gen)
+
+
+def synthesize_challenge(s, prm: UpdateParams, hd: Header, c_bits: list,
+                         cw: ChallengeBatch | None = None) -> None:
+    """One challenge's block (values mode: a batch of challenges, a row each; ``hd``'s numbers
+    and bits then carry one row a challenge too): the high bits selected by h, rho, leaf_r_new,
+    the TreeR PoRs of old and new replica, the apex leaf ``select``-ed and the TreeD PoR up to
+    it (the Poseidon variant: the TreeD PoR of TreeR's shape to comm_d_new)."""
+    from ..bellpepper.num import mul
+    from . import stacked
+    g = _Gadgets(s)
+    comp, num, enforce, ONE = g.comp, g.num, g.enforce, g.ONE
+    c_bits = c_bits + hd.part_bits
+    n, ors = len(c_bits), []
+    for h, hb in zip(prm.hs, hd.h_bits, strict=True):
+        high = stacked.pack_bits(s, c_bits[n - h:])
+        o = s.alloc((lambda high=high, hb=hb: _times_bit(high.val, hb)) if comp else None)
+        enforce(lambda high=high, hb=hb, o=o: (high.lc, hb.lc(), o.lc), "c_high_or_zero")
+        ors.append(o)
+    c_high = s.alloc((lambda: _sum(ors)) if comp else None)
+    enforce(lambda: (sum((o.lc for o in ors[1:]), ors[0].lc), ONE, c_high.lc), "c_high_selected")
+    rho_ = g.gen_hash(hd.phi, c_high)
+    leaf_r_old, leaf_d_new = num(lambda: cw.leaf_r_old), num(lambda: cw.leaf_d_new)
+    prod = mul(s, leaf_d_new, rho_)
+    leaf_r_new = s.alloc((lambda: _add(leaf_r_old.val, prod.val)) if comp else None)
+    enforce(lambda: (leaf_r_old.lc + prod.lc, ONE, leaf_r_new.lc), "label_r_new")
     ar = prm.tree_r_arities
+    g.por_nci(c_bits, leaf_r_old, g.path(ar, cw.path_r_old if comp else None), hd.root_r_old, ar, False)
+    g.por_nci(c_bits, leaf_r_new, g.path(ar, cw.path_r_new if comp else None), hd.root_r_new, ar, False)
+    if prm.poseidon:
+        g.por_nci(c_bits, leaf_d_new, g.path(ar, cw.path_d_new if comp else None), hd.comm_d_new,
+                  ar, False)
+        return
     start = prm.challenge_bit_len - prm.partition_bit_len - prm.apex_leaf_bit_len
-    for ci, c_bits in enumerate(gen):
-        cw = w.challenges[ci] if comp else None
-        c_bits = c_bits + part_bits
-        n, ors = len(c_bits), []
-        for h, hb in zip(prm.hs, h_bits, strict=True):
-            high = stacked.pack_bits(s, c_bits[n - h:])
-            o = s.alloc((lambda high=high, hb=hb: _times_bit(high.val, hb)) if comp else None)
-            enforce(lambda: (high.lc, hb.lc(), o.lc), "c_high_or_zero")
-            ors.append(o)
-        c_high = s.alloc((lambda: _sum(ors)) if comp else None)
-        enforce(lambda: (sum((o.lc for o in ors[1:]), ors[0].lc), ONE, c_high.lc),
-                "c_high_selected")
-        rho_ = gen_hash_(phi_, c_high)
-        leaf_r_old, leaf_d_new = num(lambda: cw.leaf_r_old), num(lambda: cw.leaf_d_new)
-        prod = mul(s, leaf_d_new, rho_)
-        leaf_r_new = s.alloc((lambda: _add(leaf_r_old.val, prod.val)) if comp else None)
-        enforce(lambda: (leaf_r_old.lc + prod.lc, ONE, leaf_r_new.lc), "label_r_new")
-        por_nci(c_bits, leaf_r_old, path(cw.path_r_old if comp else ar), root_r_old, ar, False)
-        por_nci(c_bits, leaf_r_new, path(cw.path_r_new if comp else ar), root_r_new, ar, False)
-        if prm.poseidon:
-            por_nci(c_bits, leaf_d_new, path(cw.path_d_new if comp else ar), comm_d_new, ar, False)
-            continue
-        state = list(apex_leafs)
-        for b in reversed(c_bits[start:start + prm.apex_leaf_bit_len]):
-            half = len(state) // 2
-            state = [stacked.pick(s, b, state[half + j], state[j]) for j in range(half)]
-        below = (2,) * start
-        por_nci(c_bits[:start], leaf_d_new, path(cw.path_d_new[:start] if comp else below),
-                state[0], below, True)
+    state = list(hd.apex_leafs)
+    for b in reversed(c_bits[start:start + prm.apex_leaf_bit_len]):
+        half = len(state) // 2
+        state = [stacked.pick(s, b, state[half + j], state[j]) for j in range(half)]
+    below = (2,) * start
+    g.por_nci(c_bits[:start], leaf_d_new, g.path(below, cw.path_d_new[:start] if comp else None),
+              state[0], below, True)
+
+
+def synthesize(s, prm: UpdateParams | str, w: PartitionWitness | None = None, *,
+               upto: int | None = None, marks: list | None = None) -> Header:
+    """``EmptySectorUpdateCircuit::synthesize`` (either variant) over ``synthesis.bellpepper``:
+    the constraints and variables in bellperson's allocation order, on the PoRep circuit's
+    gadgets (``stacked.insert/pick/pack_bits/sha256_hash_multi_leaf``, neptune's Poseidon: the
+    Merkle-tree constants for TreeR and comm_r, the GenRandomness ones for phi, the challenge
+    digests and rho). Shape mode (``Synth(cs=...)``), values mode (``Synth(batch=1)``, ``w`` one
+    partition's witness) or both at once: the header, then the challenges one by one.
+    ``upto``: only the first ``upto`` challenges (the compact matrices' recording); ``marks``
+    (shape mode): (constraints, aux) appended after the header and after each challenge."""
+    prm = get(prm) if isinstance(prm, str) else prm
+    comp = s.computing
+    if comp and (w is None or s.batch != 1):
+        raise ValueError("update.synthesize computes one partition (Synth(batch=1) and a witness)")
+    if comp and len(w.challenges) != prm.challenge_count:
+        raise ValueError(f"{len(w.challenges)} challenge proofs, {prm.challenge_count} expected")
+    mark = (lambda: marks.append((s.cs.num_constraints, s.cs.num_aux))) \
+        if marks is not None and s.shape else (lambda: None)
+    hd = synthesize_header(s, prm, w)
+    mark()
+    for ci in range(prm.challenge_count if upto is None else upto):
+        synthesize_challenge(s, prm, hd, hd.gen[ci],
+                             ChallengeBatch.of([w.challenges[ci]]) if comp else None)
+        mark()
+    return hd
+
+
+def witness(prm: UpdateParams, w: PartitionWitness):
+    """z of a partition as an ``assignment.Compact``, in bellperson's numbering: the header in
+    values mode (batch 1), then every challenge block in one values-mode batch (a row a
+    challenge; the header's numbers and bits repeated, each row its challenge's bits)."""
+    from .. import assignment, field
+    from ..bellpepper import AllocatedBit, Boolean
+    from ..bellpepper.core import Num, Synth
+    if len(w.challenges) != prm.challenge_count:
+        raise ValueError(f"{len(w.challenges)} challenge proofs, {prm.challenge_count} expected")
+    C = prm.challenge_count
+    hs = Synth(batch=1, blocks=True)
+    h1 = synthesize_header(hs, prm, w)
+
+    def rep_bit(b):
+        return b if b.is_constant else Boolean(AllocatedBit(None, np.repeat(b.bit.val, C)), b.neg)
+
+    def rep(x):
+        return Num(None, np.repeat(x.val, C, axis=0))
+    top = len(h1.gen[0])
+    bits = np.array([[b.value(1)[0] for b in ch] for ch in h1.gen], dtype=np.uint8)   # (C, top)
+    c_bits = [Boolean.is_(AllocatedBit(None, np.ascontiguousarray(bits[:, i]))) for i in range(top)]
+    hd = Header([rep_bit(b) for b in h1.part_bits], [rep_bit(b) for b in h1.h_bits], rep(h1.comm_d_new),
+                rep(h1.phi), rep(h1.root_r_old), rep(h1.root_r_new), [rep(x) for x in h1.apex_leafs], [])
+    cs = Synth(batch=C, blocks=True)
+    synthesize_challenge(cs, prm, hd, c_bits, ChallengeBatch.of(w.challenges))
+    head = np.concatenate([field.vec_from_ints([1]), np.concatenate(hs.public, axis=0)])
+    return assignment.from_blocks(head, hs.values, cs.values, C)
 
 
 def _times_bit(x: np.ndarray, bit) -> np.ndarray:
-    return np.where(bit.value(1)[:, None] == 1, x, np.zeros_like(x))
+    return np.where(bit.value(len(x))[:, None] == 1, x, np.zeros_like(x))
 
 
 def _sum(nums) -> np.ndarray:
