@@ -269,12 +269,12 @@ def main() -> int:
             print(f"WinningPoSt {k}: {dt:.3f} s Submit to proof, verified={good}, wrong input rejected={rejects}, "
                   f"{left} PoRep partitions not yet proved at submit", flush=True)
         rep["winning"] = rows
-        results = [h.result(timeout=args.timeout) for h in handles]
-        rep["wall_s"] = time.time() - t_submit
-        rep["porep_all_verify"] = all_verify(porep, porep_vk, docs, results)
         for k in range(len(rows)):  # each WinningPoSt's own timeline: where its seconds went
             jid = f"winpost-1000-{randomness[k][:8].hex()}"
             (out / f"timeline-{jid}.txt").write_text(timeline.format_text(jid, timeline.load(rt.redis, jid)))
+        results = [h.result(timeout=args.timeout) for h in handles]
+        rep["wall_s"] = time.time() - t_submit
+        rep["porep_all_verify"] = all_verify(porep, porep_vk, docs, results)
         iv, done = [], []
         for h in handles:
             ev = timeline.load(rt.redis, h.job_id)
