@@ -41,7 +41,6 @@ import functools
 import hashlib
 import json
 import threading
-import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -53,7 +52,7 @@ from .. import field
 from ..circuits import C1Error
 from ..compact import CompactR1CS
 from ..family.c1 import Bytes32, Fr, Strict, validate
-from ..family.circuit import CompactMatrices
+from ..family.circuit import CompactMatrices, cached
 from . import bincode as bc
 from . import post
 
@@ -345,13 +344,8 @@ class PostCircuit(CompactMatrices):
         with self._lock:
             if self._compact is None:
                 path = self.matrices_path()
-                try:
-                    compact = CompactR1CS.load(path)
-                except (ValueError, KeyError, OSError, EOFError, zipfile.BadZipFile):
-                    compact = post.build(self.prm)
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    compact.save(path)
-                self._compact = compact
+                self._compact = cached(lambda: CompactR1CS.load(path), lambda: post.build(self.prm),
+                                       lambda cr: cr.save(path))
             return self._compact
 
     def size(self) -> dict[str, int]:
