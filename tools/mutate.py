@@ -73,7 +73,8 @@ TARGETS: dict[str, Target] = {
     "lease": Target("cluster/pipeline/lease.py", ("tests/unit/test_leases.py",), timeout_s=240.0),
     # the stub's fakeredis is always "settled": the rule itself is judged over a real Redis
     "reconcile": Target("cluster/pipeline/reconcile.py",
-                        ("tests/integration/test_reconcile_settled.py", "tests/unit/test_leases.py"),
+                        ("tests/integration/test_reconcile_rules.py", "tests/integration/test_reconcile_settled.py",
+                         "tests/unit/test_leases.py"),
                         timeout_s=240.0),
     # the uptime gate alone (``look``): a run of minutes, not the hour of the whole module
     "settled": Target("cluster/pipeline/reconcile.py",

@@ -1,0 +1,113 @@
+"""What the reconciler does once it may judge (issue 35: the `reconcile` mutation target killed
+35 of 72 with only the "settled" rule and the lease transitions tested): one sweep of
+``reconcile.reconcile_job`` over leases and units crafted on a real Redis, each rule's decision
+and the events it writes, read back from the job's timeline. No worker runs; nothing sleeps to
+decide an outcome (a lease is made lapsed by a TTL of 50 ms, then waited out)."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _setup(cluster, **overrides):
+    from cluster.pipeline.app import runtime
+
+    cluster.flush()
+    cluster.configure_here(ZKHIVE_DELIVERY__LEASE_TTL_S="1", **overrides)
+    rt = runtime()
+    while int(rt.redis.info("server")["uptime_in_seconds"]) < 1:  # settled: up a lease TTL
+        time.sleep(0.05)
+    return rt
+
+
+def _events(r, job_id, *names):
+    from cluster.pipeline import timeline
+    return [e for e in timeline.load(r, job_id) if e["event"] in names]
+
+
+def test_lapsed_leases_are_broken_and_redispatched_away_from_the_device_a_live_one_is_left(cluster):
+    """Partition 0 leased and renewed (live): left alone, and the sweep goes on to the others.
+    Partition 1's prove lease on cpu:0 and partition 2's synthesis lease lapsed: each broken,
+    ``lease_lapsed`` with the seconds since it lapsed, re-dispatched (the proof away from cpu:0,
+    the synthesis anywhere) with the seconds since its last renewal."""
+    from cluster.pipeline import reconcile
+    from cluster.pipeline.lease import Leases
+    from test_first_writer_wins import _job
+
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="0")
+        r = rt.redis
+        rec = _job(rt.jobs, "lapse", partitions=3)
+        live = Leases(r, 3600, 3600).acquire("lapse", 0, "prove", worker="prove.vm.cpu1.0", device="cpu:1",
+                                             task_id="live-task")
+        short = Leases(r, 0.05, 3600)
+        assert live.taken
+        assert short.acquire("lapse", 1, "prove", worker="prove.vm.cpu0.0", device="cpu:0", task_id="t1").taken
+        assert short.acquire("lapse", 2, "synthesis", worker="synthesis.vm.0", task_id="t2").taken
+        time.sleep(0.3)
+        before = {k: Leases(r, 1, 3600).get("lapse", k) for k in (1, 2)}
+        seen = reconcile.look(rt)
+        assert seen.settled
+        did = reconcile.reconcile_job(rt, rec, {}, seen)
+        assert did == ["redispatch 1", "redispatch 2"], did
+        lapsed = _events(r, "lapse", "lease_lapsed")
+        assert [(e["partition"], e["stage"], e.get("device")) for e in lapsed] == [(1, "prove", "cpu:0"),
+                                                                                  (2, "synthesis", None)], lapsed
+        for e in lapsed:
+            want = round(seen.now - before[e["partition"]].expires_at, 3)
+            assert e["lapsed_s"] == want and 0 < want < 30, (e, want)
+        sent = _events(r, "lapse", "redispatched")
+        assert [(e["partition"], e["exclude"]) for e in sent] == [(1, ["cpu:0"]), (2, [])], sent
+        for e in sent:
+            assert e["waited_s"] == round(seen.now - before[e["partition"]].renewed_at, 3), e
+            assert 0.25 < e["waited_s"] < 30, e
+            assert e["reason"].startswith(f"lease of {before[e['partition']].holder()} lapsed "), e
+        # the live lease: untouched, no event for partition 0
+        assert Leases(r, 1, 3600).get("lapse", 0) is not None
+        assert not [e for e in _events(r, "lapse", "lease_lapsed", "redispatched", "unaccounted")
+                    if e.get("partition") == 0]
+        assert Leases(r, 1, 3600).get("lapse", 1) is None and Leases(r, 1, 3600).get("lapse", 2) is None
+    finally:
+        cluster.configure_here()
+
+
+def test_an_unaccounted_unit_waits_its_grace_then_is_redispatched_and_a_lease_clears_the_clock(cluster):
+    """Partitions 0 and 1 nowhere (not queued, leased or done). Within the grace: nothing sent,
+    each unit's first-seen time recorded. Partition 0 then leased: its clock is cleared. Past the
+    grace (a sweep with grace 0): partition 1 re-dispatched with ``unaccounted`` naming where it
+    was lost and for how long, ``waited_s`` the same; partition 0, leased, is not."""
+    from cluster.pipeline import reconcile
+    from cluster.pipeline.app import runtime
+    from cluster.pipeline.lease import Leases
+    from test_first_writer_wins import _job
+
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="3600")
+        r = rt.redis
+        rec = _job(rt.jobs, "lost", partitions=2)
+        assert reconcile.reconcile_job(rt, rec, {}, reconcile.look(rt)) == []
+        clock = {k.decode(): float(v) for k, v in r.hgetall(reconcile.unaccounted_key("lost")).items()}
+        assert sorted(clock) == ["0", "1"], clock
+        assert Leases(r, 3600, 3600).acquire("lost", 0, "synthesis", worker="synthesis.vm.0", task_id="t0").taken
+        assert reconcile.reconcile_job(rt, rec, {}, reconcile.look(rt)) == []
+        left = {k.decode() for k in r.hkeys(reconcile.unaccounted_key("lost"))}
+        assert left == {"1"}, left  # the lease accounted for partition 0: its clock is gone
+        time.sleep(0.2)
+        cluster.configure_here(ZKHIVE_DELIVERY__LEASE_TTL_S="1", ZKHIVE_DELIVERY__RECONCILE_GRACE_S="0")
+        rt = runtime()
+        seen = reconcile.look(rt)
+        assert reconcile.reconcile_job(rt, rec, {}, seen) == ["redispatch 1"]
+        lost = _events(r, "lost", "unaccounted")
+        want = round(seen.now - clock["1"], 3)
+        assert [(e["partition"], e["detail"]) for e in lost] == [
+            (1, "not queued, leased or done (lost in the hand-over)")], lost
+        assert lost[0]["for_s"] == want and 0.2 < want < 60, (lost, want)
+        sent = _events(r, "lost", "redispatched")
+        assert [(e["partition"], e["reason"], e["waited_s"]) for e in sent] == [
+            (1, "partition not queued, leased or done (lost in the hand-over)", want)], sent
+        assert not r.hexists(reconcile.unaccounted_key("lost"), "1")  # re-sent: the clock starts over
+    finally:
+        cluster.configure_here()
