@@ -23,6 +23,19 @@ def _setup(cluster, **overrides):
     return rt
 
 
+def _job(jobs, job_id: str, partitions: int, params: str = "squares-a"):
+    """A job record as submission stores it (``params``: the set its proofs are routed by)."""
+    from cluster.pipeline.blobs import BlobRef
+    from cluster.pipeline.jobs import JobRecord
+
+    now = time.time()
+    rec = JobRecord(job_id=job_id, params=params, circuit_digest="0" * 16, num_partitions=partitions,
+                    priority=5, c1=BlobRef(store="redis", sha256="0" * 64, size=0, kind="c1"),
+                    submitted_at=now, deadline_at=now + 600)
+    assert jobs.create(rec)
+    return rec
+
+
 def _events(r, job_id, *names):
     from cluster.pipeline import timeline
     return [e for e in timeline.load(r, job_id) if e["event"] in names]
@@ -35,7 +48,6 @@ def test_lapsed_leases_are_broken_and_redispatched_away_from_the_device_a_live_o
     the synthesis anywhere) with the seconds since its last renewal."""
     from cluster.pipeline import reconcile
     from cluster.pipeline.lease import Leases
-    from test_first_writer_wins import _job
 
     try:
         rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="0")
@@ -82,7 +94,6 @@ def test_an_unaccounted_unit_waits_its_grace_then_is_redispatched_and_a_lease_cl
     from cluster.pipeline import reconcile
     from cluster.pipeline.app import runtime
     from cluster.pipeline.lease import Leases
-    from test_first_writer_wins import _job
 
     try:
         rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="3600")
@@ -109,5 +120,42 @@ def test_an_unaccounted_unit_waits_its_grace_then_is_redispatched_and_a_lease_cl
         assert [(e["partition"], e["reason"], e["waited_s"]) for e in sent] == [
             (1, "partition not queued, leased or done (lost in the hand-over)", want)], sent
         assert not r.hexists(reconcile.unaccounted_key("lost"), "1")  # re-sent: the clock starts over
+    finally:
+        cluster.configure_here()
+
+
+def test_a_proof_queued_only_where_no_live_prover_serves_is_rerouted_and_nothing_else_is(cluster):
+    """Partition 0's proof waits only in prove.vm.cpu7, which no ready prover serves, while
+    prove.vm.cpu1 is served: re-routed (its assignment kept: no resynthesis), the event naming the
+    dead queue. Not re-routed: partition 1, also queued live (cpu1); partition 2, queued dead but
+    with no assignment (a synthesis still to come); any partition when no prove queue is live
+    (nowhere better to send it); the aggregation (its queue is not a prove queue)."""
+    from circuits_for_tests import SQUARES_A  # a re-route routes the proof: a registered set
+    from cluster.pipeline import reconcile
+    from cluster.pipeline.blobs import BlobRef
+    from cluster.pipeline.lease import server_time
+
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="3600")
+        r = rt.redis
+        rec = _job(rt.jobs, "dead", partitions=3, params=SQUARES_A.name)
+        ref = BlobRef(store="redis", sha256="1" * 64, size=1, kind="assignment")
+        for k in (0, 1):
+            rt.jobs.set_assignment("dead", k, ref)
+        where = {("dead", "0"): ["prove.vm.cpu7"], ("dead", "1"): ["prove.vm.cpu7", "prove.vm.cpu1"],
+                 ("dead", "2"): ["prove.vm.cpu7"]}
+
+        def seen(live):
+            return reconcile.Seen(where=dict(where), now=server_time(r), settled=True, live_prove_queues=live)
+        assert reconcile.reconcile_job(rt, rec, {}, seen(set())) == []
+        assert _events(r, "dead", "redispatched") == []
+        assert reconcile.reconcile_job(rt, rec, {}, seen({"prove.vm.cpu1"})) == ["reroute 0"]
+        sent = _events(r, "dead", "redispatched")
+        assert [(e["partition"], e["reason"], e["resynthesize"], "waited_s" in e) for e in sent] == [
+            (0, "queue prove.vm.cpu7 has no live prover", False, False)], sent
+        assert not r.exists(reconcile.unaccounted_key("dead"))  # queued units are accounted for
+        # every partition proved: the aggregation's unit, queued in the aggregate queue, is fine
+        where = {("dead", "aggregate"): ["aggregate"]}
+        assert reconcile.reconcile_job(rt, rec, {0: b"", 1: b"", 2: b""}, seen({"prove.vm.cpu1"})) == []
     finally:
         cluster.configure_here()
