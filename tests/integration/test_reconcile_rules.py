@@ -41,7 +41,7 @@ def _events(r, job_id, *names):
     return [e for e in timeline.load(r, job_id) if e["event"] in names]
 
 
-def test_lapsed_leases_are_broken_and_redispatched_away_from_the_device_a_live_one_is_left(cluster):
+def test_lapsed_leases_are_broken_and_redispatched_away_from_the_device_a_live_one_is_left(cluster, caplog):
     """Partition 0 leased and renewed (live): left alone, and the sweep goes on to the others.
     Partition 1's prove lease on cpu:0 and partition 2's synthesis lease lapsed: each broken,
     ``lease_lapsed`` with the seconds since it lapsed, re-dispatched (the proof away from cpu:0,
@@ -58,16 +58,21 @@ def test_lapsed_leases_are_broken_and_redispatched_away_from_the_device_a_live_o
         short = Leases(r, 0.05, 3600)
         assert live.taken
         assert short.acquire("lapse", 1, "prove", worker="prove.vm.cpu0.0", device="cpu:0", task_id="t1").taken
-        assert short.acquire("lapse", 2, "synthesis", worker="synthesis.vm.0", task_id="t2").taken
+        # a synthesis lease names no device to avoid, whatever device its record carries
+        assert short.acquire("lapse", 2, "synthesis", worker="synthesis.vm.0", device="cpu:3", task_id="t2").taken
         time.sleep(0.3)
         before = {k: Leases(r, 1, 3600).get("lapse", k) for k in (1, 2)}
         seen = reconcile.look(rt)
         assert seen.settled
-        did = reconcile.reconcile_job(rt, rec, {}, seen)
+        with caplog.at_level("WARNING", logger="cluster.pipeline.reconcile"):
+            did = reconcile.reconcile_job(rt, rec, {}, seen)
         assert did == ["redispatch 1", "redispatch 2"], did
+        logged = [m for m in caplog.messages if m.startswith("job lapse ")]
+        assert [m.split(":")[0] for m in logged] == ["job lapse partition 1", "job lapse partition 2"], logged
+        assert all(m.endswith("; re-dispatching") for m in logged), logged
         lapsed = _events(r, "lapse", "lease_lapsed")
         assert [(e["partition"], e["stage"], e.get("device")) for e in lapsed] == [(1, "prove", "cpu:0"),
-                                                                                  (2, "synthesis", None)], lapsed
+                                                                                  (2, "synthesis", "cpu:3")], lapsed
         for e in lapsed:
             want = round(seen.now - before[e["partition"]].expires_at, 3)
             assert e["lapsed_s"] == want and 0 < want < 30, (e, want)
@@ -125,9 +130,9 @@ def test_an_unaccounted_unit_waits_its_grace_then_is_redispatched_and_a_lease_cl
 
 
 def test_a_proof_queued_only_where_no_live_prover_serves_is_rerouted_and_nothing_else_is(cluster):
-    """Partition 0's proof waits only in prove.vm.cpu7, which no ready prover serves, while
+    """Partition 0's proof waits only in prove.vm.cpu7 and prove.unassigned, which no ready prover serves, while
     prove.vm.cpu1 is served: re-routed (its assignment kept: no resynthesis), the event naming the
-    dead queue. Not re-routed: partition 1, also queued live (cpu1); partition 2, queued dead but
+    first dead queue. Not re-routed: partition 1, also queued live (cpu1); partition 2, queued dead but
     with no assignment (a synthesis still to come); any partition when no prove queue is live
     (nowhere better to send it); the aggregation (its queue is not a prove queue)."""
     from circuits_for_tests import SQUARES_A  # a re-route routes the proof: a registered set
@@ -142,7 +147,7 @@ def test_a_proof_queued_only_where_no_live_prover_serves_is_rerouted_and_nothing
         ref = BlobRef(store="redis", sha256="1" * 64, size=1, kind="assignment")
         for k in (0, 1):
             rt.jobs.set_assignment("dead", k, ref)
-        where = {("dead", "0"): ["prove.vm.cpu7"], ("dead", "1"): ["prove.vm.cpu7", "prove.vm.cpu1"],
+        where = {("dead", "0"): ["prove.vm.cpu7", "prove.unassigned"], ("dead", "1"): ["prove.vm.cpu7", "prove.vm.cpu1"],
                  ("dead", "2"): ["prove.vm.cpu7"]}
 
         def seen(live):
@@ -157,5 +162,31 @@ def test_a_proof_queued_only_where_no_live_prover_serves_is_rerouted_and_nothing
         # every partition proved: the aggregation's unit, queued in the aggregate queue, is fine
         where = {("dead", "aggregate"): ["aggregate"]}
         assert reconcile.reconcile_job(rt, rec, {0: b"", 1: b"", 2: b""}, seen({"prove.vm.cpu1"})) == []
+    finally:
+        cluster.configure_here()
+
+
+def test_a_lease_renewed_since_the_sweep_looked_is_left_and_the_sweep_goes_on(cluster):
+    """The sweep's picture is a moment old: partition 0's lease looks lapsed at the sweep's time
+    (``Seen.now`` ahead of the server's clock) but Redis, judging at its own time, refuses to
+    break it (renewed meanwhile): nothing happens to it, and partition 1's lease, lapsed for
+    real, is still broken and re-dispatched after it."""
+    from cluster.pipeline import reconcile
+    from cluster.pipeline.lease import Leases, server_time
+
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="3600")
+        r = rt.redis
+        rec = _job(rt.jobs, "renewed", partitions=2)
+        assert Leases(r, 5, 3600).acquire("renewed", 0, "prove", worker="prove.vm.cpu1.0", device="cpu:1",
+                                          task_id="alive").taken
+        assert Leases(r, 0.05, 3600).acquire("renewed", 1, "prove", worker="prove.vm.cpu0.0", device="cpu:0",
+                                             task_id="gone").taken
+        time.sleep(0.3)
+        seen = reconcile.look(rt)
+        seen.now = server_time(r) + 10  # the sweep sees both lapsed; Redis sees only partition 1's
+        assert reconcile.reconcile_job(rt, rec, {}, seen) == ["redispatch 1"]
+        assert Leases(r, 5, 3600).get("renewed", 0) is not None
+        assert [e["partition"] for e in _events(r, "renewed", "lease_lapsed", "redispatched")] == [1, 1]
     finally:
         cluster.configure_here()
