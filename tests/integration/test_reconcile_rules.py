@@ -190,3 +190,26 @@ def test_a_lease_renewed_since_the_sweep_looked_is_left_and_the_sweep_goes_on(cl
         assert [e["partition"] for e in _events(r, "renewed", "lease_lapsed", "redispatched")] == [1, 1]
     finally:
         cluster.configure_here()
+
+
+def test_before_redis_has_been_up_a_lease_ttl_nothing_is_judged_but_live_leases_still_clear_clocks(cluster):
+    """Not settled (Redis restarted less than a lease TTL ago): partition 0, nowhere, is neither
+    judged nor given an unaccounted clock; partition 1, leased and live, still has the clock an
+    earlier sweep started cleared (the sweep goes on past partition 0)."""
+    from cluster.pipeline import reconcile
+    from cluster.pipeline.lease import Leases
+
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="3600")
+        r = rt.redis
+        rec = _job(rt.jobs, "unsettled", partitions=2)
+        r.hset(reconcile.unaccounted_key("unsettled"), "1", "1.0")  # an earlier sweep's clock
+        assert Leases(r, 3600, 3600).acquire("unsettled", 1, "synthesis", worker="synthesis.vm.0",
+                                             task_id="t1").taken
+        seen = reconcile.look(rt)
+        seen.settled = False
+        assert reconcile.reconcile_job(rt, rec, {}, seen) == []
+        assert r.hkeys(reconcile.unaccounted_key("unsettled")) == []
+        assert _events(r, "unsettled", "lease_lapsed", "unaccounted", "redispatched") == []
+    finally:
+        cluster.configure_here()
