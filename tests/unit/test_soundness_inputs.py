@@ -641,3 +641,27 @@ def test_report_names_a_tainted_refusal_once_and_every_weakened_input_then_the_c
     # the same with f expected: no problem, both inputs refused
     rep = audit_inputs(r1cs, z, state=A, expected_free=[f])
     assert rep.problems == [] and rep.weakened == [] and rep.refused == {1: [1, 2], 2: [1]}
+
+
+# --- FallbackPoSt (WindowPoSt, WinningPoSt): every public input bound ------------------------------
+
+@pytest.mark.parametrize("name", ["window-post-2k", "winning-post-2k"])
+def test_post_every_public_input_is_bound(name):
+    """Issue 35's audit over a whole PoSt partition (a full partition over a benchmark replica,
+    bench/gpu_prover.c1_doc: what the H200 benchmark proves): every public input (each sector's
+    comm_r and each challenged leaf index) refused by some constraint once changed with the
+    witness free to follow; nothing unbound, undefined or unchecked."""
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from bench.gpu_prover import c1_doc
+    from synthesis.circuits import get_circuit
+
+    circuit = get_circuit(name)
+    job = circuit.parse_c1(c1_doc(circuit, 5))
+    z, r1cs = circuit.synthesize(job, 0), circuit.r1cs()
+    rep = audit_inputs(r1cs, z, state=InputAudit(r1cs, z))
+    assert not rep.problems and not rep.unbound and not rep.dangling, rep.problems[:3]
+    assert sorted(rep.refused) == list(range(1, 1 + r1cs.num_public))
+    assert r1cs.num_public == circuit.prm.num_public
