@@ -61,6 +61,21 @@ def sectors(params: str, jobs: int) -> list[dict]:
     return [c1_document(generate(circuit.prm, bytes([j + 1]) * 32), bytes([j + 101]) * 32) for j in range(jobs)]
 
 
+def in_process_env(work: Path, keys: list[str]):
+    """os.environ set for a cluster under ``work`` whose provers make ``keys`` in process and
+    preload them (dev-ceremony seed); what the caller exported stays. Returns os.environ."""
+    e = os.environ
+    e.setdefault("ZKHIVE_STATE_DIR", str(work / "state"))
+    e.setdefault("PYTHONUNBUFFERED", "1")
+    e.setdefault("ZKHIVE_SRS__PARAM_CACHE", str(work / "keys"))
+    e.setdefault("ZKHIVE_BLOBS__DIR", str(work / "blobs"))
+    e.setdefault("ZKHIVE_CACHE_DIR", str(work / "cache"))
+    e["ZKHIVE_SRS__IN_PROCESS"] = json.dumps(keys)
+    e["ZKHIVE_SRS__PRELOAD"] = json.dumps(keys)
+    e.setdefault("ZKHIVE_SRS__SETUP_SEED", "zkhive-bench-dev-ceremony")
+    return e
+
+
 def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> dict:
     from cluster.pipeline import timeline
     from cluster.pipeline.app import configure, runtime
@@ -164,16 +179,7 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("ZKHIVE_BENCH_DIR", "/tmp/zkhive-sdr32g"))
-    e = os.environ
-    # what bench/cluster_sdr32g.sh used to export (folded in here: one script a measure)
-    e.setdefault("ZKHIVE_STATE_DIR", str(work / "state"))
-    e.setdefault("PYTHONUNBUFFERED", "1")
-    e.setdefault("ZKHIVE_SRS__PARAM_CACHE", str(work / "keys"))
-    e.setdefault("ZKHIVE_BLOBS__DIR", str(work / "blobs"))
-    e.setdefault("ZKHIVE_CACHE_DIR", str(work / "cache"))
-    e["ZKHIVE_SRS__IN_PROCESS"] = json.dumps([args.params])
-    e["ZKHIVE_SRS__PRELOAD"] = json.dumps([args.params])
-    e.setdefault("ZKHIVE_SRS__SETUP_SEED", "zkhive-bench-dev-ceremony")
+    e = in_process_env(work, [args.params])
     e["ZKHIVE_WORKER__PARTITION_WORKERS"] = str(args.partition_workers)
     e.setdefault("OMP_NUM_THREADS", "2")
     from synthesis.circuits import get_circuit

@@ -139,15 +139,8 @@ def main() -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     work = Path(os.environ.get("ZKHIVE_BENCH_DIR", "/tmp/zkhive-curio"))
-    e = os.environ
-    e.setdefault("ZKHIVE_STATE_DIR", str(work / "state"))
-    e.setdefault("PYTHONUNBUFFERED", "1")
-    e.setdefault("ZKHIVE_SRS__PARAM_CACHE", str(work / "keys"))
-    e.setdefault("ZKHIVE_BLOBS__DIR", str(work / "blobs"))
-    e.setdefault("ZKHIVE_CACHE_DIR", str(work / "cache"))
-    e["ZKHIVE_SRS__IN_PROCESS"] = json.dumps([args.porep, args.post])
-    e["ZKHIVE_SRS__PRELOAD"] = json.dumps([args.porep, args.post])
-    e.setdefault("ZKHIVE_SRS__SETUP_SEED", "zkhive-bench-dev-ceremony")
+    from bench.cluster_sdr32g import in_process_env
+    e = in_process_env(work, [args.porep, args.post])
     e["ZKHIVE_WORKER__PARTITION_WORKERS"] = str(args.partition_workers)
     e.setdefault("OMP_NUM_THREADS", "2")
     rep: dict = {"porep": args.porep, "post": args.post, "jobs": args.jobs, "devices": args.devices}
