@@ -23,10 +23,10 @@ ROOT = Path(__file__).resolve().parent.parent
 def main() -> int:
     code = Path(sys.argv[1]).resolve() if len(sys.argv) > 1 else ROOT
     sys.path.insert(0, str(ROOT))
-    from cluster.ops.supervisor import free_port
+    from cluster.ops.supervisor import free_ports
 
     tmp = Path(tempfile.mkdtemp(prefix="zkhive-demo-time."))
-    redis, flower, metrics, gateway = (free_port() for _ in range(4))
+    redis, flower, metrics, gateway = free_ports(4)
     settings = {"redis": {"url": f"redis://127.0.0.1:{redis}/0", "password": os.urandom(8).hex()},
                 "blobs": {"dir": str(tmp / "blobs")}, "srs": {"param_cache": str(tmp / "keys")},
                 "flower": {"port": flower, "password": os.urandom(8).hex()},

@@ -189,7 +189,7 @@ class FaultCluster:
 
     def __init__(self, root: Path, params: str, *, provers: int = 2, env: dict | None = None):
         from cluster import settings
-        from cluster.ops.supervisor import free_port
+        from cluster.ops.supervisor import free_ports
         from cluster.pipeline.app import configure
 
         self.root, self.params, self.provers = Path(root), params, provers
@@ -197,15 +197,16 @@ class FaultCluster:
         self.run_dir = self.root / "run"
         self.password = secrets.token_hex(12)
         tests = ROOT / "tests" / "integration"
-        redis_url = f"redis://127.0.0.1:{free_port()}/0"
+        redis_port, flower_port, metrics_port = free_ports(3)
+        redis_url = f"redis://127.0.0.1:{redis_port}/0"
         modules = '\ncircuit_modules = ["circuits_for_tests"]' if params.startswith("test-") else ""
         self.config = self.root / "zkhive.toml"
         self.config.write_text(
             f'[redis]\nurl = "{redis_url}"\npassword = "{self.password}"\n'
             f'[blobs]\ndir = "{self.root / "blobs"}"\n'
             f'[srs]\nparam_cache = "{self.root / "keys"}"\npreload = ["{params}"]\n'
-            f'[flower]\nport = {free_port()}\npassword = "{secrets.token_hex(8)}"\n'
-            f'[metrics]\nport = {free_port()}\n'
+            f'[flower]\nport = {flower_port}\npassword = "{secrets.token_hex(8)}"\n'
+            f'[metrics]\nport = {metrics_port}\n'
             f'[worker]\nhost = "vm"{modules}\n')
         self.env = {k: v for k, v in {**os.environ, **(env or {})}.items()
                     if not k.startswith("ZKHIVE_") or k in (env or {})}  # default settings otherwise

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from cluster.ops.supervisor import free_port
+from cluster.ops.supervisor import free_port, free_ports
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -18,7 +18,7 @@ def settings_file(tmp: Path, keys: Path, preload: str, *, gateway_port: bool = F
     """A settings file of the benchmark's own in ``tmp``: free ports, a fresh Redis password,
     the key cache ``keys`` with ``preload`` on the provers (the gateway on a TCP port when asked;
     else its default unix socket in the run directory)."""
-    ports = {k: free_port() for k in ("redis", "flower", "metrics", "gateway")}
+    ports = dict(zip(("redis", "flower", "metrics", "gateway"), free_ports(4)))
     cfg = tmp / "zkhive.toml"
     cfg.write_text(f"""
 [redis]

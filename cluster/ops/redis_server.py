@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 import subprocess
 import time
 from pathlib import Path
@@ -41,9 +40,8 @@ def find_executable() -> str:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    from cluster.ops.supervisor import free_port as one  # the one helper (free_ports for several)
+    return one()
 
 
 class RedisServer:

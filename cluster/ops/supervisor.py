@@ -282,9 +282,18 @@ def port_holder(port: int) -> str | None:
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A port the OS considers free right now (for tests and ``--port 0`` style defaults)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((host, 0))
-        return s.getsockname()[1]
+    return free_ports(1, host)[0]
+
+
+def free_ports(n: int, host: str = "127.0.0.1") -> list[int]:
+    """``n`` distinct ports the OS considers free right now. Every socket stays bound until all
+    are picked: ``free_port()`` called twice may get the same port back once the first socket is
+    closed (a full-suite run: "metrics and redis both want port 43057")."""
+    with contextlib.ExitStack() as held:
+        socks = [held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM)) for _ in range(n)]
+        for s in socks:
+            s.bind((host, 0))
+        return [s.getsockname()[1] for s in socks]
 
 
 class Supervisor:

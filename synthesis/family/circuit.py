@@ -7,6 +7,7 @@ partition's vanilla checks (the first failing challenge, named with its field).
 """
 from __future__ import annotations
 
+import os
 import threading
 import zipfile
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, Callable, Iterable, TypeVar
 import numpy as np
 
 from ..circuits import C1Error
+from ..compact import CompactR1CS
 
 T = TypeVar("T")
 
@@ -69,14 +71,35 @@ class FamilyCircuit:
         return c1.partitions[k]
 
 
+def cache_dir() -> Path:
+    """$ZKHIVE_CACHE_DIR (default ~/.cache/zkhive): where the compact matrices are cached."""
+    return Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive"))
+
+
 class CompactMatrices:
-    """What a circuit whose matrices are kept compact answers alike (filecoin): whether they
-    are built (in memory, or in its cache file ``matrices_path()``), and the full matrices,
-    expanded once from ``compact_r1cs()`` (~40 bytes a nonzero). Its ``__init__`` sets
-    ``_lock``, ``_compact`` and ``_r1cs``."""
+    """What a circuit whose matrices are kept compact answers alike (filecoin): its compact
+    matrices, built once per parameter set by ``build_compact()`` (the circuit's hook) and cached
+    in ``matrices_path()`` (``$ZKHIVE_CACHE_DIR/r1cs/<matrices_prefix>-<digest>.npz``; a missing
+    or half-written file is built again); whether they are built (in memory, or in that file);
+    and the full matrices, expanded once from ``compact_r1cs()`` (~40 bytes a nonzero). Its
+    ``__init__`` sets ``_lock``, ``_compact`` and ``_r1cs``."""
+
+    #: the cache file's name before ``-<digest>.npz``
+    matrices_prefix = "?"
+
+    def build_compact(self) -> CompactR1CS:
+        raise NotImplementedError
 
     def matrices_path(self) -> Path:
-        raise NotImplementedError
+        return cache_dir() / "r1cs" / f"{self.matrices_prefix}-{self.digest()}.npz"
+
+    def compact_r1cs(self) -> CompactR1CS:
+        with self._lock:
+            if self._compact is None:
+                path = self.matrices_path()
+                self._compact = cached(lambda: CompactR1CS.load(path), self.build_compact,
+                                       lambda cr: cr.save(path))
+            return self._compact
 
     def is_built(self) -> bool:
         return self._compact is not None or self.matrices_path().exists()

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import threading
 import zipfile
 from dataclasses import asdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -37,7 +35,7 @@ from ..compact import TemplatingCS, compact_matrices, replicate
 from ..bellpepper.core import Num, Synth, const_vec
 from ..r1cs import R1CS
 from ..compact import CompactR1CS
-from ..family.circuit import CompactMatrices
+from ..family.circuit import CompactMatrices, cache_dir
 from ..bellpepper import AllocatedBit, Boolean
 from . import c1 as c1mod
 from . import stacked
@@ -162,20 +160,13 @@ def build(prm: FilecoinParams) -> tuple[CompactR1CS, dict]:
     return CompactR1CS(npub, hdr.num_aux + C * ch_locals, *mats, segments=segments), rows
 
 
-def cache_dir() -> Path:
-    return Path(os.environ.get("ZKHIVE_CACHE_DIR", Path.home() / ".cache" / "zkhive"))
-
-
-def cache_path(digest: str) -> Path:
-    return cache_dir() / "r1cs" / f"filecoin-{digest}.npz"
-
-
 # --- the Circuit ---------------------------------------------------------------------------------
 
 class FilecoinCircuit(CompactMatrices):
     """One Filecoin PoRep parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "filecoin"
+    matrices_prefix = "filecoin"
 
     def __init__(self, prm: FilecoinParams):
         self.prm = prm
@@ -201,7 +192,7 @@ class FilecoinCircuit(CompactMatrices):
         """Built once per parameter set, cached in $ZKHIVE_CACHE_DIR/r1cs/filecoin-<digest>.npz."""
         with self._lock:
             if self._compact is None:
-                path = cache_path(self.digest())
+                path = self.matrices_path()
                 rows_path = path.with_suffix(".rows.json")
                 try:
                     compact = CompactR1CS.load(path)
@@ -234,9 +225,6 @@ class FilecoinCircuit(CompactMatrices):
             self.r1cs().check(z)
         except UnsatisfiedConstraint as e:
             raise C1Error(f"{self.describe_row(e.index)} is not satisfied", partition=partition) from None
-
-    def matrices_path(self) -> Path:
-        return cache_path(self.digest())
 
     def size(self) -> dict[str, int]:
         """From the built matrices when they are built, else from the census (no build)."""

@@ -42,7 +42,6 @@ import hashlib
 import json
 import threading
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -52,7 +51,7 @@ from .. import field
 from ..circuits import C1Error
 from ..compact import CompactR1CS
 from ..family.c1 import Bytes32, Fr, Strict, validate
-from ..family.circuit import CompactMatrices, cached
+from ..family.circuit import CompactMatrices
 from . import bincode as bc
 from . import post
 
@@ -292,11 +291,6 @@ def _public(job: PostJob) -> list[tuple[int, int]]:
 
 # --- the Circuit -----------------------------------------------------------------------------
 
-def _cache_dir() -> Path:
-    from .circuit import cache_dir
-    return cache_dir()
-
-
 def source_digest() -> str:
     from ..family.params import source_digest as digest_of
     return digest_of(_SOURCES)
@@ -306,6 +300,7 @@ class PostCircuit(CompactMatrices):
     """One FallbackPoSt parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "filecoin"
+    matrices_prefix = "post"
 
     def __init__(self, prm: post.PostParams):
         self.prm = prm
@@ -336,17 +331,8 @@ class PostCircuit(CompactMatrices):
         """The largest honest job document (``max_document_bytes``): the kind's input bound."""
         return max_document_bytes(self.prm)
 
-    def matrices_path(self) -> Path:
-        return _cache_dir() / "r1cs" / f"post-{self.digest()}.npz"
-
-    def compact_r1cs(self) -> CompactR1CS:
-        """Built once per parameter set, cached in $ZKHIVE_CACHE_DIR/r1cs/post-<digest>.npz."""
-        with self._lock:
-            if self._compact is None:
-                path = self.matrices_path()
-                self._compact = cached(lambda: CompactR1CS.load(path), lambda: post.build(self.prm),
-                                       lambda cr: cr.save(path))
-            return self._compact
+    def build_compact(self) -> CompactR1CS:
+        return post.build(self.prm)
 
     def size(self) -> dict[str, int]:
         if self.is_built():

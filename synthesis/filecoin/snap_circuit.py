@@ -51,7 +51,6 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -59,7 +58,7 @@ import numpy as np
 from .. import field
 from ..circuits import C1Error
 from ..compact import CompactR1CS
-from ..family.circuit import CompactMatrices, cached
+from ..family.circuit import CompactMatrices
 from . import bincode, snap
 from . import update as upd
 
@@ -359,17 +358,13 @@ def _challenges(cm, h_rows: int, n: int, col: np.ndarray, own: int, A: int):
                          np.concatenate([cm.coef[:e0]] + [cm.coef[e0:]] * n), cm.table)
 
 
-def _cache_dir() -> Path:
-    from .circuit import cache_dir
-    return cache_dir()
-
-
 class UpdateCircuit(CompactMatrices):
     """One SnapDeals parameter set (implements ``synthesis.circuits.Circuit``)."""
 
     family = "filecoin-update"
     #: cuzk's proof kind (QueueStatus.proof_kind: the job's kind and its deadline, deadlines.snap_s)
     proof_kind = "snap-update"
+    matrices_prefix = "snap"
 
     def __init__(self, name: str, prm: upd.UpdateParams):
         self.name, self.params = name, prm      # not ``prm``: that names a PoRep set's params
@@ -399,17 +394,8 @@ class UpdateCircuit(CompactMatrices):
     def file_stem(self) -> str:
         return self.params.file_stem
 
-    def matrices_path(self) -> Path:
-        return _cache_dir() / "r1cs" / f"snap-{self.digest()}.npz"
-
-    def compact_r1cs(self) -> CompactR1CS:
-        """Built once per parameter set (``build``), cached in ``matrices_path()``."""
-        with self._lock:
-            if self._compact is None:
-                path = self.matrices_path()
-                self._compact = cached(lambda: CompactR1CS.load(path), lambda: build(self.params),
-                                       lambda cr: cr.save(path))
-            return self._compact
+    def build_compact(self) -> CompactR1CS:
+        return build(self.params)
 
     def size(self) -> dict[str, int]:
         """From the built matrices when they are built, else from the census (no build)."""

@@ -52,7 +52,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from cluster.ops.supervisor import free_port
+from cluster.ops.supervisor import free_ports
 
 pytestmark = [pytest.mark.compose, pytest.mark.slow]
 
@@ -169,7 +169,7 @@ class Cluster:
         self.cmd = cmd
         self.project = "zkhivetest" + os.urandom(3).hex()
         self.tag = "test-" + self.project
-        self.flower_port, self.metrics_port, self.gateway_port = free_port(), free_port(), free_port()
+        self.flower_port, self.metrics_port, self.gateway_port = free_ports(3)
         secrets_dir = tmp / "secrets"
         secrets_dir.mkdir()
         self.redis_password, self.flower_password = os.urandom(12).hex(), os.urandom(12).hex()

@@ -14,7 +14,7 @@ import pytest
 
 from circuits_for_tests import SQUARES_A, SQUARES_C, SQUARES_SLOW, make_c1
 from cluster.errors import JobFailed
-from cluster.ops.supervisor import free_port
+from cluster.ops.supervisor import free_port, free_ports
 
 pytestmark = pytest.mark.integration
 
@@ -183,9 +183,9 @@ def test_exporter_series_move_during_a_real_job(cluster, workers, exporter):
 
 
 def test_exporter_reports_redis_down_as_zkhive_up_0(cluster, tmp_path):
-    port = free_port()
+    port, nobody = free_ports(2)
     env = {**cluster.env, "ZKHIVE_METRICS__PORT": str(port),
-           "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0"}  # nobody listens there
+           "ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{nobody}/0"}  # nobody listens there
     proc = subprocess.Popen([sys.executable, "-m", "cluster", "metrics"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     try:

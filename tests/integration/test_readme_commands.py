@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from cluster.ops.supervisor import free_port, port_is_free
+from cluster.ops.supervisor import free_ports, port_is_free
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -61,8 +61,9 @@ def test_readme_commands_in_order_from_a_fresh_clone(tmp_path):
     env["ZKHIVE_STATE_DIR"] = str(tmp_path / "state")  # where `up` records the cluster: the test's own
     # the first shell's own ports for Redis, Flower and the exporter; the gateway's default (a
     # unix socket in the clone's run directory) as a user gets it
-    ports = {"ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0", "ZKHIVE_FLOWER__PORT": str(free_port()),
-             "ZKHIVE_METRICS__PORT": str(free_port())}
+    redis_port, flower_port, metrics_port = free_ports(3)
+    ports = {"ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{redis_port}/0", "ZKHIVE_FLOWER__PORT": str(flower_port),
+             "ZKHIVE_METRICS__PORT": str(metrics_port)}
 
     def sh(*args, extra=None, timeout=1200):
         res = subprocess.run([shell, *args], cwd=clone, env={**env, **(extra or {})}, capture_output=True,

@@ -20,7 +20,7 @@ import psutil
 import pytest
 
 from circuits_for_tests import COMPACT, SQUARES_A, SQUARES_B, SQUARES_C, make_c1
-from cluster.ops.supervisor import free_port, port_is_free
+from cluster.ops.supervisor import free_port, free_ports, port_is_free
 
 pytestmark = pytest.mark.integration
 
@@ -41,8 +41,7 @@ class Setup:
 
     def __init__(self, tmp: Path, *, preload=(), extra_toml: str = ""):
         self.tmp = tmp
-        self.redis_port, self.flower_port, self.metrics_port = free_port(), free_port(), free_port()
-        self.gateway_port = free_port()
+        self.redis_port, self.flower_port, self.metrics_port, self.gateway_port = free_ports(4)
         self.password, self.flower_password = "redis-pw-" + os.urandom(4).hex(), "flower-pw"
         self.run_dir = tmp / "run"
         self.config = tmp / "zkhive.toml"

@@ -86,6 +86,26 @@ def test_every_post_set_is_registered_with_its_kind_file_name_and_one_partition(
     assert pj.REGISTERED_POST_PROOFS[10] == "StackedDrgWindow2KiBV1_2"
 
 
+def test_matrices_cached_by_the_circuits_digest(tmp_path, monkeypatch):
+    """Built once, saved under the digest, loaded by a fresh circuit object; a half-written file
+    is rebuilt, the same matrices (test_filecoin_snap_compact has the snap-update counterpart)."""
+    from synthesis.compact import CompactR1CS
+
+    monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path))
+    prm = post.get("window-post-2k")
+    c1 = pj.PostCircuit(prm)
+    assert not c1.is_built()
+    cr = c1.compact_r1cs()
+    path = c1.matrices_path()
+    assert path == tmp_path / "r1cs" / f"post-{c1.digest()}.npz" and path.exists() and c1.is_built()
+    c2 = pj.PostCircuit(prm)
+    assert c2.is_built() and c2.compact_r1cs().digest() == cr.digest()
+    assert c2.size()["constraints"] == post.census(prm).synthesized.constraints == cr.num_constraints
+    path.write_bytes(path.read_bytes()[:100])
+    c3 = pj.PostCircuit(prm)
+    assert c3.compact_r1cs().digest() == cr.digest() and CompactR1CS.load(path).digest() == cr.digest()
+
+
 # --- a 2 KiB sector's jobs ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")

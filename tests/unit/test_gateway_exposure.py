@@ -132,10 +132,25 @@ def test_bytes_in_flight_are_bounded_waited_for_and_given_back(tmp_path):
         srv.stop(0)
 
 
+def test_free_ports_are_distinct_within_one_pick_and_never_a_held_one():
+    """One pick of several ports never repeats one (a full-suite run: "metrics and redis both want
+    port 43057", from free_port() called once a port). 500 picks one at a time, each socket closed
+    before the next, repeat a port with p ~ 0.99 in Linux' ~28,000 ephemeral ports."""
+    from cluster.ops.supervisor import free_ports, port_is_free
+
+    ports = free_ports(500)
+    assert len(set(ports)) == 500 and all(port_is_free(p) for p in ports[:20])
+    with socket.socket() as listener:  # rejects: a port someone listens on is not free
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        taken = listener.getsockname()[1]
+        assert not port_is_free(taken) and taken not in free_ports(200)
+
+
 def test_every_port_clash_is_refused_at_once_naming_its_setting():
     from cluster.cli import CommandError
     from cluster.ops.plan import check_ports
-    from cluster.ops.supervisor import free_port
+    from cluster.ops.supervisor import free_ports
 
     held = [socket.socket() for _ in range(3)]
     try:
@@ -153,8 +168,9 @@ def test_every_port_clash_is_refused_at_once_naming_its_setting():
                               ("metrics.port (ZKHIVE_METRICS__PORT)", metrics_port)):
             assert f"port {port} is in use" in msg and f"move it with {setting}" in msg
         assert "gateway" not in msg  # the default gateway has no port: its socket is the cluster's own
-        ok = settings_mod.load(env={"ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{free_port()}/0",
-                                    "ZKHIVE_FLOWER__PORT": str(free_port()), "ZKHIVE_METRICS__PORT": str(free_port())})
+        redis_port, flower_port, metrics_port = free_ports(3)
+        ok = settings_mod.load(env={"ZKHIVE_REDIS__URL": f"redis://127.0.0.1:{redis_port}/0",
+                                    "ZKHIVE_FLOWER__PORT": str(flower_port), "ZKHIVE_METRICS__PORT": str(metrics_port)})
         check_ports(ok)  # accepted
         tcp = ok.model_copy(update={"gateway": ok.gateway.model_copy(update={"address": "127.0.0.1",
                                                                             "port": ok.flower.port})})
