@@ -258,7 +258,8 @@ def main() -> int:
             rows.append({"submit_to_proof_s": round(dt, 3), "verified": good, "rejects_wrong_input": rejects,
                          "porep_partitions_left_at_submit": left, "status": int(res.result.status),
                          "queue_wait_ms": res.result.queue_wait_ms, "synthesis_ms": res.result.synthesis_ms,
-                         "gpu_compute_ms": res.result.gpu_compute_ms, "total_ms": res.result.total_ms})
+                         "gpu_compute_ms": res.result.gpu_compute_ms, "srs_load_ms": res.result.srs_load_ms,
+                         "total_ms": res.result.total_ms})
             print(f"WinningPoSt {k}: {dt:.3f} s Submit to proof, verified={good}, wrong input rejected={rejects}, "
                   f"{left} PoRep partitions not yet proved at submit", flush=True)
         rep["winning"] = rows
