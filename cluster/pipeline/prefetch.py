@@ -13,7 +13,15 @@ hash the next assignment (gigabytes at 2^27) and stage it. Here a thread of the 
 3. a second thread runs the device part of the proof (``backend.prove_terms``: upload, A z B z
    C z, H, the five MSMs) with the backend's context current on it, under the prover's device
    lock, while the first fetches the next assignment (at most ``depth`` fetched ahead);
-4. keeps the five points, keyed by the message: circuit, job, partition and the assignment's sha256.
+4. keeps the five points, keyed by the message: circuit, job, partition and the assignment's sha256;
+5. finishes an urgent unit itself (``complete``: more urgent than ``complete_below``, normal by
+   default): its proof combined, stored (first writer wins) and its aggregation sent from here, as
+   soon as its device part is done, instead of waiting for its task. The worker's one consumer
+   (solo pool) delivers that task only when the task in hand returns, and the task in hand may be
+   a normal one whose work this unit preempted, now proving from scratch: measured on the CPU
+   prover (2026-12-05, porep-lite-256k backlog), a WinningPoSt proved ahead in 48 s then waited
+   51 s more for its task. When its task comes, it finds the proof stored under its own task id
+   and returns.
 
 When the task for that partition arrives it takes the points (waiting while they are in flight)
 and only combines them with fresh r, s: the proof is the same as one made from scratch (the
@@ -97,7 +105,8 @@ def _parse(raw: bytes) -> dict | None:
         ref = synthesized["assignment"]
         prio = msg.get("properties", {}).get("priority")
         return {"job_id": str(job_id), "partition": int(partition), "ref": ref,
-                "sha256": str(ref["sha256"]), "priority": prio if isinstance(prio, int) else None}
+                "sha256": str(ref["sha256"]), "priority": prio if isinstance(prio, int) else None,
+                "task_id": str(msg.get("headers", {}).get("id") or "")}
     except Exception:  # not ours to judge: the task itself validates its message
         return None
 
@@ -116,11 +125,21 @@ class _Entry:
     error: str | None = None
     #: set when a more urgent unit waits: the entry stops at its next stage (Preempted)
     preempt: threading.Event = field(default_factory=threading.Event)
+    #: its task has asked for it (``take``): the task finishes it, never the device thread
+    taken: bool = False
+    #: the device part is done: the rest (the combination) is never preempted
+    proved: bool = False
+    #: finished here (``complete``): the proof is stored, the task has nothing left to do
+    completed: bool = False
 
     @property
     def priority(self) -> int:
         p = self.task.get("priority")
         return p if isinstance(p, int) else 9
+
+
+#: what ``take`` returns for a unit finished and stored by the prove-ahead thread itself
+COMPLETED = "completed ahead"
 
 
 class Preempted(Exception):
@@ -137,8 +156,10 @@ def _preemptible_timer(entry: _Entry, blocked=lambda p: False, **context):
     class _Timer(StageTimer):
         @contextmanager
         def stage(self, name: str, **extra):
-            # once its device part is done, the timer is the task's (its combine): never preempted
-            if not entry.done.is_set() and (entry.preempt.is_set() or blocked(entry.priority)):
+            # once its device part is done, the timer is the task's or ``complete``'s (the
+            # combination): never preempted
+            if not entry.done.is_set() and not entry.proved and \
+                    (entry.preempt.is_set() or blocked(entry.priority)):
                 raise Preempted(f"preempted before stage {name}: a more urgent unit waits")
             with super().stage(name, **extra):
                 yield
@@ -151,11 +172,16 @@ class ProveAhead:
     to ``depth`` upcoming assignments fetched and checked, and a device thread that proves them
     in delivery order, so the next fetch overlaps the current proof on the device."""
 
-    def __init__(self, prover, *, peek, circuit_of, fetch, depth: int = 1):
+    def __init__(self, prover, *, peek, circuit_of, fetch, depth: int = 1, complete=None,
+                 complete_below: int = 6):
         """``peek(k)`` -> the next k prove tasks (peek_prove_tasks); ``circuit_of(job_id)`` ->
-        the job's circuit or None; ``fetch(circuit, ref)`` -> the assignment array."""
+        the job's circuit or None; ``fetch(circuit, ref)`` -> the assignment array;
+        ``complete(task, circuit, terms, timer)`` (optional) finishes and stores the proof of a
+        unit more urgent than ``complete_below`` (a priority number: normal's 6) whose task has
+        not asked for it yet (module docstring, 5)."""
         self.prover, self.depth = prover, depth
         self._peek, self._circuit_of, self._fetch = peek, circuit_of, fetch
+        self._complete, self._complete_below = complete, complete_below
         self._entries: dict[tuple, _Entry] = {}
         self._left: dict[tuple, float] = {}  # when an entry's message was first seen gone
         self._names: dict[str, str] = {}  # job id -> its circuit's name
@@ -164,9 +190,13 @@ class ProveAhead:
         self._wake = threading.Event()
         self._stop = threading.Event()
         self._todo: "queue.Queue[_Entry | None]" = queue.Queue()
-        self.stats = {"hits": 0, "misses": 0, "ahead": 0, "dropped": 0, "preempted": 0}
+        self.stats = {"hits": 0, "misses": 0, "ahead": 0, "dropped": 0, "preempted": 0, "completed": 0}
+        self._completing: "queue.Queue[_Entry | None]" = queue.Queue()
         self._threads = [threading.Thread(target=self._run_fetch, name="prove-ahead-fetch", daemon=True),
                          threading.Thread(target=self._run_device, name="prove-ahead-device", daemon=True)]
+        if complete is not None:
+            self._threads.append(threading.Thread(target=self._run_complete, name="prove-ahead-complete",
+                                                  daemon=True))
         for t in self._threads:
             t.start()
 
@@ -174,11 +204,14 @@ class ProveAhead:
     def take(self, circuit, sha256: str, timeout: float, priority: int | None = None,
              job_id: str | None = None, partition: int | None = None):
         """(terms, timer) proved ahead for this message (job, partition, assignment), waiting
-        while in flight; None when nothing was (or it failed). A miss preempts the entries less
-        urgent than ``priority`` (the task's): the device is this task's next."""
+        while in flight; COMPLETED when this thread finished and stored its proof (``complete``);
+        None when nothing was (or it failed). A miss preempts the entries less urgent than
+        ``priority`` (the task's): the device is this task's next."""
         key = (circuit.name, job_id, partition, sha256)
         with self._lock:
             entry = self._entries.get(key)
+            if entry is not None:
+                entry.taken = True  # from here the task finishes it (unless complete began)
         self._wake.set()  # the message in hand left the queue: look at the next one now
         if entry is None:
             self.stats["misses"] += 1
@@ -188,6 +221,8 @@ class ProveAhead:
         entry.done.wait(timeout)
         with self._lock:
             self._entries.pop(key, None)
+        if entry.completed:
+            return COMPLETED
         if not entry.done.is_set() or entry.error is not None:
             self.stats["misses"] += 1
             return None
@@ -232,6 +267,7 @@ class ProveAhead:
         self._stop.set()
         self._wake.set()
         self._todo.put(None)
+        self._completing.put(None)
         for t in self._threads:
             t.join(timeout=30)
 
@@ -251,19 +287,51 @@ class ProveAhead:
             entry = self._todo.get()
             if entry is None:
                 return
+            handed = False
             try:
                 if entry.preempt.is_set() or self._blocked(entry.priority):
                     raise Preempted("preempted before the device: a more urgent unit waits")
                 entry.terms = self.prover.prove_terms(entry.circuit, entry.z, entry.timer, priority=entry.priority)
+                entry.proved = True
                 self.stats["ahead"] += 1
+                entry.z = None
+                handed = self._hand_over(entry)
             except Exception as e:
                 entry.error = f"{type(e).__name__}: {e}"
                 log.info("prove-ahead of job %s partition %s dropped: %s", entry.task["job_id"],
                          entry.task["partition"], entry.error)
             finally:
                 entry.z = None
-                self._finish(entry)
+                if not handed:
+                    self._finish(entry)
                 self._wake.set()  # room for the next fetch
+
+    def _hand_over(self, entry: _Entry) -> bool:
+        """An urgent unit whose task has not asked for it goes to the completing thread (module
+        docstring, 5), so this thread is at the device lock again at once: were it combining and
+        storing here, a normal task waiting for the lock would take the device ahead of the next
+        urgent unit."""
+        with self._lock:
+            if self._complete is None or entry.taken or entry.priority >= self._complete_below:
+                return False
+            entry.taken = True  # a take() from now on waits for the completion, then finds it done
+        self._completing.put(entry)
+        return True
+
+    def _run_complete(self) -> None:
+        while True:
+            entry = self._completing.get()
+            if entry is None:
+                return
+            try:
+                self._complete(entry.task, entry.circuit, entry.terms, entry.timer)
+                entry.completed = True
+                self.stats["completed"] += 1
+            except Exception as e:  # the points stay for the task, which combines and stores them
+                log.warning("prove-ahead: completing job %s partition %s here failed (%s: %s): its task "
+                            "finishes it", entry.task["job_id"], entry.task["partition"], type(e).__name__, e)
+            finally:
+                self._finish(entry)
 
     def _finish(self, entry: _Entry) -> None:
         entry.finished = time.time()

@@ -38,7 +38,7 @@ from cluster.errors import BlobStoreFull, JobError, JobFailed
 from . import retry as policy
 from .app import app, runtime
 from .blobs import parse_ref
-from .jobs import FAILED, TERMINAL
+from .jobs import FAILED, TERMINAL, priority_value
 from .lease import durable
 from .workflow import OUTSIDE_CHORD, dispatch_partition, submit_job
 
@@ -294,7 +294,12 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
         raise RuntimeError(f"prove_partition for job {job_id} reached a worker without a device "
                            f"({rt.worker.worker_id if rt.worker else 'no registry entry'})")
     who = _worker_fields(rt)
-    if rt.jobs.partition(job_id, k) is not None:  # a redelivery of work that already finished
+    if (done := rt.jobs.partition(job_id, k)) is not None:
+        if done.get("task_id") == d.task_id and done.get("ahead"):
+            # this message's own proof, finished by the prove-ahead thread before the consumer
+            # could deliver the message (an urgent unit: cluster/pipeline/prefetch.py, 5)
+            return {"partition": k, "duplicate": False, "completed_ahead": True, **who}
+        # a redelivery of work that already finished
         rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **who)
         return {"partition": k, "duplicate": True}
     with _hold(rt, d, job_id, k, "prove") as held:
@@ -321,6 +326,8 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         ahead = _prove_ahead(rt, prover)
         got = (ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s, rec.priority, job_id, k)
                if ahead else None)
+        if got == prefetch_completed():  # finished and stored while this task was on its way
+            return {"partition": k, "duplicate": False, "completed_ahead": True, **who}
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
             _load_key(rt, prover, circuit, job_id, k, who, evicted)
@@ -444,8 +451,39 @@ def _prove_ahead(rt, prover):
         prover.ahead = prefetch.ProveAhead(
             prover, peek=lambda k: prefetch.peek_prove_tasks(rt.redis, queue, k),
             circuit_of=circuit_of, fetch=lambda c, ref: _fetch_assignment(rt, c, parse_ref(ref)),
-            depth=depth)
+            depth=depth, complete=lambda task, circuit, terms, timer: _complete_ahead(
+                rt, prover, task, circuit, terms, timer),
+            complete_below=priority_value("normal"))
     return prover.ahead
+
+
+def prefetch_completed():
+    from .prefetch import COMPLETED
+
+    return COMPLETED
+
+
+def _complete_ahead(rt, prover, task: dict, circuit, terms, timer) -> None:
+    """The rest of an urgent unit's proof, on the prove-ahead thread (prefetch.py, 5): combined
+    with fresh r, s, its stage events written, stored under its message's task id (first writer
+    wins, ``ahead`` marked) and, when that completes the job's set, its aggregation sent (a
+    message outside the chord: the chord's own aggregation later finds the job done). Nothing is
+    done for a job that ended meanwhile or a partition already stored."""
+    job_id, k = task["job_id"], task["partition"]
+    if _skip(rt, job_id) is not None or rt.jobs.partition(job_id, k) is not None:
+        return
+    rec = rt.jobs.get(job_id)
+    if rec is None:
+        return
+    k = _check_partition(rec, k)
+    who = _worker_fields(rt)
+    try:
+        proof = prover.finish(circuit, terms, timer)
+    finally:
+        durable(lambda: _stage_events(rt, job_id, k, who["device"], timer.records),
+                f"job {job_id} partition {k}: stage events")
+    d = Delivery(task_id=task.get("task_id") or f"prove-ahead-{job_id}-{k}", in_chord=False)
+    store_proof(rt, d, rec, k, proof, {**who, "ahead": True})
 
 
 def timeline_stage(rt, name, job_id, k, device):

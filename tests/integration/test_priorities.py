@@ -108,6 +108,15 @@ def test_critical_job_jumps_the_synthesis_and_device_queues(cluster, workers, do
         ahead_of.append(sorted(round(x["end"] - routed, 3) for e in ev.values() for x in stages(e, "msm")
                                if routed < x["end"] < began))
     proved_after = [t for e in ev.values() for t in _times(e, "prove_end") if t > c_proved]
+    # once its device work is done, its proof is stored at once: not after the normal task the
+    # worker's one consumer holds (proving from scratch what the critical one preempted) ends,
+    # which is when the consumer could deliver the critical task (prefetch.py, 5)
+    stored_late = []
+    for k in range(2):
+        dev_end = max(x["end"] for x in stages(c, "msm") if x["partition"] == k)
+        stored = min(x["t"] for x in c if x["event"] == "prove_end" and x["partition"] == k)
+        stored_late.append(sorted(round(x["end"] - dev_end, 3) for e in ev.values() for x in stages(e, "msm")
+                                  if dev_end < x["end"] < stored))
     print(f"backlog synthesis {backlog[0]} device {backlog[1]}; critical: {t_done - t_sub:.2f} s submit to "
           f"proof, normal synthesis started before it {len(synth_before)}, normal proofs finished "
           f"ahead of its partitions on the device {ahead_of} (waits {waits} s, one normal proof's device "
@@ -124,11 +133,58 @@ def test_critical_job_jumps_the_synthesis_and_device_queues(cluster, workers, do
         print("\n".join(line for line in prover.log_text().splitlines() if "prove-ahead" in line)[-3000:])
     assert len(synth_before) <= 1, synth_before
     assert all(len(a) <= 1 for a in ahead_of), ahead_of
+    assert stored_late == [[], []], f"normal device work ended between a critical partition's and its store: {stored_late}"
     assert "prove-ahead: " not in prover.log_text()  # the thread never failed
     assert len(proved_after) >= 3  # the backlog really was there, and waited for the critical
     # its aggregation before every normal one still to come
     c_agg = min(_times(c, "aggregate_start"))
     assert sum(1 for e in ev.values() for t in _times(e, "aggregate_start") if t > c_agg) >= 2
+
+
+def test_a_critical_unit_proved_ahead_is_stored_without_waiting_for_its_task(cluster, workers, ready, docs):
+    """The prover's consumer paused (as when it is held by a normal task: a solo pool delivers
+    nothing else meanwhile): a critical job's partitions, proved ahead, are combined and stored by
+    the prove-ahead thread; a normal job's beside them stay unproved (their points wait for their
+    tasks). The critical tasks, delivered once the consumer resumes (the aggregation held back,
+    so the job is still running), find their proofs stored under their own ids: no duplicate, no
+    second proof. Measured before (2026-12-05, CPU prover under a porep-lite-256k backlog): a
+    WinningPoSt proved ahead in 48 s waited 51 s more for its task."""
+    from cluster.client import submit
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, queue_depth
+
+    cluster.setup_keys(__import__("synthesis.circuits", fromlist=["get_circuit"]).get_circuit(PARAMS))
+    proc = workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PRELOAD=f'["{PARAMS}"]')
+    _, agg, prover = ready(workers("synthesis", wait=False, ZKHIVE_WORKER__PARTITION_WORKERS="1"),
+                           workers("aggregate", wait=False), proc)
+    dev_q = prover.queues[0]
+    submit(docs[0], job_id="warm-0").result(timeout=120)  # the prove-ahead thread starts with a task
+    rt = cluster.runtime()
+    _control(cluster, "pause", AGGREGATE_QUEUE, agg.nodename)
+    _control(cluster, "pause", dev_q, prover.nodename)
+    try:
+        normal = submit(docs[0], job_id="held-normal-0")
+        crit = submit(docs[1], job_id="held-critical-0", priority="critical")
+        # before: never, while the consumer delivers nothing
+        _wait(lambda: len(rt.jobs.partitions(crit.job_id, 2)) == 2, 120, "the critical proofs stored")
+        c = _events(cluster.redis, [crit.job_id])[crit.job_id]
+        ends = [x for x in c if x["event"] == "prove_end"]
+        assert sorted(x["partition"] for x in ends) == [0, 1] and all(x.get("ahead") for x in ends), ends
+        assert not _times(c, "prove_pickup")  # no task of it was delivered
+        _wait(lambda: queue_depth(cluster.redis, dev_q) == 4, 60, "every prove message still queued")
+        time.sleep(1.0)  # time for the thread to prove the normal units ahead too
+        assert rt.jobs.partitions(normal.job_id, 2) == {}  # normal work is left to its tasks
+    finally:
+        _control(cluster, "resume", dev_q, prover.nodename)
+    _wait(lambda: queue_depth(cluster.redis, dev_q) == 0 and len(rt.jobs.partitions(normal.job_id, 2)) == 2,
+          120, "every prove task delivered")
+    c = _events(cluster.redis, [crit.job_id])[crit.job_id]
+    assert rt.jobs.status(crit.job_id) == "running"  # its tasks came while it was still running
+    assert not [x for x in c if x["event"] in ("duplicate", "prove_pickup")], c
+    assert len([x for x in c if x["event"] == "prove_end"]) == 2
+    _control(cluster, "resume", AGGREGATE_QUEUE, agg.nodename)
+    assert len(crit.result(timeout=120).partition_proofs()) == 2
+    normal.result(timeout=120)
+    assert "prove-ahead: " not in proc.log_text()  # the thread never failed
 
 
 def _control(cluster, action: str, queue: str, node: str) -> None:
