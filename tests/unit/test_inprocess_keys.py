@@ -137,3 +137,33 @@ def test_only_keys_that_can_fit_the_device_are_announced(tmp_path):
     with pytest.raises(DeviceMemoryExhausted, match="the in-process key of porep-lite-16m cannot run on device small-card"):
         made.fitting(Small(), preload=["porep-lite-16m"])
     assert made.fitting(object()) == ["porep-lite-16m", "porep-lite-4k"]  # no device ledger (CPU)
+
+
+def test_load_vk_reads_each_version_of_the_file_once(tmp_path):
+    """The aggregate worker's verifying key is read and checked once per version of its file
+    (a WinningPoSt's aggregation has no room for reading it each job); a key published again
+    under the name (a new inode), or the file damaged in place, is read again: never the old one."""
+    import os
+
+    from gpu.groth16.errors import KeyFormatError
+    from gpu.groth16.setup import setup
+    from cluster.pipeline.inprocess import publish_vk
+
+    keys = _keys(tmp_path)
+    _, vk = setup(SQUARES_B.r1cs(), seed=b"a")
+    path = publish_vk(keys, SQUARES_B, vk)
+    first = keys.load_vk(SQUARES_B)
+    assert keys.load_vk(SQUARES_B) is first  # not read again
+    _, other = setup(SQUARES_B.r1cs(), seed=b"b")
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(other.to_bytes())
+    os.replace(tmp, path)  # how keys are written: a new file renamed over the old
+    again = keys.load_vk(SQUARES_B)
+    assert again is not first and again.to_bytes() == other.to_bytes()
+    with open(path, "r+b") as f:  # damaged in place: same inode, same size, a new mtime
+        f.seek(10)
+        f.write(b"\xff" * 8)
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
+    with pytest.raises(KeyFormatError):
+        keys.load_vk(SQUARES_B)
