@@ -52,7 +52,7 @@ POREP = "porep-c2"
 NOT_COMPUTE = ("fetch_assignment", "key_load")
 POLL_S = 0.2
 #: submissions in progress at once (the others wait their turn, on their gateway threads)
-SUBMITTING = 4
+SUBMITTING = 2
 #: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
 KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
 
