@@ -366,8 +366,8 @@ class GatewaySettings(Section):
     """How long a SubmitProof/Prove waits for room in ``max_inflight_bytes`` before it is refused
     with RESOURCE_EXHAUSTED (retry later)."""
     threads: int = Field(64, ge=2, le=4096)
-    """Threads of the gateway: 4 answer GetStatus/GetMetrics only (one more answers refusals); the rest serve
-    the other calls, one each (each waiting Prove or AwaitProof holds one)."""
+    """Threads of the gateway: 4 answer GetStatus/GetMetrics only (one more answers refusals, 3 more
+    SubmitProof); the rest serve the other calls, one each (each waiting Prove or AwaitProof holds one)."""
     queue: int = Field(64, ge=0, le=65536)
     """Calls that may wait for a thread when all are busy; one more is refused at once with
     RESOURCE_EXHAUSTED (cuzk clients retry it), never queued without bound."""

@@ -177,7 +177,8 @@ def _bounded(engine: ProvingEngine, budget: InflightBytes, request_max: int):
             hold.release()
         # Prove is SubmitProof then AwaitProof without a timeout, the input already dropped
         return pb.ProveResponse(result=engine.AwaitProof(pb.AwaitProofRequest(job_id=job_id), context))
-    submit._zkhive_lane = prove._zkhive_lane = "heavy"  # counted by Lanes, refused past its cap
+    # counted by Lanes, refused past its cap; SubmitProof on the submission threads (Lanes)
+    submit._zkhive_lane, prove._zkhive_lane = "submit", "heavy"
     return {"SubmitProof": submit, "Prove": prove}
 
 
@@ -287,6 +288,9 @@ def listen_address(g, port: int | None = None) -> str:
 CHEAP = ("GetStatus", "GetMetrics")
 #: threads kept for the cheap calls and for refusals, out of ``gateway.threads``
 RESERVE = 4
+#: threads that serve SubmitProof (Lanes): the service lets 2 of them submit at once
+#: (service.SUBMITTING); the third reads the next call's message meanwhile
+SUBMIT_THREADS = 3
 
 
 def _refuse_busy(message: str):
@@ -303,6 +307,12 @@ class Lanes(Executor):
     ``queue`` waiting for a thread; one more is answered RESOURCE_EXHAUSTED at once (on one more
     thread, its own: cuzk clients retry it), never queued without bound.
 
+    SubmitProof (lane ``submit``) runs on ``SUBMIT_THREADS`` threads of its own, its calls waiting
+    their turn in the queue without a thread (counted as above): a thousand at once used to start
+    60 threads that each woke to read its message and then waited for one of the 4 submission
+    slots, every waking thread another turn at the interpreter lock between a GetStatus and its
+    answer (issue 39). The waits of Prove and AwaitProof keep the many threads.
+
     The lane of a call is read from its handler (``_zkhive_lane`` on the servicer's methods,
     see ``mark_lanes``); a call whose lane cannot be read is counted as a heavy one."""
 
@@ -310,6 +320,8 @@ class Lanes(Executor):
         reserve = min(RESERVE, max(1, threads // 4))
         self.cap, self.queue = threads - reserve, queue
         self.main = ThreadPoolExecutor(max_workers=self.cap, thread_name_prefix="gateway")
+        self.submitting = ThreadPoolExecutor(max_workers=min(SUBMIT_THREADS, self.cap),
+                                             thread_name_prefix="gateway-submit")
         self.fast = ThreadPoolExecutor(max_workers=reserve, thread_name_prefix="gateway-cheap")
         # refusals on a thread of their own: a burst of them (876 of 1,000 at once) queued on the
         # cheap threads made a GetStatus behind them wait its turn (issue 39's 100 ms bound)
@@ -338,7 +350,8 @@ class Lanes(Executor):
                     args = args[:at] + (self._refuse,) + args[at + 1:]
                     return self.refusing.submit(fn, *args, **kwargs)
             self.in_progress += 1
-        future = self.main.submit(fn, *args, **kwargs)
+        pool = self.submitting if lane == "submit" else self.main
+        future = pool.submit(fn, *args, **kwargs)
         future.add_done_callback(self._ended)
         return future
 
@@ -348,6 +361,7 @@ class Lanes(Executor):
 
     def shutdown(self, wait=True, *, cancel_futures=False):
         self.main.shutdown(wait, cancel_futures=cancel_futures)
+        self.submitting.shutdown(wait, cancel_futures=cancel_futures)
         self.fast.shutdown(wait, cancel_futures=cancel_futures)
         self.refusing.shutdown(wait, cancel_futures=cancel_futures)
 

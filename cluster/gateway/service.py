@@ -55,7 +55,7 @@ POLL_S = 0.2
 #: 1 s; at 0.2 s the poll alone added 0.1 s on average): few such jobs wait at once
 POLL_CRITICAL_S = 0.02
 #: submissions in progress at once (the others wait their turn, on their gateway threads)
-SUBMITTING = 4
+SUBMITTING = 2
 #: a proving key's file in the key cache (cluster.pipeline.keys): name, digest, kind
 KEY_FILE = re.compile(r"(.+)\.([0-9a-f]{16})\.(pk|params)")
 

@@ -117,3 +117,44 @@ def test_a_burst_of_refusals_never_delays_a_getstatus():
         for f in held:
             f.result(timeout=5)
         lanes.shutdown(wait=False, cancel_futures=True)
+
+
+def test_a_burst_of_submissions_runs_on_a_few_threads_and_is_still_counted():
+    """SubmitProof's calls (lane ``submit``) run on ``SUBMIT_THREADS`` threads of their own, the
+    rest waiting without a thread (a thousand at once used to wake 60 threads, each a turn at the
+    interpreter lock before a GetStatus's answer): 100 held submissions, never more than 3
+    running, all counted; an AwaitProof (heavy lane) and a GetStatus still run at once; one call
+    past ``threads - reserve + queue`` is refused."""
+    from cluster.gateway.server import SUBMIT_THREADS, Lanes
+
+    lanes = Lanes(threads=64, queue=64)
+    release = threading.Event()
+    lock, running, most = threading.Lock(), [0], [0]
+
+    def held():
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        release.wait(10)
+        with lock:
+            running[0] -= 1
+    run = lambda h: ("refused" if h is lanes._refuse else h())  # noqa: E731
+    try:
+        subs = [lanes.submit(run, _Handler("submit", held)) for _ in range(100)]
+        time.sleep(0.2)
+        assert most[0] == SUBMIT_THREADS == 3, most[0]  # 3 running, 97 waiting without a thread
+        assert lanes.in_progress == 100 and lanes.refused == 0
+        waited = lanes.submit(run, _Handler("heavy", lambda: "await"))
+        assert waited.result(timeout=2) == "await"  # not behind the submissions
+        assert lanes.submit(run, _Handler("cheap", lambda: "status")).result(timeout=2) == "status"
+        more = [lanes.submit(run, _Handler("submit", held)) for _ in range(lanes.cap + lanes.queue - 100)]
+        assert lanes.in_progress == lanes.cap + lanes.queue
+        assert lanes.submit(run, _Handler("submit", held)).result(timeout=2) == "refused"
+        assert lanes.refused == 1
+        release.set()
+        for f in subs + more:
+            f.result(timeout=10)
+        assert most[0] == 3 and lanes.in_progress == 0
+    finally:
+        release.set()
+        lanes.shutdown(wait=False, cancel_futures=True)
