@@ -36,7 +36,7 @@ import grpc
 
 from cluster.errors import BlobStoreFull, DispatchBusy, JobConflict, JobError
 from cluster.pipeline import registry, timeline
-from cluster.pipeline.jobs import DONE, FAILED, INDEX, QUEUED, RUNNING, TERMINAL
+from cluster.pipeline.jobs import DONE, FAILED, QUEUED, RUNNING, TERMINAL
 
 from . import c2input
 from .status import Snapshot, StatusBoard
@@ -124,6 +124,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         #: so more only makes every thread, GetStatus's too, wait longer for its turn
         self._submitting = threading.BoundedSemaphore(SUBMITTING)
         #: GetStatus's answer and the queue order, refreshed by a thread of their own (status.py)
+        #: (job id, attempt) -> (kind, priority, submitted_at) of the active jobs: the status
+        #: board's thread alone reads and writes it (``_snapshot``)
+        self._records: dict[tuple[str, bytes], tuple[str, int, float]] = {}
         self._board = StatusBoard(self._snapshot)
 
     # -- the calls --------------------------------------------------------------------------------
@@ -305,24 +308,45 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         kind_of: dict[str, str] = {}
         by_kind: dict[str, list[int]] = {POREP: [0, 0]}  # kind -> [pending, in progress]
         active = self.rt.jobs.active()
+        # each active job's status and attempt; its record (kind, priority, submission time:
+        # fixed within an attempt) read and parsed only when this attempt is not known yet, so
+        # a snapshot during a burst is one small reply a job, not a record parsed per job
+        known = self._records
+        live: dict[tuple[str, bytes], tuple[str, int, float]] = {}
         for i in range(0, len(active), 500):  # one round trip per 500 jobs
             pipe = r.pipeline(transaction=False)
             chunk = active[i:i + 500]
             for job_id in chunk:
-                pipe.hget(f"zkhive:job:{job_id}:state", "status")
-                pipe.get(f"zkhive:job:{job_id}")
-            out = pipe.execute()
-            for job_id, st, raw in zip(chunk, out[::2], out[1::2]):
-                if raw is None or st not in (QUEUED.encode(), RUNNING.encode()):
+                pipe.hmget(f"zkhive:job:{job_id}:state", "status", "attempt")
+            states = pipe.execute()
+            todo = [(j, (st, att or b"1")) for j, (st, att) in zip(chunk, states)
+                    if st in (QUEUED.encode(), RUNNING.encode())]
+            missing = [j for j, (_, att) in todo if (j, att) not in known]
+            if missing:
+                pipe = r.pipeline(transaction=False)
+                for job_id in missing:
+                    pipe.get(f"zkhive:job:{job_id}")
+                att_of = dict(todo)
+                for job_id, raw in zip(missing, pipe.execute()):
+                    att = att_of[job_id][1]
+                    if raw is not None:
+                        rec = json.loads(raw)
+                        known[(job_id, att)] = (str(rec.get("kind") or POREP), int(rec["priority"]),
+                                                float(rec["submitted_at"]))
+            for job_id, (st, att) in todo:
+                got = known.get((job_id, att))
+                if got is None:  # ended and expired between the two reads
                     continue
-                rec = json.loads(raw)
-                kind = kind_of[job_id] = str(rec.get("kind") or POREP)
+                live[(job_id, att)] = got
+                kind, priority, submitted_at = got
+                kind_of[job_id] = kind
                 counts = by_kind.setdefault(kind, [0, 0])
                 if st == QUEUED.encode():
                     counts[0] += 1
-                    queued.append((int(rec["priority"]), float(rec["submitted_at"])))
+                    queued.append((priority, submitted_at))
                 else:
                     counts[1] += 1
+        self._records = live  # only the jobs still active are kept
         queued.sort()
         provers = registry.workers(r, role="prove")
         gpus = []
@@ -344,7 +368,7 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
                 for name, size in sorted(cached.items()) if name not in resident]
         queues = [pb.QueueStatus(proof_kind=k, pending=p, in_progress=n)
                   for k, (p, n) in sorted(by_kind.items(), key=lambda kv: (kv[0] != POREP, kv[0]))]
-        done, failed = self._totals()
+        done, failed = self.rt.jobs.totals()
         return Snapshot(at=time.monotonic(), queued=queued, response=pb.GetStatusResponse(
             gpus=gpus, loaded_srs=srs, queues=queues,
             total_proofs_completed=done, total_proofs_failed=failed,
@@ -364,20 +388,6 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             except OSError:
                 continue
         return out
-
-    def _totals(self) -> tuple[int, int]:
-        """Jobs done and failed among those the job store still holds (``delivery.result_ttl_s``)."""
-        r = self.rt.redis
-        ids = r.zrange(INDEX, 0, -1)
-        done = failed = 0
-        for i in range(0, len(ids), 500):
-            pipe = r.pipeline()
-            for j in ids[i:i + 500]:
-                pipe.hget(f"zkhive:job:{j.decode()}:state", "status")
-            for s in pipe.execute():
-                done += s == DONE.encode()
-                failed += s == FAILED.encode()
-        return done, failed
 
     # -- resident keys ------------------------------------------------------------------------------------
     def _provers(self) -> list:

@@ -55,6 +55,9 @@ from .jobkeys import JOB_ID, PREFIX, check_job_id, key  # noqa: F401  (the job's
 log = logging.getLogger(__name__)
 
 INDEX = "zkhive:jobs"
+#: jobs ended done and failed, counted as each ends (once: the final transition happens once):
+#: GetStatus's totals without reading every job the store still holds, 4 times a second
+TOTALS = "zkhive:totals"
 ACTIVE = "zkhive:active"
 DEADLINES = "zkhive:deadlines"
 
@@ -215,6 +218,8 @@ class JobStore:
     def _end(self, job_id, status, event, partition, fields, event_fields) -> bool:
         if not self.transition(job_id, status, (QUEUED, RUNNING), finished_at=time.time(), **fields):
             return False
+        if status in (DONE, FAILED):
+            self.r.hincrby(TOTALS, status, 1)
         self.r.srem(ACTIVE, job_id)
         self.r.zrem(DEADLINES, job_id)
         self.event(job_id, event, partition=partition, **event_fields)
@@ -237,6 +242,12 @@ class JobStore:
         """The soonest deadline of an active job, or None."""
         got = self.r.zrange(DEADLINES, 0, 0, withscores=True)
         return float(got[0][1]) if got else None
+
+    def totals(self) -> tuple[int, int]:
+        """(done, failed): the jobs that ended so since this Redis' data began (every attempt
+        counted as it ended; kept with its AOF, not with the jobs' expiry)."""
+        done, failed = self.r.hmget(TOTALS, DONE, FAILED)
+        return int(done or 0), int(failed or 0)
 
     def recent(self, limit: int = 20) -> list[str]:
         return [j.decode() for j in self.r.zrevrange(INDEX, 0, limit - 1)]

@@ -213,3 +213,24 @@ def test_before_redis_has_been_up_a_lease_ttl_nothing_is_judged_but_live_leases_
         assert _events(r, "unsettled", "lease_lapsed", "unaccounted", "redispatched") == []
     finally:
         cluster.configure_here()
+
+
+def test_totals_count_each_job_as_it_ends_once(cluster):
+    """GetStatus's totals (``JobStore.totals``: a counter, not a read of every job the store
+    holds, which the status board did 4 times a second): done and failed counted once each,
+    however often the end is attempted; cancelled counted in neither; a failed job resubmitted
+    and done counts in both (two attempts ended)."""
+    from cluster.pipeline.blobs import BlobRef
+
+    cluster.flush()
+    jobs = cluster.runtime().jobs
+    assert jobs.totals() == (0, 0)
+    a, b, c = (_job(jobs, f"tot-{x}", 1) for x in "abc")
+    ref = BlobRef(store="redis", sha256="0" * 64, size=0, kind="result")
+    assert jobs.finish(a.job_id, ref) and not jobs.finish(a.job_id, ref) and not jobs.fail(a.job_id, "late")
+    assert jobs.fail(b.job_id, "bad input") and not jobs.fail(b.job_id, "again")
+    assert jobs.cancel(c.job_id)
+    assert jobs.totals() == (1, 1)
+    again = b.model_copy(update={"attempt": b.attempt + 1, "submitted_at": time.time()})
+    assert jobs.new_attempt(b, again) and jobs.finish(b.job_id, ref)
+    assert jobs.totals() == (2, 1)
