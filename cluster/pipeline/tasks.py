@@ -468,7 +468,9 @@ def _complete_ahead(rt, prover, task: dict, circuit, terms, timer) -> None:
     with fresh r, s, its stage events written, stored under its message's task id (first writer
     wins, ``ahead`` marked) and, when that completes the job's set, its aggregation sent (a
     message outside the chord: the chord's own aggregation later finds the job done). Nothing is
-    done for a job that ended meanwhile or a partition already stored."""
+    done for a job that ended meanwhile or a partition already stored (the proof there serves).
+    The job is flagged outside its chord, so the task that stores the set's last proof sends
+    the aggregation, not the chord after this partition's own task is delivered."""
     job_id, k = task["job_id"], task["partition"]
     if _skip(rt, job_id) is not None or rt.jobs.partition(job_id, k) is not None:
         return
@@ -482,6 +484,9 @@ def _complete_ahead(rt, prover, task: dict, circuit, terms, timer) -> None:
     finally:
         durable(lambda: _stage_events(rt, job_id, k, who["device"], timer.records),
                 f"job {job_id} partition {k}: stage events")
+    # the chord counts this partition only when its task is delivered, maybe after the other
+    # partitions' tasks: whichever store completes the set sends the aggregation instead
+    rt.jobs.flag(job_id, OUTSIDE_CHORD)
     d = Delivery(task_id=task.get("task_id") or f"prove-ahead-{job_id}-{k}", in_chord=False)
     store_proof(rt, d, rec, k, proof, {**who, "ahead": True})
 
