@@ -124,8 +124,9 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         #: so more only makes every thread, GetStatus's too, wait longer for its turn
         self._submitting = threading.BoundedSemaphore(SUBMITTING)
         #: GetStatus's answer and the queue order, refreshed by a thread of their own (status.py)
-        #: (job id, attempt) -> (kind, priority, submitted_at) of the active jobs: the status
-        #: board's thread alone reads and writes it (``_snapshot``)
+        #: (job id, attempt) -> (kind, priority, submitted_at) of the active jobs, kept by
+        #: ``_snapshot`` (the status board's thread; a caller too when that thread is stuck: an
+        #: entry lost to two writers is only read again)
         self._records: dict[tuple[str, bytes], tuple[str, int, float]] = {}
         self._board = StatusBoard(self._snapshot)
 
