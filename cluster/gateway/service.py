@@ -320,21 +320,19 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             for job_id in chunk:
                 pipe.hmget(f"zkhive:job:{job_id}:state", "status", "attempt")
             states = pipe.execute()
-            todo = [(j, (st, att or b"1")) for j, (st, att) in zip(chunk, states)
+            todo = [(j, st, att or b"1") for j, (st, att) in zip(chunk, states)
                     if st in (QUEUED.encode(), RUNNING.encode())]
-            missing = [j for j, (_, att) in todo if (j, att) not in known]
+            missing = [(j, att) for j, _, att in todo if (j, att) not in known]
             if missing:
                 pipe = r.pipeline(transaction=False)
-                for job_id in missing:
+                for job_id, _ in missing:
                     pipe.get(f"zkhive:job:{job_id}")
-                att_of = dict(todo)
-                for job_id, raw in zip(missing, pipe.execute()):
-                    att = att_of[job_id][1]
+                for seen, raw in zip(missing, pipe.execute()):
                     if raw is not None:
                         rec = json.loads(raw)
-                        known[(job_id, att)] = (str(rec.get("kind") or POREP), int(rec["priority"]),
-                                                float(rec["submitted_at"]))
-            for job_id, (st, att) in todo:
+                        known[seen] = (str(rec.get("kind") or POREP), int(rec["priority"]),
+                                       float(rec["submitted_at"]))
+            for job_id, st, att in todo:
                 got = known.get((job_id, att))
                 if got is None:  # ended and expired between the two reads
                     continue

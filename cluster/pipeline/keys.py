@@ -218,10 +218,10 @@ class KeyCache:
         return self.write(circuit, pk)
 
 
-def _identity(path: Path | None) -> tuple | None:
-    """What tells one version of a file from another without reading it."""
+def _identity(path: Path) -> tuple | None:
+    """What tells one version of a file from another without reading it (None: no such file)."""
     try:
-        st = os.stat(path) if path is not None else None
+        st = os.stat(path)
     except OSError:
         return None
-    return None if st is None else (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    return str(path), st.st_ino, st.st_size, st.st_mtime_ns

@@ -40,6 +40,7 @@ from .app import app, runtime
 from .blobs import parse_ref
 from .jobs import FAILED, TERMINAL, priority_value
 from .lease import durable
+from .prefetch import COMPLETED
 from .workflow import OUTSIDE_CHORD, dispatch_partition, submit_job
 
 log = logging.getLogger(__name__)
@@ -298,7 +299,7 @@ def prove(rt, d: Delivery, synthesized: dict, job_id: str, partition: int, exclu
         if done.get("task_id") == d.task_id and done.get("ahead"):
             # this message's own proof, finished by the prove-ahead thread before the consumer
             # could deliver the message (an urgent unit: cluster/pipeline/prefetch.py, 5)
-            return {"partition": k, "duplicate": False, "completed_ahead": True, **who}
+            return _completed_ahead(k, who)
         # a redelivery of work that already finished
         rt.jobs.event(job_id, "duplicate", partition=k, reason="already proved", **who)
         return {"partition": k, "duplicate": True}
@@ -326,8 +327,8 @@ def _prove_leased(rt, d: Delivery, rec, synthesized, k, exclude, prover, who) ->
         ahead = _prove_ahead(rt, prover)
         got = (ahead.take(circuit, ref.sha256, S.prove_soft_time_limit_s, rec.priority, job_id, k)
                if ahead else None)
-        if got == prefetch_completed():  # finished and stored while this task was on its way
-            return {"partition": k, "duplicate": False, "completed_ahead": True, **who}
+        if got == COMPLETED:  # finished and stored while this task was on its way
+            return _completed_ahead(k, who)
         evicted = lambda name: rt.jobs.event(job_id, "key_evicted", partition=k, key=name, **who)
         if got is None:
             _load_key(rt, prover, circuit, job_id, k, who, evicted)
@@ -457,10 +458,9 @@ def _prove_ahead(rt, prover):
     return prover.ahead
 
 
-def prefetch_completed():
-    from .prefetch import COMPLETED
-
-    return COMPLETED
+def _completed_ahead(k: int, who: dict) -> dict:
+    """A task's result for its partition's proof stored by the prove-ahead thread."""
+    return {"partition": k, "duplicate": False, "completed_ahead": True, **who}
 
 
 def _complete_ahead(rt, prover, task: dict, circuit, terms, timer) -> None:
