@@ -85,6 +85,9 @@ TARGETS: dict[str, Target] = {
                     ("store_partition",)),
     "store_proof": Target("cluster/pipeline/tasks.py", ("tests/integration/test_first_writer_wins.py",),
                           ("store_proof",)),
+    # the verifying key kept per version of its files: a stale key must never verify a job
+    "vkcache": Target("cluster/pipeline/keys.py", ("tests/unit/test_inprocess_keys.py", "-k", "load_vk"),
+                      ("load_vk", "_identity")),
     # the Commit2 wrapper's bounds and fields (the gRPC limit's tests need no mutant of this file)
     "c2input": Target("cluster/gateway/c2input.py",
                       ("tests/unit/test_gateway_units.py", "tests/unit/test_input_limits_exact.py", "-k",

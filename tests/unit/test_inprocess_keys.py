@@ -167,3 +167,25 @@ def test_load_vk_reads_each_version_of_the_file_once(tmp_path):
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     with pytest.raises(KeyFormatError):
         keys.load_vk(SQUARES_B)
+
+
+def test_load_vk_takes_the_digest_its_meta_records_and_reads_a_new_meta(tmp_path):
+    """A bellperson .vk carries no circuit digest: the .meta beside it names the one it was made
+    for, and the key read carries that digest (not the one computed here); a .meta written later
+    is read: the cached key is per version of the .vk and of its .meta."""
+    import json
+
+    from gpu.backends.forms import circuit_digest
+    from gpu.groth16 import bellperson
+    from gpu.groth16.setup import setup
+
+    keys = _keys(tmp_path)
+    pk, _ = setup(SQUARES_B.r1cs(), seed=b"a")
+    path = keys.path(SQUARES_B, "vk")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    bellperson.write_vk(pk, path)
+    assert bellperson.is_bellperson_vk(path)
+    assert keys.load_vk(SQUARES_B).circuit_digest == circuit_digest(SQUARES_B)  # no .meta: computed
+    other = bytes(range(32))
+    path.with_suffix(".meta").write_text(json.dumps({"zkhive_circuit_digest": other.hex()}))
+    assert keys.load_vk(SQUARES_B).circuit_digest == other
