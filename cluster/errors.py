@@ -15,7 +15,9 @@ into a failed job with the message, never a worker crash.
     ├── KeyMissing          no proving/verifying key in the key cache (says how to make it)
     ├── DeviceSpecError     a device name that is not cpu, cpu:N or cuda:N
     ├── DeviceBusy          every slot of a device is locked by a live worker (names the holder)
-    └── WorkerStartError    a worker cannot start (busy device, missing key, no backend)
+    ├── WorkerStartError    a worker cannot start (busy device, missing key, no backend)
+    └── HolderError         a device's key holder refused a request (its one line) or is not there
+        └── HolderGone      no key holder answers on its socket (not started, or died)
 """
 from __future__ import annotations
 
@@ -99,3 +101,11 @@ class DeviceBusy(ClusterError, RuntimeError):
 
 class WorkerStartError(ClusterError, RuntimeError):
     pass
+
+
+class HolderError(ClusterError, RuntimeError):
+    """The key holder (cluster.pipeline.keyholder) refused a request, or cannot be reached."""
+
+
+class HolderGone(HolderError):
+    """No key holder answers on the socket (not started, or died)."""

@@ -408,6 +408,18 @@ class GatewaySettings(Section):
         return f"[{host}]:{self.port}" if ":" in host and not host.startswith("[") else f"{host}:{self.port}"
 
 
+class GpuSettings(Section):
+    key_holder: bool = False
+    """A key holder process per CUDA device (cluster/pipeline/keyholder.py): ``zkhive up`` starts
+    ``keyholder-cudaN`` before the device's provers; it makes or loads the proving keys and keeps
+    them resident, and the provers attach to them through CUDA IPC, so a prover that crashes or
+    is restarted (a new build) proves again without making or loading the key again. Off: each
+    prover holds its own keys (docs/gpu.md)."""
+    key_holder_timeout_s: float = Field(900.0, gt=0)
+    """Seconds a prover waits for the holder to answer a ``hold`` (a 2^27 key made on the device:
+    ~21 s; from a 47 GB ``.params`` file: ~86 s) and, at its start, for the holder to answer."""
+
+
 class LogSettings(Section):
     """The logs of ``zkhive up``'s processes (``<run dir>/logs/*.log``): the keeper rotates each
     one when it grows past ``max_bytes`` (copy to ``.1``, then truncate in place: the process
@@ -431,6 +443,7 @@ class Settings(Section):
     limits: LimitSettings = LimitSettings()
     gateway: GatewaySettings = GatewaySettings()
     logs: LogSettings = LogSettings()
+    gpu: GpuSettings = GpuSettings()
     source: str | None = Field(None, exclude=True)
     """The settings file these were read from, if any (informational)."""
 

@@ -279,6 +279,22 @@ class ProofShape:
     def resident_bytes(self) -> int:
         return sum(self.resident().values())
 
+    #: the parts of ``resident`` that are the key itself (what a key holder books once and
+    #: shares, cluster/pipeline/keyholder.py); the rest (NTT tables, per-query workspaces, the
+    #: tail and dense engines) belongs to each process that proves from it
+    @staticmethod
+    def is_key_part(name: str) -> bool:
+        return name == "matrices" or name.endswith(" bases")
+
+    def key_bytes(self) -> int:
+        """Bytes of the key itself: the matrices and the five base sets (the holder's booking)."""
+        return sum(v for k, v in self.resident().items() if self.is_key_part(k))
+
+    def process_bytes(self) -> int:
+        """Bytes each prover attached to a held key books for itself: NTT tables, per-query
+        workspaces, the tail engines, the dense engine (``resident_bytes - key_bytes``)."""
+        return sum(v for k, v in self.resident().items() if not self.is_key_part(k))
+
     def working_set_bytes(self) -> int:
         """Per proof: z, a, b, c, the split MSM's index lists, room for partial sums."""
         n, nv = self.domain, self.num_vars

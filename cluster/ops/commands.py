@@ -379,6 +379,20 @@ def cmd_restart(args) -> int:
     return 0
 
 
+def cmd_keyholder(args) -> int:
+    """The key holder of one CUDA device (``[gpu] key_holder``; started by ``up``)."""
+    import logging
+
+    from cluster.pipeline.keyholder import HolderError, serve
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        serve(args.device, run_dir_for(args), settings_for(args))
+    except HolderError as e:
+        raise CommandError(str(e)) from None
+    return 0
+
+
 def cmd_keep(args) -> int:
     """The keeper process (started by ``up``): restarts what dies until ``down``."""
     from .keeper import Keeper
@@ -657,6 +671,13 @@ def register(sub) -> None:
     add_config(p)
     add_run_dir(p)
     p.set_defaults(func=cmd_gc)
+
+    p = sub.add_parser("keyholder", help="(internal) a CUDA device's key holder that `up` starts "
+                                         "with [gpu] key_holder")
+    p.add_argument("--device", required=True, help="cuda:N")
+    add_config(p)
+    add_run_dir(p)
+    p.set_defaults(func=cmd_keyholder)
 
     p = sub.add_parser("keep", help="(internal) the keeper process that `up` starts")
     add_config(p)

@@ -167,7 +167,8 @@ class Keeper:
             # the last of a role is retried at the ceiling once it has failed too often
             delay = self.policy.max_backoff_s if last and unready >= self.policy.max_failures \
                 else self.policy.delay(max(failures, 1))
-            if rec.role == "prove" and unready < self.policy.max_failures:
+            # a key holder is a prover's first need (cluster/pipeline/keyholder.py): as soon
+            if rec.role in ("prove", "keyholder") and unready < self.policy.max_failures:
                 delay = min(delay, self.policy.prove_max_backoff_s)
             if rec.role == "redis":
                 delay = min(delay, self.policy.redis_max_backoff_s)

@@ -187,6 +187,24 @@ def worker_spec(s, run_dir: Path, env: dict, role: str, device: str | None = Non
                        stop_grace_s=longest + STOP_MARGIN_S, address=device or role)
 
 
+def holder_spec(s, run_dir: Path, env: dict, device: str, timeout_s: float = 120.0) -> ServiceSpec:
+    """Device ``device``'s key holder (cluster/pipeline/keyholder.py), started before its
+    provers: ready once its socket answers (the preloaded keys load after; a prover's hold waits)."""
+    from cluster.pipeline.keyholder import HolderClient, service_name, socket_path
+
+    name = service_name(device)
+    argv = _zkhive() + ["keyholder", "--device", device, "--run-dir", str(run_dir)]
+    if env.get("ZKHIVE_CONFIG"):
+        argv += ["--config", env["ZKHIVE_CONFIG"]]
+    client = HolderClient(socket_path(run_dir, device))
+
+    def ready(rec):
+        return client.listing()["pid"] == rec.pid
+    return ServiceSpec(name=name, argv=argv, log=run_dir / "logs" / f"{name}.log", ready=ready,
+                       waiting_for="its socket to answer", env=env, ready_timeout_s=timeout_s,
+                       stop_grace_s=30, address=str(socket_path(run_dir, device)))
+
+
 def flower_url(s) -> str:
     return _local_url(s.flower.address, s.flower.port)
 
@@ -351,7 +369,9 @@ def plan(args, s) -> tuple[list, dict]:
             if plans[d].prove_ahead and "ZKHIVE_PROVE_AHEAD" not in env else {}
         workers += [worker_spec(s, run_dir, {**env, **ahead}, "prove", device=d, index=i,
                                 timeout_s=args.ready_timeout) for i in range(plans[d].provers)]
-    services = [redis_spec(s, run_dir), workers,
+    holders = [holder_spec(s, run_dir, env, d, timeout_s=args.ready_timeout)
+               for d in devices if s.gpu.key_holder and d.startswith("cuda")]
+    services = [redis_spec(s, run_dir), *([holders] if holders else []), workers,
                 [flower_spec(s, run_dir, {**env, **flower_env}), metrics_spec(s, run_dir, env),
                  gateway_spec(s, run_dir, env)]]
     if not getattr(args, "no_keeper", False):

@@ -104,7 +104,7 @@ class WorkerLifecycle:
 
                 made = InProcessKeys(s.srs, self.rt.keys)
                 self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
-                                     in_process=made)
+                                     in_process=made, holder=self._holder_client())
                 self.rt.prover = self.prover
                 # announced only where the device can ever hold the key (cluster/pipeline/inprocess.py)
                 info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
@@ -129,6 +129,34 @@ class WorkerLifecycle:
                 raise WorkerStartError(f"{worker_id}: {e}") from None
             raise
         self._connect_signals()
+
+    def _holder_client(self):
+        """The device's key holder (``[gpu] key_holder``, CUDA devices of ``zkhive up``): a
+        HolderClient once the holder answers, its watch started; None: keys held here."""
+        s = self.rt.settings
+        if not s.gpu.key_holder or self.device.kind != "cuda":
+            return None
+        from .keyholder import HolderClient, HolderGone, socket_path
+        run_dir = os.environ.get("ZKHIVE_RUN_DIR")
+        if not run_dir:
+            raise WorkerStartError("gpu.key_holder is on, but this prover has no run directory "
+                                   "(ZKHIVE_RUN_DIR: `zkhive up` sets it) to find its key holder in")
+        client = HolderClient(socket_path(run_dir, self.device), timeout_s=s.gpu.key_holder_timeout_s)
+        try:
+            pid = client.wait(s.gpu.key_holder_timeout_s)
+        except HolderGone as e:
+            raise WorkerStartError(f"gpu.key_holder: {e}") from None
+        log.info("%s: keys from the key holder pid %d on %s", self.device, pid, client.path)
+
+        def lost(reason):
+            if self.prover is not None:
+                self.prover.holder_lost(reason)
+
+        def back(pid):
+            log.warning("%s: key holder pid %d answers again; keys are asked of it as needed",
+                        self.device, pid)
+        client.watch(lost, back)
+        return client
 
     def _update(self, info: registry.WorkerInfo) -> None:
         busy = getattr(self, "_busy", None)

@@ -59,14 +59,21 @@ def parse_device(spec: str) -> Device:
 
 class Prover:
     def __init__(self, device: Device, keys: KeyCache, memory_limit: int | None = None,
-                 in_process=None):
+                 in_process=None, *, backend=None, holder=None):
         """``in_process``: a cluster.pipeline.inprocess.InProcessKeys, the sets whose keys this prover
-        makes itself instead of reading them from the key cache."""
+        makes itself instead of reading them from the key cache. ``backend``: one made by the
+        caller (a key holder's, in holder mode). ``holder``: a cluster.pipeline.keyholder
+        HolderClient: keys come from the device's key holder (CUDA IPC), not from this process."""
         from gpu.backends import get_backend
 
         self.device, self.keys, self.in_process = device, keys, in_process
         # raises gpu BackendError ("the cuda backend is not available here") before any work
-        self.backend = get_backend(str(device))  # "cuda:N" opens that device's context here
+        self.backend = backend or get_backend(str(device))  # "cuda:N" opens that device's context here
+        self.holder = holder
+        #: keys never evicted for room (a key holder's: those a live prover has attached)
+        self.pinned: set[str] = set()
+        #: times the key holder went away under this prover (metrics), and the last one's time
+        self.holder_losses, self.holder_lost_at = 0, None
         self._limit = memory_limit
         #: name -> (circuit, pk, booked bytes), least recently used first
         self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
@@ -130,6 +137,8 @@ class Prover:
             if hit is not None:
                 self._resident.move_to_end(circuit.name)
                 return hit[1]
+        if self.holder is not None:
+            return self._attach(circuit, on_evict)
         if self.in_process is not None and self.in_process.makes(circuit):
             return self._make(circuit, on_evict)
         t0 = time.time()
@@ -208,15 +217,71 @@ class Prover:
                 self._resident[circuit.name] = (circuit, resident, need)
             return resident
 
+    def _attach(self, circuit, on_evict=None) -> object:
+        """The key from the device's key holder (cluster/pipeline/keyholder.py): made or loaded
+        there (once), mapped here; while the holder or this process's ledger share has no room,
+        this prover's idle keys are released first."""
+        from cluster.errors import HolderError
+        from gpu.budget import DeviceMemoryExhausted
+        from gpu.errors import GpuOutOfMemory
+
+        with self._make_lock:  # the task's thread and the prove-ahead thread: one attach
+            with self._lock:
+                hit = self._resident.get(circuit.name)
+                if hit is not None:
+                    return hit[1]
+            t0 = time.time()
+            while True:
+                try:
+                    manifest = self.holder.hold(circuit.name)
+                    pk = self.backend.adopt(manifest, self._matrices(circuit))
+                    break
+                except (GpuOutOfMemory, HolderError) as e:
+                    room = isinstance(e, GpuOutOfMemory) or "needs" in str(e) or "budget" in str(e)
+                    if not room or not self._evict_one(on_evict, f"room for {circuit.name} "
+                                                                 f"(held: {type(e).__name__})"):
+                        if isinstance(e, HolderError) and room:
+                            raise DeviceMemoryExhausted(str(e), device=str(self.device)) from None
+                        raise
+            need = self.backend.held_bytes(pk.circuit_digest) or 0
+            self._loaded(circuit.name, time.time() - t0, 0)
+            log.info("attached the proving key of %s from the key holder in %.2f s",
+                     circuit.name, time.time() - t0)
+            with self._lock:
+                self._resident[circuit.name] = (circuit, pk, need)
+            return pk
+
+    def holder_lost(self, reason: str) -> None:
+        """The key holder went away (its watch line ended): every attached key is dropped here
+        (unmapped once no proof is running on the device), seen in status (evictions, reason
+        "key holder gone"), the log and the metrics; the next proof asks the restarted holder."""
+        self.holder_losses += 1
+        self.holder_lost_at = time.time()
+        log.warning("%s: %s; dropping the keys attached from it", self.device, reason)
+        current = getattr(self.backend, "current", None)
+        from contextlib import nullcontext
+        with self._device_lock.hold(0), (current() if current else nullcontext()):
+            with self._lock:
+                names = list(self._resident)
+            for name in names:
+                with self._lock:
+                    hit = self._resident.pop(name, None)
+                if hit is None:
+                    continue
+                self.backend.unload(hit[1].circuit_digest)
+                self._evicted_now(name, hit[2], f"key holder gone ({reason})")
+
     def _evict_one(self, on_evict=None, reason: str = "room") -> bool:
         """Drop the least recently used idle key; False when there is none. ``reason``: why,
         as status shows it ("room for NAME (N bytes)")."""
         with self._lock:
-            name = next((n for n in self._resident if n not in self._busy), None)
+            name = next((n for n in self._resident if n not in self._busy and n not in self.pinned),
+                        None)
             if name is None:
                 return False
             _, pk, size = self._resident.pop(name)
         self.backend.unload(pk.circuit_digest)  # a GPU backend frees the key's device memory now
+        self._release_held(name)
         self._evicted_now(name, size, reason)
         log.info("evicted the proving key of %s from %s: %s", name, self.device, reason)
         if on_evict is not None:
@@ -233,15 +298,29 @@ class Prover:
                 raise ValueError(f"the proving key of {name} is in use by a proof on {self.device}")
             _, pk, size = self._resident.pop(name)
         self.backend.unload(pk.circuit_digest)
+        self._release_held(name)
         self._evicted_now(name, size, "request (EvictSRS / zkhive evict)")
         log.info("evicted the proving key of %s from %s on request", name, self.device)
         return size
 
+    def _release_held(self, name: str) -> None:
+        """An eviction goes through the key holder: it frees the key when no other prover
+        holds it (a holder that is gone has nothing to free)."""
+        if self.holder is None:
+            return
+        from cluster.errors import HolderError
+        try:
+            self.holder.release(name)
+        except HolderError as e:
+            log.warning("releasing %s at the key holder: %s", name, e)
+
     def _evicted_now(self, name: str, size: int, reason: str) -> None:
+        kind = ("request" if reason.startswith("request")
+                else "holder" if reason.startswith("key holder gone") else "room")
         with self._lock:
             self._evictions.append({"key": name, "at": time.time(), "bytes": int(size or 0),
                                     "reason": reason})
-            self._evicted[(name, "request" if reason.startswith("request") else "room")] += 1
+            self._evicted[(name, kind)] += 1
 
     def evictions(self) -> list[dict]:
         """The last evictions, oldest first: key, at (epoch s), bytes, reason."""
@@ -317,6 +396,8 @@ class Prover:
         if self.ahead is not None:
             self.ahead.close()
             self.ahead = None
+        if self.holder is not None:
+            self.holder.close()  # the keys stay with the holder: only this process's maps go
         with self._lock:
             self._resident.clear()
         self.backend.release()

@@ -41,6 +41,8 @@ from .forms import (assignment_blob, assignment_vector, circuit_digest, full_r1c
                     is_compact_assignment)
 
 BLOCK = 256
+#: the layout of ``CudaBackend.export``'s manifest; ``adopt`` refuses another
+MANIFEST_VERSION = 1
 #: Share of the device's memory zkhive may book (the rest: contexts, the driver, fragmentation).
 CAPACITY_SHARE = float(os.environ.get("ZKHIVE_DEVICE_MEMORY_SHARE", "0.92"))
 
@@ -68,6 +70,24 @@ class _Matrix:
     @staticmethod
     def nbytes(m) -> int:
         return m.indptr.nbytes + m.indices.nbytes + m.coeffs.nbytes
+
+    def export(self, table) -> dict:
+        return {"rows": int(self.rows), **{name: table.ref(b) for name, b in
+                                           zip(("indptr", "indices", "coeffs"), self.buffers)}}
+
+    @classmethod
+    def attach(cls, m, entry: dict, table, what: str) -> "_Matrix":
+        """Matrix ``m``'s CSR over another process's buffers (``export``'s entry); each mapped
+        allocation must hold ``m``'s array. free() leaves the memory to its owner."""
+        self = cls.__new__(cls)
+        self.rows = m.rows
+        if entry.get("rows") != int(m.rows):
+            raise GpuError(f"manifest: {what} has {entry.get('rows')} rows, the circuit's {m.rows}")
+        self.indptr, self.indices, self.coeffs = (
+            table.get(entry[name], max(np.asarray(getattr(m, name)).nbytes, 8), f"{what} {name}")
+            for name in ("indptr", "indices", "coeffs"))
+        self.buffers = []  # not ours: the Resident's table unmaps them
+        return self
 
     def free(self) -> None:
         for b in self.buffers:
@@ -118,6 +138,68 @@ class Resident:
         self.digest, self.n = pk.circuit_digest, pk.domain_size
         self.num_public, self.num_vars = pk.num_public, 1 + pk.num_public + pk.num_aux
         self.matrices, self.bases, self.compact = {}, {}, None
+        self.shape = None   # the ledger's ProofShape it was admitted with (export, adopt)
+        self._table = None  # attached: the mapped allocations of the process that holds it
+
+    # -- sharing with another process (a key holder: cluster/pipeline/keyholder.py) ---------
+    def export(self, pk, table) -> dict:
+        """What another process needs to prove from this key without a copy: the key's host
+        part (vk, beta_g1, delta_g1, counts), the ledger shape, and every device array as an
+        allocation of ``table`` (gpu/cuda/memory.py ExportTable). JSON-able."""
+        if self.shape is None:
+            raise GpuError("a key without its ledger shape cannot be exported")
+        return {
+            "key": key_head(pk),
+            "shape": {"num_vars": self.shape.num_vars, "num_aux": self.shape.num_aux,
+                      "domain": self.shape.domain, "matrix_bytes": self.shape.matrix_bytes},
+            "compact": self.compact.export(table) if self.compact is not None else None,
+            "matrices": {k: m.export(table) for k, m in self.matrices.items()},
+            "bases": {k: b.export(table) for k, b in self.bases.items()},
+        }
+
+    @classmethod
+    def attach(cls, entry: dict, table, pk, r1cs) -> "Resident":
+        """The key ``export`` described, over ``table`` (opened: the allocations mapped), for
+        ``pk`` (``head_key`` of the entry) and the importer's own circuit ``r1cs``. free()
+        unmaps; the memory stays with the process that exported it."""
+        from gpu.cuda.msm import DeviceBases
+
+        self = cls.__new__(cls)
+        self._head(pk)
+        try:
+            if entry.get("compact") is not None:
+                from gpu.cuda.compact import DeviceCompactR1CS
+                cr = compact_of(r1cs)
+                if cr is None:
+                    raise GpuError("manifest: compact matrices, but the circuit has only full CSR")
+                self.compact = DeviceCompactR1CS.attach(cr, entry["compact"], table)
+                self.num_constraints = self.compact.rows
+            else:
+                full = full_r1cs(r1cs)
+                self.num_constraints = full.num_constraints
+                for name in ("a", "b", "c"):
+                    self.matrices[name] = _Matrix.attach(getattr(full, name), entry["matrices"][name],
+                                                         table, f"matrix {name.upper()}")
+            for name, group in self.QUERIES:
+                b = entry["bases"].get(name)
+                if b is not None:
+                    if b.get("group") != group:
+                        raise GpuError(f"manifest: {name} in {b.get('group')!r}, not {group}")
+                    self.bases[name] = DeviceBases.attach(b, table)
+        except (KeyError, TypeError, AttributeError) as e:
+            self.free()
+            table.close()
+            raise GpuError(f"manifest: malformed ({type(e).__name__}: {e})") from None
+        except Exception:
+            self.free()
+            table.close()
+            raise
+        self._table = table
+        return self
+
+    @property
+    def attached(self) -> bool:
+        return self._table is not None
 
     @classmethod
     def made(cls, pk, compact, bases) -> "Resident":
@@ -163,6 +245,7 @@ class Resident:
         return Resident.shape(pk, r1cs).resident_bytes()
 
     def free(self) -> None:
+        """Free the device memory (an attached key: unmap it, the holder keeps it)."""
         for m in self.matrices.values():
             m.free()
         if self.compact is not None:
@@ -170,6 +253,41 @@ class Resident:
         for b in self.bases.values():
             b.close()
         self.matrices, self.bases, self.compact = {}, {}, None
+        if getattr(self, "_table", None) is not None:
+            self._table.close()
+            self._table = None
+
+
+def key_head(pk) -> dict:
+    """The host part of a proving key a proof's combine step needs (JSON-able)."""
+    return {"digest": pk.circuit_digest.hex(), "num_public": int(pk.num_public),
+            "num_aux": int(pk.num_aux), "num_constraints": int(pk.num_constraints),
+            "domain": int(pk.domain_size), "vk": pk.vk.to_bytes().hex(),
+            "beta_g1": bytes(pk.beta_g1.to_compressed_bytes()).hex(),
+            "delta_g1": bytes(pk.delta_g1.to_compressed_bytes()).hex()}
+
+
+def head_key(head: dict):
+    """A ProvingKey without queries (``on_device``) from ``key_head``'s dict, checked: the vk
+    decodes, its digest and counts agree with the head's."""
+    from py_arkworks_bls12381 import G1Point
+
+    from gpu.groth16.keys import ProvingKey, VerifyingKey
+    try:
+        vk = VerifyingKey.from_bytes(bytes.fromhex(head["vk"]))
+        digest = bytes.fromhex(head["digest"])
+        pk = ProvingKey(vk=vk, beta_g1=G1Point.from_compressed_bytes(bytes.fromhex(head["beta_g1"])),
+                        delta_g1=G1Point.from_compressed_bytes(bytes.fromhex(head["delta_g1"])),
+                        a_query=None, b_g1_query=None, b_g2_query=None, h_query=None, l_query=None,
+                        circuit_digest=digest, num_public=int(head["num_public"]),
+                        num_aux=int(head["num_aux"]), num_constraints=int(head["num_constraints"]),
+                        domain_size=int(head["domain"]))
+    except Exception as e:
+        raise GpuError(f"manifest: the key's head does not decode ({type(e).__name__}: {e})") from None
+    if vk.circuit_digest != digest or vk.num_public != pk.num_public:
+        raise GpuError("manifest: the verifying key is not the head's (digest or inputs differ)")
+    pk.on_device = True
+    return pk
 
 
 def admit_key(budget, pk, r1cs):
@@ -189,10 +307,13 @@ class CudaBackend(Backend):
     #: prove_terms takes a synthesis.assignment.Compact or its blob and expands it on the device
     accepts_compact = True
 
-    def __init__(self, ordinal: int = 0, *, capacity: int | None = None):
+    def __init__(self, ordinal: int = 0, *, capacity: int | None = None, holder: bool = False):
+        """``holder``: this process only holds keys for others (cluster/pipeline/keyholder.py):
+        ``load`` and ``setup_resident`` book and make the key itself (``ProofShape.key_bytes``)
+        and no proving engines; provers ``adopt`` it and book their own parts."""
         from gpu.cuda.ntt import NttEngine
 
-        self.ordinal = ordinal
+        self.ordinal, self.holder = ordinal, holder
         self._thread = threading.get_ident()  # the context is current on this thread only
         self.context = loader.init_context(ordinal)
         self.cuda = loader.driver()
@@ -289,12 +410,14 @@ class CudaBackend(Backend):
             raise BackendError(f"proving key {pk.circuit_digest.hex()[:16]} was made on the device "
                                "and is no longer resident (unloaded): make it again (setup_resident)")
         shape, label = self._admitted(pk, r1cs)  # never fits: refused now, with the breakdown
-        need = shape.resident_bytes()
+        need = shape.key_bytes() if self.holder else shape.resident_bytes()
         self.budget.reserve_resident(need, label)
         res = None
         try:
             res = Resident(pk, r1cs)
-            self._warm_split(res, dense_affine=shape.dense_affine)
+            res.shape = shape
+            if not self.holder:
+                self._warm_split(res, dense_affine=shape.dense_affine)
         except Exception:
             if res is not None:
                 res.free()
@@ -308,6 +431,68 @@ class CudaBackend(Backend):
         if hit is not None:
             hit[0].free()
             self.budget.release_resident(hit[1])
+
+    # -- keys held by another process (CUDA IPC: cluster/pipeline/keyholder.py) --------------
+    def export(self, pk) -> dict:
+        """The manifest of resident key ``pk`` for another process (``adopt``): JSON-able, the
+        allocations as CUDA IPC handles; ``booked``: the bytes this process booked for it."""
+        from gpu.cuda.memory import ExportTable
+        hit = self._on_device.get(pk.circuit_digest)
+        if hit is None:
+            raise BackendError(f"proving key {pk.circuit_digest.hex()[:16]} is not resident here")
+        table = ExportTable()
+        with self.current():
+            out = hit[0].export(pk, table)
+        out.update(version=MANIFEST_VERSION, buffers=table.entries, booked=int(hit[1]))
+        return out
+
+    def adopt(self, manifest: dict, r1cs):
+        """Prove from a key another process holds: its allocations mapped (``Resident.attach``),
+        this process's own parts booked (``ProofShape.process_bytes``: NTT tables, workspaces,
+        the tail and dense engines; lean where only that fits, as ``admit`` rules) and warmed.
+        Returns the key's host part (a ProvingKey without queries). The key's own bytes stay
+        booked by its holder; ``unload`` unmaps and releases this process's part only."""
+        from dataclasses import replace
+
+        from gpu.budget import ProofShape, admit_shape
+        from gpu.cuda.memory import ExportTable
+
+        if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
+            raise BackendError(f"key manifest: version {manifest.get('version') if isinstance(manifest, dict) else None!r}, "
+                               f"this build reads {MANIFEST_VERSION}")
+        pk = head_key(manifest.get("key") or {})
+        if circuit_digest(r1cs) != pk.circuit_digest:
+            raise CircuitMismatch("the held key was made for another circuit (circuit digests "
+                                  f"{pk.circuit_digest.hex()[:16]} and "
+                                  f"{circuit_digest(r1cs).hex()[:16]} differ)")
+        hit = self._on_device.get(pk.circuit_digest)
+        if hit is not None and hit[0].attached:
+            return getattr(hit[0], "pk", pk)
+        self.unload(pk.circuit_digest)
+        try:
+            sh = manifest["shape"]
+            shape = ProofShape(num_vars=int(sh["num_vars"]), num_aux=int(sh["num_aux"]),
+                               domain=int(sh["domain"]), matrix_bytes=int(sh["matrix_bytes"]))
+        except (KeyError, TypeError, ValueError) as e:
+            raise BackendError(f"key manifest: bad shape ({e})") from None
+        label = f"the held proving key {pk.circuit_digest.hex()[:16]} (this prover's engines)"
+        shape = admit_shape(self.budget, shape, label)
+        need = shape.process_bytes()
+        self.budget.reserve_resident(need, label)
+        res = None
+        try:
+            with self.current():
+                table = ExportTable.open(manifest.get("buffers"))
+                res = Resident.attach(manifest, table, pk, r1cs)
+                res.shape, res.pk = replace(shape), pk
+                self._warm_split(res, dense_affine=shape.dense_affine)
+        except Exception:
+            if res is not None:
+                res.free()
+            self.budget.release_resident(need)
+            raise
+        self._on_device[pk.circuit_digest] = (res, need)
+        return pk
 
     def _warm_split(self, res: Resident, *, dense_affine: bool = True) -> None:
         """The split MSM's tail engines and the chunked dense engine, their workspaces allocated
@@ -568,7 +753,7 @@ class CudaBackend(Backend):
         label = f"the proving key {digest.hex()[:16]} ({m} constraints, made on the device)"
         # the setup's temporaries count against the budget until the key is made
         shape = admit_shape(self.budget, shape, label, working=temp_bytes(nv, n))
-        need = shape.resident_bytes()
+        need = shape.key_bytes() if self.holder else shape.resident_bytes()
         self.budget.reserve_resident(need, label)
         res = None
         try:
@@ -576,11 +761,13 @@ class CudaBackend(Backend):
                                          timeout=self.admission_timeout):
                 pk, vk, mats, bases, stages = setup_on_device(self, cr, seed=seed)
             res = Resident.made(pk, mats, bases)
-            t = time.time()
-            extra = affine_upgrade(self.budget, shape, label)  # the setup's room is free now
-            need += extra
-            self._warm_split(res, dense_affine=shape.dense_affine or extra > 0)
-            stages["tail engines"] = time.time() - t
+            res.shape = shape
+            if not self.holder:  # a holder's provers choose their engines (adopt)
+                t = time.time()
+                extra = affine_upgrade(self.budget, shape, label)  # the setup's room is free now
+                need += extra
+                self._warm_split(res, dense_affine=shape.dense_affine or extra > 0)
+                stages["tail engines"] = time.time() - t
         except Exception:
             if res is not None:
                 res.free()

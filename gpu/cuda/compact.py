@@ -17,6 +17,7 @@ import numpy as np
 
 from gpu.cuda import loader
 from gpu.cuda.memory import DeviceBuffer
+from gpu.errors import GpuError
 from gpu.native import compact as host
 
 BLOCK = 256
@@ -82,6 +83,54 @@ class DeviceCompactR1CS:
         except Exception:
             self.free()
             raise
+
+    def export(self, table) -> dict:
+        """These matrices for another process (gpu/cuda/memory.py ExportTable): each device
+        array's allocation by name; the host parts the kernels' sizes come from are rebuilt by
+        ``attach`` from the importer's own circuit (cheap views), not sent."""
+        if self.tdev:
+            raise GpuError("the transposed parts are the setup's: drop them before exporting")
+        dev = {}
+        for k, d in self.dev.items():
+            dev[k] = {name: table.ref(d[name]) for name in (*_ARRAYS, "base", "stride",
+                                                             "long_h", "long_b")}
+            dev[k]["nlong"] = [int(x) for x in d["nlong"]]
+        return {"num_vars": self.num_vars, "num_public": self.num_public, "rows": int(self.rows),
+                "dev": dev}
+
+    @classmethod
+    def attach(cls, cr, entry: dict, table) -> "DeviceCompactR1CS":
+        """The matrices ``export`` described, over its opened table, for circuit ``cr`` (whose
+        host parts give every size; each mapped allocation must hold its array: a manifest of
+        other matrices is refused). free() leaves the memory to its owner."""
+        self = cls.__new__(cls)
+        self.num_vars = 1 + int(cr.num_public) + int(cr.num_aux)
+        self.num_public = int(cr.num_public)
+        self.parts = {k: host.parts(getattr(cr, k), f"matrix {k.upper()}") for k in "abc"}
+        self.rows = self.parts["a"]["rows"]
+        if (entry.get("num_vars"), entry.get("num_public"), entry.get("rows")) != \
+                (self.num_vars, self.num_public, self.rows):
+            raise GpuError(f"manifest: matrices of {entry.get('rows')} rows, "
+                           f"{entry.get('num_vars')} variables; the circuit has {self.rows}, "
+                           f"{self.num_vars}")
+        self._mod = module()
+        self._f = {k: loader.get_function(self._mod, k) for k in (
+            "rep_spmv", "rep_spmv_long", "rep_spmv_t_pieces", "rep_spmv_t_gather",
+            "rep_spmv_t_header", "fr_add_into")}
+        self.buffers, self.dev, self.tdev = [], {}, {}
+        for k, p in self.parts.items():
+            e = entry["dev"][k]
+            lh, lb = host.long_rows(p)
+            sizes = {**{name: p[name].nbytes for name in (*_ARRAYS, "base", "stride")},
+                     "long_h": lh.nbytes, "long_b": lb.nbytes}
+            d = {name: table.get(e[name], max(n, 8), f"matrix {k.upper()} {name}")
+                 for name, n in sizes.items()}
+            d["nlong"] = (len(lh), len(lb))
+            if list(d["nlong"]) != list(e.get("nlong", ())):
+                raise GpuError(f"manifest: matrix {k.upper()} has {e.get('nlong')} long rows, "
+                               f"the circuit {list(d['nlong'])}")
+            self.dev[k] = d
+        return self
 
     def _up(self, arr: np.ndarray, what: str, keep: bool = True) -> DeviceBuffer:
         arr = np.ascontiguousarray(arr)

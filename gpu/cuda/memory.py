@@ -129,3 +129,109 @@ class DeviceView(DeviceBuffer):
 
     def free(self) -> None:
         pass
+
+
+# -- sharing a buffer with another process (CUDA IPC) ----------------------------------------------
+#
+# A handle names a whole cudaMalloc allocation, so only DeviceBuffers are exported (a DeviceView
+# travels as its allocation and an offset: ``export_view``). The exporting process keeps the
+# memory; an importer maps it (IpcBuffer) and unmaps it on free(). A process cannot open its own
+# handles (CUDA refuses): the holder exports, provers import.
+
+def ipc_handle(buf: DeviceBuffer) -> str:
+    """The CUDA IPC handle of ``buf``'s allocation, hex (64 bytes: JSON-able)."""
+    if isinstance(buf, DeviceView):
+        raise GpuError(f"{buf.what}: a view has no IPC handle of its own (export its allocation)")
+    cuda = driver()
+    try:
+        return bytes(cuda.mem_get_ipc_handle(buf.ptr)).hex()
+    except cuda.Error as e:
+        raise translate(e, kernel=f"ipc handle of {buf.what}", shape=buf.nbytes) from e
+
+
+def export_buffer(buf: DeviceBuffer) -> dict:
+    """{"handle", "nbytes", "what"}: what ``IpcBuffer.open`` needs."""
+    return {"handle": ipc_handle(buf), "nbytes": int(buf.nbytes), "what": str(buf.what)}
+
+
+class IpcBuffer(DeviceBuffer):
+    """Another process's allocation mapped into this one (``open``): ``.ptr`` is the mapped
+    address; ``free()`` unmaps it (the exporter keeps the memory). Not counted in
+    ``DeviceBuffer.live``: this process did not allocate it."""
+
+    HANDLE_BYTES = 64
+
+    def __init__(self, handle: str, nbytes: int, what: str = "imported buffer"):
+        self.nbytes, self.what, self._alloc = int(nbytes), str(what), None
+        try:
+            raw = bytes.fromhex(handle)
+        except (TypeError, ValueError):
+            raw = b""
+        if len(raw) != self.HANDLE_BYTES or self.nbytes <= 0:
+            raise GpuError(f"{what}: not a CUDA IPC handle of {self.HANDLE_BYTES} bytes and a "
+                           f"positive size (handle of {len(raw)} bytes, {nbytes} bytes)")
+        cuda = driver()
+        try:
+            self._alloc = cuda.IPCMemoryHandle(bytearray(raw))
+        except cuda.Error as e:
+            raise translate(e, kernel=f"open ipc handle of {what}", shape=self.nbytes) from e
+
+    @classmethod
+    def open(cls, entry: dict) -> "IpcBuffer":
+        return cls(entry.get("handle", ""), entry.get("nbytes", 0), entry.get("what", "imported buffer"))
+
+    def free(self) -> None:
+        if self._alloc is not None:
+            try:
+                self._alloc.close()
+            except driver().Error:
+                pass  # the exporter died first: nothing left to unmap
+            self._alloc = None
+
+
+class ExportTable:
+    """The allocations a manifest names, each once (matrices share their column map): ``ref``
+    gives a buffer's index when exporting; ``opened`` / ``get`` map them when attaching."""
+
+    def __init__(self):
+        self.entries: list[dict] = []
+        self._index: dict[int, int] = {}
+        self.opened: list[IpcBuffer] = []
+
+    def ref(self, buf: DeviceBuffer) -> int:
+        i = self._index.get(id(buf))
+        if i is None:
+            i = self._index[id(buf)] = len(self.entries)
+            self.entries.append(export_buffer(buf))
+        return i
+
+    @classmethod
+    def open(cls, entries: list) -> "ExportTable":
+        """Every allocation of a manifest mapped (all or none: a failure unmaps what opened)."""
+        self = cls()
+        if not isinstance(entries, list):
+            raise GpuError("manifest: 'buffers' is not a list")
+        try:
+            for i, e in enumerate(entries):
+                if not isinstance(e, dict):
+                    raise GpuError(f"manifest: buffer {i} is not an object")
+                self.opened.append(IpcBuffer.open(e))
+        except Exception:
+            self.close()
+            raise
+        return self
+
+    def get(self, i, nbytes: int | None = None, what: str = "buffer") -> IpcBuffer:
+        """Opened allocation ``i``, at least ``nbytes`` long (what the attaching side computed
+        from its own host arrays: a manifest for other matrices is refused here)."""
+        if not isinstance(i, int) or not 0 <= i < len(self.opened):
+            raise GpuError(f"manifest: {what} names buffer {i!r}, there are {len(self.opened)}")
+        b = self.opened[i]
+        if nbytes is not None and b.nbytes < nbytes:
+            raise GpuError(f"manifest: {what} (buffer {i}) has {b.nbytes} bytes, {nbytes} needed")
+        return b
+
+    def close(self) -> None:
+        for b in self.opened:
+            b.free()
+        self.opened = []

@@ -275,6 +275,28 @@ class DeviceBases:
             raise
         return self
 
+    def export(self, table) -> dict:
+        """This base set for another process (gpu/cuda/memory.py ExportTable): the points'
+        allocation and the scalars that describe it; the workspaces stay (per process)."""
+        return {"group": self.group.name, "n": int(self.n), "window": self.window,
+                "bases": table.ref(self._bases)}
+
+    @classmethod
+    def attach(cls, entry: dict, table) -> "DeviceBases":
+        """A base set over another process's points (``export``'s entry, its table opened):
+        workspaces of this process's own, made at first use; close() unmaps the points."""
+        self = cls.__new__(cls)
+        self.group = g = group_of(entry["group"])
+        self.n, self.window = int(entry["n"]), entry.get("window")
+        if self.n <= 0:
+            raise GpuError(f"manifest: a {g.name} base set of {self.n} points")
+        self.point_bytes = 4 * 2 * g.limbs
+        self.last_profile = {}
+        self._bind_kernels()
+        self._work, self._scalars = {}, None
+        self._bases = table.get(entry["bases"], 4 * g.limbs * self.n, f"{g.name} bases")
+        return self
+
     # -- plumbing ---------------------------------------------------------------------------
 
     def _bind_kernels(self) -> None:

@@ -1,0 +1,196 @@
+"""The key holder's protocol, socket and lifecycle on the CPU (cluster/pipeline/keyholder.py):
+a real holder process on a real unix socket (tests/integration/holder_cpu_serve.py: the CPU
+backend, whose ``hold`` is refused in one line); the CUDA side (export, attach, a prover's SIGKILL
+survived) is tests/gpu/test_keyholder_cuda.py."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from cluster.pipeline.keyholder import (MAX_REQUEST, HolderClient, HolderError, HolderGone,
+                                        HolderServer, parse_request, socket_path)
+
+SERVE = Path(__file__).with_name("holder_cpu_serve.py")
+
+
+def start_holder(path: Path) -> subprocess.Popen:
+    p = subprocess.Popen([sys.executable, str(SERVE), str(path)], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, env=os.environ.copy())
+    line = p.stdout.readline()
+    assert b"serving" in line, line + p.stdout.read()
+    return p
+
+
+def stop(p: subprocess.Popen) -> None:
+    if p.poll() is None:
+        p.kill()
+    p.wait(10)
+
+
+def raw(path: Path, data: bytes) -> dict:
+    s = socket.socket(socket.AF_UNIX)
+    s.settimeout(20)
+    s.connect(str(path))
+    s.sendall(data)
+    line = s.makefile("rb").readline()
+    s.close()
+    return json.loads(line)
+
+
+@pytest.fixture
+def holder(tmp_path):
+    path = tmp_path / "keyholder-cuda0.sock"
+    p = start_holder(path)
+    yield path, p
+    stop(p)
+
+
+# -- requests -------------------------------------------------------------------------------------
+
+def test_parse_request_accepts_each_op():
+    assert parse_request(b'{"op": "hold", "params": "filecoin-32g"}\n')["params"] == "filecoin-32g"
+    assert parse_request(b'{"op": "release", "params": "test-tiny"}')["op"] == "release"
+    assert parse_request(b'{"op": "list"}') == {"op": "list"}
+    assert parse_request(b'{"op": "watch"}') == {"op": "watch"}
+
+
+@pytest.mark.parametrize("line, says", [
+    (b"not json", "not JSON"),
+    (b"[1, 2]", "JSON list, not an object"),
+    (b'{"op": "format"}', "op 'format' is not one of"),
+    (b'{"params": "x"}', "op 'None' is not one of"),
+    (b'{"op": "list", "params": "x"}', "unknown field 'params'"),
+    (b'{"op": "hold"}', "field params missing"),
+    (b'{"op": "hold", "params": 7}', "field params '7'"),
+    (b'{"op": "hold", "params": "../../etc/passwd"}', "is not a parameter set name"),
+    (b'{"op": "hold", "params": "A-Upper"}', "is not a parameter set name"),
+    (b'{"op": "hold", "params": "' + b"x" * 65 + b'"}', "is not a parameter set name"),
+    (b'{"op": "list", "pad": "' + b"x" * MAX_REQUEST + b'"}', f"more than {MAX_REQUEST}"),
+])
+def test_parse_request_refuses_in_one_line(line, says):
+    with pytest.raises(ValueError) as e:
+        parse_request(line)
+    assert says in str(e.value) and "\n" not in str(e.value)
+
+
+# -- the process --------------------------------------------------------------------------------
+
+def test_socket_is_private_and_lists(holder):
+    path, p = holder
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    out = HolderClient(path).listing()
+    assert out["pid"] == p.pid and out["device"] == "cpu:0" and out["keys"] == {}
+
+
+def test_bad_requests_refused_in_one_line_and_holder_keeps_serving(holder):
+    path, p = holder
+    for data, says in [(b"garbage\n", "not JSON"), (b'{"op": "drop"}\n', "op 'drop'"),
+                       (b'{"op": "hold", "params": "../x"}\n', "not a parameter set name"),
+                       (b"x" * (MAX_REQUEST + 10) + b"\n", f"longer than {MAX_REQUEST}")]:
+        reply = raw(path, data)
+        assert reply["ok"] is False and says in reply["error"] and "\n" not in reply["error"]
+    with pytest.raises(HolderError, match="unknown parameter set 'no-such-set'"):
+        HolderClient(path).hold("no-such-set")
+    # the CPU backend has nothing to lend: refused, named, the holder still answers
+    with pytest.raises(HolderError, match="cpu backend keeps keys in host memory"):
+        HolderClient(path).hold("porep-lite-4k")
+    assert HolderClient(path).listing()["pid"] == p.pid
+
+
+def test_one_holder_a_socket_and_a_dead_ones_socket_replaced(holder, tmp_path):
+    path, p = holder
+    with pytest.raises(HolderError, match="already answers"):
+        HolderServer(path, None)
+    p.kill()
+    p.wait(10)
+    assert path.exists()  # SIGKILL left the socket file behind
+    with pytest.raises(HolderGone):
+        HolderClient(path).listing()
+    q = start_holder(path)  # the restarted holder takes the dead one's path
+    try:
+        assert HolderClient(path).listing()["pid"] == q.pid
+    finally:
+        stop(q)
+    with pytest.raises(HolderError, match="107 bytes"):
+        HolderServer(tmp_path / ("d" * 120) / "k.sock", None)
+
+
+def test_watch_sees_the_holder_die_and_come_back(holder):
+    """A prover's watch line: on_lost once when the holder is SIGKILLed (naming its pid), then
+    on_back with the new holder's pid once one answers on the socket again."""
+    path, p = holder
+    lost, back = [], []
+    ev_lost, ev_back = threading.Event(), threading.Event()
+    client = HolderClient(path)
+    client.watch(lambda why: (lost.append(why), ev_lost.set()),
+                 lambda pid: (back.append(pid), ev_back.set()))
+    deadline = time.time() + 20
+    while client.holder_pid != p.pid and time.time() < deadline:
+        time.sleep(0.02)
+    assert client.holder_pid == p.pid
+    os.kill(p.pid, signal.SIGKILL)
+    assert ev_lost.wait(20), "the watch did not see the holder die"
+    assert lost == [f"key holder pid {p.pid} gone"]
+    q = start_holder(path)
+    try:
+        assert ev_back.wait(20), "the watch did not see the holder come back"
+        assert back == [q.pid] and len(lost) == 1
+    finally:
+        client.close()
+        stop(q)
+
+
+def test_holder_wait_gives_up_with_holder_gone(tmp_path):
+    client = HolderClient(tmp_path / "none.sock")
+    t0 = time.time()
+    with pytest.raises(HolderGone, match="no key holder answers"):
+        client.wait(0.3)
+    assert time.time() - t0 < 5
+
+
+# -- the plan of `zkhive up` --------------------------------------------------------------------
+
+def _plan(tmp_path, monkeypatch, on: bool, devices: str):
+    from cluster import settings
+    from cluster.ops.plan import flat, plan
+
+    monkeypatch.setenv("ZKHIVE_GPU__KEY_HOLDER", "true" if on else "false")
+    s = settings.load()
+    args = argparse.Namespace(run_dir=str(tmp_path / "run"), devices=devices, synthesis_workers=1,
+                              ready_timeout=60.0, config=None, no_keeper=True)
+    services, _ = plan(args, s)
+    return [x.name for x in flat(services)], services
+
+
+def test_up_starts_a_holder_before_each_cuda_prover_only_when_on(tmp_path, monkeypatch):
+    names, services = _plan(tmp_path, monkeypatch, True, "cuda:0,cuda:1,cpu:0")
+    assert [n for n in names if n.startswith("keyholder")] == ["keyholder-cuda0", "keyholder-cuda1"]
+    assert names.index("keyholder-cuda0") < names.index("prove-cuda0")
+    group = services[1]  # started and ready as a group before the workers' group
+    assert [g.name for g in group] == ["keyholder-cuda0", "keyholder-cuda1"]
+    assert group[0].argv[-4:-2] == ["--device", "cuda:0"] or "cuda:0" in group[0].argv
+    assert group[0].address == str(socket_path(tmp_path / "run", "cuda:0"))
+    names, _ = _plan(tmp_path, monkeypatch, False, "cuda:0")
+    assert not any(n.startswith("keyholder") for n in names)
+
+
+def test_setting_is_off_by_default_and_validated(monkeypatch):
+    from cluster import settings
+    from cluster.errors import SettingsError
+
+    monkeypatch.delenv("ZKHIVE_GPU__KEY_HOLDER", raising=False)
+    assert settings.load().gpu.key_holder is False
+    monkeypatch.setenv("ZKHIVE_GPU__KEY_HOLDER", "maybe")
+    with pytest.raises(SettingsError, match="key_holder"):
+        settings.load()
