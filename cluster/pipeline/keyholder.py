@@ -267,8 +267,6 @@ def serve(device_spec: str, run_dir, settings) -> None:
     import importlib
     import signal
 
-    from gpu.backends.cuda import CudaBackend
-
     from .inprocess import InProcessKeys
     from .keys import KeyCache
     from .prover import Prover, parse_device
@@ -276,6 +274,10 @@ def serve(device_spec: str, run_dir, settings) -> None:
     device = parse_device(device_spec)
     if device.kind != "cuda":
         raise HolderError(f"device {device}: a key holder lends device memory through CUDA IPC: cuda:N only")
+    try:
+        from gpu.backends.cuda import CudaBackend
+    except ImportError as e:
+        raise HolderError(f"device {device}: the cuda backend is not available here ({e})") from None
     for mod in settings.worker.circuit_modules:
         importlib.import_module(mod)
     keys = KeyCache.from_settings(settings)
@@ -285,7 +287,11 @@ def serve(device_spec: str, run_dir, settings) -> None:
     def make_prover():  # on the device thread: the backend's context is current there
         return Prover(device, keys, settings.worker.device_memory_bytes, in_process=made,
                       backend=CudaBackend(device.index, holder=True))
-    holder = KeyHolder(device, pool.submit(make_prover).result(), pool)
+    try:
+        holder = KeyHolder(device, pool.submit(make_prover).result(), pool)
+    except Exception as e:  # no such device, no driver: one line, not a traceback
+        pool.shutdown()
+        raise HolderError(f"device {device}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
     server = HolderServer(socket_path(run_dir, device), holder)
     stop = threading.Event()
 

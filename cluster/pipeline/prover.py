@@ -221,7 +221,7 @@ class Prover:
         """The key from the device's key holder (cluster/pipeline/keyholder.py): made or loaded
         there (once), mapped here; while the holder or this process's ledger share has no room,
         this prover's idle keys are released first."""
-        from cluster.errors import HolderError
+        from cluster.errors import HolderError, HolderGone
         from gpu.budget import DeviceMemoryExhausted
         from gpu.errors import GpuOutOfMemory
 
@@ -236,6 +236,10 @@ class Prover:
                     manifest = self.holder.hold(circuit.name)
                     pk = self.backend.adopt(manifest, self._matrices(circuit))
                     break
+                except HolderGone as e:
+                    # died between two requests: the keeper starts it again within seconds
+                    log.warning("%s: %s; waiting for the key holder", self.device, e)
+                    self.holder.wait(self.holder.timeout_s)
                 except (GpuOutOfMemory, HolderError) as e:
                     room = isinstance(e, GpuOutOfMemory) or "needs" in str(e) or "budget" in str(e)
                     if not room or not self._evict_one(on_evict, f"room for {circuit.name} "

@@ -194,3 +194,12 @@ def test_setting_is_off_by_default_and_validated(monkeypatch):
     monkeypatch.setenv("ZKHIVE_GPU__KEY_HOLDER", "maybe")
     with pytest.raises(SettingsError, match="key_holder"):
         settings.load()
+
+
+def test_holder_command_refuses_a_cpu_device_in_one_line(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "cluster", "keyholder", "--device", "cpu:0",
+                        "--run-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2
+    assert p.stderr.strip() == ("zkhive keyholder: device cpu:0: a key holder lends device memory "
+                                "through CUDA IPC: cuda:N only")
+    assert not socket_path(tmp_path, "cpu:0").exists()

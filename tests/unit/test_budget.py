@@ -245,3 +245,44 @@ def test_a_key_from_a_file_is_admitted_by_the_rule_of_the_key_made_in_process(tm
                           "device dev: resident ")
     assert "h_query bases" in msg and "g1 dense engine" in msg and "a proof, against a budget of" in msg
     assert file_err.value.shape == lean_need
+
+
+def test_a_held_key_is_booked_once_and_each_prover_books_its_own_engines(tmp_path):
+    """A key holder (cluster/pipeline/keyholder.py) books the key itself (matrices and the five
+    base sets); a prover attached to it books the rest (NTT tables, tail and dense engines): the
+    two add up to what one prover holding its own key books. At 32 GiB on an H200 the key and
+    one prover (lean) with a proof fit; a second prover's engines do not."""
+    from gpu.budget import ProofShape, admit_shape
+
+    shape = ProofShape(**SDR_32G)
+    parts = shape.resident()
+    assert shape.key_bytes() + shape.process_bytes() == shape.resident_bytes()
+    assert shape.key_bytes() == parts["matrices"] + sum(v for k, v in parts.items() if k.endswith(" bases"))
+    assert "ntt tables" not in {k for k in parts if ProofShape.is_key_part(k)}
+    import subprocess
+    import sys
+
+    import psutil
+
+    # the holder and the first prover: live processes of their own (the ledger drops the dead)
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"]) for _ in range(2)]
+    try:
+        holder, prover = (DeviceBudget("h200", H200, ledger_dir=tmp_path) for _ in procs)
+        for b, p in zip((holder, prover), procs):
+            b._key = f"{p.pid}:{psutil.Process(p.pid).create_time():.3f}"
+        holder.reserve_resident(shape.key_bytes(), "the held key")
+        mine = admit_shape(prover, shape, "the held key (this prover's engines)")
+        prover.reserve_resident(mine.process_bytes(), "the held key (this prover's engines)")
+        with prover.working_set(mine.working_set_bytes(), "one proof", timeout=0.1):
+            pass
+        other = DeviceBudget("h200", H200, ledger_dir=tmp_path)  # this process: a second prover
+        with pytest.raises(DeviceMemoryExhausted, match="a second prover's engines needs"):
+            other.reserve_resident(mine.process_bytes(), "a second prover's engines")
+        procs[1].kill()  # the first prover SIGKILLed: its engines' bookings go, the key's stay
+        procs[1].wait()
+        other.reserve_resident(mine.process_bytes(), "the restarted prover's engines")
+        assert other.usage()["used"] == shape.key_bytes() + mine.process_bytes()
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
