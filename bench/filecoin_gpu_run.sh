@@ -2,7 +2,7 @@
 # The filecoin family on the H200 (issues 23 and 24), from the checkout's root after
 # `source .device/env.sh` (ZKHIVE_CACHE_DIR holding the cubins `python -m gpu.cuda.precompile`
 # made here), each step's log and JSON written under $OUT as it finishes:
-#   OUT=gpu-out bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio]
+#   OUT=gpu-out bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio] [holder]
 #   (default: big cluster gateway)
 # big:     gpu_big.py on filecoin-32g: the compact matrices (built: ~20 s), a 32 GiB benchmark
 #          sector's C1, partition 0's compact assignment, the key made on the device (dev
@@ -20,6 +20,10 @@
 #          the key made on the device, $RUNS timed proofs verified (issue 37).
 # curio:   gpu_curio.py: PoRep's and WinningPoSt's 32 GiB keys resident together, the ledger of
 #          all four kinds, WinningPoSts through the gateway while $JOBS PoRep jobs load the device.
+# holder:  holder_restart.py: `zkhive up` with [gpu] key_holder on (the 32 GiB key made in the
+#          holder's process), $HOLDER_JOBS jobs, the prover SIGKILLed after $KILL_AFTER partitions
+#          under the keeper: seconds from the kill to the first partition proved, every job
+#          verified; then `zkhive restart prove-cuda0` mid-job the same way (HOLDER=off: baseline).
 # Compare with sdr-32g: 2.13 s a partition, 21.3 s a job (docs/performance.md).
 set -u -o pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -52,8 +56,12 @@ for step in "${steps[@]}"; do
     curio)
         timeout "${CURIO_S:-420}" python3 bench/gpu_curio.py --jobs "${JOBS:-4}" --out "$OUT/curio" \
             > "$OUT/curio.log" 2>&1 ;;
+    holder)
+        OMP_NUM_THREADS=2 timeout "${HOLDER_S:-540}" python3 bench/holder_restart.py --params "${PARAMS:-filecoin-32g}" \
+            --jobs "${HOLDER_JOBS:-2}" --kill-after "${KILL_AFTER:-4}" --holder "${HOLDER:-on}" \
+            --out "$OUT/holder" > "$OUT/holder.log" 2>&1 ;;
     *)
-        echo "usage: bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio]" >&2; exit 2 ;;
+        echo "usage: bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio] [holder]" >&2; exit 2 ;;
     esac
     echo "$step: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
 done
