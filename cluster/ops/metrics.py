@@ -254,8 +254,9 @@ class ClusterCollector:
         load_b = GaugeMetricFamily("zkhive_key_load_bytes", "Bytes of .params the resident key's "
                                    "last load read (0: made in process)", labels=wl + ["params"])
         evicted = CounterMetricFamily("zkhive_key_evictions", "Proving keys a prover dropped since it "
-                                      "started: reason room (another key needed the memory) or request "
-                                      "(EvictSRS, zkhive evict); `zkhive status` says which and why",
+                                      "started: reason room (another key needed the memory), request "
+                                      "(EvictSRS, zkhive evict) or holder (the device's key holder died: "
+                                      "[gpu] key_holder); `zkhive status` says which and why",
                                       labels=wl + ["params", "reason"])
         free = GaugeMetricFamily("zkhive_device_memory_free_bytes", "Device memory left for keys", labels=wl)
         used = GaugeMetricFamily("zkhive_device_memory_used_bytes", "Device memory in use (total - free)",

@@ -34,6 +34,10 @@ log = logging.getLogger(__name__)
 #: evictions a prover remembers for `zkhive status` (the metrics count all of them)
 EVICTIONS_KEPT = 8
 
+#: seconds an attach waits for device memory the ledger granted but the device has not yet
+#: freed (a killed prover's context being torn down) before the allocation failure stands
+DEAD_MEMORY_WAIT_S = 30.0
+
 _DEVICE = re.compile(r"^(cpu|cuda)(?::(\d{1,3}))?$")
 
 
@@ -242,11 +246,18 @@ class Prover:
                     self.holder.wait(self.holder.timeout_s)
                 except (GpuOutOfMemory, HolderError) as e:
                     room = isinstance(e, GpuOutOfMemory) or "needs" in str(e) or "budget" in str(e)
-                    if not room or not self._evict_one(on_evict, f"room for {circuit.name} "
-                                                                 f"(held: {type(e).__name__})"):
-                        if isinstance(e, HolderError) and room:
-                            raise DeviceMemoryExhausted(str(e), device=str(self.device)) from None
-                        raise
+                    if room and self._evict_one(on_evict, f"room for {circuit.name} "
+                                                          f"(held: {type(e).__name__})"):
+                        continue
+                    if (isinstance(e, GpuOutOfMemory) and not isinstance(e, DeviceMemoryExhausted)
+                            and time.time() - t0 < DEAD_MEMORY_WAIT_S):
+                        # booked, but the device has not yet given back the memory of the prover
+                        # this one replaces (SIGKILLed a moment ago: its context is torn down)
+                        time.sleep(0.2)
+                        continue
+                    if isinstance(e, HolderError) and room:
+                        raise DeviceMemoryExhausted(str(e), device=str(self.device)) from None
+                    raise
             need = self.backend.held_bytes(pk.circuit_digest) or 0
             self._loaded(circuit.name, time.time() - t0, 0)
             log.info("attached the proving key of %s from the key holder in %.2f s",
