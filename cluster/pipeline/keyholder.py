@@ -174,10 +174,17 @@ class KeyHolder:
                          for n, b in sizes.items()}}
 
     def preload(self, names) -> None:
+        """Make or load each set now; one that fails is logged and left to the provers' ``hold``
+        (which then says why in its one line): the holder keeps serving the others."""
         from synthesis.circuits import get_circuit
         for name in names:
             t0 = time.time()
-            self.work.submit(self.prover.load, get_circuit(name)).result()
+            try:
+                self.work.submit(self.prover.load, get_circuit(name)).result()
+            except Exception as e:
+                log.error("could not hold the proving key of %s: %s", name,
+                          str(e).splitlines()[0] if str(e) else type(e).__name__)
+                continue
             log.info("holding the proving key of %s (%.1f s)", name, time.time() - t0)
 
     def close(self) -> None:
