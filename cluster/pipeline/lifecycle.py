@@ -148,13 +148,23 @@ class WorkerLifecycle:
             raise WorkerStartError(f"gpu.key_holder: {e}") from None
         log.info("%s: keys from the key holder pid %d on %s", self.device, pid, client.path)
 
+        def told(event, **fields):  # the cluster's timeline (`zkhive timeline cluster`)
+            from . import timeline
+            try:
+                timeline.emit(self.rt.redis, "cluster", event, device=str(self.device),
+                              worker=self.rt.worker.worker_id if self.rt.worker else None, **fields)
+            except Exception as e:  # Redis away: the log line stands
+                log.warning("could not record %s in the timeline: %s", event, e)
+
         def lost(reason):
             if self.prover is not None:
                 self.prover.holder_lost(reason)
+            told("key_holder_lost", reason=reason)
 
         def back(pid):
             log.warning("%s: key holder pid %d answers again; keys are asked of it as needed",
                         self.device, pid)
+            told("key_holder_back", pid=pid)
         client.watch(lost, back)
         return client
 
