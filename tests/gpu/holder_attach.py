@@ -16,6 +16,10 @@ import json
 import os
 import signal
 import sys
+from pathlib import Path
+
+# the checkout's root first: run as a script, this file's directory is sys.path[0]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 
 def circuit_of(spec: str):

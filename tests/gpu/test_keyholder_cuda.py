@@ -136,7 +136,8 @@ def _start_holder(run_dir: Path, env: dict) -> subprocess.Popen:
     from cluster.pipeline.keyholder import HolderClient, socket_path
     log = open(run_dir / f"holder-{time.time_ns()}.log", "wb")
     p = subprocess.Popen([sys.executable, "-m", "cluster", "keyholder", "--device", "cuda:0",
-                          "--run-dir", str(run_dir)], stdout=log, stderr=subprocess.STDOUT, env=env)
+                          "--run-dir", str(run_dir)], stdout=log, stderr=subprocess.STDOUT, env=env,
+                         cwd=HERE.parents[1])
     client = HolderClient(socket_path(run_dir, "cuda:0"))
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -160,7 +161,9 @@ def test_holder_killed_prover_reports_and_recovers(cuda_ctx, tmp_path):
     name = "porep-lite-4k"
     run_dir, keys = tmp_path / "run", tmp_path / "keys"
     run_dir.mkdir()
-    env = {**os.environ, "ZKHIVE_SRS__PARAM_CACHE": str(keys),
+    root = str(HERE.parents[1])
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]),
+           "ZKHIVE_SRS__PARAM_CACHE": str(keys),
            "ZKHIVE_SRS__IN_PROCESS": json.dumps([name]), "ZKHIVE_SRS__PRELOAD": json.dumps([name]),
            "ZKHIVE_SRS__SETUP_SEED": "holder-test-ceremony", "ZKHIVE_RUN_DIR": str(run_dir)}
     h1 = _start_holder(run_dir, env)

@@ -8,6 +8,10 @@ from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
+
+# the checkout's root first: run as a script, this file's directory is sys.path[0]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
