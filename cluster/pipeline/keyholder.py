@@ -27,7 +27,8 @@ refused), one JSON object a line each way, at most ``MAX_REQUEST`` bytes a reque
 
     {"op": "hold", "params": NAME}    -> {"ok": true, "manifest": {...}, "seconds": S}
     {"op": "release", "params": NAME} -> {"ok": true, "released": BYTES | null}
-    {"op": "list"}                    -> {"ok": true, "pid": P, "device": "cuda:N", "keys": {...}}
+    {"op": "list"}                    -> {"ok": true, "pid": P, "device": "cuda:N", "keys":
+                                          {NAME: {"bytes": BOOKED, "provers": [PID], "load": {...}}}}
     {"op": "watch"}                   -> {"ok": true, "pid": P}, then the line stays open
     anything else                     -> {"ok": false, "error": ONE LINE naming what is wrong}
 """
@@ -170,7 +171,7 @@ class KeyHolder:
         with self.prover._lock:
             sizes = {n: size for n, (_, _, size) in self.prover._resident.items()}
         return {"pid": os.getpid(), "device": str(self.device),
-                "keys": {n: {"bytes": b, "provers": pins.get(n, []), **loads.get(n, {})}
+                "keys": {n: {"bytes": b, "provers": pins.get(n, []), "load": loads.get(n, {})}
                          for n, b in sizes.items()}}
 
     def preload(self, names) -> None:
