@@ -352,7 +352,7 @@ class HolderClient:
         finally:
             s.close()
         if not reply.get("ok"):
-            raise HolderError(f"key holder: {reply.get('error')}")
+            raise HolderError(str(reply.get("error")))  # the task layer says "key holder: ..."
         return reply
 
     def hold(self, name: str) -> dict:

@@ -256,7 +256,7 @@ class Prover:
                         time.sleep(0.2)
                         continue
                     if isinstance(e, HolderError) and room:
-                        raise DeviceMemoryExhausted(str(e), device=str(self.device)) from None
+                        raise DeviceMemoryExhausted(f"key holder: {e}", device=str(self.device)) from None
                     raise
             need = self.backend.held_bytes(pk.circuit_digest) or 0
             self._loaded(circuit.name, time.time() - t0, 0)

@@ -13,11 +13,15 @@ synthesis, cluster/errors.py)::
         GpuUnavailable, GpuOutOfMemory (and the ledger's DeviceMemoryExhausted),
         GpuLaunchError                               the device failed or is full: another may not
         SoftTimeLimitExceeded                        this device took too long
+        HolderGone                                   the device's key holder did not come back in
+                                                     [gpu] key_holder_timeout_s
         redis ConnectionError / TimeoutError,
         kombu OperationalError                       the broker blinked
     permanent: the job fails at once, with the whole message
         C1Error, UnsatisfiedConstraint, GpuInputError    the input is wrong: no device does better
         KeyMissing                                   no key: it must be made (`zkhive keys setup`)
+        HolderError                                  the key holder refused the key (its one line:
+                                                     no such key file, a key that never fits, ...)
         CircuitMismatch, KeyFormatError              a key made for another circuit, or corrupt
         GpuCompileError                              a kernel does not compile: a bug
         BlobError, AssignmentError                   data corrupt or gone
@@ -41,7 +45,7 @@ from synthesis.assignment import AssignmentError
 from synthesis.circuits import C1Error
 from synthesis.r1cs import UnsatisfiedConstraint
 
-from cluster.errors import BlobError, BlobStoreFull, KeyMissing
+from cluster.errors import BlobError, BlobStoreFull, HolderError, HolderGone, KeyMissing
 
 
 def _broker_errors() -> tuple[type[BaseException], ...]:
@@ -57,6 +61,7 @@ PERMANENT: tuple[tuple[type[BaseException], str], ...] = (
     (UnsatisfiedConstraint, "the assignment does not satisfy the circuit"),
     (GpuInputError, "bad input to the device"),
     (KeyMissing, "missing key"),
+    (HolderError, "key holder"),  # HolderGone is transient: classify checks it first
     (CircuitMismatch, "key/circuit mismatch"),
     (KeyFormatError, "unreadable key"),
     (GpuCompileError, "a kernel does not compile"),
@@ -97,6 +102,8 @@ class Verdict:
 
 def classify(exc: BaseException) -> Verdict:
     """Whether ``exc`` is worth another attempt, and what it means."""
+    if isinstance(exc, HolderGone):
+        return Verdict(True, "key holder gone", f"{type(exc).__name__}: {exc}")
     for cls, kind in PERMANENT:
         if isinstance(exc, cls):
             return Verdict(False, kind, str(exc))

@@ -203,3 +203,14 @@ def test_holder_command_refuses_a_cpu_device_in_one_line(tmp_path):
     assert p.stderr.strip() == ("zkhive keyholder: device cpu:0: a key holder lends device memory "
                                 "through CUDA IPC: cuda:N only")
     assert not socket_path(tmp_path, "cpu:0").exists()
+
+
+def test_task_layer_retries_a_gone_holder_and_fails_a_refusal_at_once():
+    from cluster.errors import HolderError, HolderGone
+    from cluster.pipeline.retry import classify
+
+    gone = classify(HolderGone("no key holder answers on /run/keyholder-cuda0.sock"))
+    assert gone.transient and gone.kind == "key holder gone"
+    refused = classify(HolderError("no proving key for parameter set 'x'"))
+    assert not refused.transient and refused.message(2) == \
+        "partition 2: key holder: no proving key for parameter set 'x'"
