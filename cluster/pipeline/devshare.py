@@ -57,9 +57,12 @@ def key_shape(circuit):
 
 
 def plan_device(device: str, asked: int, keys: list[str], capacity: int | None,
-                shape_of=None) -> DevicePlan:
+                shape_of=None, held: bool = False) -> DevicePlan:
     """Provers for ``device`` holding the keys named ``keys`` (``[srs] preload``) each, in a
-    ledger budget of ``capacity`` bytes (None: unknown, as asked)."""
+    ledger budget of ``capacity`` bytes (None: unknown, as asked). ``held``: the device's key
+    holder holds each key once (``[gpu] key_holder``, cluster/pipeline/keyholder.py) and every
+    prover books only its own engines and a proof beside it (``ProofShape.process_bytes``): at
+    2^26 two provers fit an H200 that way where two copies do not; at 2^27 still one."""
     from gpu.budget import _fmt
 
     if asked <= 1 or not device.startswith("cuda") or not keys or capacity is None:
@@ -70,15 +73,24 @@ def plan_device(device: str, asked: int, keys: list[str], capacity: int | None,
     shapes = [shape_of(name) for name in keys]
     if any(s is None for s in shapes):
         return DevicePlan(device, asked, asked, None)
-    resident = sum(s.resident_bytes() for s in shapes)
     work = max(s.working_set_bytes() for s in shapes)
-    fits = max(1, min(asked, capacity // (resident + work)))
+    if held:
+        shared = sum(s.key_bytes() for s in shapes)
+        resident = sum(s.process_bytes() for s in shapes)
+        fits = max(1, min(asked, (capacity - shared) // (resident + work)))
+        what = (f"the key holder holds {', '.join(keys)} once ({_fmt(shared)}) and each prover "
+                f"books its own engines ({_fmt(resident)}) + {_fmt(work)} a proof")
+    else:
+        resident = sum(s.resident_bytes() for s in shapes)
+        fits = max(1, min(asked, capacity // (resident + work)))
+        what = (f"each would hold its own copy of {', '.join(keys)} ({_fmt(resident)} resident + "
+                f"{_fmt(work)} a proof)")
     if fits >= asked:
         return DevicePlan(device, asked, asked, None)
     ahead = min(2, 1 + asked - fits)
-    note = (f"{device}: {asked} provers asked (worker.gpu_workers_per_device = {asked}), but each would "
-            f"hold its own copy of {', '.join(keys)} ({_fmt(resident)} resident + {_fmt(work)} a proof) "
-            f"in a budget of {_fmt(capacity)}: {fits} prover{'s' if fits > 1 else ''} holding the key, "
+    note = (f"{device}: {asked} provers asked (worker.gpu_workers_per_device = {asked}), but {what} "
+            f"in a budget of {_fmt(capacity)}: {fits} prover{'s' if fits > 1 else ''} "
+            f"{'attached to' if held else 'holding'} the key, "
             f"with prove-ahead {ahead} for the other slot{'s' if asked - fits > 1 else ''} "
             f"(cluster/pipeline/devshare.py)")
     return DevicePlan(device, asked, fits, ahead, note)
@@ -115,4 +127,5 @@ def plans_for(s, devices: list[str]) -> dict[str, DevicePlan]:
     if asked > 1 and keys:
         caps = ({d: s.worker.device_memory_bytes for d in devices} if s.worker.device_memory_bytes
                 else device_capacities(devices))
-    return {d: plan_device(d, asked, keys, caps.get(d)) for d in devices}
+    held = bool(getattr(getattr(s, "gpu", None), "key_holder", False))
+    return {d: plan_device(d, asked, keys, caps.get(d), held=held) for d in devices}

@@ -90,3 +90,21 @@ def test_up_plans_one_prover_with_prove_ahead_where_two_copies_do_not_fit(tmp_pa
     got, meta = provers(3 * one)  # two copies fit: both provers, the default prove-ahead
     assert got == [("prove-cuda0", None), ("prove-cuda0-1", None), ("prove-cuda1", None), ("prove-cuda1-1", None)]
     assert meta["device_notes"] == []
+
+
+def test_with_the_key_holder_the_key_is_counted_once():
+    """[gpu] key_holder: the holder holds each key once, each prover its own engines and a proof:
+    at 2^26 two provers fit the H200 where two copies do not; at 2^27 still one, said so."""
+    from gpu.budget import ProofShape
+
+    from cluster.pipeline.devshare import plan_device
+
+    nv = int((1 << 26) * 0.97)
+    shape = ProofShape(num_vars=nv, num_aux=nv - 1000, domain=1 << 26, matrix_bytes=nv * 30)
+    assert plan_device("cuda:0", 2, ["k26"], H200, shape_of=lambda n: shape).provers == 1
+    assert plan_device("cuda:0", 2, ["k26"], H200, shape_of=lambda n: shape, held=True).provers == 2
+    p = plan_device("cuda:0", 2, ["sdr-32g"], H200, shape_of=lambda n: _sdr32g_shape(), held=True)
+    assert (p.provers, p.prove_ahead) == (1, 2)
+    assert re.search(r"the key holder holds sdr-32g once \(77\.\d\d GiB\) and each prover books its "
+                     r"own engines \(\d\d\.\d\d GiB\) \+ 16\.51 GiB a proof in a budget of 128\.62 GiB: "
+                     r"1 prover attached to the key", p.note)
