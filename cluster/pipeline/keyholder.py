@@ -121,6 +121,7 @@ class KeyHolder:
         t0 = time.time()
         with self._lock:  # pinned first: an eviction for another key's room never takes it
             self.pins.setdefault(name, set()).add(pid)
+            self._sync_pins()
         try:
             manifest = self.work.submit(self._hold, circuit).result()
         except BaseException:
@@ -144,24 +145,24 @@ class KeyHolder:
 
     def unpin(self, name: str, pid: int) -> set[int]:
         with self._lock:
-            held = self.pins.get(name, set())
-            held.discard(pid)
-            held.difference_update({p for p in held if not _pid_alive(p)})
-            if not held:
-                self.pins.pop(name, None)
+            self.pins.get(name, set()).discard(pid)
             self._sync_pins()
-            return set(held)
+            return set(self.pins.get(name, ()))
 
     def forget(self, pid: int) -> None:
         """A prover's watch ended (it exited or died): its keys stay, evictable for room."""
         with self._lock:
-            for name in list(self.pins):
-                self.pins[name].discard(pid)
-                if not self.pins[name]:
-                    del self.pins[name]
+            for held in self.pins.values():
+                held.discard(pid)
             self._sync_pins()
 
     def _sync_pins(self) -> None:
+        """The prover's pinned set from ``pins`` (under ``_lock``), pins of provers no longer
+        alive dropped first (one that died without its watch line closing: never a key stuck)."""
+        for name in list(self.pins):
+            self.pins[name] = {p for p in self.pins[name] if _pid_alive(p)}
+            if not self.pins[name]:
+                del self.pins[name]
         self.prover.pinned = set(self.pins)
 
     def listing(self) -> dict:

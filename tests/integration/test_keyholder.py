@@ -214,3 +214,30 @@ def test_task_layer_retries_a_gone_holder_and_fails_a_refusal_at_once():
     refused = classify(HolderError("no proving key for parameter set 'x'"))
     assert not refused.transient and refused.message(2) == \
         "partition 2: key holder: no proving key for parameter set 'x'"
+
+
+def test_pins_follow_live_provers_only():
+    """A key a live prover holds is pinned (never evicted by the holder for room); a release or
+    the end of that prover's watch unpins it; a prover that died without either unpins too."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from cluster.pipeline.keyholder import KeyHolder
+    from cluster.pipeline.keys import KeyCache
+    from cluster.pipeline.prover import Device, Prover
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        prover = Prover(Device("cpu", 0), KeyCache("/nonexistent-keys"))
+        kh = KeyHolder(Device("cpu", 0), prover, ThreadPoolExecutor(1))
+        for name, pid in (("a", os.getpid()), ("a", live.pid), ("b", dead.pid), ("c", live.pid)):
+            kh.pins.setdefault(name, set()).add(pid)
+        kh.forget(-1)  # nothing of its own: prunes the dead prover's pin of b
+        assert prover.pinned == {"a", "c"} and kh.pins["a"] == {os.getpid(), live.pid}
+        assert kh.unpin("a", os.getpid()) == {live.pid} and prover.pinned == {"a", "c"}
+        kh.forget(live.pid)  # its watch ended: a and c unpinned, still resident at the holder
+        assert prover.pinned == set() and kh.pins == {}
+    finally:
+        live.kill()
+        live.wait()
