@@ -7,7 +7,7 @@ in another through CUDA IPC (gpu/backends/cuda.py export/adopt, cluster/pipeline
   ledger books the key once (the holder: ``key_bytes``) and each prover its own parts
   (``process_bytes``); a manifest for another circuit, a bad handle and another version are
   refused in one line;
-- the holder's memory survives its prover's SIGKILL: a second process attaches and proves;
+- the holder's memory survives its prover's SIGKILL: two more processes attach at once and prove;
 - the real holder process (``zkhive keyholder``) SIGKILLed under a prover of this process: the
   prover drops the attached key (evictions say "key holder gone"), and once a new holder answers
   it proves again from the key the new holder made.
@@ -49,17 +49,22 @@ def _free(be) -> None:
     be.ntt.close()
 
 
-def _attach(tmp_path, manifest, spec, *, kill=False, name="out"):
-    mpath, out = tmp_path / f"{name}-manifest.json", tmp_path / f"{name}.json"
+def _attach(tmp_path, manifest, spec, *, kill=False, name="out", together=1):
+    """Run ``together`` importing processes at once on ``manifest``; their reports (one: the
+    report itself)."""
+    mpath = tmp_path / f"{name}-manifest.json"
     mpath.write_text(json.dumps(manifest))
-    p = subprocess.run([sys.executable, str(ATTACH), str(mpath), spec, str(out)]
-                       + (["--kill"] if kill else []), capture_output=True, text=True, timeout=300,
-                       env=os.environ.copy())
-    if kill:
-        assert p.returncode == -signal.SIGKILL, p.stderr[-3000:]
-    else:
-        assert p.returncode == 0, p.stderr[-3000:]
-    return json.loads(out.read_text())
+    outs = [tmp_path / f"{name}-{i}.json" for i in range(together)]
+    procs = [subprocess.Popen([sys.executable, str(ATTACH), str(mpath), spec, str(out)]
+                              + (["--kill"] if kill else []), stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+             for out in outs]
+    reports = []
+    for p, out in zip(procs, outs):
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == (-signal.SIGKILL if kill else 0), err[-3000:]
+        reports.append(json.loads(out.read_text()))
+    return reports[0] if together == 1 else reports
 
 
 def _verified(vk, report) -> int:
@@ -123,8 +128,10 @@ def test_holder_memory_survives_a_provers_sigkill(holder_backend, tmp_path):
         # the holder's key untouched by its prover's death: the same object, the same booking
         assert holder_backend._on_device[pk.circuit_digest][0] is held
         assert holder_backend.held_bytes(pk.circuit_digest) == booked
-        second = _attach(tmp_path, manifest, "porep-lite-4k", name="second")
-        assert second["pid"] != first["pid"] and _verified(vk, second) >= 1
+        # two provers attached to the one key at once (issue 40: two provers, one key)
+        second, third = _attach(tmp_path, manifest, "porep-lite-4k", name="second", together=2)
+        assert len({first["pid"], second["pid"], third["pid"]}) == 3
+        assert _verified(vk, second) >= 1 and _verified(vk, third) >= 1
         # the dead prover's bookings are gone from the ledger; the holder's stays
         usage = holder_backend.budget.usage()["processes"]
         assert not any(k.startswith(f"{first['pid']}:") for k in usage)
