@@ -109,7 +109,7 @@ def test_device_made_key_exported_and_proved_from_another_process(holder_backend
 
 
 def test_holder_memory_survives_a_provers_sigkill(holder_backend, tmp_path):
-    """A prover SIGKILLed with the key mapped; the next one attaches and proves, from the same
+    """A prover SIGKILLed with the key mapped; two more attach at once and prove, from the same
     allocations (the holder never made or loaded the key again)."""
     from gpu import setup
     from synthesis.circuits import get_circuit
