@@ -200,9 +200,18 @@ def holder_spec(s, run_dir: Path, env: dict, device: str, timeout_s: float = 120
 
     def ready(rec):
         return client.listing()["pid"] == rec.pid
+
+    def alive(rec):
+        # its socket threads answer `list` while the device thread makes a key: a holder that
+        # does not (SIGSTOPped, wedged) is killed and replaced by the keeper
+        try:
+            pid = client.listing()["pid"]
+        except Exception as e:
+            return f"its socket does not answer ({type(e).__name__}: {e})"
+        return None if pid == rec.pid else f"pid {pid} answers on its socket, not {rec.pid}"
     return ServiceSpec(name=name, argv=argv, log=run_dir / "logs" / f"{name}.log", ready=ready,
                        waiting_for="its socket to answer", env=env, ready_timeout_s=timeout_s,
-                       stop_grace_s=30, address=str(socket_path(run_dir, device)))
+                       stop_grace_s=30, address=str(socket_path(run_dir, device)), alive=alive)
 
 
 def flower_url(s) -> str:

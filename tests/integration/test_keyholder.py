@@ -181,6 +181,16 @@ def test_up_starts_a_holder_before_each_cuda_prover_only_when_on(tmp_path, monke
     assert [g.name for g in group] == ["keyholder-cuda0", "keyholder-cuda1"]
     assert group[0].argv[-4:-2] == ["--device", "cuda:0"] or "cuda:0" in group[0].argv
     assert group[0].address == str(socket_path(tmp_path / "run", "cuda:0"))
+    # its liveness probe (the keeper kills a wedged holder): no socket -> a reason, in one line
+    why = group[0].alive(argparse.Namespace(pid=os.getpid()))
+    assert why.startswith("its socket does not answer (HolderGone: no key holder answers on")
+    p = start_holder(socket_path(tmp_path / "run", "cuda:0"))
+    try:
+        assert group[0].alive(argparse.Namespace(pid=p.pid)) is None
+        assert group[0].ready(argparse.Namespace(pid=p.pid)) is True
+        assert group[0].alive(argparse.Namespace(pid=1)) == f"pid {p.pid} answers on its socket, not 1"
+    finally:
+        stop(p)
     names, _ = _plan(tmp_path, monkeypatch, False, "cuda:0")
     assert not any(n.startswith("keyholder") for n in names)
 
