@@ -149,7 +149,11 @@ def main() -> int:
         rep["kill_jobs_verified"] = all_verify(circuit, vk, kill_docs, results)
         new = record(run_dir, prover_name)
         rep["prover_restarted"] = new["pid"] != old["pid"]
+        # where the seconds went: the keeper's restart, the new process to ready (its key
+        # attached: "attached the proving key of ... in S s" in its log), then the first proof
         rep["new_prover_started_after_kill_s"] = round(new["create_time"] - t_kill, 3)
+        if new.get("ready_at"):
+            rep["new_prover_ready_after_kill_s"] = round(new["ready_at"] - t_kill, 3)
         if holder_pid is not None:
             rep["holder_same_pid"] = record(run_dir, holder_name)["pid"] == holder_pid
         if args.restart == "on":
