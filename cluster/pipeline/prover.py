@@ -76,8 +76,9 @@ class Prover:
         self.holder = holder
         #: keys never evicted for room (a key holder's: those a live prover has attached)
         self.pinned: set[str] = set()
-        #: times the key holder went away under this prover (metrics), and the last one's time
-        self.holder_losses, self.holder_lost_at = 0, None
+        #: times the key holder went away under this prover (the metrics count them as
+        #: evictions of reason "holder"; this counts losses with no key attached too)
+        self.holder_losses = 0
         self._limit = memory_limit
         #: name -> (circuit, pk, booked bytes), least recently used first
         self._resident: "OrderedDict[str, tuple[object, object, int]]" = OrderedDict()
@@ -271,7 +272,6 @@ class Prover:
         (unmapped once no proof is running on the device), seen in status (evictions, reason
         "key holder gone"), the log and the metrics; the next proof asks the restarted holder."""
         self.holder_losses += 1
-        self.holder_lost_at = time.time()
         log.warning("%s: %s; dropping the keys attached from it", self.device, reason)
         current = getattr(self.backend, "current", None)
         from contextlib import nullcontext
