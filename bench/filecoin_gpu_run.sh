@@ -16,6 +16,8 @@
 # msm:     gpu_msm.py, G1 at 2^24 and 2^26 ($MSM_PLAN), beside sppark's figures on this card.
 # params:  params_up.py: a 32 GiB .params file written, the page cache dropped, `zkhive up` with
 #          preload = ["porep-32g"] to a ready prover, $PARAMS_JOBS job(s) verified with the .vk.
+#          PARAMS_MIRROR=1: then the compressed mirror the prover wrote, `up` again from it
+#          (params_up.py --mirror; the report's "mirror").
 # window:  gpu_big.py on window-post-32g: a full WindowPoSt partition (2,349 benchmark sectors),
 #          the key made on the device, $RUNS timed proofs verified (issue 37).
 # curio:   gpu_curio.py: PoRep's and WinningPoSt's 32 GiB keys resident together, the ledger of
@@ -48,8 +50,10 @@ for step in "${steps[@]}"; do
         timeout "${MSM_S:-240}" python3 bench/gpu_msm.py --plan "${MSM_PLAN:-g1:24,g1:26}" \
             --out "$OUT/msm.json" > "$OUT/msm.log" 2>&1 ;;
     params)
-        timeout "${PARAMS_S:-420}" python3 bench/params_up.py --params filecoin-32g --dir "${PARAMS_DIR:-/tmp/filparams}" \
-            --jobs "${PARAMS_JOBS:-1}" --out "$OUT/params-up.json" > "$OUT/params-up.log" 2>&1 ;;
+        timeout "${PARAMS_S:-$([ "${PARAMS_MIRROR:-0}" = 1 ] && echo 900 || echo 420)}" \
+            python3 bench/params_up.py --params filecoin-32g --dir "${PARAMS_DIR:-/tmp/filparams}" \
+            --jobs "${PARAMS_JOBS:-1}" --out "$OUT/params-up.json" \
+            $([ "${PARAMS_MIRROR:-0}" = 1 ] && echo --mirror) > "$OUT/params-up.log" 2>&1 ;;
     window)
         timeout "${WINDOW_S:-360}" python3 bench/gpu_big.py --params window-post-32g --runs "${RUNS:-3}" \
             --out "$OUT/window-big.json" > "$OUT/window-big.log" 2>&1 ;;

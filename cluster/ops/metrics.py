@@ -253,6 +253,9 @@ class ClusterCollector:
                                    "load took", labels=wl + ["params"])
         load_b = GaugeMetricFamily("zkhive_key_load_bytes", "Bytes of .params the resident key's "
                                    "last load read (0: made in process)", labels=wl + ["params"])
+        mirror = GaugeMetricFamily("zkhive_key_mirror_progress", "The compressed mirror of the "
+                                   "resident key's .params this prover writes: 0..1 (1 written, "
+                                   "-1 failed)", labels=wl + ["params"])
         evicted = CounterMetricFamily("zkhive_key_evictions", "Proving keys a prover dropped since it "
                                       "started: reason room (another key needed the memory), request "
                                       "(EvictSRS, zkhive evict) or holder (the device's key holder died: "
@@ -283,6 +286,8 @@ class ClusterCollector:
             for name, ld in w.key_loads.items():
                 load_s.add_metric(lv + [name], float(ld.get("seconds", 0.0)))
                 load_b.add_metric(lv + [name], float(ld.get("bytes", 0)))
+                if ld.get("mirror_progress") is not None:
+                    mirror.add_metric(lv + [name], float(ld["mirror_progress"]))
             for kr, n in w.evicted_counts.items():
                 name, _, reason = kr.rpartition("/")
                 evicted.add_metric(lv + [name, reason], float(n))
@@ -315,7 +320,7 @@ class ClusterCollector:
                                    "Age of the oldest partition proof in hand (0 when none)")
         picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
         oldest.add_metric([], max((now - t for t in picked), default=0.0))
-        return [ready, inflight, nkeys, key, loading, load_s, load_b, evicted, free, used, total, depth, by_prio,
+        return [ready, inflight, nkeys, key, loading, load_s, load_b, mirror, evicted, free, used, total, depth, by_prio,
                 active, waiting, oldest]
 
     def collect(self):

@@ -14,6 +14,12 @@ The ``filecoin-*`` sets' keys are Filecoin's own files under their v28 names
 then in ``[srs] filecoin_cache`` ($FIL_PROOFS_PARAMETER_CACHE, default
 /var/tmp/filecoin-proof-parameters).
 
+A Filecoin ``.params`` (or one of ours) read once and checked gets a compressed mirror
+``<param_cache>/<its file name>.mirror`` (gpu/groth16/mirror.py: every point compressed, half
+the bytes), written in the background by the prover that loaded it (``mirror_later``) or by
+``zkhive keys mirror``; later loads read the mirror instead when it matches its .params, and
+fall back to the .params (saying so) on any mismatch. ``ZKHIVE_PARAMS_MIRROR=0``: neither.
+
 ``digest16`` is the first 16 hex digits of ``circuit.digest()``, so a changed circuit definition
 never picks up an old key. A bellperson file carries no circuit digest: it is checked against the
 circuit's sizes and A/B densities when read, and against the digest in the ``.meta`` beside it
@@ -24,12 +30,21 @@ resident.
 from __future__ import annotations
 
 import json
+import logging
 import os
+import threading
+import time
 from pathlib import Path
 
 from cluster.errors import KeyMissing, cli_name
 
 KINDS = ("params", "vk", "meta", "pk")
+log = logging.getLogger(__name__)
+
+
+def mirrors_enabled() -> bool:
+    """``ZKHIVE_PARAMS_MIRROR`` (default 1): 0 neither reads nor writes .params mirrors."""
+    return os.environ.get("ZKHIVE_PARAMS_MIRROR", "1") != "0"
 
 
 def settings_note(s) -> str:
@@ -56,6 +71,10 @@ class KeyCache:
         self.origin = origin
         #: load_vk's keys by circuit, with the files' identity they were read from
         self._vks: dict[str, tuple[tuple, object]] = {}
+        #: .params file name -> {"state": writing|ready|failed, "progress": 0..1, "error"}: the
+        #: mirrors this process writes (``mirror_later``; the prover's status and metrics)
+        self.mirrors: dict[str, dict] = {}
+        self._mirror_lock = threading.Lock()
 
     @classmethod
     def from_settings(cls, s, root: str | os.PathLike | None = None) -> "KeyCache":
@@ -148,11 +167,120 @@ class KeyCache:
             from gpu.groth16 import ProvingKey
             return ProvingKey.load(path)
         from gpu.groth16 import bellperson
+        st = path.stat()
         pk = bellperson.read_params(path, circuit, points=points)
         recorded = self.circuit_digest(circuit, path)
         if recorded is not None:  # the prover compares it with the circuit's (CircuitMismatch)
             pk.circuit_digest = pk.vk.circuit_digest = recorded
+        #: what a mirror of it binds to (``mirror_later``: written only if these still hold)
+        pk.params_path, pk.params_stat, pk.mirror = path, (st.st_size, st.st_mtime_ns), None
+        if mirrors_enabled():
+            m = self.open_mirror(path, pk.h_query.lay)
+            if m is not None:
+                from gpu.groth16 import mirror
+                mirror.attach(pk, m, on_bad=self.drop_mirror)
         return pk
+
+    # -- mirrors (gpu/groth16/mirror.py) -------------------------------------------------------
+    def mirror_path(self, params_path) -> Path:
+        from gpu.groth16.mirror import mirror_path
+        return mirror_path(self.root, params_path)
+
+    def open_mirror(self, params_path, lay=None):
+        """The mirror of ``params_path`` when one exists and matches it, else None (a mismatch
+        said in one line: the .params is read)."""
+        from gpu.groth16.mirror import MirrorError, open_mirror
+        mp = self.mirror_path(params_path)
+        if not mp.exists():
+            return None
+        try:
+            m = open_mirror(mp, params_path, lay)
+        except (MirrorError, OSError) as e:
+            log.warning("%s; reading %s instead", str(e).splitlines()[0], params_path)
+            return None
+        log.info("reading %s through its compressed mirror %s", params_path, mp)
+        return m
+
+    def drop_mirror(self, m, why: str) -> None:
+        """A mirror refused while read: removed, so the next load's prover writes it again."""
+        try:
+            os.unlink(m.path)
+            log.warning("removed the mirror %s (%s)", m.path, why)
+        except OSError:
+            pass
+
+    def write_mirror(self, params_path, *, lay=None, expect=None, idle: bool = False,
+                     threads: int = 4, points_check=None) -> Path | None:
+        """Write (or keep, when one already matches) the mirror of ``params_path``; progress in
+        ``self.mirrors``. None: another process is writing it (its lock file is held)."""
+        from gpu.groth16.mirror import MirrorError, open_mirror, write_mirror
+        params_path = Path(params_path)
+        mp = self.mirror_path(params_path)
+        state = self.mirrors.setdefault(params_path.name, {})
+        if mp.exists():
+            try:
+                open_mirror(mp, params_path, lay)
+                state.update(state="ready", progress=1.0)
+                return mp
+            except (MirrorError, OSError):
+                pass   # stale or damaged: written again
+        self.root.mkdir(parents=True, exist_ok=True)
+        lock = mp.with_name(mp.name + ".lock")
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                pid = int(lock.read_text().strip() or 0)
+                os.kill(pid, 0)
+                return None                       # another process writes it
+            except (ValueError, ProcessLookupError, PermissionError, OSError):
+                lock.unlink(missing_ok=True)      # left by a process that died
+                return self.write_mirror(params_path, lay=lay, expect=expect, idle=idle,
+                                         threads=threads, points_check=points_check)
+        os.write(fd, str(os.getpid()).encode())
+        os.close(fd)
+        state.update(state="writing", progress=0.0, error=None, started=time.time())
+        try:
+            write_mirror(params_path, mp, lay=lay, expect=expect, idle=idle, threads=threads,
+                         points_check=points_check,
+                         progress=lambda done, total: state.update(progress=done / max(total, 1)))
+            state.update(state="ready", progress=1.0, seconds=time.time() - state["started"])
+            log.info("wrote the compressed mirror %s of %s in %.1f s", mp, params_path,
+                     state["seconds"])
+            return mp
+        except Exception as e:
+            state.update(state="failed", error=str(e).splitlines()[0] if str(e) else repr(e))
+            raise
+        finally:
+            lock.unlink(missing_ok=True)
+
+    def mirror_later(self, pk) -> threading.Thread | None:
+        """After a checked load of a .params (``pk`` from ``load_pk``, not read through a mirror):
+        its mirror written on a background thread at idle CPU and IO priority (never delaying
+        readiness or a proof); a failure is logged, never raised. None: nothing to write."""
+        path = getattr(pk, "params_path", None)
+        if path is None or not mirrors_enabled():
+            return None
+        qs = [getattr(pk, n, None) for n in ("h_query", "l_query", "a_query", "b_g1_query",
+                                             "b_g2_query")]
+        if getattr(pk, "mirror", None) is not None and not any(
+                getattr(q, "fell_back", None) for q in qs):
+            return None   # read through a good mirror: nothing to write
+        lay = pk.h_query.lay
+
+        def run():
+            try:
+                self.write_mirror(path, lay=lay, expect=pk.params_stat, idle=True)
+            except Exception as e:
+                log.warning("no mirror of %s written: %s", path, str(e).splitlines()[0] if str(e) else repr(e))
+
+        with self._mirror_lock:
+            if self.mirrors.get(path.name, {}).get("state") == "writing":
+                return None
+            self.mirrors[path.name] = {"state": "writing", "progress": 0.0}
+        th = threading.Thread(target=run, name=f"params-mirror-{path.name[:24]}", daemon=True)
+        th.start()
+        return th
 
     def load_vk(self, circuit):
         """The verifying key of ``circuit``, read and checked (points, sizes, the .meta's digest)

@@ -180,20 +180,34 @@ class Prover:
                 if not self._evict_one(on_evict, f"room for {circuit.name} (the device refused it)"):
                     raise
         need = self.backend.held_bytes(pk.circuit_digest) or need
-        self._loaded(circuit.name, time.time() - t0, self.keys.size(circuit))
+        m = getattr(pk, "mirror", None)   # read through its compressed mirror (keys.py)
+        through = m is not None and m.refused is None
+        self._loaded(circuit.name, time.time() - t0,
+                     m.path.stat().st_size if through else self.keys.size(circuit), through)
+        self.keys.mirror_later(pk)   # a checked .params load: its mirror, in the background
         with self._lock:
             self._resident[circuit.name] = (circuit, pk, need)
         return pk
 
-    def _loaded(self, name: str, seconds: float, nbytes: int) -> None:
+    def _loaded(self, name: str, seconds: float, nbytes: int, mirror: bool = False) -> None:
         with self._lock:
             self._loads[name] = {"seconds": round(seconds, 3), "bytes": int(nbytes),
-                                 "gbps": nbytes / 1e9 / seconds if seconds > 0 else 0.0}
+                                 "gbps": nbytes / 1e9 / seconds if seconds > 0 else 0.0,
+                                 "from_mirror": 1.0 if mirror else 0.0}
 
     def key_loads(self) -> dict[str, dict[str, float]]:
-        """The last load of each resident key: seconds, the file's bytes, GB/s."""
+        """The last load of each resident key: seconds, the file's bytes, GB/s, whether it was
+        read through its compressed mirror (from_mirror 1), and where this process writes its
+        mirror: mirror_progress 0..1 (1 written; -1 the writing failed)."""
         with self._lock:
-            return {n: dict(v) for n, v in self._loads.items() if n in self._resident}
+            out = {n: dict(v) for n, v in self._loads.items() if n in self._resident}
+            pks = {n: self._resident[n][1] for n in out}
+        for n, v in out.items():
+            path = getattr(pks[n], "params_path", None)
+            st = self.keys.mirrors.get(path.name) if path is not None else None
+            if st:
+                v["mirror_progress"] = -1.0 if st.get("state") == "failed" else float(st.get("progress", 0.0))
+        return out
 
     def _make(self, circuit, on_evict=None) -> object:
         """Make the key in this process ([srs] in_process, cluster/pipeline/inprocess.py), evicting idle

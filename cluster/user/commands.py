@@ -179,6 +179,11 @@ def status_text(rt, *, jobs: int = 5) -> str:
         for name, ld in sorted(w.key_loads.items()):
             size = (f" from {ld['bytes'] / 1e9:.2f} GB at {ld['gbps']:.2f} GB/s" if ld.get("bytes")
                     else " (made in process)")
+            size += " through its compressed mirror" if ld.get("from_mirror") else ""
+            mp = ld.get("mirror_progress")   # the .params' mirror this prover writes
+            size += ("" if mp is None else "; its mirror: writing failed (see the prover's log)"
+                     if mp < 0 else "; its mirror written" if mp >= 1 else
+                     f"; writing its mirror ({100 * mp:.0f}%)")
             lines.append(f"  {w.worker_id} loaded the proving key of {name} in {ld['seconds']:.1f} s{size}")
         for ev in w.evictions[-3:]:  # what left the device, when and why (the last three)
             at = time.strftime("%H:%M:%S", time.gmtime(ev.get("at", 0)))

@@ -8,6 +8,8 @@ None of these commands needs Redis.
 
 (the files right after the action: argparse takes positionals only before the options)
     zkhive keys export --params NAME --out DIR                 the cached key as .params/.vk (migrates a .pk)
+    zkhive keys mirror --params NAME [--points curve|full|none] the .params' compressed mirror in
+                                                               param_cache (gpu/groth16/mirror.py)
 """
 from __future__ import annotations
 
@@ -42,7 +44,33 @@ def _circuit(args):
 def cmd_keys(args) -> int:
     keys = _cache(args)
     return {"setup": _setup, "list": _list, "check": _check, "import": _import,
-            "export": _export}[args.action](args, keys)
+            "export": _export, "mirror": _mirror}[args.action](args, keys)
+
+
+def _mirror(args, keys) -> int:
+    """The compressed mirror of the set's .params (the prover writes it itself after a load;
+    this one first checks every point on the host: --points, curve by default)."""
+    from gpu.groth16.errors import KeyFormatError
+    from gpu.groth16.mirror import host_points_check
+    circuit = _circuit(args)
+    path = keys.find(circuit, "params")
+    if path is None or path.suffix != ".params":
+        raise CommandError(f"no .params file for {circuit.name} (looked in {keys.places(circuit)})")
+    points = args.points or "curve"
+    t = time.time()
+    try:
+        from gpu.groth16 import bellperson
+        lay = bellperson.scan(path, params=True, want=bellperson.shape_of(circuit).want_why())
+        out = keys.write_mirror(path, lay=lay, points_check=None if points == "none" else
+                                host_points_check(points))
+    except (KeyFormatError, OSError) as e:
+        raise CommandError(str(e).splitlines()[0]) from None
+    if out is None:
+        raise CommandError(f"another process is writing the mirror of {path} "
+                           f"({keys.mirror_path(path)}.lock)")
+    print(f"{circuit.name}: {out} ({out.stat().st_size} B, from {path} of {path.stat().st_size} B, "
+          f"points checked: {points}) in {time.time() - t:.1f} s")
+    return 0
 
 
 def _list(args, keys) -> int:
@@ -122,7 +150,7 @@ def _check(args, keys) -> int:
     circuit = _circuit(args)
     params, vk = _pair(circuit, keys, args.files)
     try:
-        for line in _check_files(circuit, params, vk, args.points, args.manifest):
+        for line in _check_files(circuit, params, vk, args.points or "full", args.manifest):
             print(line)
     except (KeyFormatError, OSError) as e:
         raise CommandError(str(e)) from None
@@ -145,7 +173,7 @@ def _import(args, keys) -> int:
     if params is None or vk is None:
         raise CommandError("keys import needs both the .params and the .vk file")
     try:
-        for line in _check_files(circuit, params, vk, args.points, args.manifest):
+        for line in _check_files(circuit, params, vk, args.points or "full", args.manifest):
             print(line)
     except (KeyFormatError, OSError) as e:
         raise CommandError(str(e)) from None
@@ -202,14 +230,14 @@ def _export(args, keys) -> int:
 def register(sub, add_config) -> None:
     p = sub.add_parser("keys", help="proving keys in the key cache ([srs] param_cache): bellperson's "
                                     ".params/.vk (docs/params.md)")
-    p.add_argument("action", choices=["setup", "list", "check", "import", "export"])
+    p.add_argument("action", choices=["setup", "list", "check", "import", "export", "mirror"])
     p.add_argument("files", nargs="*", metavar="FILE", help="check/import: a .params and/or .vk file")
     p.add_argument("--params", help="parameter set name")
     p.add_argument("--force", action="store_true", help="setup: regenerate an existing key")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "cuda"],
                    help="setup: where the multiplications run (auto: the GPU when there is one)")
-    p.add_argument("--points", default="full", choices=["none", "curve", "full"],
-                   help="check/import: every point on the curve and in the prime-order subgroup "
+    p.add_argument("--points", default=None, choices=["none", "curve", "full"],
+                   help="mirror: curve by default; check/import: every point on the curve and in the prime-order subgroup "
                         "(full, the default), on the curve only (curve: faster, a 2^27 file's "
                         "subgroup test takes hours on the host)")
     p.add_argument("--manifest", help="check/import: parameters.json whose digest the files must match")

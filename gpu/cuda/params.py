@@ -45,6 +45,15 @@ def fill(q, buffer) -> None:
     before, with no host round trip a chunk (every chunk's flags are read once at the end).
     ``ZKHIVE_PARAMS_PIPELINE=0``: one chunk after the other, flags read each chunk
     (``_fill_serial``), as does ``host_convert`` (numpy on the host: ~0.1 GB/s)."""
+    if getattr(q, "mirror", None) is not None:   # gpu/groth16/mirror.py MirrorQuery
+        from gpu.groth16.errors import KeyFormatError
+        from gpu.groth16.mirror import MirrorError, _fell_back
+        try:
+            if q.mirror.refused is not None:
+                raise MirrorError(q.mirror.refused)
+            return _fill_mirror(q, buffer)
+        except (KeyFormatError, OSError) as e:   # said once, then the section from the .params
+            _fell_back(q, e if isinstance(e, KeyFormatError) else MirrorError(f"{q.mirror.path}: {e}"))
     if q.host_convert or os.environ.get("ZKHIVE_PARAMS_PIPELINE", "1") == "0":
         return _fill_serial(q, buffer)
     return _fill_pipelined(q, buffer)
@@ -221,6 +230,165 @@ def _fill_pipelined(q, buffer) -> None:
             j = v if idx is None else int(_bounds(idx, v)[0])
             _fail(q.lay, sec, j, f"a coordinate not below p, or not on the {g.upper()} curve "
                                  "(found on the device)")
+    spent["s"] = time.perf_counter() - t_all
+    _log_fill(q, spent)
+
+
+#: reader threads of the mirror fill: each reads and hashes whole blocks (SHA-256 ~1.1 GB/s a
+#: thread here), so the disk, not the hash, sets the pace
+MIRROR_READERS = int(os.environ.get("ZKHIVE_MIRROR_READERS", "4"))
+_WHY = {1: "a flag is wrong (not compressed, or the point at infinity)", 2: "x is not below p",
+        3: "not on the curve: no curve point has that x (a non-residue)",
+        4: "not in the prime-order subgroup"}
+
+
+def _fill_mirror(q, buffer) -> None:
+    """``fill`` from the section's compressed mirror (gpu/groth16/mirror.py): MIRROR_READERS
+    threads read whole blocks (the header's block_points, 2^18: 12 | 24 MiB, sequential in the file) into
+    page-locked buffers, each block's SHA-256 compared as it is read; the device copies block c
+    and decompresses it (mirror.cu: one square root a point, the point on the curve by
+    construction; mirror_full.cu with points="full": in the subgroup too) straight into
+    ``buffer``'s rows (Montgomery affine, the density's rows; the others zeroed first: the
+    identity), while the readers fill the next ones. Every block's error word is read once at
+    the end. Any mismatch raises MirrorError naming the mirror, section and byte offset (the
+    caller falls back to the .params)."""
+    from gpu.cuda import loader
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.groth16.mirror import MirrorError
+
+    m = q.mirror
+    sec = m.sections[q.section]
+    g = "g1" if sec.kind == 1 else "g2"
+    cw, w = sec.width, 2 * sec.width          # compressed, resident bytes a point
+    cuda = loader.driver()
+    mod = loader.load_module("mirror_full" if q.points == "full" else "mirror")
+    kern = loader.get_function(mod, f"{g}_mirror_points")
+    idx = q.index
+    nblocks = len(sec.blocks)
+    rows = min(sec.block_points, max(sec.count, 1))
+    nbuf = MIRROR_READERS + 2
+    spent = {"read_s": 0.0, "upload_s": 0.0, "device_s": 0.0, "bytes": 0, "mirror": 1}
+    t_all = time.perf_counter()
+    bufs = [cuda.pagelocked_empty(rows * cw, np.uint8) for _ in range(nbuf)]
+    dbufs = ([cuda.pagelocked_empty(rows, np.int32) for _ in range(nbuf)]
+             if idx is not None else None)
+    free: queue.Queue = queue.Queue()
+    for k in range(nbuf):
+        free.put(k)
+    ready: dict = {}
+    cond = threading.Condition()
+    state = {"next": 0, "stop": False}
+    take = threading.Lock()
+
+    def reader():
+        try:
+            with open_regular(m.path) as f:
+                fd = f.fileno()
+                while True:
+                    k = free.get()
+                    if k is None or state["stop"]:
+                        return
+                    with take:
+                        b = state["next"]
+                        state["next"] += 1
+                    if b >= nblocks:
+                        free.put(k)
+                        return
+                    j0, j1 = sec.block_range(b)
+                    n = (j1 - j0) * cw
+                    t = time.perf_counter()
+                    view = memoryview(bufs[k])[:n]
+                    got = 0
+                    while got < n:
+                        r = os.preadv(fd, [view[got:]], sec.offset + j0 * cw + got)
+                        if not r:
+                            break
+                        got += r
+                    if got != n:
+                        raise MirrorError(f"{m.path}: {sec.where(b)}: truncated")
+                    m.check_block(sec, b, view)
+                    if idx is not None:
+                        dbufs[k][:j1 - j0] = idx[j0:j1]
+                    with cond:
+                        spent["read_s"] += time.perf_counter() - t
+                        ready[b] = k
+                        cond.notify_all()
+        except BaseException as e:  # handed to the device side, raised there
+            with cond:
+                ready.setdefault("error", e)
+                cond.notify_all()
+
+    threads = [threading.Thread(target=reader, name=f"mirror-read-{q.section}-{i}", daemon=True)
+               for i in range(min(MIRROR_READERS, max(nblocks, 1)))]
+    stream = cuda.Stream()
+    got = np.empty(max(nblocks, 1), np.uint64)
+    try:
+        with DeviceBuffer(rows * cw, what=f"{q.section} mirror block") as comp, \
+                DeviceBuffer(max(4 * rows, 8), what=f"{q.section} density block") as dens, \
+                DeviceBuffer(8 * max(nblocks, 1), what="bad point indices") as flags:
+            cuda.memset_d32_async(flags.ptr, 0xFFFFFFFF, 2 * max(nblocks, 1), stream)
+            if idx is not None and q.n:   # the rows the density leaves out: the identity
+                cuda.memset_d32_async(buffer.ptr, 0, q.n * w // 4, stream)
+            for th in threads:
+                th.start()
+            pending: list = []
+            for b in range(nblocks):
+                t = time.perf_counter()
+                with cond:
+                    while b not in ready and "error" not in ready:
+                        cond.wait()
+                    if "error" in ready:
+                        raise ready["error"]
+                    k = ready.pop(b)
+                spent["upload_s"] += time.perf_counter() - t
+                j0, j1 = sec.block_range(b)
+                k_pts = j1 - j0
+                cuda.memcpy_htod_async(comp.ptr, bufs[k][: k_pts * cw], stream)
+                if idx is not None:
+                    cuda.memcpy_htod_async(dens.ptr, dbufs[k][:k_pts], stream)
+                ev = cuda.Event()
+                ev.record(stream)
+                pending.append((ev, k))
+                spent["bytes"] += k_pts * cw
+                out = buffer.ptr if idx is not None else buffer.ptr + w * j0
+                with loader.guard(kernel=f"{g}_mirror_points", shape=k_pts):
+                    kern(np.int64(k_pts), np.uintp(comp.ptr),
+                         np.uintp(dens.ptr if idx is not None else 0), np.uintp(out),
+                         np.uintp(flags.ptr + 8 * b), block=(128, 1, 1),
+                         grid=(-(-k_pts // 128), 1), stream=stream)
+                # the device buffers are reused by the next block: its copy waits on the stream,
+                # so a block's page-locked buffer goes back once its copy has run
+                while len(pending) > 1:
+                    e, kb = pending.pop(0)
+                    e.synchronize()
+                    free.put(kb)
+            t = time.perf_counter()
+            stream.synchronize()
+            spent["device_s"] = time.perf_counter() - t
+            for _, kb in pending:
+                free.put(kb)
+            if nblocks:
+                cuda.memcpy_dtoh(got, flags.ptr)
+    finally:
+        state["stop"] = True
+        for _ in threads:
+            free.put(None)
+        for th in threads:
+            if th.is_alive():
+                th.join(timeout=60)
+        try:
+            stream.synchronize()
+        except Exception:
+            pass
+        for b in bufs + (dbufs or []):
+            b.base.free()
+    for b in range(nblocks):
+        word = int(got[b])
+        if word != 0xFFFFFFFFFFFFFFFF:
+            j = sec.block_range(b)[0] + (word >> 3)
+            raise MirrorError(f"{m.path}: section {q.section}, point {j} at byte offset "
+                              f"{sec.offset + j * cw}: {_WHY.get(word & 7, 'refused')} (found on "
+                              "the device)")
     spent["s"] = time.perf_counter() - t_all
     _log_fill(q, spent)
 

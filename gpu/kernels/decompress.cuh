@@ -72,14 +72,17 @@ CURVE_FN void be48_to_limbs(const uint8_t* b, uint32_t* limbs, bool clear_flags)
 }
 
 // 0 ok; 1 bad flags (not compressed, or an infinity with other bits set); 2 x >= p; 3 no
-// square root (x is not the x of a curve point). out: canonical xy limbs (identity all zero).
-CURVE_FN int decompress_g1(const uint8_t* in, uint32_t* out) {
+// square root (x is not the x of a curve point). *p: the point, Montgomery affine (the identity
+// (0, 0), as load_bases writes it; *inf set).
+CURVE_FN int decompress_g1_affine(const uint8_t* in, affine_t<fq_t>* p, bool* inf) {
     uint8_t flags = in[0] >> 5;
-    for (int i = 0; i < 24; i++) out[i] = 0;
+    *p = affine_t<fq_t>::identity();
+    *inf = false;
     if (!(flags & 4)) return 1;
     if (flags & 2) {
         if (flags & 1 || (in[0] & 0x1f)) return 1;
         for (int i = 1; i < 48; i++) if (in[i]) return 1;
+        *inf = true;
         return 0;
     }
     uint32_t x[12];
@@ -89,7 +92,17 @@ CURVE_FN int decompress_g1(const uint8_t* in, uint32_t* out) {
     if (!fq_sqrt(xm.sqr() * xm + curve_b((const fq_t*)0), &y)) return 3;
     fq_t yc = y.from_mont();
     if (fq_is_larger_half(yc.v) != (bool)(flags & 1)) y = -y;
-    affine_t<fq_t> p{xm, y};
+    *p = affine_t<fq_t>{xm, y};
+    return 0;
+}
+
+// The same, out: canonical xy limbs (identity all zero).
+CURVE_FN int decompress_g1(const uint8_t* in, uint32_t* out) {
+    affine_t<fq_t> p;
+    bool inf;
+    for (int i = 0; i < 24; i++) out[i] = 0;
+    int r = decompress_g1_affine(in, &p, &inf);
+    if (r || inf) return r;
     store_affine<fq_t>(p, out);
     return 0;
 }
@@ -99,13 +112,15 @@ CURVE_FN bool fq2_is_larger_half(const fq2_t& y_canonical) {
     return fq_is_larger_half(y_canonical.c0.v);
 }
 
-CURVE_FN int decompress_g2(const uint8_t* in, uint32_t* out) {
+CURVE_FN int decompress_g2_affine(const uint8_t* in, affine_t<fq2_t>* p, bool* inf) {
     uint8_t flags = in[0] >> 5;
-    for (int i = 0; i < 48; i++) out[i] = 0;
+    *p = affine_t<fq2_t>::identity();
+    *inf = false;
     if (!(flags & 4)) return 1;
     if (flags & 2) {
         if (flags & 1 || (in[0] & 0x1f)) return 1;
         for (int i = 1; i < 96; i++) if (in[i]) return 1;
+        *inf = true;
         return 0;
     }
     uint32_t x1[12], x0[12];
@@ -115,7 +130,16 @@ CURVE_FN int decompress_g2(const uint8_t* in, uint32_t* out) {
     fq2_t xm = fq2_t::make(fq_t::from_limbs(x0), fq_t::from_limbs(x1)).to_mont(), y;
     if (!fq2_sqrt(xm.sqr() * xm + curve_b((const fq2_t*)0), &y)) return 3;
     if (fq2_is_larger_half(y.from_mont()) != (bool)(flags & 1)) y = -y;
-    affine_t<fq2_t> p{xm, y};
+    *p = affine_t<fq2_t>{xm, y};
+    return 0;
+}
+
+CURVE_FN int decompress_g2(const uint8_t* in, uint32_t* out) {
+    affine_t<fq2_t> p;
+    bool inf;
+    for (int i = 0; i < 48; i++) out[i] = 0;
+    int r = decompress_g2_affine(in, &p, &inf);
+    if (r || inf) return r;
     store_affine<fq2_t>(p, out);
     return 0;
 }

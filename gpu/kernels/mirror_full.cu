@@ -1,0 +1,13 @@
+// .params mirror points onto the device, points="full": each in the subgroup too (mirror.cuh
+// with subgroup.cuh; a separate module, as subgroup.cu: its [r] P loop compiles slowly).
+#define MIRROR_FULL 1
+#include "mirror.cuh"
+
+extern "C" __global__ void g1_mirror_points(i64 m, const uint8_t* in, const int* idx,
+                                            affine_t<fq_t>* out, unsigned long long* bad) {
+    mirror_points<fq_t, 48, true>(m, in, idx, out, bad);
+}
+extern "C" __global__ void g2_mirror_points(i64 m, const uint8_t* in, const int* idx,
+                                            affine_t<fq2_t>* out, unsigned long long* bad) {
+    mirror_points<fq2_t, 96, true>(m, in, idx, out, bad);
+}

@@ -1,0 +1,383 @@
+"""The compressed mirror of a .params file (gpu/groth16/mirror.py, cluster/pipeline/keys.py;
+issue 40 item 3), on the CPU:
+
+- the .params' uncompressed points compressed as arkworks / ZCash compress them (random points,
+  both signs, G1 and G2), and decompressed back;
+- a mirror written from a .params and read through it (host decompression) gives the same
+  ProvingKey points, and a proof from it verifies (through the key cache: the tiny porep set);
+- refused, naming file, section and byte offset, and the load falling back to the .params: a
+  flipped byte in a section (digest), a point that does not decompress (digests made to
+  match), the point at infinity, a truncated mirror, a mirror of another .params (binding), a
+  .params changed after its mirror was written (stale); the writer refuses a .params that
+  changed since it was loaded.
+"""
+import hashlib
+import json
+import logging
+import os
+import random
+import struct
+
+import numpy as np
+import pytest
+from py_arkworks_bls12381 import G1Point, G2Point, Scalar
+
+from gpu import prove, setup, verify
+from gpu.groth16 import KeyFormatError, bellperson as bp
+from gpu.groth16 import mirror as mr
+from gpu.groth16.compress import compress, decompress
+from gpu.groth16.points import PointArray
+from synthesis import field as F
+from synthesis.builder import ONE, ConstraintSystem
+
+R = F.MODULUS
+
+
+def _circuit(x: int, n: int = 40):
+    """A chain of n squarings with three public inputs and a variable only in C (so the a and
+    b queries are density-filtered)."""
+    cs = ConstraintSystem()
+    ins = [cs.alloc_input(x)]
+    cur, val = ins[0], x
+    for _ in range(n):
+        val = val * val % R
+        nxt = cs.alloc(val)
+        cs.enforce(cur, cur, nxt)
+        cur = nxt
+    out = cs.alloc_input(val)
+    cs.enforce(cur, ONE, out)
+    extra = cs.alloc_input((x + 1) % R)
+    cs.enforce(ins[0] + 1, ONE, extra)
+    w = cs.alloc(2 * val % R)
+    cs.enforce(out * 2, ONE, w)
+    return cs
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory):
+    d = tmp_path_factory.mktemp("mirror")
+    cs = _circuit(random.randrange(R))
+    r1cs = cs.to_r1cs()
+    pk, vk = setup(r1cs, seed=b"mirror test")
+    bp.write_params(pk, r1cs, d / "k.params")
+    mr.write_mirror(d / "k.params", d / "k.params.mirror", block_points=8)
+    return d, cs, r1cs, vk
+
+
+def _copy(files, tmp_path):
+    """The .params and its mirror copied (mtime kept, so the binding still holds)."""
+    import shutil
+    d = files[0]
+    for n in ("k.params", "k.params.mirror"):
+        shutil.copy2(d / n, tmp_path / n)
+    return tmp_path / "k.params", tmp_path / "k.params.mirror"
+
+
+def _points(pk):
+    return {n: np.asarray(getattr(pk, n).raw) for n in bp.OURS.values()}
+
+
+def _read_through(params, mirror, r1cs, points="curve"):
+    pk = bp.read_params(params, r1cs, points=points)
+    m = mr.open_mirror(mirror, params)
+    dropped = []
+    mr.attach(pk, m, on_bad=lambda m, why: dropped.append(why))
+    return pk, dropped
+
+
+# --- the encoding ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kind", [1, 2])
+def test_compressed_as_arkworks_compresses_both_ways(kind):
+    rnd = random.Random(kind)
+    gen = G1Point() if kind == 1 else G2Point()
+    pts = []
+    for _ in range(24):
+        p = gen * Scalar(rnd.randrange(1, R))
+        pts += [p, -p]     # both signs of y
+    raw = PointArray.from_points(type(gen), pts).raw
+    unc = bp.to_uncompressed(raw, kind)
+    got = mr.compress_uncompressed(unc, kind)
+    want = np.array([np.frombuffer(p.to_compressed_bytes(), np.uint8) for p in pts])
+    assert np.array_equal(got, want)
+    assert np.array_equal(got, compress(raw, kind))              # our key files' compressor
+    assert np.array_equal(decompress(got, kind, device=False), raw)
+    back = [type(gen).from_compressed_bytes(bytes(r)) for r in got]
+    assert back == pts
+
+
+def test_compressor_refuses_flags_and_zero_filled_points():
+    unc = bp.to_uncompressed(PointArray.from_points(G1Point, [G1Point()] * 3).raw, 1)
+    bad = unc.copy()
+    bad[2, 0] |= 0x40
+    with pytest.raises(mr.MirrorError, match=r"sec h: point 7: a flag bit is set"):
+        mr.compress_uncompressed(bad, 1, where="sec h", first=5)
+    bad = unc.copy()
+    bad[1] = 0
+    with pytest.raises(mr.MirrorError, match=r"point 1: every byte zero"):
+        mr.compress_uncompressed(bad, 1)
+
+
+def test_larger_half_decides_at_the_boundary():
+    half = (bp.FQ_MODULUS - 1) // 2
+    ys = [half - 1, half, half + 1, 0, bp.FQ_MODULUS - 1]
+    rows = np.array([np.frombuffer(y.to_bytes(48, "big"), np.uint8) for y in ys])
+    assert mr._larger_half_be(rows).tolist() == [False, False, True, False, True]
+
+
+# --- round trip ------------------------------------------------------------------------------
+
+def test_mirror_is_half_and_reads_back_the_same_key_and_proves(files, tmp_path):
+    d, cs, r1cs, vk = files
+    params, mirror = d / "k.params", d / "k.params.mirror"
+    m = mr.open_mirror(mirror, params)
+    lay = bp.scan(params)
+    body = sum(s.count * s.width for s in m.sections.values())
+    assert body * 2 == sum(lay.sections[n].count * lay.sections[n].width for n, _ in bp.QUERIES)
+    assert len(m.sections["h"].blocks) > 1     # several blocks a section at block_points=8
+    plain = _points(bp.read_params(params, r1cs))
+    pk, dropped = _read_through(params, mirror, r1cs, points="full")
+    assert all(isinstance(getattr(pk, n), mr.MirrorQuery) for n in bp.OURS.values())
+    got = _points(pk)
+    for n in plain:
+        assert np.array_equal(got[n], plain[n]), n
+    assert not dropped and all(getattr(pk, n).fell_back is None for n in bp.OURS.values())
+    proof = prove(pk, r1cs, cs.assignment(), backend="cpu")
+    pub = cs.public_inputs()
+    assert verify(vk, pub, proof)
+    assert not verify(vk, [pub[0] + 1, *pub[1:]], proof)
+
+
+def test_writing_again_is_byte_identical(files, tmp_path):
+    d = files[0]
+    again = mr.write_mirror(d / "k.params", tmp_path / "again.mirror", block_points=8, threads=3)
+    assert again.read_bytes() == (d / "k.params.mirror").read_bytes()
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+# --- rejects -----------------------------------------------------------------------------------
+
+def _falls_back(params, mirror, r1cs, caplog, match, files):
+    """Reading through the mirror falls back to the .params, says so naming ``match``, and
+    still gives the .params' points."""
+    plain = _points(bp.read_params(params, r1cs))
+    pk, dropped = _read_through(params, mirror, r1cs)
+    with caplog.at_level(logging.WARNING, logger="gpu.groth16.mirror"):
+        got = _points(pk)
+    for n in plain:
+        assert np.array_equal(got[n], plain[n]), n
+    assert len(dropped) == 1
+    import re
+    assert re.search(match, dropped[0]), dropped[0]
+    assert "reading section" in caplog.text and str(params) in caplog.text
+    return dropped[0]
+
+
+def test_flipped_byte_named_by_section_and_offset_and_the_params_read(files, tmp_path, caplog):
+    params, mirror = _copy(files, tmp_path)
+    m = mr.open_mirror(mirror, params)
+    sec = m.sections["b_g2"]
+    at = sec.offset + 9 * sec.width + 17     # point 9: block 1 at 8 points a block
+    buf = bytearray(mirror.read_bytes())
+    buf[at] ^= 0x01
+    mirror.write_bytes(bytes(buf))
+    os.utime(mirror)
+    why = _falls_back(params, mirror, files[2], caplog,
+                      rf"section b_g2, block 1 \(points 8\.\.16, byte offsets "
+                      rf"{sec.offset + 8 * sec.width}\.\.{sec.offset + 16 * sec.width}\): SHA-256 "
+                      "differs", files)
+    assert str(mirror) in why
+
+
+def _rewrite_block(mirror, params, name, j, edit):
+    """Point j of section ``name`` edited, its block's digest and the section's made to match
+    (a mirror whose digests agree but whose point is wrong: decompression must refuse it)."""
+    m = mr.open_mirror(mirror, params)
+    sec = m.sections[name]
+    buf = bytearray(mirror.read_bytes())
+    at = sec.offset + j * sec.width
+    edit(buf, at, sec.width)
+    b = j // sec.block_points
+    j0, j1 = sec.block_range(b)
+    sec.blocks[b] = hashlib.sha256(bytes(buf[sec.offset + j0 * sec.width:
+                                             sec.offset + j1 * sec.width])).hexdigest()
+    head = m.header
+    for d in head["sections"]:
+        if d["name"] == name:
+            d["blocks"], d["digest"] = sec.blocks, mr._section_digest(sec.blocks)
+    n = struct.unpack("<Q", bytes(buf[-16:-8]))[0]
+    del buf[len(buf) - 16 - n:]
+    new = json.dumps(head).encode()
+    buf += new + struct.pack("<Q", len(new)) + mr.END
+    mirror.write_bytes(bytes(buf))
+
+
+def _non_residue_x(width):
+    """A compressed point whose x has no curve point (x^3 + 4 a non-residue)."""
+    for x in range(2, 200):
+        rhs = (x ** 3 + 4) % bp.FQ_MODULUS
+        if pow(rhs, (bp.FQ_MODULUS - 1) // 2, bp.FQ_MODULUS) != 1:
+            b = bytearray(x.to_bytes(48, "big"))
+            b[0] |= 0x80
+            return bytes(b) if width == 48 else None
+    raise AssertionError("no non-residue")
+
+
+def test_point_that_does_not_decompress_is_named_and_the_params_read(files, tmp_path, caplog):
+    params, mirror = _copy(files, tmp_path)
+    bad = _non_residue_x(48)
+
+    def edit(buf, at, w):
+        buf[at:at + w] = bad
+    _rewrite_block(mirror, params, "l", 11, edit)
+    sec = mr.open_mirror(mirror, params).sections["l"]   # digests agree now
+    _falls_back(params, mirror, files[2], caplog,
+                rf"section l, point 11 at byte offset {sec.offset + 11 * 48}: does not decompress",
+                files)
+
+
+def test_point_at_infinity_in_a_mirror_is_refused(files, tmp_path, caplog):
+    params, mirror = _copy(files, tmp_path)
+
+    def edit(buf, at, w):
+        buf[at:at + w] = b"\xc0" + b"\0" * (w - 1)
+    _rewrite_block(mirror, params, "a", 3, edit)
+    sec = mr.open_mirror(mirror, params).sections["a"]
+    _falls_back(params, mirror, files[2], caplog,
+                rf"section a, point 3 at byte offset {sec.offset + 3 * 48}: the point at infinity",
+                files)
+
+
+def test_truncated_mirror_refused(files, tmp_path):
+    params, mirror = _copy(files, tmp_path)
+    data = mirror.read_bytes()
+    mirror.write_bytes(data[:len(data) // 2])
+    with pytest.raises(mr.MirrorError, match=rf"{mirror}: byte offset \d+: no end marker: truncated"):
+        mr.open_mirror(mirror, params)
+    mirror.write_bytes(data[:10])
+    with pytest.raises(mr.MirrorError, match="truncated"):
+        mr.open_mirror(mirror, params)
+
+
+def test_mirror_of_another_params_refused(files, tmp_path):
+    d, _, r1cs, _ = files
+    params, mirror = _copy(files, tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    pk2, _ = setup(r1cs, seed=b"another key")
+    bp.write_params(pk2, r1cs, other / "k.params")
+    st = params.stat()
+    os.utime(other / "k.params", ns=(st.st_atime_ns, st.st_mtime_ns))   # same name, size, mtime
+    with pytest.raises(mr.MirrorError, match=rf"made from another \.params than {other}/k\.params "
+                                             r"\(source vk_sha256: .*\): stale"):
+        mr.open_mirror(mirror, other / "k.params")
+
+
+def test_params_changed_after_its_mirror_is_stale(files, tmp_path):
+    params, mirror = _copy(files, tmp_path)
+    mr.open_mirror(mirror, params)
+    os.utime(params, ns=(0, params.stat().st_mtime_ns + 1_000_000))
+    with pytest.raises(mr.MirrorError, match=r"\(source mtime_ns: \d+ != \d+\): stale"):
+        mr.open_mirror(mirror, params)
+
+
+def test_writer_refuses_a_params_changed_since_it_was_loaded(files, tmp_path):
+    params, _ = _copy(files, tmp_path)
+    st = params.stat()
+    out = tmp_path / "new.mirror"
+    with pytest.raises(mr.MirrorError, match=r"changed since it was loaded"):
+        mr.write_mirror(params, out, expect=(st.st_size, st.st_mtime_ns - 1))
+    assert not out.exists() and not list(tmp_path.glob("new.mirror.tmp*"))
+
+
+def test_header_section_digest_and_block_points_checked(files, tmp_path):
+    params, mirror = _copy(files, tmp_path)
+    data = mirror.read_bytes()
+    n = struct.unpack("<Q", data[-16:-8])[0]
+    head = json.loads(data[-16 - n:-16])
+
+    def put(h):
+        new = json.dumps(h).encode()
+        mirror.write_bytes(data[:-16 - n] + new + struct.pack("<Q", len(new)) + mr.END)
+    h = json.loads(json.dumps(head))
+    h["sections"][0]["blocks"][0] = "00" * 32
+    put(h)
+    with pytest.raises(mr.MirrorError, match=r"section h: the block digests do not hash"):
+        mr.open_mirror(mirror, params)
+    h = json.loads(json.dumps(head))
+    h["block_points"] = 0
+    put(h)
+    with pytest.raises(mr.MirrorError, match=r"block_points 0 is not in"):
+        mr.open_mirror(mirror, params)
+    h = json.loads(json.dumps(head))
+    h["sections"][2]["offset"] += 4096
+    put(h)
+    with pytest.raises(mr.MirrorError, match=r"section a: the header's count or offset"):
+        mr.open_mirror(mirror, params)
+
+
+# --- through the key cache and the command line ------------------------------------------------
+
+def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog):
+    """The tiny porep set: a checked load writes its mirror in the background (mirror_later),
+    the next load reads through it and proves a verified proof; a damaged mirror falls back to
+    the .params and is removed so that it is written again."""
+    from cluster.pipeline.keys import KeyCache
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY, c1_document, generate
+
+    keys = KeyCache(tmp_path / "keys")
+    circuit = get_circuit(TINY)
+    keys.setup(circuit)
+    pk = keys.load_pk(circuit)
+    assert pk.mirror is None
+    th = keys.mirror_later(pk)
+    th.join(timeout=120)
+    path = keys.find(circuit, "params")
+    mp = keys.mirror_path(path)
+    assert mp.exists() and keys.mirrors[path.name]["state"] == "ready"
+    assert keys.mirror_later(pk) is not None    # the writer keeps a matching mirror
+    assert mp.stat().st_size < path.stat().st_size * 0.55
+
+    pk2 = keys.load_pk(circuit)
+    assert pk2.mirror is not None and keys.mirror_later(pk2) is None
+    vk = keys.load_vk(circuit)
+    c1 = circuit.parse_c1(c1_document(generate(circuit.prm, b"\x31" * 32), b"\x32" * 32))
+    proof = prove(pk2, circuit.r1cs(), circuit.synthesize(c1, 0), backend="cpu")
+    assert verify(vk, circuit.public_inputs(c1, 0), proof)
+    assert all(getattr(pk2, n).fell_back is None for n in bp.OURS.values())
+
+    buf = bytearray(mp.read_bytes())
+    buf[4096 + 5] ^= 0x20     # section h, block 0
+    mp.write_bytes(bytes(buf))
+    pk3 = keys.load_pk(circuit)
+    with caplog.at_level(logging.WARNING):
+        proof = prove(pk3, circuit.r1cs(), circuit.synthesize(c1, 0), backend="cpu")
+    assert verify(vk, circuit.public_inputs(c1, 0), proof)
+    assert pk3.h_query.fell_back and "section h, block 0" in pk3.h_query.fell_back
+    assert pk3.mirror.refused == pk3.h_query.fell_back   # the sections read after it: the .params
+    assert not mp.exists() and f"removed the mirror {mp}" in caplog.text
+
+    os.environ["ZKHIVE_PARAMS_MIRROR"] = "0"
+    try:
+        assert keys.mirror_later(keys.load_pk(circuit)) is None
+    finally:
+        del os.environ["ZKHIVE_PARAMS_MIRROR"]
+
+
+def test_command_writes_the_mirror_after_checking_points(tmp_path, capsys, monkeypatch):
+    from cluster.cli import main
+    from cluster.pipeline.keys import KeyCache
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY
+
+    keys = KeyCache(tmp_path / "keys")
+    circuit = get_circuit(TINY)
+    keys.setup(circuit)
+    monkeypatch.setenv("ZKHIVE_SRS__PARAM_CACHE", str(keys.root))
+    assert main(["keys", "mirror", "--params", TINY]) == 0
+    out = capsys.readouterr().out
+    path = keys.find(circuit, "params")
+    assert f"{keys.mirror_path(path)}" in out and "points checked: curve" in out
+    mr.open_mirror(keys.mirror_path(path), path)
+    assert main(["keys", "mirror", "--params", "no-such-set"]) != 0
