@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import random
+import re
 import struct
 
 import numpy as np
@@ -381,3 +382,39 @@ def test_command_writes_the_mirror_after_checking_points(tmp_path, capsys, monke
     assert f"{keys.mirror_path(path)}" in out and "points checked: curve" in out
     mr.open_mirror(keys.mirror_path(path), path)
     assert main(["keys", "mirror", "--params", "no-such-set"]) != 0
+
+
+def _off_subgroup_compressed() -> bytes:
+    """A compressed G1 point on the curve but outside the prime-order subgroup."""
+    x = 5
+    while True:
+        rhs = (x ** 3 + 4) % bp.FQ_MODULUS
+        y = pow(rhs, (bp.FQ_MODULUS + 1) // 4, bp.FQ_MODULUS)
+        if y * y % bp.FQ_MODULUS == rhs:
+            raw = np.frombuffer(x.to_bytes(48, "little") + y.to_bytes(48, "little"),
+                                np.uint8).reshape(1, 96)
+            if bp.first_bad(raw, 1, "full")[0] == 0:
+                b = bytearray(x.to_bytes(48, "big"))
+                b[0] |= 0x80
+                return bytes(b)
+        x += 1
+
+
+def test_subgroup_policy_is_the_params_path_s(files, tmp_path, caplog):
+    """points="full": a point outside the subgroup refused (the .params read); "curve" takes it,
+    as the .params path with "curve" would."""
+    params, mirror = _copy(files, tmp_path)
+    comp = _off_subgroup_compressed()
+
+    def edit(buf, at, w):
+        buf[at:at + w] = comp
+    _rewrite_block(mirror, params, "h", 4, edit)
+    sec = mr.open_mirror(mirror, params).sections["h"]
+    pk, dropped = _read_through(params, mirror, files[2], points="full")
+    plain = bp.read_params(params, files[2]).h_query.raw
+    assert np.array_equal(pk.h_query.raw, plain)
+    assert len(dropped) == 1 and re.search(
+        rf"section h, point 4 at byte offset {sec.offset + 4 * 48}: not in the prime-order subgroup",
+        dropped[0]), dropped
+    pk, dropped = _read_through(params, mirror, files[2], points="curve")
+    assert not np.array_equal(pk.h_query.raw[4], plain[4]) and not dropped
