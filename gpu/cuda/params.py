@@ -328,7 +328,9 @@ def _fill_mirror(q, buffer) -> None:
                 DeviceBuffer(8 * max(nblocks, 1), what="bad point indices") as flags:
             cuda.memset_d32_async(flags.ptr, 0xFFFFFFFF, 2 * max(nblocks, 1), stream)
             if idx is not None and q.n:   # the rows the density leaves out: the identity
-                cuda.memset_d32_async(buffer.ptr, 0, q.n * w // 4, stream)
+                words, step = q.n * w // 4, 1 << 30   # b_g2 at 2^27: 6.3 G words, in pieces
+                for lo in range(0, words, step):
+                    cuda.memset_d32_async(buffer.ptr + 4 * lo, 0, min(step, words - lo), stream)
             for th in threads:
                 th.start()
             pending: list = []

@@ -269,6 +269,36 @@ def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
         for k in range(2):
             assert verify(vk, COMPACT.public_inputs(c1, k), Proof.from_bytes(proof[192 * k:192 * (k + 1)])), k
         assert not verify(vk, COMPACT.public_inputs(c1, 1), Proof.from_bytes(proof[:192]))
+        # issue 40 item 3: the prover writes the .params' compressed mirror in the background
+        mirror = keys / (params.name + ".mirror")
+        for _ in range(120):
+            st = json.loads(zkhive(*s.args("status", "--json"), env=s.env, check=0).stdout)
+            ld = next(w for w in st["workers"] if w["role"] == "prove")["key_loads"][COMPACT.name]
+            if ld.get("mirror_progress", 0) >= 1 or ld.get("mirror_progress", 0) < 0:
+                break
+            time.sleep(0.5)
+        assert ld["mirror_progress"] == 1.0 and ld["from_mirror"] == 0.0 and mirror.exists(), ld
+        assert "its mirror written" in zkhive(*s.args("status"), env=s.env, check=0).stdout
+        code, body = _flower(f"http://127.0.0.1:{s.metrics_port}/metrics")
+        assert re.search(rb'^zkhive_key_mirror_progress\{[^}]*params="' + COMPACT.name.encode()
+                         + rb'"[^}]*\} 1\.0$', body, re.M), body.decode()[-1500:]
+    finally:
+        s.down()
+    assert s.ours() == []
+
+    # the next `up` reads the key through the mirror (half the bytes) and proves the same
+    s.up(check=0)
+    try:
+        st = json.loads(zkhive(*s.args("status", "--json"), env=s.env, check=0).stdout)
+        ld = next(w for w in st["workers"] if w["role"] == "prove")["key_loads"][COMPACT.name]
+        assert ld["from_mirror"] == 1.0 and ld["bytes"] == mirror.stat().st_size < size, ld  # 4 KiB-aligned sections: half only for big keys
+        assert "through its compressed mirror" in zkhive(*s.args("status"), env=s.env, check=0).stdout
+        zkhive(*s.args("submit", str(tmp_path / "c1.json"), "--job-id", "up-mirror", "--wait",
+                       "--timeout", "120"), env=s.env, check=0)
+        r = json.loads(zkhive(*s.args("result", "up-mirror"), env=s.env, check=0).stdout)
+        proof = bytes.fromhex(r["proof"])
+        for k in range(2):
+            assert verify(vk, COMPACT.public_inputs(c1, k), Proof.from_bytes(proof[192 * k:192 * (k + 1)])), k
     finally:
         s.down()
     assert s.ours() == []
@@ -277,7 +307,8 @@ def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
     (tmp_path / "small" / "keys").mkdir(parents=True)
     small = Setup(tmp_path / "small", preload=[COMPACT.name])
     for f in keys.glob(f"{COMPACT.name}.*"):
-        (small.tmp / "keys" / f.name).write_bytes(f.read_bytes())
+        if f.suffix != ".mirror":
+            (small.tmp / "keys" / f.name).write_bytes(f.read_bytes())
     small.env["ZKHIVE_WORKER__DEVICE_MEMORY_BYTES"] = str(params.stat().st_size - 1)
     res = small.up(check=2)
     assert "prove-cpu0 failed to start" in res.stderr, res.stderr
