@@ -269,6 +269,13 @@ def _fill_mirror(q, buffer) -> None:
     nbuf = MIRROR_READERS + 2
     spent = {"read_s": 0.0, "upload_s": 0.0, "device_s": 0.0, "bytes": 0, "mirror": 1}
     t_all = time.perf_counter()
+    src = open_regular(m.path)   # one file for every reader: the kernel's readahead sees
+    fd = src.fileno()            # one sequential stream (preadv takes its own offsets)
+    try:
+        os.posix_fadvise(fd, sec.offset, sec.count * cw, os.POSIX_FADV_SEQUENTIAL)
+    except (AttributeError, OSError):
+        pass
+
     bufs = [cuda.pagelocked_empty(rows * cw, np.uint8) for _ in range(nbuf)]
     dbufs = ([cuda.pagelocked_empty(rows, np.int32) for _ in range(nbuf)]
              if idx is not None else None)
@@ -282,37 +289,35 @@ def _fill_mirror(q, buffer) -> None:
 
     def reader():
         try:
-            with open_regular(m.path) as f:
-                fd = f.fileno()
-                while True:
-                    k = free.get()
-                    if k is None or state["stop"]:
-                        return
-                    with take:
-                        b = state["next"]
-                        state["next"] += 1
-                    if b >= nblocks:
-                        free.put(k)
-                        return
-                    j0, j1 = sec.block_range(b)
-                    n = (j1 - j0) * cw
-                    t = time.perf_counter()
-                    view = memoryview(bufs[k])[:n]
-                    got = 0
-                    while got < n:
-                        r = os.preadv(fd, [view[got:]], sec.offset + j0 * cw + got)
-                        if not r:
-                            break
-                        got += r
-                    if got != n:
-                        raise MirrorError(f"{m.path}: {sec.where(b)}: truncated")
-                    m.check_block(sec, b, view)
-                    if idx is not None:
-                        dbufs[k][:j1 - j0] = idx[j0:j1]
-                    with cond:
-                        spent["read_s"] += time.perf_counter() - t
-                        ready[b] = k
-                        cond.notify_all()
+            while True:
+                k = free.get()
+                if k is None or state["stop"]:
+                    return
+                with take:
+                    b = state["next"]
+                    state["next"] += 1
+                if b >= nblocks:
+                    free.put(k)
+                    return
+                j0, j1 = sec.block_range(b)
+                n = (j1 - j0) * cw
+                t = time.perf_counter()
+                view = memoryview(bufs[k])[:n]
+                got = 0
+                while got < n:
+                    r = os.preadv(fd, [view[got:]], sec.offset + j0 * cw + got)
+                    if not r:
+                        break
+                    got += r
+                if got != n:
+                    raise MirrorError(f"{m.path}: {sec.where(b)}: truncated")
+                m.check_block(sec, b, view)
+                if idx is not None:
+                    dbufs[k][:j1 - j0] = idx[j0:j1]
+                with cond:
+                    spent["read_s"] += time.perf_counter() - t
+                    ready[b] = k
+                    cond.notify_all()
         except BaseException as e:  # handed to the device side, raised there
             with cond:
                 ready.setdefault("error", e)
@@ -384,6 +389,7 @@ def _fill_mirror(q, buffer) -> None:
             pass
         for b in bufs + (dbufs or []):
             b.base.free()
+        src.close()
     for b in range(nblocks):
         word = int(got[b])
         if word != 0xFFFFFFFFFFFFFFFF:
