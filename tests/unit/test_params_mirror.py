@@ -418,3 +418,24 @@ def test_subgroup_policy_is_the_params_path_s(files, tmp_path, caplog):
         dropped[0]), dropped
     pk, dropped = _read_through(params, mirror, files[2], points="curve")
     assert not np.array_equal(pk.h_query.raw[4], plain[4]) and not dropped
+
+
+def test_g2_sign_from_c0_where_y_c1_is_zero():
+    """G2's sign bit: y.c1 decides unless it is 0, then y.c0 (arkworks' Fq2 order). Random
+    coordinates below p (not points: neither compressor looks at the curve), half of them with
+    y.c1 = 0, against gpu/groth16/compress.py's compressor on our layout."""
+    rng = random.Random(7)
+    rows = []
+    for i in range(64):
+        c = [rng.randrange(bp.FQ_MODULUS) for _ in range(4)]   # x.c1, x.c0, y.c1, y.c0
+        if i % 2:
+            c[2] = 0
+        rows.append(np.frombuffer(b"".join(v.to_bytes(48, "big") for v in c), np.uint8))
+    unc = np.array(rows)
+    ours = bp.from_uncompressed(unc, 2)
+    got = mr.compress_uncompressed(unc, 2)
+    assert np.array_equal(got, compress(ours, 2))
+    signs = (got[1::2, 0] & 0x20) != 0     # y.c1 = 0: y.c0's half decides
+    y0 = [int.from_bytes(bytes(r[144:192]), "big") for r in unc[1::2]]
+    assert signs.tolist() == [v > (bp.FQ_MODULUS - 1) // 2 for v in y0]
+    assert 0 < signs.sum() < len(signs)
