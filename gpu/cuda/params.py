@@ -237,9 +237,6 @@ def _fill_pipelined(q, buffer) -> None:
 #: reader threads of the mirror fill: each reads and hashes whole blocks (SHA-256 ~1.1 GB/s a
 #: thread here), so the disk, not the hash, sets the pace
 MIRROR_READERS = int(os.environ.get("ZKHIVE_MIRROR_READERS", "4"))
-_WHY = {1: "a flag is wrong (not compressed, or the point at infinity)", 2: "x is not below p",
-        3: "not on the curve: no curve point has that x (a non-residue)",
-        4: "not in the prime-order subgroup"}
 
 
 def _fill_mirror(q, buffer) -> None:
@@ -254,7 +251,7 @@ def _fill_mirror(q, buffer) -> None:
     caller falls back to the .params)."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
-    from gpu.groth16.mirror import MirrorError
+    from gpu.groth16.mirror import WHY as _WHY, MirrorError
 
     m = q.mirror
     sec = m.sections[q.section]

@@ -71,9 +71,10 @@ def _host():
                               "-Wno-unknown-pragmas"], include_dirs=(here / "kernels",))
             L = ctypes.CDLL(str(so))
             for g in ("g1", "g2"):
-                f = getattr(L, f"host_decompress_{g}")
-                f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
-                f.restype = ctypes.c_int64
+                for fn in ("decompress", "mirror"):   # mirror: gpu/kernels/mirror.cuh's point
+                    f = getattr(L, f"host_{fn}_{g}")
+                    f.argtypes = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p]
+                    f.restype = ctypes.c_int64
             _lib = L
     return _lib
 

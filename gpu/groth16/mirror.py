@@ -385,6 +385,24 @@ def host_points_check(points: str):
 
 # --- reading on the host --------------------------------------------------------------------
 
+#: mirror.cuh's reasons (its bad word's low 3 bits; gpu/cuda/params.py says them too)
+WHY = {1: "a flag is wrong (not compressed, or the point at infinity)", 2: "x is not below p",
+       3: "not on the curve: no curve point has that x (a non-residue)",
+       4: "not in the prime-order subgroup"}
+
+
+def host_mirror(comp: np.ndarray, kind: int) -> tuple[np.ndarray, int]:
+    """gpu/kernels/mirror.cuh's ``mirror_point`` on the host (gpu/native/compress_host.cpp,
+    OpenMP): (n, 48 | 96) compressed -> ((n, 96 | 192) our xy layout, the smallest
+    (index << 3 | why) of a point refused, or -1). The identity is refused (why 1)."""
+    from .compress import _host
+    comp = np.ascontiguousarray(comp, dtype=np.uint8)
+    out = np.empty((len(comp), 2 * COMPRESSED[kind]), dtype=np.uint8)
+    if not len(comp):
+        return out, -1
+    word = int(getattr(_host(), f"host_mirror_g{kind}")(len(comp), comp.ctypes.data, out.ctypes.data))
+    return out, word
+
 def read_blocks(m: Mirror, name: str, f, b0: int, b1: int):
     """Yield (block, j0, j1, bytes) for blocks b0..b1 of a section, each checked against its
     digest as it is read."""
@@ -416,19 +434,17 @@ def read_section_host(m: Mirror, name: str, *, out: np.ndarray, index, points: s
     dense), decompressed on the host (gpu/native/compress_host.cpp, every point on the curve
     by its square root), with points="full" each in the subgroup (bellperson.first_bad)."""
     from . import bellperson as bp
-    from .compress import decompress
     sec = m.sections[name]
     with open_regular(m.path) as f:
         for b, j0, j1, data in read_blocks(m, name, f, 0, len(sec.blocks)):
             comp = np.frombuffer(data, np.uint8).reshape(j1 - j0, sec.width)
             check_flags(m, sec, comp, j0)
-            try:
-                raw = decompress(comp, sec.kind, device=False)
-            except KeyFormatError as e:
-                j = j0 + int(str(e).split("point ", 1)[1].split()[0])
+            raw, word = host_mirror(comp, sec.kind)
+            if word >= 0:
+                j = j0 + (word >> 3)
                 raise MirrorError(f"{m.path}: section {name}, point {j} at byte offset "
-                                  f"{sec.offset + j * sec.width}: does not decompress (x not below "
-                                  "p, or no curve point has that x)") from None
+                                  f"{sec.offset + j * sec.width}: does not decompress: "
+                                  f"{WHY.get(word & 7, 'refused')}")
             if points == "full":
                 bad, why = bp.first_bad(raw, sec.kind, "full")
                 if bad >= 0:

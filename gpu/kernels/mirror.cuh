@@ -30,6 +30,7 @@ CURVE_FN int mirror_point<fq2_t, 96>(const uint8_t* in, affine_t<fq2_t>* p) {
     return why ? why : (inf ? 1 : 0);
 }
 
+#ifdef __CUDACC__   // the kernel body (the host build, compress_host.cpp, takes mirror_point only)
 template <class F, int W, bool FULL>
 __device__ __forceinline__ void mirror_points(i64 m, const uint8_t* in, const int* idx,
                                               affine_t<F>* out, unsigned long long* bad) {
@@ -46,3 +47,4 @@ __device__ __forceinline__ void mirror_points(i64 m, const uint8_t* in, const in
     }
     out[idx ? (i64)idx[j] : j] = p;
 }
+#endif

@@ -439,3 +439,26 @@ def test_g2_sign_from_c0_where_y_c1_is_zero():
     y0 = [int.from_bytes(bytes(r[144:192]), "big") for r in unc[1::2]]
     assert signs.tolist() == [v > (bp.FQ_MODULUS - 1) // 2 for v in y0]
     assert 0 < signs.sum() < len(signs)
+
+
+@pytest.mark.parametrize("kind", [1, 2])
+def test_the_device_point_code_on_the_host(kind):
+    """gpu/kernels/mirror.cuh's mirror_point (host build): the decompressed point equals
+    compress.py's decompression; the identity (why 1), x >= p (2) and a non-residue x (3, G1)
+    refused with the smallest index."""
+    gen = G1Point() if kind == 1 else G2Point()
+    pts = [gen * Scalar(random.randrange(1, R)) for _ in range(6)]
+    raw = PointArray.from_points(type(gen), pts).raw
+    comp = compress(raw, kind)
+    got, word = mr.host_mirror(comp, kind)
+    assert word == -1 and np.array_equal(got, raw)
+    bad = comp.copy()
+    bad[4] = 0
+    bad[4, 0] = 0xC0                                   # the identity
+    assert mr.host_mirror(bad, kind)[1] == (4 << 3) | 1
+    bad[2, :48] = np.frombuffer(bp.FQ_MODULUS.to_bytes(48, "big"), np.uint8)
+    bad[2, 0] |= 0x80                                  # x = p
+    assert mr.host_mirror(bad, kind)[1] == (2 << 3) | 2
+    if kind == 1:
+        bad[1] = np.frombuffer(_non_residue_x(48), np.uint8)
+        assert mr.host_mirror(bad, kind)[1] == (1 << 3) | 3
