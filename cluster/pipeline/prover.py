@@ -182,9 +182,13 @@ class Prover:
         need = self.backend.held_bytes(pk.circuit_digest) or need
         m = getattr(pk, "mirror", None)   # read through its compressed mirror (keys.py)
         through = m is not None and m.refused is None
-        self._loaded(circuit.name, time.time() - t0,
-                     m.path.stat().st_size if through else self.keys.size(circuit), through)
-        self.keys.mirror_later(pk)   # a checked .params load: its mirror, in the background
+        try:
+            nbytes = m.path.stat().st_size if through else self.keys.size(circuit)
+        except OSError:
+            nbytes = 0
+        self._loaded(circuit.name, time.time() - t0, nbytes, through)
+        if hasattr(self.keys, "mirror_later"):
+            self.keys.mirror_later(pk)   # a checked .params load: its mirror, in the background
         with self._lock:
             self._resident[circuit.name] = (circuit, pk, need)
         return pk
@@ -204,7 +208,7 @@ class Prover:
             pks = {n: self._resident[n][1] for n in out}
         for n, v in out.items():
             path = getattr(pks[n], "params_path", None)
-            st = self.keys.mirrors.get(path.name) if path is not None else None
+            st = getattr(self.keys, "mirrors", {}).get(path.name) if path is not None else None
             if st:
                 v["mirror_progress"] = -1.0 if st.get("state") == "failed" else float(st.get("progress", 0.0))
         return out
