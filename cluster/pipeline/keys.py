@@ -225,6 +225,13 @@ class KeyCache:
             except (MirrorError, OSError):
                 pass   # stale or damaged: written again
         self.root.mkdir(parents=True, exist_ok=True)
+        for tmp in mp.parent.glob(mp.name + ".tmp*"):   # left by a writer that was killed
+            try:
+                os.kill(int(tmp.name.rsplit(".tmp", 1)[1].split(".")[0]), 0)
+            except (ValueError, ProcessLookupError):
+                tmp.unlink(missing_ok=True)
+            except OSError:
+                pass
         lock = mp.with_name(mp.name + ".lock")
         try:
             fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)

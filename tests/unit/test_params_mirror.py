@@ -332,11 +332,15 @@ def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog):
     keys.setup(circuit)
     pk = keys.load_pk(circuit)
     assert pk.mirror is None
+    mp0 = keys.mirror_path(keys.find(circuit, "params"))
+    dead = mp0.with_name(mp0.name + ".tmp999999999.1")   # a killed writer's: removed
+    dead.write_bytes(b"partial")
     th = keys.mirror_later(pk)
     th.join(timeout=120)
     path = keys.find(circuit, "params")
     mp = keys.mirror_path(path)
     assert mp.exists() and keys.mirrors[path.name]["state"] == "ready"
+    assert not dead.exists()
     assert keys.mirror_later(pk) is not None    # the writer keeps a matching mirror
     assert mp.stat().st_size < path.stat().st_size * 0.55
 
