@@ -23,7 +23,7 @@ job through it, every partition verified with the `.vk` file.
    the background after its load (waited for after the jobs: ``mirror_progress`` in `zkhive
    status --json`); `down`, the page cache dropped again, `up` again: the prover reads the
    mirror (half the bytes); its ready, peak RSS and a verified job in the report's "mirror".
-   Without --mirror, ZKHIVE_PARAMS_MIRROR=0: the .params alone, as before.
+   ZKHIVE_PARAMS_MIRROR=1 with --mirror (mirrors are opt-in); without, 0: the .params alone.
 """
 from __future__ import annotations
 
@@ -167,8 +167,8 @@ def main() -> int:
                ZKHIVE_STATE_DIR=str(work / "state"),
                ZKHIVE_WORKER__PARTITION_WORKERS=str(args.partition_workers))
     env.setdefault("OMP_NUM_THREADS", "2")
-    if not args.mirror:
-        env["ZKHIVE_PARAMS_MIRROR"] = "0"   # the .params alone, as before the mirror
+    # the mirror is opt-in (cluster/pipeline/keys.py mirrors_enabled): --mirror turns it on
+    env["ZKHIVE_PARAMS_MIRROR"] = "1" if args.mirror else "0"
     rc = 1
     try:
         first = up_and_prove(args, env, work / "up", circuit, docs, vk_path,

@@ -14,11 +14,12 @@ The ``filecoin-*`` sets' keys are Filecoin's own files under their v28 names
 then in ``[srs] filecoin_cache`` ($FIL_PROOFS_PARAMETER_CACHE, default
 /var/tmp/filecoin-proof-parameters).
 
-A Filecoin ``.params`` (or one of ours) read once and checked gets a compressed mirror
+With ``ZKHIVE_PARAMS_MIRROR=1`` (opt-in), a Filecoin ``.params`` (or one of ours) read once and
+checked gets a compressed mirror
 ``<param_cache>/<its file name>.mirror`` (gpu/groth16/mirror.py: every point compressed, half
 the bytes), written in the background by the prover that loaded it (``mirror_later``) or by
 ``zkhive keys mirror``; later loads read the mirror instead when it matches its .params, and
-fall back to the .params (saying so) on any mismatch. ``ZKHIVE_PARAMS_MIRROR=0``: neither.
+fall back to the .params (saying so) on any mismatch. Unset or 0: neither.
 
 ``digest16`` is the first 16 hex digits of ``circuit.digest()``, so a changed circuit definition
 never picks up an old key. A bellperson file carries no circuit digest: it is checked against the
@@ -43,8 +44,11 @@ log = logging.getLogger(__name__)
 
 
 def mirrors_enabled() -> bool:
-    """``ZKHIVE_PARAMS_MIRROR`` (default 1): 0 neither reads nor writes .params mirrors."""
-    return os.environ.get("ZKHIVE_PARAMS_MIRROR", "1") != "0"
+    """``ZKHIVE_PARAMS_MIRROR=1`` reads and writes .params mirrors; off by default. A mirror
+    costs half the .params' size again in param_cache (23.7 GB at 32 GiB), written without
+    the operator asking, and its reader (mirror.cu) has not run on a device yet: an operator
+    opts in until a measured load says the disk is worth it (docs/params.md)."""
+    return os.environ.get("ZKHIVE_PARAMS_MIRROR", "0") == "1"
 
 
 def settings_note(s) -> str:

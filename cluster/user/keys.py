@@ -70,6 +70,9 @@ def _mirror(args, keys) -> int:
                            f"({keys.mirror_path(path)}.lock)")
     print(f"{circuit.name}: {out} ({out.stat().st_size} B, from {path} of {path.stat().st_size} B, "
           f"points checked: {points}) in {time.time() - t:.1f} s")
+    from cluster.pipeline.keys import mirrors_enabled
+    if not mirrors_enabled():
+        print("provers read it only with ZKHIVE_PARAMS_MIRROR=1 in their environment (docs/params.md)")
     return 0
 
 

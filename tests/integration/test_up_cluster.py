@@ -236,6 +236,7 @@ def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
     from gpu.groth16 import Proof, bellperson as bp, verify
 
     s = Setup(tmp_path, preload=[COMPACT.name])
+    s.env["ZKHIVE_PARAMS_MIRROR"] = "1"   # opt-in: the mirror written, then read (issue 40 item 3)
     s.setup_keys(COMPACT)
     keys = tmp_path / "keys"
     meta = next(keys.glob(f"{COMPACT.name}.*.meta"))

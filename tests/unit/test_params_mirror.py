@@ -319,7 +319,7 @@ def test_header_section_digest_and_block_points_checked(files, tmp_path):
 
 # --- through the key cache and the command line ------------------------------------------------
 
-def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog):
+def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog, monkeypatch):
     """The tiny porep set: a checked load writes its mirror in the background (mirror_later),
     the next load reads through it and proves a verified proof; a damaged mirror falls back to
     the .params and is removed so that it is written again."""
@@ -327,6 +327,7 @@ def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog):
     from synthesis.circuits import get_circuit
     from synthesis.porep import TINY, c1_document, generate
 
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR", "1")   # opt-in (keys.mirrors_enabled)
     keys = KeyCache(tmp_path / "keys")
     circuit = get_circuit(TINY)
     keys.setup(circuit)
@@ -363,11 +364,16 @@ def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog):
     assert pk3.mirror.refused == pk3.h_query.fell_back   # the sections read after it: the .params
     assert not mp.exists() and f"removed the mirror {mp}" in caplog.text
 
-    os.environ["ZKHIVE_PARAMS_MIRROR"] = "0"
-    try:
-        assert keys.mirror_later(keys.load_pk(circuit)) is None
-    finally:
-        del os.environ["ZKHIVE_PARAMS_MIRROR"]
+    # off by default: no mirror written, and one present is not read
+    keys.mirror_later(keys.load_pk(circuit)).join(timeout=60)
+    assert mp.exists()
+    for off in ("0", None):
+        if off is None:
+            monkeypatch.delenv("ZKHIVE_PARAMS_MIRROR")
+        else:
+            monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR", off)
+        pk = keys.load_pk(circuit)
+        assert pk.mirror is None and keys.mirror_later(pk) is None, off
 
 
 def test_command_writes_the_mirror_after_checking_points(tmp_path, capsys, monkeypatch):
