@@ -175,7 +175,9 @@ class KeyCache:
         #: what a mirror of it binds to (``mirror_later``: written only if these still hold)
         pk.params_path, pk.params_stat, pk.mirror = path, (st.st_size, st.st_mtime_ns), None
         if mirrors_enabled():
-            m = self.open_mirror(path, pk.h_query.lay)
+            from gpu.phases import phase
+            with phase("mirror header"):
+                m = self.open_mirror(path, pk.h_query.lay)
             if m is not None:
                 from gpu.groth16 import mirror
                 mirror.attach(pk, m, on_bad=self.drop_mirror)

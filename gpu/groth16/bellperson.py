@@ -387,8 +387,29 @@ class Shape:
         key = "a" if name == "a" else "b"
         cache = self.__dict__.setdefault("_index", {})
         if key not in cache:
-            cache[key] = np.flatnonzero(self.a_density if key == "a" else self.b_density).astype(np.int32)
+            cache[key] = density_index(self.a_density if key == "a" else self.b_density)
         return cache[key]
+
+
+#: density entries a step of ``density_index``: its int64 temporaries stay in the CPU's cache
+INDEX_STEP = 1 << 22
+
+
+def density_index(density: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(density).astype(np.int32), INDEX_STEP entries at a time: the whole
+    array's int64 indices first (1 GB for filecoin-32g's a) then their int32 copy took 4-9 s
+    on the 2-core development machine (page faults on two fresh arrays), where this takes
+    0.7 s (2026-12-05, bench/params_phases.py); the load waited for it before section a."""
+    if len(density) >= 1 << 31:
+        raise ValueError(f"{len(density)} variables do not fit the int32 density index")
+    out = np.empty(int(np.count_nonzero(density)), np.int32)
+    at = 0
+    for lo in range(0, len(density), INDEX_STEP):
+        nz = np.flatnonzero(density[lo:lo + INDEX_STEP]).astype(np.int32)
+        nz += np.int32(lo)
+        out[at:at + len(nz)] = nz
+        at += len(nz)
+    return out
 
 
 def _columns(m, num_vars: int) -> np.ndarray:
@@ -541,20 +562,28 @@ def read_params(path, circuit, *, points: str = "curve", vk_points: str | None =
     if points not in POINT_CHECKS:
         raise ValueError(f"points must be one of {POINT_CHECKS}")
     from gpu.backends.forms import circuit_digest
+    from gpu.phases import phase
     path = Path(path)
-    shape = shape_of(circuit)
-    lay = scan(path, params=True, want=shape.want_why())
-    digest = circuit_digest(circuit)
-    with open_regular(path) as f:
+    with phase("matrices (host)"):   # built, or read from $ZKHIVE_CACHE_DIR/r1cs
+        from gpu.native.compact import compact_of
+        compact_of(circuit)
+    with phase("circuit shape (densities)"):
+        shape = shape_of(circuit)
+    with phase("params scan (lengths)"):
+        lay = scan(path, params=True, want=shape.want_why())
+    with phase("circuit digest"):
+        digest = circuit_digest(circuit)
+    with phase("verifying key"), open_regular(path) as f:
         s = _read_vk_parts(f, lay, vk_points or points)
     vk = VerifyingKey(s["alpha_g1"], s["beta_g2"], s["gamma_g2"], s["delta_g2"], s["ic"],
                       circuit_digest=digest, num_aux=shape.num_aux,
                       num_constraints=0, domain_size=shape.domain)
     vk.beta_g1, vk.delta_g1 = s["beta_g1"], s["delta_g1"]
     q = {}
-    for name, _ in QUERIES:
-        n = {"h": shape.domain - 1, "l": shape.num_aux}.get(name, shape.num_vars)
-        q[OURS[name]] = FileQuery(lay, name, n, shape.index(name), points)
+    with phase("density index"):
+        for name, _ in QUERIES:
+            n = {"h": shape.domain - 1, "l": shape.num_aux}.get(name, shape.num_vars)
+            q[OURS[name]] = FileQuery(lay, name, n, shape.index(name), points)
     pk = ProvingKey(vk=vk, beta_g1=s["beta_g1"], delta_g1=s["delta_g1"], circuit_digest=digest,
                     num_public=shape.num_public, num_aux=shape.num_aux, num_constraints=0,
                     domain_size=shape.domain, **q)
