@@ -168,7 +168,9 @@ class KeyCache:
             return ProvingKey.load(path)
         from gpu.groth16 import bellperson
         st = path.stat()
-        pk = bellperson.read_params(path, circuit, points=points)
+        # the densities on a thread while the dense sections h and l stream (the CUDA
+        # backend fills them first); a's and b's lengths checked before they are read
+        pk = bellperson.read_params(path, circuit, points=points, later=True)
         recorded = self.circuit_digest(circuit, path)
         if recorded is not None:  # the prover compares it with the circuit's (CircuitMismatch)
             pk.circuit_digest = pk.vk.circuit_digest = recorded

@@ -122,7 +122,7 @@ class WorkerLifecycle:
                     # announced only where the device can ever hold the key (cluster/pipeline/inprocess.py)
                     info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
                     t = time.time()
-                    prep.join()
+                    prep.wait()
                     rec.add("waited for the circuits' host work", time.time() - t)
                     for name in s.srs.preload:
                         t0 = time.time()
@@ -313,35 +313,45 @@ class WorkerLifecycle:
         return 0
 
 
-def prepare_circuits(names, keys) -> threading.Thread:
-    """A thread (started) that does the host work of loading each of ``names``'s keys: the
-    compact matrices (built, or read from $ZKHIVE_CACHE_DIR/r1cs), their digest and, where the
-    key cache holds a bellperson .params, the densities and their indices, cached on the
-    matrices where the load finds them (gpu/groth16/bellperson.py shape_of). Meanwhile the
-    caller makes the device's context and loads its modules. Errors are left for the load,
-    which does the same work again and raises them with its own words."""
+def prepare_circuits(names, keys) -> threading.Event:
+    """Start a thread that does the host work of loading each of ``names``'s keys: the compact
+    matrices (built, or read from $ZKHIVE_CACHE_DIR/r1cs) and their digest, then (the returned
+    event set: the load may start) where the key cache holds a bellperson .params, the
+    densities and their indices, cached on the matrices where the .params reader finds them
+    (gpu/groth16/bellperson.py shape_of: a reader that asks meanwhile waits for this one) while
+    the dense sections stream. Meanwhile the caller makes the device's context and loads its
+    modules. Errors are left for the load, which does the same work again and raises them."""
+    host = threading.Event()
+
     def run():
         from gpu.backends.forms import circuit_digest
         from gpu.groth16 import bellperson
         from gpu.native.compact import compact_of
         from synthesis.circuits import get_circuit
 
-        for name in names:
+        later = []
+        try:
+            for name in names:
+                try:
+                    c = get_circuit(name)
+                    circuit_digest(compact_of(c) if hasattr(c, "compact_r1cs") else c.r1cs())
+                    path = keys.find(c, "params")
+                    if path is not None and path.suffix == ".params":
+                        later.append(c)
+                except Exception as e:   # the load says it
+                    log.debug("preparing %s: %s", name, e)
+        finally:
+            host.set()
+        for c in later:
             try:
-                c = get_circuit(name)
-                m = compact_of(c) if hasattr(c, "compact_r1cs") else c.r1cs()
-                circuit_digest(m)
-                path = keys.find(c, "params")
-                if path is not None and path.suffix == ".params":
-                    shape = bellperson.shape_of(c)
-                    for q in ("a", "b_g1"):
-                        shape.index(q)
-            except Exception as e:   # the load says it
-                log.debug("preparing %s: %s", name, e)
+                shape = bellperson.shape_of(c)
+                for q in ("a", "b_g1"):
+                    shape.index(q)
+            except Exception as e:
+                log.debug("preparing %s's densities: %s", c.name, e)
 
-    th = threading.Thread(target=run, name="prepare-circuits", daemon=True)
-    th.start()
-    return th
+    threading.Thread(target=run, name="prepare-circuits", daemon=True).start()
+    return host
 
 
 class _ChordOfAFailedJob(logging.Filter):

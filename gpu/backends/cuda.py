@@ -121,12 +121,13 @@ class Resident:
                 self.num_constraints = r1cs.num_constraints
                 for name in ("a", "b", "c"):
                     self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
-            for name, group in self.QUERIES:
+            for name, group in self.fill_order(pk):
                 q = getattr(pk, name)
                 if isinstance(q, FileQuery):  # a query of a parameter file, streamed from disk
                     if len(q):                # by gpu/cuda/params.py ``fill``
                         from gpu.cuda.params import fill
                         with phase(f"section {q.section}"):   # its allocation and its fill
+                            q.resolve()   # a and b: the densities and the length first
                             self.bases[name] = DeviceBases.filled_on_device(
                                 len(q), group, lambda buffer, q=q: fill(q, buffer))
                     continue
@@ -137,6 +138,14 @@ class Resident:
         except Exception:
             self.free()
             raise
+
+    @classmethod
+    def fill_order(cls, pk):
+        """QUERIES, a file's dense sections (h, l) first: their reads need no densities, which
+        a ``read_params(later=True)`` key computes on a thread meanwhile."""
+        dense = ("h_query", "l_query")
+        return ([(n, g) for n, g in cls.QUERIES if n in dense]
+                + [(n, g) for n, g in cls.QUERIES if n not in dense])
 
     def _head(self, pk) -> None:
         self.digest, self.n = pk.circuit_digest, pk.domain_size

@@ -259,9 +259,13 @@ def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
         assert re.search(rb'^zkhive_key_load_seconds\{[^}]*params="' + COMPACT.name.encode(), body, re.M)
         # issue 40 item 3: each phase of the prover's start, in status, the metrics and its log
         ph = next(w for w in st["workers"] if w["role"] == "prove")["start_phases"]
+        # the densities: before the scan where the preparing thread had them, else beside the reads
+        assert ("circuit shape (densities)" in ph) != (
+            "circuit shape and density index (beside the reads)" in ph), ph
         for name in ("process start and imports", "prover (backend)", "matrices (host)",
-                     "circuit shape (densities)", "params scan (lengths)", "circuit digest",
-                     "verifying key", "density index", "admission", "celery start", "ready"):
+                     "params scan (lengths)", "circuit digest",
+                     "verifying key", "density index", "admission", "celery start", "ready",
+                     "waited for the circuits' host work"):
             assert name in ph and ph[name] >= 0, (name, ph)
         assert 0 < ph["process start and imports"] < ph["ready"] and ph["ready"] >= sum(
             v for k, v in ph.items() if k != "ready") - 0.1, ph
