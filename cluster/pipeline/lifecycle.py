@@ -340,6 +340,10 @@ def prepare_circuits(names, keys) -> threading.Event:
                         later.append(c)
                 except Exception as e:   # the load says it
                     log.debug("preparing %s: %s", name, e)
+            if later:   # the verifying key's point checks: built on a machine's first start
+                bellperson._host()   # (points_host.cpp, g++ -O3: 6.3 s on the dev machine)
+        except Exception as e:
+            log.debug("preparing the host point checks: %s", e)
         finally:
             host.set()
         for c in later:

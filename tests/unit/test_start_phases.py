@@ -37,3 +37,41 @@ def test_phases_are_kept_by_the_current_recorder_summed_by_name_and_logged(caplo
 def test_the_process_start_is_before_now():
     t = phases.process_started()
     assert 0 < time.time() - t < 24 * 3600
+
+
+def test_preparing_the_circuits_caches_the_digest_then_the_densities_and_errors_wait_for_the_load():
+    """cluster/pipeline/lifecycle.py prepare_circuits: the matrices' digest before its event
+    (the load may start), the densities and both indices after; a name it cannot prepare is
+    left for the load (no exception on the thread, the event still set)."""
+    from pathlib import Path
+
+    from tests.integration.circuits_for_tests import COMPACT   # over compact matrices
+    from cluster.pipeline.lifecycle import prepare_circuits
+    from gpu.groth16 import bellperson as bp
+
+    cr = COMPACT.compact_r1cs()
+    for k in ("_digest", "_bellperson_shape"):
+        cr.__dict__.pop(k, None)
+
+    class Keys:   # a key cache holding a bellperson .params for the set
+        def find(self, circuit, kind):
+            return Path(f"/nonexistent/{circuit.name}.params")
+
+    assert prepare_circuits(["no-such-set", COMPACT.name], Keys()).wait(60)
+    assert "_digest" in cr.__dict__
+    for _ in range(600):
+        shape = cr.__dict__.get("_bellperson_shape")
+        if shape is not None and set(shape.__dict__.get("_index", {})) == {"a", "b"}:
+            break
+        time.sleep(0.05)
+    assert shape is bp.shape_of(COMPACT) and shape.index("a") is shape.__dict__["_index"]["a"]
+    # no .params in the cache (a key made in process, a .pk): no densities prepared
+    cr.__dict__.pop("_bellperson_shape")
+
+    class NoParams:   # an older .pk of ours: no bellperson densities to read it by
+        def find(self, circuit, kind):
+            return Path(f"/nonexistent/{circuit.name}.pk")
+
+    assert prepare_circuits([COMPACT.name], NoParams()).wait(60)
+    time.sleep(0.3)
+    assert "_bellperson_shape" not in cr.__dict__
