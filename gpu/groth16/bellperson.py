@@ -581,7 +581,9 @@ class FileQuery(PointArray):
         pending = self._pending
         if pending is None:
             return
-        shape = pending.result()
+        from gpu.phases import phase
+        with phase("waited for the densities"):   # ~0 where h and l took longer to read
+            shape = pending.result()
         sec = self.lay.sections[self.section]
         _expect(self.lay.path, shape.want_why(), self.section, sec.count, sec.start - 4)
         self._index, self._pending = shape.index(self.section), None
