@@ -520,8 +520,10 @@ class CudaBackend(Backend):
         ledger admitted the key only without the dense engine's affine buffers; the engine
         sums in XYZZ from then on (its buffers were never booked)."""
         from gpu.cuda.split_msm import SplitMsm
+        from gpu.phases import phase
         if self._split is None:
-            self._split = SplitMsm()
+            with phase("split MSM modules"):   # inside "tail engines" at a load
+                self._split = SplitMsm()
         if not dense_affine:
             self._split.dense_affine = False
         biggest: dict[str, int] = {}
