@@ -6,7 +6,12 @@ goes): ``with phase("scan"): ...`` anywhere on the load's path, from the process
 Every phase is logged as it ends, one line each (``start phase NAME: S s (at T s)``, T the
 seconds since the process started), and kept in the recorder ``collect`` made current, which
 the prover's status carries (``WorkerInfo.start_phases``: `zkhive status`, the metric
-``zkhive_start_phase_seconds``). With no recorder current a phase is only logged."""
+``zkhive_start_phase_seconds``). With no recorder current a phase is only logged.
+
+Some phases hold others (their seconds are not to be added to them): "prover (backend)" holds
+"CUDA context" and "cubins (NTT, prover)"; "section NAME" holds "page-locked buffers" and, for
+a, "waited for the densities"; "tail engines" holds "split MSM modules". A phase named "...
+(beside the reads)" ran on a thread of its own, off the critical path; "ready" is the whole."""
 from __future__ import annotations
 
 import logging
