@@ -212,11 +212,14 @@ def up_and_prove(args, env, run_dir, circuit, docs, vk_path, *, wait_mirror: boo
     print(up.stdout, up.stderr[-3000:], flush=True)
     prove_logs = sorted((run_dir / "logs").glob("prove*.log"))
     for log in prove_logs:
+        # every phase of the start (gpu/phases.py) and each section's read/upload/device
+        # seconds; before 2026-12-05 the start logged before Celery set up logging, so these
+        # INFO lines were lost and prover_log came back empty
         text = log.read_text(errors="replace")
         rep.setdefault("prover_log", []).extend(
-            ln.strip()[-200:] for ln in text.splitlines()
+            ln.strip()[-240:] for ln in text.splitlines()
             if "loaded the proving key" in ln or "needs" in ln or "Error" in ln or "mirror" in ln
-            or "streamed to the device" in ln)
+            or "streamed to the device" in ln or "start phase" in ln)
         m = re.search(r"loaded the proving key of \S+ in ([\d.]+) s", text)
         if m:
             rep["key_load_s"] = float(m.group(1))
@@ -232,8 +235,14 @@ def up_and_prove(args, env, run_dir, circuit, docs, vk_path, *, wait_mirror: boo
         rep["prover_peak_rss_bytes"] = hwm(pid)
         st = json.loads(zkhive("status", "--json", env=env).stdout)
         rep["provers"] = [{k: w.get(k) for k in ("worker_id", "resident_keys", "free_memory",
-                                                 "total_memory", "key_loads")}
+                                                 "total_memory", "key_loads", "start_phases")}
                           for w in st["workers"] if w["role"] == "prove"]
+        phases = next((w.get("start_phases") for w in st["workers"] if w["role"] == "prove"), None)
+        rep["start_phases"] = phases
+        if phases:   # where the seconds to ready went, longest first
+            print("prover start phases: " + ", ".join(
+                f"{k} {v:.2f} s" for k, v in sorted(phases.items(), key=lambda kv: -kv[1])),
+                flush=True)
         from gpu.budget import DeviceBudget  # noqa: F401  (the ledger file: what was booked)
         ledgers = list((Path(os.environ.get("ZKHIVE_CACHE_DIR", "")) / "budget").glob("*.json"))
         if ledgers:

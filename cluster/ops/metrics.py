@@ -41,6 +41,7 @@ Series (``host`` and ``device`` name a device: ``cuda:0`` on host ``gpu7``)::
     zkhive_resident_key{worker,host,device,params}        1 per resident key
     zkhive_key_load_seconds{worker,host,device,params}    the resident key's last load
     zkhive_key_load_bytes{worker,host,device,params}      the .params bytes it read (0: made in process)
+    zkhive_start_phase_seconds{worker,host,device,phase}  each phase of the prover's start (ready: all)
     zkhive_device_memory_free_bytes{worker,host,device}   room left for keys (cluster.pipeline.prover)
     zkhive_device_memory_used_bytes{worker,host,device}   total - free
     zkhive_device_memory_total_bytes{worker,host,device}
@@ -253,6 +254,9 @@ class ClusterCollector:
                                    "load took", labels=wl + ["params"])
         load_b = GaugeMetricFamily("zkhive_key_load_bytes", "Bytes of .params the resident key's "
                                    "last load read (0: made in process)", labels=wl + ["params"])
+        phase_s = GaugeMetricFamily("zkhive_start_phase_seconds", "Seconds of each phase of the "
+                                    "prover's start, process start to ready (phase ready: the "
+                                    "whole; gpu/phases.py)", labels=wl + ["phase"])
         mirror = GaugeMetricFamily("zkhive_key_mirror_progress", "The compressed mirror of the "
                                    "resident key's .params this prover writes: 0..1 (1 written, "
                                    "-1 failed)", labels=wl + ["params"])
@@ -288,6 +292,8 @@ class ClusterCollector:
                 load_b.add_metric(lv + [name], float(ld.get("bytes", 0)))
                 if ld.get("mirror_progress") is not None:
                     mirror.add_metric(lv + [name], float(ld["mirror_progress"]))
+            for name, sec in (w.start_phases or {}).items():
+                phase_s.add_metric(lv + [name], float(sec))
             for kr, n in w.evicted_counts.items():
                 name, _, reason = kr.rpartition("/")
                 evicted.add_metric(lv + [name, reason], float(n))
@@ -320,7 +326,7 @@ class ClusterCollector:
                                    "Age of the oldest partition proof in hand (0 when none)")
         picked = [t for cur in self._jobs.values() if cur.finished_at is None for t, _ in cur.pickup.values()]
         oldest.add_metric([], max((now - t for t in picked), default=0.0))
-        return [ready, inflight, nkeys, key, loading, load_s, load_b, mirror, evicted, free, used, total, depth, by_prio,
+        return [ready, inflight, nkeys, key, loading, load_s, load_b, phase_s, mirror, evicted, free, used, total, depth, by_prio,
                 active, waiting, oldest]
 
     def collect(self):

@@ -172,14 +172,18 @@ class KeyCache:
             return ProvingKey.load(path)
         from gpu.groth16 import bellperson
         st = path.stat()
-        pk = bellperson.read_params(path, circuit, points=points)
+        # the densities on a thread while the dense sections h and l stream (the CUDA
+        # backend fills them first); a's and b's lengths checked before they are read
+        pk = bellperson.read_params(path, circuit, points=points, later=True)
         recorded = self.circuit_digest(circuit, path)
         if recorded is not None:  # the prover compares it with the circuit's (CircuitMismatch)
             pk.circuit_digest = pk.vk.circuit_digest = recorded
         #: what a mirror of it binds to (``mirror_later``: written only if these still hold)
         pk.params_path, pk.params_stat, pk.mirror = path, (st.st_size, st.st_mtime_ns), None
         if mirrors_enabled():
-            m = self.open_mirror(path, pk.h_query.lay)
+            from gpu.phases import phase
+            with phase("mirror header"):
+                m = self.open_mirror(path, pk.h_query.lay)
             if m is not None:
                 from gpu.groth16 import mirror
                 mirror.attach(pk, m, on_bad=self.drop_mirror)

@@ -43,6 +43,8 @@ from .prover import Prover, parse_device
 
 log = logging.getLogger(__name__)
 
+#: the start's log lines, as Celery writes its own after (its worker_log_format)
+START_LOG_FORMAT = "[%(asctime)s: %(levelname)s/%(processName)s] %(message)s"
 #: exit status of a worker ended by a hard time limit (EX_SOFTWARE)
 HARD_LIMIT_EXIT = 70
 
@@ -73,10 +75,15 @@ class WorkerLifecycle:
 
     # -- start --------------------------------------------------------------------------------------
     def start(self) -> None:
-        """Everything before consuming: lock, register (not ready), prover, keys."""
+        """Everything before consuming: lock, register (not ready), prover, keys. Each phase's
+        seconds are logged and kept (gpu/phases.py; ``WorkerInfo.start_phases``)."""
+        from gpu import phases
         from synthesis.circuits import get_circuit
 
         s = self.rt.settings
+        self.phases = rec = phases.Phases()
+        t_start = time.time()
+        rec.add("process start and imports", t_start - rec.origin, t_start)
         slot = 0
         if self.device is not None:
             self.lock = registry.DeviceLock(self.rt.redis, self.host, str(self.device),
@@ -98,23 +105,32 @@ class WorkerLifecycle:
         self.heartbeat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
                                             ttl_s=s.worker.registry_ttl_s, lock=self.lock,
                                             update=self._update).start()
+        rec.add("device lock and registry", time.time() - t_start)
         try:
             if self.device is not None:
                 from .inprocess import InProcessKeys
 
-                made = InProcessKeys(s.srs, self.rt.keys)
-                self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
-                                     in_process=made, holder=self._holder_client())
-                self.rt.prover = self.prover
-                # announced only where the device can ever hold the key (cluster/pipeline/inprocess.py)
-                info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
-                for name in s.srs.preload:
-                    t0 = time.time()
-                    info.loading = [name]  # `zkhive status`: loading, not just "not ready"
-                    self.heartbeat.beat()
-                    self.prover.load(get_circuit(name))
-                    info.loading = []
-                    log.info("loaded the proving key of %s in %.2f s", name, time.time() - t0)
+                # the preloaded circuits' host work (matrices, densities, digest) on a thread
+                # while this one makes the device's context and loads its modules
+                prep = prepare_circuits(s.srs.preload, self.rt.keys)
+                with phases.collect(rec):
+                    made = InProcessKeys(s.srs, self.rt.keys)
+                    with phases.phase("prover (backend)"):
+                        self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
+                                             in_process=made, holder=self._holder_client())
+                    self.rt.prover = self.prover
+                    # announced only where the device can ever hold the key (cluster/pipeline/inprocess.py)
+                    info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
+                    t = time.time()
+                    prep.wait()
+                    rec.add("waited for the circuits' host work", time.time() - t)
+                    for name in s.srs.preload:
+                        t0 = time.time()
+                        info.loading = [name]  # `zkhive status`: loading, not just "not ready"
+                        self.heartbeat.beat()
+                        self.prover.load(get_circuit(name))
+                        info.loading = []
+                        log.info("loaded the proving key of %s in %.2f s", name, time.time() - t0)
                 self.heartbeat.beat()
             elif self.role == "synthesis":
                 # build the preloaded circuits' matrices before the first job, not inside it
@@ -128,6 +144,7 @@ class WorkerLifecycle:
             if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):
                 raise WorkerStartError(f"{worker_id}: {e}") from None
             raise
+        self._started = time.time()
         self._connect_signals()
 
     def _holder_client(self):
@@ -172,6 +189,9 @@ class WorkerLifecycle:
         busy = getattr(self, "_busy", None)
         if busy is not None and getattr(self, "_task_running", False):
             busy.send()  # the event loop that sends Celery's heartbeat is running the task
+        rec = getattr(self, "phases", None)
+        if rec is not None:
+            info.start_phases = rec.as_dict()
         if self.prover is not None:
             info.resident_keys = self.prover.resident_names()
             info.key_loads = self.prover.key_loads()
@@ -192,6 +212,10 @@ class WorkerLifecycle:
             from .busy_heartbeat import BusyHeartbeat
             self._busy = BusyHeartbeat(app, getattr(sender, "hostname", None) or self.rt.worker.nodename,
                                        self.rt.settings.worker.heartbeat_s)
+        rec = getattr(self, "phases", None)
+        if rec is not None and getattr(self, "_started", None):   # Celery's consumer, the broker
+            rec.add("celery start", time.time() - self._started)
+            rec.add("ready", time.time() - rec.origin)
         self.rt.worker.ready = True
         self.heartbeat.beat()
         # every role sweeps (one process per interval, under a lock): lost work is found even
@@ -266,7 +290,20 @@ class WorkerLifecycle:
 
     def run(self, loglevel: str = "INFO") -> int:
         quiet_chord_errors()
-        self.start()
+        # the start logs before Celery sets up logging (worker_main): a handler of its own
+        # until then, or its INFO lines (each start phase, the key's sections) are lost
+        handler = None
+        root = logging.getLogger()
+        if not root.handlers:
+            handler = logging.StreamHandler(sys.__stderr__)
+            handler.setFormatter(logging.Formatter(START_LOG_FORMAT))
+            root.addHandler(handler)
+            root.setLevel(loglevel.upper() if isinstance(loglevel, str) else loglevel)
+        try:
+            self.start()
+        finally:
+            if handler is not None:
+                root.removeHandler(handler)
         try:
             app.worker_main(self.celery_argv(loglevel))
         except SystemExit as e:
@@ -274,6 +311,51 @@ class WorkerLifecycle:
         finally:
             self.shutdown()
         return 0
+
+
+def prepare_circuits(names, keys) -> threading.Event:
+    """Start a thread that does the host work of loading each of ``names``'s keys: the compact
+    matrices (built, or read from $ZKHIVE_CACHE_DIR/r1cs) and their digest, then (the returned
+    event set: the load may start) where the key cache holds a bellperson .params, the
+    densities and their indices, cached on the matrices where the .params reader finds them
+    (gpu/groth16/bellperson.py shape_of: a reader that asks meanwhile waits for this one) while
+    the dense sections stream. Meanwhile the caller makes the device's context and loads its
+    modules. Errors are left for the load, which does the same work again and raises them."""
+    host = threading.Event()
+
+    def run():
+        from gpu.backends.forms import circuit_digest
+        from gpu.groth16 import bellperson
+        from gpu.native.compact import compact_of
+        from synthesis.circuits import get_circuit
+
+        later = []
+        try:
+            for name in names:
+                try:
+                    c = get_circuit(name)
+                    circuit_digest(compact_of(c) if hasattr(c, "compact_r1cs") else c.r1cs())
+                    path = keys.find(c, "params")
+                    if path is not None and path.suffix == ".params":
+                        later.append(c)
+                except Exception as e:   # the load says it
+                    log.debug("preparing %s: %s", name, e)
+            if later:   # the verifying key's point checks: built on a machine's first start
+                bellperson._host()   # (points_host.cpp, g++ -O3: 6.3 s on the dev machine)
+        except Exception as e:
+            log.debug("preparing the host point checks: %s", e)
+        finally:
+            host.set()
+        for c in later:
+            try:
+                shape = bellperson.shape_of(c)
+                for q in ("a", "b_g1"):
+                    shape.index(q)
+            except Exception as e:
+                log.debug("preparing %s's densities: %s", c.name, e)
+
+    threading.Thread(target=run, name="prepare-circuits", daemon=True).start()
+    return host
 
 
 class _ChordOfAFailedJob(logging.Filter):

@@ -146,6 +146,8 @@ class Prover:
             return self._attach(circuit, on_evict)
         if self.in_process is not None and self.in_process.makes(circuit):
             return self._make(circuit, on_evict)
+        from gpu.phases import phase
+
         t0 = time.time()
         pk = self.keys.load_pk(circuit)
         # the matrices now, not inside the first timed prove: the compact form where the circuit
@@ -155,13 +157,15 @@ class Prover:
         # a key made for other matrices is refused here, at load (preload: before ready), and
         # the digest is computed now, not inside the first proof (0.5-1 s at 2^20, measured on
         # the H200 as a gap before partition 0's upload)
-        digest = circuit_digest(r1cs)
+        with phase("circuit digest"):
+            digest = circuit_digest(r1cs)
         if pk.circuit_digest != digest:
             raise CircuitMismatch("the proving key was made for another circuit (circuit digests "
                                   f"{pk.circuit_digest.hex()[:16]} and {digest.hex()[:16]} differ)")
         # the device's one admission, the one a key made in process takes (gpu/budget.py
         # admit_shape: lean where only that fits), refusing with every part named
-        need = self.backend.admit(pk, r1cs) or self.keys.size(circuit)
+        with phase("admission"):
+            need = self.backend.admit(pk, r1cs) or self.keys.size(circuit)
         limit = self.capacity()
         if limit is not None and need > limit:
             raise DeviceMemoryExhausted(

@@ -58,6 +58,9 @@ class WorkerInfo(BaseModel):
     #: the last load of each resident key: {params: {"seconds", "bytes", "gbps"}} (bytes: the
     #: .params file read; 0 for a key made in process)
     key_loads: dict[str, dict[str, float]] = {}
+    #: seconds of each phase of this prover's start, process start to ready (gpu/phases.py:
+    #: "imports", "CUDA context", "circuit shape (densities)", "section a", ..., "ready")
+    start_phases: dict[str, float] = {}
     #: the prover's last evictions, oldest first: {"key", "at", "bytes", "reason"}
     evictions: list[dict] = []
     #: evictions since the prover started, by "params/room" and "params/request"

@@ -185,6 +185,12 @@ def status_text(rt, *, jobs: int = 5) -> str:
                      if mp < 0 else "; its mirror written" if mp >= 1 else
                      f"; writing its mirror ({100 * mp:.0f}%)")
             lines.append(f"  {w.worker_id} loaded the proving key of {name} in {ld['seconds']:.1f} s{size}")
+        ph = {k: v for k, v in (w.start_phases or {}).items() if k != "ready"}
+        if w.role == "prove" and ph:   # where the start's seconds went: the longest phases
+            top = sorted(ph.items(), key=lambda kv: -kv[1])[:6]
+            lines.append(f"  {w.worker_id} started in "
+                         + (f"{w.start_phases['ready']:.1f} s" if "ready" in w.start_phases else "?")
+                         + ": " + ", ".join(f"{k} {v:.1f} s" for k, v in top))
         for ev in w.evictions[-3:]:  # what left the device, when and why (the last three)
             at = time.strftime("%H:%M:%S", time.gmtime(ev.get("at", 0)))
             lines.append(f"  {w.worker_id} evicted the proving key of {ev.get('key')} at {at} UTC "

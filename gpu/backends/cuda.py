@@ -106,25 +106,30 @@ class Resident:
     def __init__(self, pk, r1cs):
         from gpu.cuda.msm import DeviceBases
 
+        from gpu.phases import phase
+
         self._head(pk)
         cr = compact_of(r1cs)
         try:
             if cr is not None:
                 from gpu.cuda.compact import DeviceCompactR1CS
-                self.compact = DeviceCompactR1CS(cr)
+                with phase("matrices to the device"):
+                    self.compact = DeviceCompactR1CS(cr)
                 self.num_constraints = self.compact.rows
             else:
                 r1cs = full_r1cs(r1cs)
                 self.num_constraints = r1cs.num_constraints
                 for name in ("a", "b", "c"):
                     self.matrices[name] = _Matrix(getattr(r1cs, name), f"matrix {name.upper()}")
-            for name, group in self.QUERIES:
+            for name, group in self.fill_order(pk):
                 q = getattr(pk, name)
                 if isinstance(q, FileQuery):  # a query of a parameter file, streamed from disk
                     if len(q):                # by gpu/cuda/params.py ``fill``
                         from gpu.cuda.params import fill
-                        self.bases[name] = DeviceBases.filled_on_device(
-                            len(q), group, lambda buffer, q=q: fill(q, buffer))
+                        with phase(f"section {q.section}"):   # its allocation and its fill
+                            q.resolve()   # a and b: the densities and the length first
+                            self.bases[name] = DeviceBases.filled_on_device(
+                                len(q), group, lambda buffer, q=q: fill(q, buffer))
                     continue
                 limbs = q.limbs() if isinstance(q, PointArray) else PointArray.from_points(
                     type(q[0]), q).limbs()
@@ -133,6 +138,14 @@ class Resident:
         except Exception:
             self.free()
             raise
+
+    @classmethod
+    def fill_order(cls, pk):
+        """QUERIES, a file's dense sections (h, l) first: their reads need no densities, which
+        a ``read_params(later=True)`` key computes on a thread meanwhile."""
+        dense = ("h_query", "l_query")
+        return ([(n, g) for n, g in cls.QUERIES if n in dense]
+                + [(n, g) for n, g in cls.QUERIES if n not in dense])
 
     def _head(self, pk) -> None:
         self.digest, self.n = pk.circuit_digest, pk.domain_size
@@ -313,9 +326,12 @@ class CudaBackend(Backend):
         and no proving engines; provers ``adopt`` it and book their own parts."""
         from gpu.cuda.ntt import NttEngine
 
+        from gpu.phases import phase
+
         self.ordinal, self.holder = ordinal, holder
         self._thread = threading.get_ident()  # the context is current on this thread only
-        self.context = loader.init_context(ordinal)
+        with phase("CUDA context"):
+            self.context = loader.init_context(ordinal)
         self.cuda = loader.driver()
         self.device = loader.device_name()
         free, total = self.cuda.mem_get_info()
@@ -324,8 +340,9 @@ class CudaBackend(Backend):
         self.budget = DeviceBudget(f"{socket.gethostname()}-{bus}",
                                    capacity or int(total * CAPACITY_SHARE),
                                    free_bytes=self._free_now)
-        self.ntt = NttEngine()
-        mod = loader.load_module("prover")
+        with phase("cubins (NTT, prover)"):
+            self.ntt = NttEngine()
+            mod = loader.load_module("prover")
         self.k_spmv = loader.get_function(mod, "qap_spmv")
         self.k_inputs = loader.get_function(mod, "qap_place_inputs")
         self.k_check = loader.get_function(mod, "qap_first_unsatisfied")
@@ -409,15 +426,18 @@ class CudaBackend(Backend):
         if getattr(pk, "on_device", False) or pk.a_query is None:
             raise BackendError(f"proving key {pk.circuit_digest.hex()[:16]} was made on the device "
                                "and is no longer resident (unloaded): make it again (setup_resident)")
-        shape, label = self._admitted(pk, r1cs)  # never fits: refused now, with the breakdown
-        need = shape.key_bytes() if self.holder else shape.resident_bytes()
-        self.budget.reserve_resident(need, label)
+        from gpu.phases import phase
+        with phase("ledger"):
+            shape, label = self._admitted(pk, r1cs)  # never fits: refused now, with the breakdown
+            need = shape.key_bytes() if self.holder else shape.resident_bytes()
+            self.budget.reserve_resident(need, label)
         res = None
         try:
             res = Resident(pk, r1cs)
             res.shape = shape
             if not self.holder:
-                self._warm_split(res, dense_affine=shape.dense_affine)
+                with phase("tail engines"):
+                    self._warm_split(res, dense_affine=shape.dense_affine)
         except Exception:
             if res is not None:
                 res.free()
@@ -500,8 +520,10 @@ class CudaBackend(Backend):
         ledger admitted the key only without the dense engine's affine buffers; the engine
         sums in XYZZ from then on (its buffers were never booked)."""
         from gpu.cuda.split_msm import SplitMsm
+        from gpu.phases import phase
         if self._split is None:
-            self._split = SplitMsm()
+            with phase("split MSM modules"):   # inside "tail engines" at a load
+                self._split = SplitMsm()
         if not dense_affine:
             self._split.dense_affine = False
         biggest: dict[str, int] = {}

@@ -11,6 +11,7 @@ import time
 
 import numpy as np
 
+from gpu import phases
 from gpu.groth16.bellperson import _REASONS, ZERO_FILLED, _fail, open_regular, read_section
 
 log = logging.getLogger(__name__)
@@ -100,6 +101,7 @@ def _fill_pipelined(q, buffer) -> None:
     bufs = [cuda.pagelocked_empty(rows * w, np.uint8) for _ in range(PIPE_BUFFERS)]
     dbufs = ([cuda.pagelocked_empty(max(rows, 2), np.int32) for _ in range(PIPE_BUFFERS)]
              if idx is not None else None)
+    phases.add("page-locked buffers", time.perf_counter() - t_all)   # summed over the sections
     free: queue.Queue = queue.Queue()
     filled: queue.Queue = queue.Queue()
     for k in range(PIPE_BUFFERS):
@@ -273,9 +275,11 @@ def _fill_mirror(q, buffer) -> None:
     except (AttributeError, OSError):
         pass
 
+    t = time.perf_counter()
     bufs = [cuda.pagelocked_empty(rows * cw, np.uint8) for _ in range(nbuf)]
     dbufs = ([cuda.pagelocked_empty(rows, np.int32) for _ in range(nbuf)]
              if idx is not None else None)
+    phases.add("page-locked buffers", time.perf_counter() - t)   # summed over the sections
     free: queue.Queue = queue.Queue()
     for k in range(nbuf):
         free.put(k)

@@ -41,6 +41,7 @@ import hashlib
 import json
 import os
 import struct
+import threading
 from dataclasses import dataclass, field as dc_field
 from pathlib import Path
 from typing import BinaryIO
@@ -387,8 +388,31 @@ class Shape:
         key = "a" if name == "a" else "b"
         cache = self.__dict__.setdefault("_index", {})
         if key not in cache:
-            cache[key] = np.flatnonzero(self.a_density if key == "a" else self.b_density).astype(np.int32)
+            with self.__dict__.setdefault("_index_lock", threading.Lock()):
+                if key not in cache:
+                    cache[key] = density_index(self.a_density if key == "a" else self.b_density)
         return cache[key]
+
+
+#: density entries a step of ``density_index``: its int64 temporaries stay in the CPU's cache
+INDEX_STEP = 1 << 22
+
+
+def density_index(density: np.ndarray) -> np.ndarray:
+    """np.flatnonzero(density).astype(np.int32), INDEX_STEP entries at a time: the whole
+    array's int64 indices first (1 GB for filecoin-32g's a) then their int32 copy took 4-9 s
+    on the 2-core development machine (page faults on two fresh arrays), where this takes
+    0.7 s (2026-12-05, bench/params_phases.py); the load waited for it before section a."""
+    if len(density) >= 1 << 31:
+        raise ValueError(f"{len(density)} variables do not fit the int32 density index")
+    out = np.empty(int(np.count_nonzero(density)), np.int32)
+    at = 0
+    for lo in range(0, len(density), INDEX_STEP):
+        nz = np.flatnonzero(density[lo:lo + INDEX_STEP]).astype(np.int32)
+        nz += np.int32(lo)
+        out[at:at + len(nz)] = nz
+        at += len(nz)
+    return out
 
 
 def _columns(m, num_vars: int) -> np.ndarray:
@@ -413,21 +437,38 @@ def _columns(m, num_vars: int) -> np.ndarray:
     return out
 
 
-def shape_of(circuit) -> Shape:
-    """The Shape of a circuit (an R1CS, a compact circuit, or a circuit object); computed once
-    per matrices object (a 2^27 circuit's densities take seconds)."""
+#: one computation of a Shape at a time: a thread that asks while another computes it waits
+#: for that one (cluster/pipeline/lifecycle.py prepares the preloaded circuits on a thread)
+_SHAPE_LOCK = threading.Lock()
+
+
+def _matrices_of(circuit):
     from gpu.backends.forms import full_r1cs
     from gpu.native.compact import compact_of
     cr = compact_of(circuit)
-    m = cr if cr is not None else full_r1cs(circuit)
+    return cr if cr is not None else full_r1cs(circuit)
+
+
+def _cached_shape(circuit) -> Shape | None:
+    return getattr(_matrices_of(circuit), "__dict__", {}).get("_bellperson_shape")
+
+
+def shape_of(circuit) -> Shape:
+    """The Shape of a circuit (an R1CS, a compact circuit, or a circuit object); computed once
+    per matrices object (a 2^27 circuit's densities take seconds)."""
+    m = _matrices_of(circuit)
     cached = getattr(m, "__dict__", {}).get("_bellperson_shape")
     if cached is not None:
         return cached
-    shape = _shape(m)
-    try:
-        m.__dict__["_bellperson_shape"] = shape   # the matrices are immutable by contract
-    except (AttributeError, TypeError):
-        pass
+    with _SHAPE_LOCK:
+        cached = getattr(m, "__dict__", {}).get("_bellperson_shape")
+        if cached is not None:
+            return cached
+        shape = _shape(m)
+        try:
+            m.__dict__["_bellperson_shape"] = shape   # the matrices are immutable by contract
+        except (AttributeError, TypeError):
+            pass
     return shape
 
 
@@ -440,6 +481,12 @@ def _sizes(circuit) -> tuple[int, int, int]:
     npub, naux = int(m.num_public), int(m.num_aux)
     need = int(m.a.rows) + npub + 1
     return npub, naux, 1 << max(1, (need - 1).bit_length())
+
+
+def _dense_want(npub: int, naux: int, domain: int) -> dict[str, tuple[int, str]]:
+    """``Shape.want_why`` of the sections the densities do not decide (IC, h, l)."""
+    return {"ic": (npub + 1, f"{npub} public inputs + ONE"), "h": (domain - 1, f"domain {domain} - 1"),
+            "l": (naux, "the auxiliary variables")}
 
 
 def _shape(m) -> Shape:
@@ -503,15 +550,43 @@ class FileQuery(PointArray):
     buffer a chunk at a time (the CUDA backend: gpu/backends/cuda.py Resident), so the key is
     never held in host memory at all."""
 
-    __slots__ = ("_raw", "lay", "section", "index", "n", "points", "chunk", "host_convert")
+    __slots__ = ("_raw", "lay", "section", "_index", "_pending", "n", "points", "chunk",
+                 "host_convert")
 
-    def __init__(self, lay: Layout, section: str, n: int, index: np.ndarray | None, points: str):
+    def __init__(self, lay: Layout, section: str, n: int, index, points: str):
+        """``index``: the density's index of the section's points (None: dense), or a
+        ``Densities`` still being computed (``read_params(later=True)``), taken by ``resolve``."""
         self.kind = POINT[lay.sections[section].kind]
         self._objects, self._raw = None, None
-        self.lay, self.section, self.index, self.n, self.points = lay, section, index, n, points
+        self.lay, self.section, self.n, self.points = lay, section, n, points
+        self._index, self._pending = (None, index) if isinstance(index, Densities) else (index, None)
         self.chunk = 1 << 20  # variables a device upload step (G2: 192 MiB of host staging)
         #: convert and scatter on the host (numpy) instead of the device (ZKHIVE_PARAMS_HOST_CONVERT=1)
         self.host_convert = os.environ.get("ZKHIVE_PARAMS_HOST_CONVERT", "0") == "1"
+
+    @property
+    def index(self) -> np.ndarray | None:
+        """Variable index of each point of the section (None: dense); resolved first."""
+        self.resolve()
+        return self._index
+
+    def index_source(self):
+        """What ``__init__`` takes as ``index`` to make the same query (mirror.py MirrorQuery)."""
+        return self._pending if self._pending is not None else self._index
+
+    def resolve(self) -> None:
+        """A section whose densities were still being computed (``read_params(later=True)``):
+        wait for them, then its length against them (KeyFormatError naming the section and the
+        length field's offset, as ``scan`` names it) before any of it is allocated or read."""
+        pending = self._pending
+        if pending is None:
+            return
+        from gpu.phases import phase
+        with phase("waited for the densities"):   # ~0 where h and l took longer to read
+            shape = pending.result()
+        sec = self.lay.sections[self.section]
+        _expect(self.lay.path, shape.want_why(), self.section, sec.count, sec.start - 4)
+        self._index, self._pending = shape.index(self.section), None
 
     @property
     def raw(self) -> np.ndarray:
@@ -533,31 +608,88 @@ class FileQuery(PointArray):
         return PointArray(self.kind, self.raw)[i]
 
 
+class Densities:
+    """A circuit's Shape and its a and b indices computed on a thread (``read_params(later=
+    True)``): while the dense sections h and l stream to the device (gpu/backends/cuda.py
+    fills them first), not before the first read."""
+
+    def __init__(self, circuit):
+        self._out: dict = {}
+        self._thread = threading.Thread(target=self._run, args=(circuit,), daemon=True,
+                                         name="params-densities")
+        self._thread.start()
+
+    def _run(self, circuit) -> None:
+        from gpu.phases import phase
+        try:
+            with phase("circuit shape and density index (beside the reads)"):
+                shape = shape_of(circuit)
+                for name in ("a", "b_g1"):
+                    shape.index(name)
+            self._out["shape"] = shape
+        except BaseException as e:   # raised where the load waits for it
+            self._out["error"] = e
+
+    def result(self) -> "Shape":
+        self._thread.join()
+        if "error" in self._out:
+            raise self._out["error"]
+        return self._out["shape"]
+
+
 def read_params(path, circuit, *, points: str = "curve", vk_points: str | None = None,
-                eager: bool = False) -> ProvingKey:
+                eager: bool = False, later: bool = False) -> ProvingKey:
     """A bellperson .params file as our ProvingKey for ``circuit``, checked against the
     circuit's shape first (sizes and densities: nothing else is read when they differ). The
-    queries are FileQuery objects (read on first use, or now with ``eager``)."""
+    queries are FileQuery objects (read on first use, or now with ``eager``). ``later``: the
+    densities on a thread (``Densities``): IC's, h's and l's lengths checked now, a's and
+    b's when each is first used (``FileQuery.resolve``: before it is allocated or read)."""
     if points not in POINT_CHECKS:
         raise ValueError(f"points must be one of {POINT_CHECKS}")
     from gpu.backends.forms import circuit_digest
+    from gpu.phases import phase
     path = Path(path)
-    shape = shape_of(circuit)
-    lay = scan(path, params=True, want=shape.want_why())
-    digest = circuit_digest(circuit)
-    with open_regular(path) as f:
+    with phase("matrices (host)"):   # built, or read from $ZKHIVE_CACHE_DIR/r1cs
+        from gpu.native.compact import compact_of
+        compact_of(circuit)
+    cached = _cached_shape(circuit)
+    if later and cached is None:
+        npub, naux, domain = _sizes(circuit)
+        shape = pending = Densities(circuit)
+        want = {k: v for k, v in _dense_want(npub, naux, domain).items()}
+    else:
+        with phase("circuit shape (densities)"):
+            shape = shape_of(circuit)
+        npub, naux, domain = shape.num_public, shape.num_aux, shape.domain
+        pending, want = None, shape.want_why()
+    with phase("params scan (lengths)"):
+        try:
+            lay = scan(path, params=True, want=want)
+        except KeyFormatError:
+            if pending is None:
+                raise
+            # the file's sizes do not add up: with the densities the error names the section
+            # whose length is wrong (a's or b's), not a later one it threw off
+            scan(path, params=True, want=pending.result().want_why())
+            raise
+    with phase("circuit digest"):
+        digest = circuit_digest(circuit)
+    with phase("verifying key"), open_regular(path) as f:
         s = _read_vk_parts(f, lay, vk_points or points)
     vk = VerifyingKey(s["alpha_g1"], s["beta_g2"], s["gamma_g2"], s["delta_g2"], s["ic"],
-                      circuit_digest=digest, num_aux=shape.num_aux,
-                      num_constraints=0, domain_size=shape.domain)
+                      circuit_digest=digest, num_aux=naux,
+                      num_constraints=0, domain_size=domain)
     vk.beta_g1, vk.delta_g1 = s["beta_g1"], s["delta_g1"]
     q = {}
-    for name, _ in QUERIES:
-        n = {"h": shape.domain - 1, "l": shape.num_aux}.get(name, shape.num_vars)
-        q[OURS[name]] = FileQuery(lay, name, n, shape.index(name), points)
+    with phase("density index"):
+        for name, _ in QUERIES:
+            n = {"h": domain - 1, "l": naux}.get(name, 1 + npub + naux)
+            dense = name in ("h", "l")
+            q[OURS[name]] = FileQuery(lay, name, n, None if dense else pending or shape.index(name),
+                                      points)
     pk = ProvingKey(vk=vk, beta_g1=s["beta_g1"], delta_g1=s["delta_g1"], circuit_digest=digest,
-                    num_public=shape.num_public, num_aux=shape.num_aux, num_constraints=0,
-                    domain_size=shape.domain, **q)
+                    num_public=npub, num_aux=naux, num_constraints=0,
+                    domain_size=domain, **q)
     if eager:
         for v in q.values():
             v.raw

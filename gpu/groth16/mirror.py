@@ -503,7 +503,7 @@ def _mirror_query_class():
 
         @classmethod
         def of(cls, q, m, on_bad=None):
-            self = cls(q.lay, q.section, q.n, q.index, q.points)
+            self = cls(q.lay, q.section, q.n, q.index_source(), q.points)
             self.chunk, self.host_convert = q.chunk, q.host_convert
             self.mirror, self.on_bad, self.fell_back = m, on_bad, None
             return self

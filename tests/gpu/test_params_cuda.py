@@ -135,3 +135,37 @@ def test_a_zero_filled_point_refused_on_the_way_to_the_device(backend, files, tm
     with pytest.raises(KeyFormatError, match=rf"section l, point 1 at byte offset {at}: every byte zero"):
         backend.load(pk, cr)
     assert pk.circuit_digest not in backend._on_device
+
+
+def test_densities_later_stream_the_same_key_and_refuse_a_wrong_a_length_before_its_buffer(backend, files, tmp_path):
+    """Issue 40 item 3 (the prover's load, cluster/pipeline/keys.py): read_params(later=True)
+    computes the densities on a thread while the CUDA Resident fills h and l first; the proof
+    equals the one of the key read the old way. A file whose a is one longer and b_g1 one
+    shorter (the same size) is refused at a's turn, naming section a and its length field,
+    with nothing left booked or allocated."""
+    from gpu.cuda.memory import DeviceBuffer
+    d, cr = files
+    z = witness(9)
+    blob = assignment.encode(z)
+    r, s = random.randrange(1, F.MODULUS), random.randrange(1, F.MODULUS)
+    pk_now = bp.read_params(d / "host.params", cr)
+    want = prove(pk_now, cr, blob, backend=backend, r=r, s=s).to_bytes()
+    backend.unload(pk_now.circuit_digest)
+    fresh = toy(9)   # no Shape cached on it: the densities on their thread
+    pk_later = bp.read_params(d / "host.params", fresh, later=True)
+    assert prove(pk_later, fresh, blob, backend=backend, r=r, s=s).to_bytes() == want
+    backend.unload(pk_later.circuit_digest)
+
+    lay = bp.scan(d / "host.params")
+    a, b = lay.sections["a"], lay.sections["b_g1"]
+    buf = (d / "host.params").read_bytes()
+    path = tmp_path / "moved.params"
+    path.write_bytes(buf[:a.start - 4] + (a.count + 1).to_bytes(4, "big") + buf[a.start:a.end]
+                     + buf[b.start:b.start + 96] + (b.count - 1).to_bytes(4, "big")
+                     + buf[b.start + 96:])
+    live = DeviceBuffer.live
+    pk_bad = bp.read_params(path, toy(9), later=True)
+    with pytest.raises(KeyFormatError, match=rf"section a: the length field at byte offset "
+                                             rf"{a.start - 4} says {a.count + 1} points"):
+        backend.load(pk_bad, cr)
+    assert DeviceBuffer.live == live and backend.held_bytes(pk_bad.circuit_digest) is None

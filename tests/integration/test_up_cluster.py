@@ -258,6 +258,25 @@ def test_a_key_from_a_params_file_over_compact_matrices_through_up(tmp_path):
                          + rb'"[^}]*\} (\S+)$', body, re.M)
         assert code == 200 and [float(x) for x in got] == [float(size)], body.decode()[-1500:]
         assert re.search(rb'^zkhive_key_load_seconds\{[^}]*params="' + COMPACT.name.encode(), body, re.M)
+        # issue 40 item 3: each phase of the prover's start, in status, the metrics and its log
+        ph = next(w for w in st["workers"] if w["role"] == "prove")["start_phases"]
+        # the densities: before the scan where the preparing thread had them, else beside the reads
+        assert ("circuit shape (densities)" in ph) != (
+            "circuit shape and density index (beside the reads)" in ph), ph
+        for name in ("process start and imports", "prover (backend)", "matrices (host)",
+                     "params scan (lengths)", "circuit digest",
+                     "verifying key", "density index", "admission", "celery start", "ready",
+                     "waited for the circuits' host work"):
+            assert name in ph and ph[name] >= 0, (name, ph)
+        assert 0 < ph["process start and imports"] < ph["ready"] and ph["ready"] >= sum(
+            v for k, v in ph.items() if k != "ready") - 0.1, ph
+        assert re.search(r"prove\.\S+ started in \d+\.\d s: ", text), text
+        assert re.search(rb'^zkhive_start_phase_seconds\{[^}]*phase="params scan \(lengths\)"[^}]*\} ',
+                         body, re.M), body.decode()[-1500:]
+        plog = next((s.run_dir / "logs").glob("prove*.log")).read_text()
+        for name in ("process start and imports", "params scan (lengths)", "density index", "ready"):
+            assert re.search(rf"start phase {re.escape(name)}: \d+\.\d\d s \(at \d+\.\d\d s\)",
+                             plog), (name, plog[-3000:])
         doc = {"params": COMPACT.name, "partitions": [{"x": hex(v), "y": hex(v)} for v in (7, 2**200 + 9)]}
         (tmp_path / "c1.json").write_text(json.dumps(doc))
         zkhive(*s.args("submit", str(tmp_path / "c1.json"), "--job-id", "up-compact", "--wait",

@@ -459,7 +459,9 @@ def test_each_length_is_named_in_its_own_section(files, tmp_path, name):
         path = tampered(files, tmp_path, _set_len(sec, n))
         want = (rf"k.params: section {name}: the length field at byte offset {sec.start - 4} says {n} "
                 rf"points, the circuit needs {sec.count} \(")
-        for read in (lambda: bp.read_params(path, r1cs), lambda: bp.check_file(path, r1cs)):
+        for read in (lambda: bp.read_params(path, r1cs), lambda: bp.check_file(path, r1cs),
+                     # densities on a thread (a fresh matrices object: no Shape cached yet)
+                     lambda: bp.read_params(path, circuit(5, only_c=True).to_r1cs(), later=True)):
             with pytest.raises(KeyFormatError, match=want):
                 read()
 
@@ -737,3 +739,55 @@ def test_size_messages_say_what_the_file_is(files, tmp_path):
                                              rf"says {b2.count + 2} points \({(b2.count + 2) * 192} bytes from offset "
                                              rf"{b2.start}\), but the file ends at {b2.end}: truncated or a wrong length$"):
         bp.scan(big)
+
+
+@pytest.mark.parametrize("n", [0, 1, 7, 64, 65, 1000])
+def test_the_density_index_is_flatnonzero_in_int32_across_steps(n, monkeypatch):
+    """Issue 40 item 3: the index the loader scatters a and b by, made INDEX_STEP entries at a
+    time (4-9 s -> 0.7 s at filecoin-32g here), equals np.flatnonzero's across the steps'
+    edges, for any density; a density too long for int32 is refused, not wrapped."""
+    monkeypatch.setattr(bp, "INDEX_STEP", 8)
+    rng = np.random.default_rng(n)
+    for dens in (rng.random(n) < 0.7, np.ones(n, bool), np.zeros(n, bool)):
+        got = bp.density_index(dens)
+        assert got.dtype == np.int32 and got.tolist() == np.flatnonzero(dens).tolist()
+    shape = bp.Shape(0, max(n - 1, 0), 8, np.ones(n, bool), rng.random(n) < 0.5)
+    assert shape.index("b_g2").tolist() == np.flatnonzero(shape.b_density).tolist()
+    assert shape.index("h") is None
+    with pytest.raises(ValueError, match="2147483648 variables do not fit the int32 density index"):
+        bp.density_index(np.broadcast_to(np.ones(1, bool), (1 << 31,)))
+
+
+def test_densities_later_give_the_same_key_and_check_a_and_b_before_their_reads(files, tmp_path):
+    """Issue 40 item 3: ``read_params(later=True)`` (the prover's load: the densities on a
+    thread while h and l stream) gives the key ``later=False`` gives; a length of a or b that
+    the file's size cannot tell apart (a one longer, b_g1 one shorter: both G1) is refused
+    when that query is first used (``resolve``: before the device allocates or reads it),
+    naming the section and the length field's offset, as ``later=False`` refuses it at once."""
+    d, r1cs, pk, _ = files
+    cs = circuit(5, only_c=True).to_r1cs()   # a fresh matrices object: no cached Shape
+    now, later = bp.read_params(d / "k.params", r1cs), bp.read_params(d / "k.params", cs, later=True)
+    for name in bp.OURS.values():
+        q = getattr(later, name)
+        assert np.array_equal(q.raw, getattr(now, name).raw), name
+        assert (q.index is None) == (name in ("h_query", "l_query")), name
+    lay = bp.scan(d / "k.params")
+    a, b = lay.sections["a"], lay.sections["b_g1"]
+
+    def edit(buf):   # b_g1's first point moved to the end of a: the same size
+        return (buf[:a.start - 4] + (a.count + 1).to_bytes(4, "big") + buf[a.start:a.end]
+                + buf[b.start:b.start + 96] + (b.count - 1).to_bytes(4, "big")
+                + buf[b.start + 96:])
+    path = tampered(files, tmp_path, edit)
+    assert path.stat().st_size == (d / "k.params").stat().st_size
+    want = (rf"k.params: section a: the length field at byte offset {a.start - 4} says {a.count + 1} "
+            rf"points, the circuit needs {a.count} \(")
+    with pytest.raises(KeyFormatError, match=want):
+        bp.read_params(path, r1cs)
+    key = bp.read_params(path, circuit(5, only_c=True).to_r1cs(), later=True)
+    assert key.h_query.index is None and len(key.h_query.raw) == len(now.h_query.raw)
+    for q in (key.a_query, key.b_g1_query):
+        with pytest.raises(KeyFormatError, match=want if q is key.a_query else
+                           rf"section b_g1: the length field at byte offset {b.start - 4 + 96} says "
+                           rf"{b.count - 1} points, the circuit needs {b.count} \("):
+            q.resolve()
