@@ -60,6 +60,24 @@ struct fq2_t {
         fq_t t = c0 * c1;
         return make((c0 + c1) * (c0 - c1), t.dbl());
     }
+    // The same two products with fewer values live (the G2 accumulation's lean kernel,
+    // xyzz_t::add_affine_lean): the cross term first, so beside the operands at most two Fq
+    // values are held while a product runs (the Fq products are volatile asm, so nvcc keeps
+    // this order): s = (a0 + a1)(b0 + b1), t0 = a0 b0, s -= t0, t1 = a1 b1,
+    // result (t0 - t1) + (s - t1) u. operator* holds t0, t1 and both sums (four) at its peak.
+    FF_FN static fq2_t mul_lean(const fq2_t& a, const fq2_t& b) {
+        fq_t s = (a.c0 + a.c1) * (b.c0 + b.c1);
+        fq_t t0 = a.c0 * b.c0;
+        s = s - t0;
+        fq_t t1 = a.c1 * b.c1;
+        return make(t0 - t1, s - t1);
+    }
+    // sqr() with the sum-difference product first: (a0 + a1)(a0 - a1) + 2 a0 a1 u
+    FF_FN fq2_t sqr_lean() const {
+        fq_t r0 = (c0 + c1) * (c0 - c1);
+        fq_t t = c0 * c1;
+        return make(r0, t.dbl());
+    }
     // a * Fq scalar k (Montgomery form), 2 Fq products
     FF_FN fq2_t scale(const fq_t& k) const { return make(c0 * k, c1 * k); }
     // a * (1 + u) = (a0 - a1) + (a0 + a1) u

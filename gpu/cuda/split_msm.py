@@ -159,6 +159,10 @@ class SplitMsm:
         for k in ("sum_ones", "sum_parts", "store_point"):
             self._f[f"g1_{k}"] = loader.get_function(g1, f"g1_{k}")
             self._f[f"g2_{k}"] = loader.get_function(g2 if k == "sum_ones" else g2p, f"g2_{k}")
+        from gpu.cuda.msm import g2_lean
+        if g2_lean():  # ZKHIVE_MSM_G2_LEAN=1: the ones-sum without spills (not yet timed)
+            self._f["g2_sum_ones"] = loader.get_function(
+                loader.load_module("msm_g2_lean_variants"), "g2_sum_ones_lean")
         dev = self._cuda.Context.get_device()
         self._sms = dev.get_attribute(self._cuda.device_attribute.MULTIPROCESSOR_COUNT)
         self.capacity = {g: chunk_capacity(g) for g in ("g1", "g2")}
