@@ -289,9 +289,10 @@ class DeviceBases:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _bind_kernels(self) -> None:
+    def _bind_kernels(self, lean: bool | None = None) -> None:
         """The msm modules' kernels for this group (with the measured per-group variants);
-        also used by gpu.cuda.split_msm's engines over base buffers of their own."""
+        also used by gpu.cuda.split_msm's engines over base buffers of their own. lean: G2's
+        lean level 1 (None: g2_lean(), the setting now)."""
         g = self.group
         self._cuda = loader.driver()
         self._f = {k: kernel(k) for k in (
@@ -310,7 +311,7 @@ class DeviceBases:
             # of the 96-register accumulator; the prefetching one (msm_variants.cu,
             # ZKHIVE_MSM_G2_PREFETCH=1) measured 202.9 against 153.7 ms at 2^22 on the H200
             acc = "g2_accumulate_bases_np"
-        if g.name == "g2" and g2_lean():
+        if g.name == "g2" and (g2_lean() if lean is None else lean):
             acc = "g2_accumulate_bases_lean"  # fewer live registers (msm_g2_lean_variants.cu)
         self._f["accumulate_bases"] = kernel(acc)
         self._device = loader.device_name()

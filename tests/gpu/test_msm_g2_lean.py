@@ -125,10 +125,11 @@ def test_lean_ones_sum_equals_the_default(tables, monkeypatch):
     one = (u >= 0.45) & (u < 0.9)
     s[one] = 0
     s[one, 0] = 1
-    results = {}
+    results, local = {}, {}
     for lean in ("0", "1"):
         monkeypatch.setenv("ZKHIVE_MSM_G2_LEAN", lean)
         split = SplitMsm()
+        local[lean] = split._f["g2_sum_ones"].local_size_bytes
         try:
             with DeviceBases(xy, "g2") as bases:
                 for name, sc in (("porep-like", s), ("all one", vec_from_ints([1] * n))):
@@ -140,6 +141,7 @@ def test_lean_ones_sum_equals_the_default(tables, monkeypatch):
                     assert results[lean, name] == tables.expected(sc), (lean, name)
         finally:
             split.close()
+    assert local["1"] < local["0"], local  # the lean ones-sum was the kernel bound
     assert results["1", "porep-like"] == results["0", "porep-like"]
     assert results["1", "porep-like"] != results["1", "all one"]
 
