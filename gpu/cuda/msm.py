@@ -87,7 +87,7 @@ _MODULE_OF = {
 def g2_lean() -> bool:
     """ZKHIVE_MSM_G2_LEAN=1: G2's level-1 accumulation and the split MSM's G2 ones-sum by the
     kernels of msm_g2_lean_variants.cu (the mixed addition ordered to keep fewer values live, the
-    next base prefetched into L1; ptxas: 78 bytes of spill stores against 1,838, docs/gpu.md).
+    next base prefetched into L1; ptxas: 74 bytes of spill stores against 1,838, docs/gpu.md).
     Not yet timed on the device, so off by default; 0 or unset: the default kernels."""
     v = os.environ.get("ZKHIVE_MSM_G2_LEAN", "0")
     if v not in ("0", "1", ""):
