@@ -123,7 +123,7 @@ struct xyzz_t {
     // add_affine's 8; the products are mul_lean's. Equal x: R decides (double, or infinity);
     // the accumulator is then q itself, so it is the accumulator that is doubled.
     CURVE_FN void add_affine_lean(const affine_t<F>& q, bool neg) {
-        if (q.x.is_zero() && q.y.is_zero()) return;  // the identity (x = 0 alone is on the curve)
+        if (q.x.is_zero() && q.y.is_zero()) return;  // the identity ((0, +-2) is on G1's curve)
         if (is_identity()) {
             *this = from_affine(q);
             if (neg) Y = -Y;
