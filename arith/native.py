@@ -245,7 +245,8 @@ def powers(n: int, base: int, ratio: int) -> np.ndarray:
 
 
 OPS = {"add": 0, "sub": 1, "mul": 2, "sqr": 3, "inv": 4, "neg": 5, "to_mont": 6,
-       "from_mont": 7, "mont_mul": 8, "mul_by_xi": 9, "conj": 10, "dbl": 11}
+       "from_mont": 7, "mont_mul": 8, "mul_by_xi": 9, "conj": 10, "dbl": 11, "mul_lean": 12,
+       "sqr_lean": 13}
 
 
 def field_op(field: str, op: str, a: int, b: int = 0) -> int:

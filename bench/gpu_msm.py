@@ -108,6 +108,7 @@ def floor_ms(group, n, c, rate) -> dict:
 VARIANTS = {"g1": {"lb168": {"ZKHIVE_MSM_G1_LB": "1"},
                    "seg x4": {"ZKHIVE_MSM_SEG_FACTOR": "4"}},
             "g2": {"prefetch": {"ZKHIVE_MSM_G2_PREFETCH": "1"},
+                   "lean": {"ZKHIVE_MSM_G2_LEAN": "1"},
                    "seg x4": {"ZKHIVE_MSM_SEG_FACTOR": "4"}}}
 
 

@@ -1,6 +1,7 @@
 """The split MSM against plain Pippenger on the same resident bases, by witness mix.
 
     python3 bench/gpu_split_msm.py --g1 24 --g2 22 --runs 5 --out split.json
+    python3 bench/gpu_split_msm.py --g1 0 --g2 22 --mixes sdr-b,dense --g2-lean  # lean vs default
 
 Mixes: ``sdr-l`` (a 32 GiB partition's L query: 12 M of 130 M scalars neither 0 nor 1, the rest
 0 or 1 half and half), ``sdr-b`` (B: 6 M of 130 M), ``bits`` (0 and 1 only), ``dense`` (all
@@ -8,6 +9,9 @@ random: the split must fall back to Pippenger at no cost). Bases with known disc
 the device (gpu.cuda.msm.known_log_bases), so every result is checked by the identity
 MSM(P, s) = (sum s_i k_i) G. Times: wall clock of the call after one warm-up, median of --runs
 (each call ends with the point on the host: the device is idle before and after).
+--g2-lean: G2 also through the lean kernels (ZKHIVE_MSM_G2_LEAN=1: the ones-sum and the tail's
+level 1, msm_g2_lean_variants.cu) on a second resident copy of the bases, row key "lean";
+--g1 0 leaves G1 out.
 """
 from __future__ import annotations
 
@@ -57,6 +61,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--mixes", default=",".join(MIXES))
     ap.add_argument("--out", default="gpu_split_msm.json")
+    ap.add_argument("--g2-lean", action="store_true",
+                    help="G2 also with ZKHIVE_MSM_G2_LEAN=1 (split, the same scalars)")
     args = ap.parse_args()
 
     from py_arkworks_bls12381 import G1Point, G2Point, Scalar
@@ -74,12 +80,21 @@ def main() -> int:
     rows = []
     split = SplitMsm()
     for group, logn, P in (("g1", args.g1, G1Point), ("g2", args.g2, G2Point)):
+        if logn <= 0:
+            continue
         n = 1 << logn
         m = int(np.ceil(np.sqrt(n)))
         a = [prng.randrange(1, MODULUS) for _ in range(m)]
         b = [prng.randrange(1, MODULUS) for _ in range(m)]
         xy = known_log_bases(group, [P() * Scalar(x) for x in a], [P() * Scalar(x) for x in b], n)
         bases = DeviceBases(xy, group)
+        lean = None  # (SplitMsm, DeviceBases) bound to the lean kernels
+        if group == "g2" and args.g2_lean:
+            os.environ["ZKHIVE_MSM_G2_LEAN"] = "1"
+            try:
+                lean = (SplitMsm(), DeviceBases(xy, group))
+            finally:
+                os.environ.pop("ZKHIVE_MSM_G2_LEAN")
         del xy
         with DeviceBuffer(32 * n, what="scalars") as sb, DeviceBuffer(4 * n, what="lists") as lb:
             for mix in args.mixes.split(","):
@@ -87,19 +102,24 @@ def main() -> int:
                 want = P() * Scalar(fr_dot_mod(s, m, a, b, MODULUS))
                 sb.upload(s)
                 row = {"group": group, "log_n": logn, "mix": mix}
-                for mode in ("off", "auto"):
-                    os.environ["ZKHIVE_SPLIT_MSM"] = mode
+                for mode in ("off", "auto") + (("lean",) if lean else ()):
+                    os.environ["ZKHIVE_SPLIT_MSM"] = "auto" if mode == "lean" else mode
+                    sp, bs = lean if mode == "lean" else (split, bases)
                     times, ok = [], True
                     for i in range(args.runs + 1):
                         t = time.perf_counter()
-                        cls = split.classify(sb, n, lb)
-                        got = split.msm(bases, cls, name="q")
+                        cls = sp.classify(sb, n, lb)
+                        got = sp.msm(bs, cls, name="q")
                         if i:
                             times.append(time.perf_counter() - t)
                         ok &= got == want
                     row[mode] = {"ms": statistics.median(times) * 1e3, "correct": bool(ok),
-                                 **split.last["q"]}
+                                 **sp.last["q"]}
                 row["speedup"] = row["off"]["ms"] / row["auto"]["ms"]
+                if lean:
+                    print(f"{group} 2^{logn} {mix}: lean {row['lean']['path']} "
+                          f"{row['lean']['ms']:.1f} ms against {row['auto']['ms']:.1f}; "
+                          f"correct={row['lean']['correct']}", flush=True)
                 print(f"{group} 2^{logn} {mix}: plain {row['off']['ms']:.1f} ms, "
                       f"{row['auto']['path']} {row['auto']['ms']:.1f} ms (x{row['speedup']:.2f}); "
                       f"0={row['auto']['zeros']} 1={row['auto']['ones']} other={row['auto']['tail']}; "
@@ -108,9 +128,13 @@ def main() -> int:
                 Path(args.out).write_text(json.dumps(rows, indent=1))
         bases.close()
         split.close()
+        if lean:
+            lean[1].close()
+            lean[0].close()
         split = SplitMsm()
     split.close()
-    return 0 if all(r["off"]["correct"] and r["auto"]["correct"] for r in rows) else 1
+    return 0 if all(r["off"]["correct"] and r["auto"]["correct"]
+                    and r.get("lean", {"correct": True})["correct"] for r in rows) else 1
 
 
 if __name__ == "__main__":

@@ -60,6 +60,74 @@ struct fq2_t {
         fq_t t = c0 * c1;
         return make((c0 + c1) * (c0 - c1), t.dbl());
     }
+    // Lazy reduction for the lean products' operands. For reduced x, y (< p, p < 2^381):
+    // add_lazy = x + y and sub_lazy = x - y + p both lie in [0, 2p) (sub_lazy: (0, 2p)), below
+    // 2^382, so no carry leaves the 12 limbs and no reduction is done. As the operands a, b of
+    // a Montgomery product they are allowed (ff.cuh / ff_ptx.cuh: a <= R - p since 3p < R, b < R)
+    // and the product still comes out reduced: before its one conditional subtraction it is
+    // (a b + m p) / R < (2p)^2 / R + p = p (1 + 4p / R) < 1.5 p, as 4p / R < 2^383 / 2^384.
+    FF_FN static fq_t add_lazy(const fq_t& x, const fq_t& y) {
+        fq_t r;
+#if defined(FF_USE_PTX)
+        asm volatile("add.cc.u32 %0, %1, %2;" : "=r"(r.v[0]) : "r"(x.v[0]), "r"(y.v[0]));
+#pragma unroll
+        for (int j = 1; j < fq_t::N - 1; j++)
+            asm volatile("addc.cc.u32 %0, %1, %2;" : "=r"(r.v[j]) : "r"(x.v[j]), "r"(y.v[j]));
+        asm volatile("addc.u32 %0, %1, %2;" : "=r"(r.v[fq_t::N - 1]) : "r"(x.v[fq_t::N - 1]),
+                     "r"(y.v[fq_t::N - 1]));
+#else
+        uint64_t c = 0;
+        for (int j = 0; j < fq_t::N; j++) {
+            c += (uint64_t)x.v[j] + y.v[j];
+            r.v[j] = (uint32_t)c;
+            c >>= 32;
+        }
+#endif
+        return r;
+    }
+    FF_FN static fq_t sub_lazy(const fq_t& x, const fq_t& y) {
+        fq_t r;  // (x - y) mod 2^384, then + p mod 2^384: exact, as x - y + p is in (0, 2p)
+#if defined(FF_USE_PTX)
+        asm volatile("sub.cc.u32 %0, %1, %2;" : "=r"(r.v[0]) : "r"(x.v[0]), "r"(y.v[0]));
+#pragma unroll
+        for (int j = 1; j < fq_t::N; j++)
+            asm volatile("subc.cc.u32 %0, %1, %2;" : "=r"(r.v[j]) : "r"(x.v[j]), "r"(y.v[j]));
+        asm volatile("add.cc.u32 %0, %0, %1;" : "+r"(r.v[0]) : "r"(fq_params::mod(0)));
+#pragma unroll
+        for (int j = 1; j < fq_t::N - 1; j++)
+            asm volatile("addc.cc.u32 %0, %0, %1;" : "+r"(r.v[j]) : "r"(fq_params::mod(j)));
+        asm volatile("addc.u32 %0, %0, %1;" : "+r"(r.v[fq_t::N - 1]) : "r"(fq_params::mod(fq_t::N - 1)));
+#else
+        uint64_t b = 0, c = 0;
+        for (int j = 0; j < fq_t::N; j++) {
+            uint64_t d = (uint64_t)x.v[j] - y.v[j] - b;
+            b = (d >> 32) & 1;
+            c += (uint64_t)(uint32_t)d + fq_params::mod(j);
+            r.v[j] = (uint32_t)c;
+            c >>= 32;
+        }
+#endif
+        return r;
+    }
+
+    // The same two products with fewer values live (the G2 accumulation's lean kernel,
+    // xyzz_t::add_affine_lean), their sums lazy (above): the cross term first, so beside the operands at most two Fq
+    // values are held while a product runs (the Fq products are volatile asm, so nvcc keeps
+    // this order): s = (a0 + a1)(b0 + b1), t0 = a0 b0, s -= t0, t1 = a1 b1,
+    // result (t0 - t1) + (s - t1) u. operator* holds t0, t1 and both sums (four) at its peak.
+    FF_FN static fq2_t mul_lean(const fq2_t& a, const fq2_t& b) {
+        fq_t s = add_lazy(a.c0, a.c1) * add_lazy(b.c0, b.c1);
+        fq_t t0 = a.c0 * b.c0;
+        s = s - t0;
+        fq_t t1 = a.c1 * b.c1;
+        return make(t0 - t1, s - t1);
+    }
+    // sqr() with the sum-difference product first: (a0 + a1)(a0 - a1) + 2 a0 a1 u
+    FF_FN fq2_t sqr_lean() const {
+        fq_t r0 = add_lazy(c0, c1) * sub_lazy(c0, c1);
+        fq_t t = c0 * c1;
+        return make(r0, t.dbl());
+    }
     // a * Fq scalar k (Montgomery form), 2 Fq products
     FF_FN fq2_t scale(const fq_t& k) const { return make(c0 * k, c1 * k); }
     // a * (1 + u) = (a0 - a1) + (a0 + a1) u

@@ -78,9 +78,21 @@ _MODULE_OF = {
     "g2_gen_bases": "msm_g2_gen", "g2_combine": "msm_g2_combine",
     "g2_reduce_segments": "msm_g2_reduce", "g2_sum_groups": "msm_g2_sum",
     "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
+    "g2_accumulate_bases_lean": "msm_g2_lean_variants", "g2_sum_ones_lean": "msm_g2_lean_variants",
     "msm_radix_digits": "msm_sort", "msm_radix_upsweep": "msm_sort",
     "msm_radix_downsweep": "msm_sort",
 }
+
+
+def g2_lean() -> bool:
+    """ZKHIVE_MSM_G2_LEAN=1: G2's level-1 accumulation and the split MSM's G2 ones-sum by the
+    kernels of msm_g2_lean_variants.cu (the mixed addition ordered to keep fewer values live, the
+    next base prefetched into L1; ptxas: 74 bytes of spill stores against 1,838, docs/gpu.md).
+    Not yet timed on the device, so off by default; 0 or unset: the default kernels."""
+    v = os.environ.get("ZKHIVE_MSM_G2_LEAN", "0")
+    if v not in ("0", "1", ""):
+        raise GpuError(f"ZKHIVE_MSM_G2_LEAN={v!r}: expected 0 or 1")
+    return v == "1"
 
 
 def module_of(name: str) -> str:
@@ -299,9 +311,10 @@ class DeviceBases:
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _bind_kernels(self) -> None:
+    def _bind_kernels(self, lean: bool | None = None) -> None:
         """The msm modules' kernels for this group (with the measured per-group variants);
-        also used by gpu.cuda.split_msm's engines over base buffers of their own."""
+        also used by gpu.cuda.split_msm's engines over base buffers of their own. lean: G2's
+        lean level 1 (None: g2_lean(), the setting now)."""
         g = self.group
         self._cuda = loader.driver()
         self._f = {k: kernel(k) for k in (
@@ -320,6 +333,8 @@ class DeviceBases:
             # of the 96-register accumulator; the prefetching one (msm_variants.cu,
             # ZKHIVE_MSM_G2_PREFETCH=1) measured 202.9 against 153.7 ms at 2^22 on the H200
             acc = "g2_accumulate_bases_np"
+        if g.name == "g2" and (g2_lean() if lean is None else lean):
+            acc = "g2_accumulate_bases_lean"  # fewer live registers (msm_g2_lean_variants.cu)
         self._f["accumulate_bases"] = kernel(acc)
         self._device = loader.device_name()
 

@@ -85,7 +85,7 @@ class TailEngine:
     """Pippenger over a compact chunk of (scalar, base) pairs: msm.cu's kernels through a
     DeviceBases whose base buffer is this engine's compact one (no upload of its own)."""
 
-    def __init__(self, group, capacity: int):
+    def __init__(self, group, capacity: int, lean: bool | None = None):
         from gpu.cuda.msm import DeviceBases
 
         g = group_of(group)
@@ -97,7 +97,7 @@ class TailEngine:
         engine.group, engine.n, engine.window = g, self.capacity, window_bits(self.capacity)
         engine.point_bytes = 4 * 2 * g.limbs
         engine.last_profile = {}
-        engine._bind_kernels()
+        engine._bind_kernels(lean)
         engine._work, engine._scalars, engine._bases = {}, None, None
         self.engine = engine
         self.bases = self.scalars = None
@@ -159,6 +159,13 @@ class SplitMsm:
         for k in ("sum_ones", "sum_parts", "store_point"):
             self._f[f"g1_{k}"] = loader.get_function(g1, f"g1_{k}")
             self._f[f"g2_{k}"] = loader.get_function(g2 if k == "sum_ones" else g2p, f"g2_{k}")
+        from gpu.cuda.msm import g2_lean
+        # ZKHIVE_MSM_G2_LEAN=1 when this object is made: G2's ones-sum and its tail engine's
+        # level 1 without spills (msm_g2_lean_variants.cu; not yet timed on the device)
+        self._lean = g2_lean()
+        if self._lean:
+            self._f["g2_sum_ones"] = loader.get_function(
+                loader.load_module("msm_g2_lean_variants"), "g2_sum_ones_lean")
         dev = self._cuda.Context.get_device()
         self._sms = dev.get_attribute(self._cuda.device_attribute.MULTIPROCESSOR_COUNT)
         self.capacity = {g: chunk_capacity(g) for g in ("g1", "g2")}
@@ -207,7 +214,7 @@ class SplitMsm:
         if t is None or t.capacity < cap:
             if t is not None:
                 t.close()
-            t = self._tails[g] = TailEngine(g, cap)
+            t = self._tails[g] = TailEngine(g, cap, self._lean)
         return t
 
     # -- classification -------------------------------------------------------------------

@@ -42,6 +42,19 @@ struct affine_t {
     }
 };
 
+// Products of the lean mixed addition: Fq2's ordered Karatsuba (fq2.cuh mul_lean, sqr_lean),
+// Fq's own product (one product has no temporaries to order).
+template <class F>
+CURVE_FN F mul_lean(const F& a, const F& b) {
+    if constexpr (sizeof(F) > 48) return F::mul_lean(a, b);
+    else return a * b;
+}
+template <class F>
+CURVE_FN F sqr_lean(const F& a) {
+    if constexpr (sizeof(F) > 48) return a.sqr_lean();
+    else return a.sqr();
+}
+
 template <class F>
 struct xyzz_t {
     F X, Y, ZZ, ZZZ;
@@ -99,6 +112,41 @@ struct xyzz_t {
         X = X3;
         ZZ = ZZ * PP;
         ZZZ = ZZZ * PPP;
+    }
+
+    // add_affine's sum (of q, or of -q when neg) in an order that keeps fewer coordinates live
+    // (the G2 level-1 kernel g2_accumulate_bases_lean: add_affine's order spills at 255
+    // registers). q is read where it is used, y after x's products (q may be in global memory:
+    // the device kernels prefetch it into L1), and each value dies as soon as it is used:
+    // P after PPP, X and PP after Q, R is made only once P, PP and X are gone. At most 6 of
+    // X Y ZZ ZZZ P PP PPP Q R are live at once (X Y ZZ ZZZ P PP while PPP is made) against
+    // add_affine's 8; the products are mul_lean's. Equal x: R decides (double, or infinity);
+    // the accumulator is then q itself, so it is the accumulator that is doubled.
+    CURVE_FN void add_affine_lean(const affine_t<F>& q, bool neg) {
+        if (q.x.is_zero() && q.y.is_zero()) return;  // the identity ((0, +-2) is on G1's curve)
+        if (is_identity()) {
+            *this = from_affine(q);
+            if (neg) Y = -Y;
+            return;
+        }
+        F P = mul_lean(q.x, ZZ) - X;
+        if (P.is_zero()) {
+            F R = mul_lean(neg ? -q.y : q.y, ZZZ) - Y;
+            // a copy goes to the out-of-line dbl(), so the accumulator's own address never
+            // escapes (an escaped accumulator would live in local memory)
+            xyzz_t acc = *this;
+            *this = R.is_zero() ? acc.dbl() : identity();
+            return;
+        }
+        F PP = sqr_lean(P);
+        F PPP = mul_lean(P, PP);
+        ZZ = mul_lean(ZZ, PP);
+        F Q = mul_lean(X, PP);                  // U1 PP
+        F R = mul_lean(neg ? -q.y : q.y, ZZZ) - Y;
+        ZZZ = mul_lean(ZZZ, PPP);
+        Y = mul_lean(Y, PPP);                   // Y1 PPP
+        X = sqr_lean(R) - PPP - Q.dbl();        // X3
+        Y = mul_lean(R, Q - X) - Y;             // Y3 = R (Q - X3) - Y1 PPP
     }
 
     // add-2008-s: this += q (both XYZZ). U1 = X1 ZZ2, U2 = X2 ZZ1, S1 = Y1 ZZZ2, S2 = Y2 ZZZ1,

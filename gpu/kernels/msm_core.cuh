@@ -76,6 +76,30 @@ struct base_source {
     CURVE_FN static void add(xyzz_t<F>& acc, const item& p) { acc.add_affine(p); }
 };
 
+// Brings the bytes at p into L1 without a register to hold them (no-op on the host).
+CURVE_FN void prefetch_l1(const void* p) {
+#if defined(__CUDA_ARCH__)
+    asm volatile("prefetch.L1 [%0];" ::"l"(p));
+#endif
+}
+
+// Level 1 for accumulate_range_lean: the base is read when it is added, and the next one is
+// brought into L1 instead of into 48 registers (an affine G2 base spans two 128-byte lines).
+template <class F>
+struct base_source_lean {
+    const affine_t<F>* bases;
+    const uint32_t* vals;
+    CURVE_FN void touch(int64_t k) const {
+        const char* p = (const char*)(bases + (vals[k] & ~MSM_NEG_BIT));
+        prefetch_l1(p);
+        if (sizeof(affine_t<F>) > 64) prefetch_l1(p + sizeof(affine_t<F>) - 1);
+    }
+    CURVE_FN void add(xyzz_t<F>& acc, int64_t k) const {
+        uint32_t v = vals[k];
+        acc.add_affine_lean(bases[v & ~MSM_NEG_BIT], (v & MSM_NEG_BIT) != 0);
+    }
+};
+
 // Later levels: the partial sums of the level before.
 template <class F>
 struct part_source {
@@ -140,6 +164,54 @@ CURVE_FN void accumulate_range(int64_t t, int64_t L, int64_t M, const uint32_t* 
     out_parts[2 * t] = pa;
     out_keys[2 * t + 1] = kb;
     out_parts[2 * t + 1] = pb;
+}
+
+// accumulate_range's result (the same buckets, keys and partial slots) with fewer registers
+// live across the loop, for G2's level 1 (Src: base_source_lean): the partial sum of a first
+// run that crosses the range's start is stored when that run ends instead of being held to the
+// end of the range (an XYZZ point: 96 registers for G2, held through every later addition),
+// and the next base is prefetched into L1 (Src::touch), not into registers.
+template <class F, class Src>
+CURVE_FN void accumulate_range_lean(int64_t t, int64_t L, int64_t M, const uint32_t* keys,
+                                    const Src& src, xyzz_t<F>* buckets, uint32_t* out_keys,
+                                    xyzz_t<F>* out_parts) {
+    int64_t lo = t * L, hi = lo + L < M ? lo + L : M;
+    uint32_t ka = MSM_SENTINEL, kb = MSM_SENTINEL;  // set exactly when their slot is written
+    if (lo < hi) {
+        bool first_open = lo > 0 && keys[lo - 1] == keys[lo];
+        bool last_open = hi < M && keys[hi] == keys[hi - 1];
+        uint32_t cur = keys[lo];
+        bool first = true;
+        xyzz_t<F> acc = xyzz_t<F>::identity();
+        for (int64_t k = lo; k < hi; k++) {
+            uint32_t key = keys[k];
+            if (k + 1 < hi) src.touch(k + 1);
+            if (key != cur) {
+                if (cur != MSM_SENTINEL) {
+                    if (first && first_open) { ka = cur; out_parts[2 * t] = acc; }
+                    else buckets[cur] = acc;
+                }
+                first = false;
+                cur = key;
+                acc = xyzz_t<F>::identity();
+            }
+            src.add(acc, k);
+        }
+        if (cur != MSM_SENTINEL) {
+            if (!((first && first_open) || last_open)) buckets[cur] = acc;
+            else if (first) {  // one run, open: the second slot repeats its key, identity
+                ka = cur;
+                out_parts[2 * t] = acc;
+            } else {
+                kb = cur;
+                out_parts[2 * t + 1] = acc;
+            }
+        }
+    }
+    if (ka == MSM_SENTINEL) { ka = kb; out_parts[2 * t] = xyzz_t<F>::identity(); }
+    if (kb == MSM_SENTINEL) { kb = ka; out_parts[2 * t + 1] = xyzz_t<F>::identity(); }
+    out_keys[2 * t] = ka;
+    out_keys[2 * t + 1] = kb;
 }
 
 // Segment j of window w (buckets j G + 1 .. (j + 1) G): running sums from the top give

@@ -44,6 +44,20 @@ __device__ __forceinline__ void accumulate_bases(i64 T, const unsigned long long
                                                   out_parts);
 }
 
+// Level 1 with fewer live registers (msm_core.cuh accumulate_range_lean; G2's lean variant).
+template <class F>
+__device__ __forceinline__ void accumulate_bases_lean(i64 T, const unsigned long long* m,
+                                                      const uint32_t* keys, const uint32_t* vals,
+                                                      const affine_t<F>* bases, xyzz_t<F>* buckets,
+                                                      uint32_t* out_keys, xyzz_t<F>* out_parts) {
+    i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t >= T) return;
+    i64 M = (i64)*m, L = (M + T - 1) / T;
+    if (L < 1) L = 1;
+    base_source_lean<F> src{bases, vals};
+    accumulate_range_lean<F>(t, L, M, keys, src, buckets, out_keys, out_parts);
+}
+
 template <class F>
 __device__ void accumulate_parts(i64 T, i64 L, i64 M, const uint32_t* keys,
                                  const xyzz_t<F>* parts, xyzz_t<F>* buckets, uint32_t* out_keys,
@@ -119,6 +133,13 @@ __device__ void gen_bases(i64 n, i64 m2, const affine_t<F>* A, const affine_t<F>
         i64 T, const unsigned long long* m, const uint32_t* keys, const uint32_t* vals,          \
         const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys, xyzz_t<F>* out_parts) { \
         accumulate_bases<F, PREFETCH>(T, m, keys, vals, bases, buckets, out_keys, out_parts);    \
+    }
+
+#define MSM_ACCUMULATE_BASES_LEAN(NAME, F)                                                       \
+    extern "C" __global__ void NAME(                                                             \
+        i64 T, const unsigned long long* m, const uint32_t* keys, const uint32_t* vals,          \
+        const affine_t<F>* bases, xyzz_t<F>* buckets, uint32_t* out_keys, xyzz_t<F>* out_parts) { \
+        accumulate_bases_lean<F>(T, m, keys, vals, bases, buckets, out_keys, out_parts);         \
     }
 
 #define MSM_ACCUMULATE_PARTS(NAME, F)                                                            \

@@ -14,7 +14,7 @@ __global__ void field_fq_op(int op, const fq_t* a, const fq_t* b, fq_t* out, uns
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = field_op(op, a[i], b[i]);
 }
-// as fq2_op: 0..8 as above, 9 mul_by_xi, 10 conj, 11 dbl
+// as fq2_op: 0..8 as above, 9 mul_by_xi, 10 conj, 11 dbl, 12 mul_lean, 13 sqr_lean
 __global__ void field_fq2_op(int op, const fq2_t* a, const fq2_t* b, fq2_t* out, unsigned n) {
     unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) out[i] = fq2_field_op(op, a[i], b[i]);

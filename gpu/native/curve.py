@@ -44,7 +44,7 @@ def lib() -> ctypes.CDLL:
                 f.argtypes, f.restype = [_int, _p, _p, _u32, _p], _int
                 f = getattr(L, f"{g}_msm")
                 f.argtypes, f.restype = [_i64, _p, _p, _int, _i64, _i64, _i64, _i64, _i64, _int, _int,
-                                         _p], _i64
+                                         _int, _p], _i64
                 f = getattr(L, f"{g}_combine")
                 f.argtypes, f.restype = [_int, _int, _p, _p], None
             L.msm_digits.argtypes = [_p, _int, _p]
@@ -53,13 +53,15 @@ def lib() -> ctypes.CDLL:
 
 
 POINT_OPS = {"add_mixed": 0, "add": 1, "dbl": 2, "dbl_add_mixed": 3, "dbl_add_dbl": 4,
-             "mul_small": 5, "neg": 6, "on_curve": 7}
+             "mul_small": 5, "neg": 6, "on_curve": 7, "add_mixed_lean": 8,
+             "dbl_add_mixed_lean": 9, "dbl_sub_mixed_lean": 10}
 
 
 def point_op(group, op: str, a, b=None, k: int = 0):
     """One host-build point operation on arkworks points (tests of curve.cuh):
     add_mixed a+b, add a+b, dbl 2a, dbl_add_mixed 2a+b, dbl_add_dbl 2a+2b, mul_small k a, neg -a,
-    on_curve (bool). The result is decoded with the checked decoder."""
+    on_curve (bool); add_mixed_lean a+b, dbl_add_mixed_lean 2a+b, dbl_sub_mixed_lean 2a-b (the
+    mixed addition in add_affine_lean's order). The result is decoded with the checked decoder."""
     from gpu import msm_input as msm
     g = msm.group_of(group)
     ra = msm.encode_points([a], g)
@@ -83,7 +85,8 @@ def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
 
 def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = None,
         ranges: int = 64, level_width: int = 8, segment: int = 32, segment2: int = 8,
-        chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0):
+        chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0,
+        lean: bool = False):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
@@ -95,7 +98,8 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     affine = (rounds, K, K2): the buckets summed by rounds of batched affine additions
     (msm_affine.cuh, gpu/cuda/affine_acc.py's steps): K pairs a thread, K2 values a thread at
     the inversion's levels; affine_slice > 0: the buckets that many windows at a time (the
-    dense engine's slices).
+    dense engine's slices). lean: level 1 by accumulate_range_lean and add_affine_lean, the
+    body of the device's g2_accumulate_bases_lean (ZKHIVE_MSM_G2_LEAN=1).
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -108,6 +112,8 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
             segment2 < 2 or segment2 & (segment2 - 1):
         raise ValueError("need level_width >= 4, ranges >= 1, segment a power of two, segment2 a "
                          "power of two >= 2")
+    if lean and affine is not None:
+        raise ValueError("lean is level 1's XYZZ accumulation; affine replaces level 1")
     packed = 0
     if affine is not None:
         rounds, k, k2 = (int(x) for x in affine)
@@ -117,7 +123,8 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     out = np.zeros(g.limbs, dtype=np.uint32)
     bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
                                           ranges, level_width, segment, segment2, int(chunk),
-                                          packed, int(affine_slice), out.ctypes.data)
+                                          packed, int(affine_slice), int(bool(lean)),
+                                          out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))

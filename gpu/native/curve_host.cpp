@@ -115,7 +115,7 @@ template <class F>
 void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
                       const uint32_t* scalars, int c, i64 T1, i64 L2,
                       std::vector<xyzz_t<F>>& buckets, std::vector<uint32_t>& counts,
-                      int affine, int slice) {
+                      int affine, int slice, int lean) {
     typedef xyzz_t<F> P;
     const int W = msm_windows(c);
     const i64 B = (i64)1 << (c - 1);
@@ -158,10 +158,16 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
     i64 L = M / T1 + (M % T1 != 0);
     if (L < 1) L = 1;
     base_source<F> src{bases.data() + lo, vals.data()};
+    base_source_lean<F> lean_src{bases.data() + lo, vals.data()};
 #pragma omp parallel for schedule(dynamic, 1)
-    for (i64 t = 0; t < T1; t++)
-        accumulate_range<F>(t, L, M, keys.data(), src, buckets.data(), part_keys.data(),
-                            parts.data());
+    for (i64 t = 0; t < T1; t++) {
+        if (lean)  // the device's g2_accumulate_bases_lean (ZKHIVE_MSM_G2_LEAN)
+            accumulate_range_lean<F>(t, L, M, keys.data(), lean_src, buckets.data(),
+                                     part_keys.data(), parts.data());
+        else
+            accumulate_range<F>(t, L, M, keys.data(), src, buckets.data(), part_keys.data(),
+                                parts.data());
+    }
     for (i64 T = T1; T > 1;) {
         i64 Mp = 2 * T, Tn = Mp / L2 + (Mp % L2 != 0);
         next.assign(2 * Tn, P::identity());
@@ -179,7 +185,7 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
 
 template <class F>
 i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
-        i64 G, i64 G2, i64 chunk, int affine, int slice, uint32_t* out) {
+        i64 G, i64 G2, i64 chunk, int affine, int slice, int lean, uint32_t* out) {
     typedef xyzz_t<F> P;
     std::vector<affine_t<F>> bases;
     i64 bad = load_bases<F>(n, raw_bases, bases);
@@ -189,13 +195,14 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     std::vector<P> buckets(W * B, P::identity());
     std::vector<uint32_t> counts;
     if (chunk <= 0) {
-        accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts, affine, slice);
+        accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts, affine, slice,
+                            lean);
     } else {
         // the chunk's buckets hold stale sums where it wrote nothing: merge by its counts
         std::vector<P> mine(W * B, P::identity());
         for (i64 lo = 0; lo < n; lo += chunk) {
             accumulate_chunk<F>(lo, n - lo < chunk ? n - lo : chunk, bases, scalars + 8 * lo, c,
-                                T1, L2, mine, counts, affine, slice);
+                                T1, L2, mine, counts, affine, slice, lean);
             for (i64 k = 0; k < W * B; k++) merge_bucket<F>(k, counts.data(), mine.data(),
                                                             buckets.data());
         }
@@ -246,6 +253,9 @@ int point_op(int op, const uint32_t* a_raw, const uint32_t* b_raw, uint32_t k, u
         case 5: r = P::from_affine(a).mul_small(k); break;                   // k a
         case 6: r = P::from_affine(-a); break;                               // -a
         case 7: return a.on_curve(curve_b((const F*)0)) ? 1 : 0;
+        case 8: r = P::from_affine(a); r.add_affine_lean(b, false); break;  // a + b, lean
+        case 9: r = P::from_affine(a).dbl(); r.add_affine_lean(b, false); break;  // 2a + b
+        case 10: r = P::from_affine(a).dbl(); r.add_affine_lean(b, true); break;  // 2a - b
         default: return -1;
     }
     store_affine<F>(r.to_affine(), out);
@@ -280,14 +290,14 @@ int g2_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32
 // G, G2: buckets a first-level segment of the window reduction, points a second-level one.
 // chunk > 0: the chunked MSM with buckets shared by the chunks (the device's DenseEngine).
 // affine > 0: step 3 by batched affine additions (rounds | K << 8 | K2 << 20), the buckets
-// `slice` windows at a time (0: all at once).
+// `slice` windows at a time (0: all at once). lean: level 1 by accumulate_range_lean.
 i64 g1_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 G2, i64 chunk, int affine, int slice, uint32_t* out) {
-    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, out);
+           i64 G2, i64 chunk, int affine, int slice, int lean, uint32_t* out) {
+    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, lean, out);
 }
 i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 G2, i64 chunk, int affine, int slice, uint32_t* out) {
-    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, out);
+           i64 G2, i64 chunk, int affine, int slice, int lean, uint32_t* out) {
+    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, lean, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {

@@ -112,6 +112,48 @@ def test_window_bits_follow_the_cost_model():
 
 # -- the MSM algorithm (host build) ----------------------------------------------------------------
 
+# -- the lean mixed addition (add_affine_lean: G2's level-1 kernel variant, ZKHIVE_MSM_G2_LEAN) --
+
+def fresh_points(P, n: int):
+    """n random points from a fresh seed (returned for the failure message), never the identity."""
+    seed = random.SystemRandom().randrange(2**63)
+    r = random.Random(seed)
+    return seed, [P() * Scalar(r.randrange(2, MODULUS)) for _ in range(n)]
+
+
+def test_lean_addition_matches_arkworks(group):
+    g, P = group
+    for _ in range(4):
+        seed, (a, b) = fresh_points(P, 2)
+        assert curve.point_op(g, "add_mixed_lean", a, b) == a + b, seed          # Z = 1
+        assert curve.point_op(g, "dbl_add_mixed_lean", a, b) == a + a + b, seed  # Z != 1
+        assert curve.point_op(g, "dbl_sub_mixed_lean", a, b) == a + a - b, seed  # the sign bit
+        assert curve.point_op(g, "add_mixed_lean", a, b) != a + a, seed  # a wrong answer is caught
+        assert curve.point_op(g, "dbl_sub_mixed_lean", a, b) != a + a + b, seed
+
+
+def test_lean_addition_doubles_cancels_and_meets_the_identity(group):
+    g, P = group
+    seed, (a, b) = fresh_points(P, 2)
+    zero = P.identity()
+    # P == Q: equal x and y, with Z = 1 and Z != 1, and through the sign bit (2a - (-2a))
+    assert curve.point_op(g, "add_mixed_lean", a, a) == a + a, seed
+    assert curve.point_op(g, "dbl_add_mixed_lean", a, a + a) == a * Scalar(4), seed
+    assert curve.point_op(g, "dbl_sub_mixed_lean", a, -(a + a)) == a * Scalar(4), seed
+    # P == -Q: equal x, opposite y: infinity
+    assert curve.point_op(g, "add_mixed_lean", a, -a) == zero, seed
+    assert curve.point_op(g, "dbl_add_mixed_lean", a, -(a + a)) == zero, seed
+    assert curve.point_op(g, "dbl_sub_mixed_lean", a, a + a) == zero, seed
+    # the accumulator at infinity (with and without the sign), the base the identity
+    assert curve.point_op(g, "add_mixed_lean", zero, b) == b, seed
+    assert curve.point_op(g, "dbl_sub_mixed_lean", zero, b) == -b, seed
+    assert curve.point_op(g, "add_mixed_lean", a, zero) == a, seed
+    assert curve.point_op(g, "dbl_sub_mixed_lean", a, zero) == a + a, seed
+    assert curve.point_op(g, "add_mixed_lean", zero, zero) == zero, seed
+    # equal x alone is not equal points: a + (-a) is not 2a
+    assert curve.point_op(g, "add_mixed_lean", a, -a) != a + a, seed
+
+
 # launch shapes: (level-1 ranges, partials per range later, buckets per reduction segment,
 # first-level segments per second-level one);
 # many small ranges make runs cross range boundaries and partial levels stack up
@@ -155,6 +197,27 @@ def test_host_msm_edge_scalars(group, shape):
     xy = M.encode_points(pts, g)
     for name, ints in edge_cases(n):
         assert curve.msm(g, xy, vec_from_ints(ints), **shape) == reference(P, pts, ints), name
+
+
+@pytest.mark.parametrize("shape", SHAPES, ids=["default", "one-range", "tiny", "odd", "w3"])
+def test_host_lean_level1_matches_arkworks(group, shape):
+    """accumulate_range_lean (the first partial stored when its run ends, the base read at its
+    addition) == arkworks on fresh random and edge scalars: runs crossing range ends at both
+    ends, a range inside one run, empty ranges (ranges > digits), repeated and negated bases."""
+    g, P = group
+    n = 48 if g == "g1" else 20
+    seed, pts = fresh_points(P, n - 4)
+    pts = pts + [pts[0], -pts[1], pts[2] + pts[2], P.identity()]
+    xy = M.encode_points(pts, g)
+    r = random.Random(seed)
+    cases = [("random", [r.randrange(1, MODULUS) for _ in range(n)])] + list(edge_cases(n))
+    for name, ints in cases:
+        ref = reference(P, pts, ints)
+        assert curve.msm(g, xy, vec_from_ints(ints), lean=True, **shape) == ref, (name, seed)
+    ints = list(cases[0][1])
+    ints[-2] = (ints[-2] + 1) % MODULUS  # a changed scalar changes the lean result
+    assert curve.msm(g, xy, vec_from_ints(ints), lean=True, **shape) != \
+        reference(P, pts, cases[0][1]), seed
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 32, 100])

@@ -76,3 +76,29 @@ def test_even_odd_product_reports_wrong_answers(lib):
         r, lost = mul(lib, field, a, b)
         assert r % p != a * b * rinv % p, field  # a wrong answer, and the comparison says so
         assert lost == 0, field
+
+
+def test_lazy_operands_below_2p_give_a_reduced_product(lib):
+    """fq2_t::mul_lean / sqr_lean feed the device product unreduced sums (add_lazy a + b,
+    sub_lazy a - b + p: both in [0, 2p)) and rely on the product coming out reduced: it is
+    < (2p)^2 / R + p < 1.5p before its one subtraction (fq2.cuh). On Fq, with fresh random
+    operands in [p, 2p) and the edges 2p - 1, 2p - 2: reduced, no lost carry, right value;
+    operands far past 2p (a near R - p, b near R, still inside the product's contract) come out
+    congruent but not reduced, which the check reports."""
+    seed = random.SystemRandom().randrange(2**63)
+    r = random.Random(seed)
+    _, p, n = FIELDS["fq"]
+    R = 1 << (32 * n)
+    rinv = pow(R, -1, p)
+    edge = [0, 1, p - 1, p, p + 1, 2 * p - 2, 2 * p - 1]
+    pairs = [(a, b) for a in edge for b in edge]
+    pairs += [(p + r.randrange(p), p + r.randrange(p)) for _ in range(2000)]
+    pairs += [(r.randrange(2 * p), r.randrange(2 * p)) for _ in range(2000)]
+    for a, b in pairs:
+        got, lost = mul(lib, "fq", a, b)
+        assert not lost, (hex(a), hex(b), seed)
+        assert got < p and got == a * b * rinv % p, (hex(a), hex(b), seed)
+    wide = [(R - p - r.randrange(2**32), R - 1 - r.randrange(2**32)) for _ in range(50)]
+    got = [mul(lib, "fq", a, b)[0] for a, b in wide]
+    assert all(g % p == a * b * rinv % p for g, (a, b) in zip(got, wide)), seed
+    assert any(g >= p for g in got), seed  # not reduced: the < 2p bound is what reduces

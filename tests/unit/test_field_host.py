@@ -7,6 +7,8 @@ contract is the real boundary and not a loose one.
 """
 from __future__ import annotations
 
+import random
+
 import secrets
 
 import pytest
@@ -190,6 +192,21 @@ def test_fq2_every_operation():
         assert op2("sqr", a) == f2_mul(a, a)
         assert op2("mul_by_xi", a) == f2_mul(a, (1, 1))
         assert op2("inv", a) == (f2_inv(a) if a != (0, 0) else (0, 0))
+
+
+def test_fq2_lean_products_match_the_reference():
+    """mul_lean / sqr_lean (the lean G2 addition's ordered Karatsuba) on fresh random values
+    and the edges: the same products as f2_mul; a changed operand changes them."""
+    seed = random.SystemRandom().randrange(2**63)
+    r = random.Random(seed)
+    vals = fq2_values()[:16] + [(r.randrange(1, FQ), r.randrange(1, FQ)) for _ in range(ROUNDS)]
+    for a in vals:
+        b = vals[r.randrange(len(vals))]
+        assert op2("mul_lean", a, b) == f2_mul(a, b), (a, b, seed)
+        assert op2("sqr_lean", a) == f2_mul(a, a), (a, seed)
+    a, b = vals[-1], vals[-2]
+    assert op2("mul_lean", a, b) != f2_mul(a, ((b[0] + 1) % FQ, b[1])), seed
+    assert op2("sqr_lean", a) != f2_mul(a, b) or a == b, seed
 
 
 def test_fq2_montgomery_and_identities():
