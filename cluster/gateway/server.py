@@ -515,6 +515,7 @@ def serve(s, rt, out=print) -> int:
     stop.wait()
     server.stop(STOP_GRACE_S).wait()
     server.zkhive_servicer._board.close()
+    server.zkhive_servicer._endings.close()
     if g.on_unix_socket():
         g.socket_path().unlink(missing_ok=True)
     return 0
