@@ -67,12 +67,16 @@ class Endings:
 
         from cluster.pipeline.jobs import ENDED
 
+        down = False  # said once an outage, not every RESUBSCRIBE_S
         while not self._stop.is_set():
             ps = None
             try:
                 ps = self.r.pubsub(ignore_subscribe_messages=True)
                 ps.subscribe(ENDED)
                 self.subscribed.set()
+                if down:
+                    log.info("job endings: subscribed again")
+                    down = False
                 while not self._stop.is_set():
                     msg = ps.get_message(timeout=0.5)
                     if msg is not None and msg.get("type") == "message":
@@ -80,8 +84,10 @@ class Endings:
                         self._wake(data.decode() if isinstance(data, bytes) else str(data))
             except (redis.exceptions.RedisError, OSError) as e:  # the calls poll meanwhile
                 self.subscribed.clear()
-                log.warning("job endings: the subscription failed (%s); AwaitProof polls until it is back",
-                            str(e).splitlines()[0] if str(e) else type(e).__name__)
+                if not down:
+                    log.warning("job endings: the subscription failed (%s); AwaitProof polls until it is back",
+                                str(e).splitlines()[0] if str(e) else type(e).__name__)
+                down = True
                 self._stop.wait(RESUBSCRIBE_S)
             finally:
                 if ps is not None:

@@ -80,3 +80,29 @@ def test_an_ending_wakes_only_the_calls_waiting_for_that_job(cluster):
         assert endings._waiters == {}  # every watch left
     finally:
         endings.close()
+
+
+def test_the_subscription_comes_back_after_a_redis_restart(cluster, tmp_path):
+    """Redis stopped under the subscription and started again on its port: the thread subscribes
+    again and an ending published after that wakes the call (meanwhile the calls poll)."""
+    from cluster.gateway.endings import Endings
+    from cluster.ops.redis_server import RedisServer
+    from cluster.pipeline.jobs import ENDED
+
+    srv = RedisServer(password=cluster.password, data_dir=tmp_path / "redis").start()
+    endings = Endings(srv.client())
+    try:
+        with endings.watch("job-r") as ended:
+            assert endings.subscribed.wait(10)
+            srv.stop()
+            end = time.monotonic() + 10
+            while endings.subscribed.is_set() and time.monotonic() < end:
+                time.sleep(0.05)
+            assert not endings.subscribed.is_set()  # it saw the loss
+            srv = RedisServer(port=srv.port, password=cluster.password, data_dir=tmp_path / "redis").start()
+            assert endings.subscribed.wait(20), "the subscription did not come back"
+            srv.client().publish(ENDED, "job-r")
+            assert ended.wait(10)
+    finally:
+        endings.close()
+        srv.stop()
