@@ -14,8 +14,8 @@
    one after another through the gateway's unix socket by a gRPC client built from our .proto,
    the request filled as ``cuzk_funcs.go``'s ``WinningPoStCuzk`` fills it (WINNING_POST,
    CRITICAL, the vanilla proofs as bincode FallbackPoStSectorProofs of a benchmark replica:
-   ``post_job.benchmark_vanilla_proofs``). Each: the seconds from Submit to the proof bytes,
-   the proof verified with the published .vk against public inputs derived here from the
+   ``post_job.benchmark_vanilla_proofs``), as SubmitProof then AwaitProof. Each: the seconds
+   from Submit to the proof bytes, the steps between (bench/winning_path.py's), the proof verified with the published .vk against public inputs derived here from the
    randomness and the sector id. A WinningPoSt is only measured while PoRep partitions are
    still queued (the report says how many were left).
 4. Every PoRep partition verified (its public inputs recomputed from its C1 input); the jobs'
@@ -203,6 +203,8 @@ def main() -> int:
         from cluster.gateway.pb import proving_pb2_grpc as pb_grpc
         from cluster.pipeline import registry, timeline
         from cluster.pipeline.app import configure, runtime
+        from cluster.pipeline.jobkeys import key as job_key
+        from winning_path import STEPS, steps  # bench/winning_path.py: the same steps, defined there
         from cluster.pipeline.keys import KeyCache
         from cluster.settings import load
         from gpu.groth16 import Proof
@@ -246,22 +248,30 @@ def main() -> int:
                 request_id=f"winpost-1000-{randomness[k][:8].hex()}", proof_kind=pb.WINNING_POST,
                 sector_size=sector_size, registered_proof=registered_of(prm), priority=pb.CRITICAL,
                 vanilla_proofs=[raw], miner_id=1000, randomness=randomness[k])
+            # SubmitProof then AwaitProof (Prove's two halves) so the door's share is timed apart
             t0 = time.time()
-            res = stub.Prove(pb.ProveRequest(submit=req), timeout=120)
+            sub = stub.SubmitProof(req, timeout=60)
+            t_sub = time.time()
+            awaited = stub.AwaitProof(pb.AwaitProofRequest(job_id=sub.job_id), timeout=120)
             dt = time.time() - t0
+            res = pb.ProveResponse(result=awaited)
             proof = bytes(res.result.proof) if res.HasField("result") else b""
             good = len(proof) == 192 and groth16_verify(post_vk, public, Proof.from_bytes(proof))
             bad_pub = list(public)
             bad_pub[1] = (bad_pub[1] + 1) % (1 << 255)
             rejects = len(proof) == 192 and not groth16_verify(post_vk, bad_pub, Proof.from_bytes(proof))
             left = args.jobs * porep.num_partitions() - proved_before
+            fin = rt.redis.hget(job_key(sub.job_id, "state"), "finished_at")
+            path = steps(timeline.load(rt.redis, sub.job_id), t0, t_sub, t0 + dt, float(fin) if fin else None)
             rows.append({"submit_to_proof_s": round(dt, 3), "verified": good, "rejects_wrong_input": rejects,
+                         "steps_s": path,
                          "porep_partitions_left_at_submit": left, "status": int(res.result.status),
                          "queue_wait_ms": res.result.queue_wait_ms, "synthesis_ms": res.result.synthesis_ms,
                          "gpu_compute_ms": res.result.gpu_compute_ms, "srs_load_ms": res.result.srs_load_ms,
                          "total_ms": res.result.total_ms})
             print(f"WinningPoSt {k}: {dt:.3f} s Submit to proof, verified={good}, wrong input rejected={rejects}, "
-                  f"{left} PoRep partitions not yet proved at submit", flush=True)
+                  f"{left} PoRep partitions not yet proved at submit; steps (s): "
+                  + ", ".join(f"{n} {path[n]}" for n in STEPS), flush=True)
         rep["winning"] = rows
         for k in range(len(rows)):  # each WinningPoSt's own timeline: where its seconds went
             jid = f"winpost-1000-{randomness[k][:8].hex()}"

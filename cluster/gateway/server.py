@@ -460,7 +460,7 @@ CALL_MODULES = ("arith.native", "celery.app.events", "celery.events.dispatcher",
                 "synthesis.filecoin.post_job", "synthesis.filecoin.sector")
 
 
-def settle_heap() -> None:
+def settle_heap(preload=()) -> None:
     """What the first calls would make, made now, then every object the process holds moved out
     of the cyclic collector's sight (``gc.freeze``): a full collection then scans only what the
     calls made since, not Celery's, kombu's, pydantic's and the circuits' objects too. Issue 39:
@@ -468,7 +468,8 @@ def settle_heap() -> None:
     waited for it (the call's maximum, 142 ms); the first submissions imported the circuit
     families, and each gateway thread made a result backend of its own (with its own Redis
     pool), during the burst. Now one backend serves every thread (celery's
-    ``result_backend_thread_safe``: redis-py's client is thread-safe)."""
+    ``result_backend_thread_safe``: redis-py's client is thread-safe). Poseidon's constants too
+    when a set of ``preload`` (``[srs] preload``) uses them (cluster/pipeline/warmup.py)."""
     import gc
     import importlib
 
@@ -481,6 +482,10 @@ def settle_heap() -> None:
         except ImportError:  # a call that needs it fails as it did; the gateway still starts
             pass
     known()  # imports every family of parameter sets
+    # the vanilla-proof checks of the preloaded kinds hash with Poseidon: its constants made
+    # now, not by the first WinningPoSt (0.3 of its first 0.34 s SubmitProof; issue 37)
+    from cluster.pipeline.warmup import poseidon
+    poseidon(preload)
     app.conf.result_backend_thread_safe = True
     app._local.__dict__.pop("backend", None)  # one made before, for this thread alone
     app._backend_cache = None
@@ -492,7 +497,7 @@ def settle_heap() -> None:
 def serve(s, rt, out=print) -> int:
     """Run the gateway until SIGTERM or SIGINT (``zkhive gateway``)."""
     server, port = build(s, rt)
-    settle_heap()
+    settle_heap(s.srs.preload)
     server.start()
     g = s.gateway
     how = ("TLS" + (" with client certificates" if g.tls_client_ca else "") if g.tls_cert else "plaintext") \
@@ -510,6 +515,7 @@ def serve(s, rt, out=print) -> int:
     stop.wait()
     server.stop(STOP_GRACE_S).wait()
     server.zkhive_servicer._board.close()
+    server.zkhive_servicer._endings.close()
     if g.on_unix_socket():
         g.socket_path().unlink(missing_ok=True)
     return 0

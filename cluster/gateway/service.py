@@ -6,8 +6,9 @@
                   input under the id is ALREADY_EXISTS); priority LOW/NORMAL/HIGH/CRITICAL
                   -> bulk/normal/high/critical; vanilla_proof a Commit2 input or a zkhive C1
                   document (cluster.gateway.c2input)
-    AwaitProof    the job store's state, polled; the proof is the job's N x 192 bytes; timings
-                  from the job's timeline (``timings``)
+    AwaitProof    the job store's state, read when the job ends (its ending published:
+                  endings.py) and polled; the proof is the job's N x 192 bytes; timings from
+                  the job's timeline (``timings``)
     Prove         SubmitProof + AwaitProof. The job does not depend on the call: a prover killed
                   under it is re-dispatched by the watchdog and the call still gets the proof; a
                   call cut off (client gone, gateway restarted) leaves the job running, and the
@@ -39,6 +40,7 @@ from cluster.pipeline import registry, timeline
 from cluster.pipeline.jobs import DONE, FAILED, QUEUED, RUNNING, TERMINAL
 
 from . import c2input
+from .endings import Endings
 from .status import Snapshot, StatusBoard
 from .wire import PRIORITIES, Abort  # noqa: F401 - PRIORITIES: the gateway's names, read by tests too
 from .pb import proving_pb2 as pb
@@ -50,9 +52,11 @@ log = logging.getLogger(__name__)
 POREP = "porep-c2"
 #: timeline stages that are not device compute (cluster.pipeline.tasks)
 NOT_COMPUTE = ("fetch_assignment", "key_load")
+#: AwaitProof's poll: a call is woken when its job ends (endings.py); the poll only covers a
+#: message lost while the subscription reconnects
 POLL_S = 0.2
 #: AwaitProof's poll for a critical job (a WinningPoSt: its whole budget is a few seconds, goal
-#: 1 s; at 0.2 s the poll alone added 0.1 s on average): few such jobs wait at once
+#: 1 s): few such jobs wait at once
 POLL_CRITICAL_S = 0.02
 #: submissions in progress at once (the others wait their turn, on their gateway threads)
 SUBMITTING = 2
@@ -129,6 +133,8 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
         #: entry lost to two writers is only read again)
         self._records: dict[tuple[str, bytes], tuple[str, int, float]] = {}
         self._board = StatusBoard(self._snapshot)
+        #: wakes AwaitProof calls when their job ends (one subscription, a thread of its own)
+        self._endings = Endings(rt.redis)
 
     # -- the calls --------------------------------------------------------------------------------
     def SubmitProof(self, request, context):
@@ -255,18 +261,21 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
             raise Abort(grpc.StatusCode.NOT_FOUND, f"field job_id: no job {job_id!r} (never submitted, or expired)")
         end = time.monotonic() + timeout_ms / 1000 if timeout_ms else None
         poll = POLL_CRITICAL_S if rec.priority == 0 else POLL_S
-        while True:
-            st = jobs.state(job_id)
-            status = st.get("status")
-            if status in TERMINAL:
-                return self._result(rec, st)
-            if end is not None and time.monotonic() >= end:
-                return pb.AwaitProofResponse(job_id=job_id, status=pb.AwaitProofResponse.TIMEOUT,
-                                             error_message=f"job {job_id} is still {status} after {timeout_ms} ms")
-            if context is not None and not context.is_active():
-                # the caller is gone (cancelled, deadline, disconnected): the job goes on
-                return pb.AwaitProofResponse(job_id=job_id, status=pb.AwaitProofResponse.UNKNOWN)
-            time.sleep(poll)
+        with self._endings.watch(job_id) as ended:  # watched before the first read: no ending missed
+            while True:
+                st = jobs.state(job_id)
+                status = st.get("status")
+                if status in TERMINAL:
+                    return self._result(rec, st)
+                now = time.monotonic()
+                if end is not None and now >= end:
+                    return pb.AwaitProofResponse(job_id=job_id, status=pb.AwaitProofResponse.TIMEOUT,
+                                                 error_message=f"job {job_id} is still {status} after {timeout_ms} ms")
+                if context is not None and not context.is_active():
+                    # the caller is gone (cancelled, deadline, disconnected): the job goes on
+                    return pb.AwaitProofResponse(job_id=job_id, status=pb.AwaitProofResponse.UNKNOWN)
+                ended.wait(poll if end is None else max(0.0, min(poll, end - now)))
+                ended.clear()
 
     def _result(self, rec, st: dict) -> pb.AwaitProofResponse:
         status = st["status"]

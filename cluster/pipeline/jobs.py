@@ -58,6 +58,9 @@ INDEX = "zkhive:jobs"
 #: jobs ended done and failed, counted as each ends (once: the final transition happens once):
 #: GetStatus's totals without reading every job the store still holds, 4 times a second
 TOTALS = "zkhive:totals"
+#: pub/sub channel: a job's id, published once when the job ends (done, failed or cancelled); the
+#: gateway's AwaitProof wakes on it instead of waiting for its next poll (cluster/gateway/endings.py)
+ENDED = "zkhive:job-ended"
 ACTIVE = "zkhive:active"
 DEADLINES = "zkhive:deadlines"
 
@@ -223,6 +226,7 @@ class JobStore:
         self.r.srem(ACTIVE, job_id)
         self.r.zrem(DEADLINES, job_id)
         self.event(job_id, event, partition=partition, **event_fields)
+        self.r.publish(ENDED, job_id)  # after the event: a woken waiter reads the whole timeline
         return True
 
     def active(self) -> list[str]:

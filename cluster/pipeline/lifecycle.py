@@ -71,6 +71,7 @@ class WorkerLifecycle:
         else:
             raise WorkerStartError(f"unknown worker role {role!r}: synthesis, prove or aggregate")
         self.heartbeat: registry.Heartbeat | None = None
+        self.vk_watch = None  # the aggregate worker's reads of keys not yet written (warmup.VkWatch)
         self._limits = TimeLimits()
 
     # -- start --------------------------------------------------------------------------------------
@@ -139,6 +140,9 @@ class WorkerLifecycle:
                     c = get_circuit(name)
                     # the compact form where the family has one (sdr-32g's full R1CS is ~32 GB)
                     c.compact_r1cs() if hasattr(c, "compact_r1cs") else c.r1cs()
+            # the first job of a preloaded kind pays no first-use work (cluster/pipeline/warmup.py)
+            from .warmup import warm_worker
+            self.vk_watch = warm_worker(self.rt, self.role, s.srs.preload)
         except BaseException as e:
             self.shutdown()
             if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):
@@ -267,6 +271,9 @@ class WorkerLifecycle:
         if self.watchdog is not None:
             self.watchdog.stop()
             self.watchdog = None
+        if self.vk_watch is not None:
+            self.vk_watch.stop()
+            self.vk_watch = None
         if self.heartbeat is not None:
             self.heartbeat.stop(leave_registry=True)
             self.heartbeat = None

@@ -65,6 +65,9 @@ class WorkerInfo(BaseModel):
     evictions: list[dict] = []
     #: evictions since the prover started, by "params/room" and "params/request"
     evicted_counts: dict[str, int] = {}
+    #: first-use work done at start for the preloaded kinds (cluster/pipeline/warmup.py):
+    #: ``poseidon`` (its constants), ``vk:<params>`` (a verifying key read by the aggregate worker)
+    warmed: list[str] = []
     ready: bool = False
     #: (job, partition) being worked on, or None
     inflight: list[str] = []

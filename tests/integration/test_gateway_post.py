@@ -49,7 +49,7 @@ def gw(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("gateway-post")
     # a WinningPoSt's deadline (deadlines.winning_post_s, 25 s) is the GPU's budget: on one CPU
     # prover a 2 KiB one takes ~40 s, so these tests give it 10 minutes
-    s = Setup(tmp, extra_toml="[deadlines]\nwinning_post_s = 600\n")
+    s = Setup(tmp, preload=["window-post-2k"], extra_toml="[deadlines]\nwinning_post_s = 600\n")
     s.setup_keys(get_circuit("window-post-2k"), *([get_circuit("winning-post-2k")] if LONG else []))
     s.up(check=0)
     channel = grpc.insecure_channel(f"unix://{s.run_dir.resolve() / 'gateway.sock'}")
@@ -181,6 +181,17 @@ def test_window_post_partitions_as_curio_sends_them_prove_and_verify(gw, sectors
     assert not verify(s, "window-post-2k", res1.proof, _public("window-post-2k", deadline, 1, api="1.2.0"))
     print(f"\nwindow-post-2k partition through the gateway: {took:.1f} s Submit to proof "
           f"(synthesis {res.synthesis_ms} ms, prover {res.gpu_compute_ms} ms)")
+
+
+def test_the_preloaded_post_kind_is_warm_before_its_first_job(gw):
+    """Issue 37: the first PoSt of a kind after ``up`` paid Poseidon's constants in the gateway,
+    the synthesis and the aggregate worker, and the .vk read in the aggregate worker (0.3 + 0.4 +
+    0.55 s of a 2 KiB WinningPoSt). With the kind in ``[srs] preload`` they are made at start."""
+    from cluster.pipeline import registry
+
+    s, _ = gw
+    warmed = {w.role: w.warmed for w in registry.workers(s_redis(s))}
+    assert warmed == {"aggregate": ["poseidon", "vk:window-post-2k"], "synthesis": ["poseidon"], "prove": []}, warmed
 
 
 def test_a_post_job_document_through_zkhive_submit(gw, sectors, tmp_path):

@@ -157,6 +157,10 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         assert all(v == 0 for v in doc["queues"].values()) and doc["jobs"] == {"active": [], "recent": []}
         assert all(w["ready"] for w in ws)
         assert [w["resident_keys"] for w in ws if w["role"] == "prove"] == [[SQUARES_A.name]]
+        # the aggregate worker read the preloaded set's .vk at start (its first job does not);
+        # no Poseidon constants for a set that does not hash with it (cluster/pipeline/warmup.py)
+        assert {w["role"]: w["warmed"] for w in ws} == {"aggregate": [f"vk:{SQUARES_A.name}"],
+                                                        "synthesis": [], "prove": []}
 
         # `zkhive ready` (the compose health checks) agrees with what `up` waited for
         prove_pid = next(r["pid"] for r in state["processes"] if r["name"] == "prove-cpu0")
