@@ -45,9 +45,15 @@ def test_preparing_the_circuits_caches_the_digest_then_the_densities_and_errors_
     left for the load (no exception on the thread, the event still set)."""
     from pathlib import Path
 
-    from tests.integration.circuits_for_tests import COMPACT   # over compact matrices
+    from tests.integration.circuits_for_tests import COMPACT as TOY   # over compact matrices
     from cluster.pipeline.lifecycle import prepare_circuits
     from gpu.groth16 import bellperson as bp
+    from synthesis.circuits import get_circuit
+
+    # the instance the registry holds (what prepare_circuits takes): the module is imported
+    # under two names in a full run (circuits_for_tests and tests.integration.…), each
+    # registering its own object, the last one kept
+    COMPACT = get_circuit(TOY.name)
 
     cr = COMPACT.compact_r1cs()
     for k in ("_digest", "_bellperson_shape"):
