@@ -126,6 +126,12 @@ TARGETS: dict[str, Target] = {
                        ("_u32", "scan", "_expect", "_fail", "_below_p", "from_uncompressed",
                         "first_bad", "_check_points", "read_section", "_single", "_read_vk_parts",
                         "read_vk", "check_file", "set_subgroup_check", "not_in_subgroup")),
+    # issue 40 item 3: the .params' compressed mirror read instead of it (opt-in): its binding,
+    # its block digests, the flags and the points decompressed on the host; a mirror must
+    # never hand a prover a point the .params does not hold
+    "mirror": Target("gpu/groth16/mirror.py", ("tests/unit/test_params_mirror.py",),
+                     ("binding", "check_block", "open_mirror", "host_mirror", "check_flags",
+                      "read_section_host"), 240.0),
     "keyopen": Target("gpu/groth16/keys.py", ("tests/unit/test_bellperson_params.py", "-k", "fifo"),
                       ("open_regular",)),
 }
