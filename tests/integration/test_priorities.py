@@ -338,3 +338,46 @@ def test_routing_counts_only_the_work_served_before_the_partition(cluster):
     assert route_partition(rt, crit.job_id, 0).queue == "prove.rt.cpu0"
     assert route_partition(rt, norm.job_id, 0).queue == "prove.rt.cpu1"
     cluster.flush()
+
+
+def test_an_urgent_aggregation_does_not_wait_behind_a_slow_one(cluster, workers):
+    """A slow aggregation (3 s, as a 32 GiB PoRep job's is on the H200's host) in hand: with one
+    aggregate worker a critical job's aggregation waits for it; with a second one (`zkhive up`'s
+    default, [worker] aggregate_workers = 2) the critical job is aggregated meanwhile."""
+    from cluster.client import submit
+    from cluster.pipeline.app import runtime
+
+    from circuits_for_tests import SLOW_AGGREGATION, SQUARES_A, make_c1
+
+    cluster.configure_here()
+    cluster.setup_keys(SQUARES_A, SLOW_AGGREGATION)
+    workers("synthesis", wait=False)
+    workers("prove", "cpu:0", wait=False,
+            ZKHIVE_SRS__PRELOAD=f'["{SQUARES_A.name}", "{SLOW_AGGREGATION.name}"]')
+    workers("aggregate", wait=False)
+    for w in workers.started:
+        w.wait_ready(cluster.redis, timeout_s=120)
+    r = cluster.redis
+
+    def round_(tag: str, seed: int) -> tuple[dict, dict]:
+        slow = submit(make_c1(SLOW_AGGREGATION, seed=seed), job_id=f"slow-{tag}")
+        _wait(lambda: _times(_events(r, [slow.job_id])[slow.job_id], "aggregate_start"), 120,
+              f"the slow job {slow.job_id}'s aggregation")
+        crit = submit(make_c1(SQUARES_A, seed=seed), job_id=f"urgent-{tag}", priority="critical")
+        jobs = runtime().jobs
+        _wait(lambda: all(jobs.status(j) == "done" for j in (slow.job_id, crit.job_id)), 120,
+              f"jobs of round {tag} done")
+        ev = _events(r, [slow.job_id, crit.job_id])
+        return ev[slow.job_id], ev[crit.job_id]
+
+    slow, crit = round_("one", 90)
+    # one aggregate worker: the critical job's aggregation starts only after the slow one ends
+    assert min(_times(crit, "aggregate_start")) >= max(_times(slow, "aggregated")), (slow, crit)
+
+    workers("aggregate")
+    slow, crit = round_("two", 91)
+    # two: it is aggregated while the slow one is still in hand, by the other worker
+    assert max(_times(crit, "aggregated")) < max(_times(slow, "aggregated")), (slow, crit)
+    w_slow = {e.get("worker") for e in slow if e["event"] == "aggregated"}
+    w_crit = {e.get("worker") for e in crit if e["event"] == "aggregated"}
+    assert w_slow and w_crit and not (w_slow & w_crit), (w_slow, w_crit)

@@ -139,12 +139,15 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     s = Setup(tmp_path, preload=[SQUARES_A.name])
     s.setup_keys(SQUARES_A, SQUARES_B)
     res = s.up(check=0)
-    for name in ("redis", "aggregate-0", "synthesis-0", "prove-cpu0", "flower", "metrics", "gateway", "keeper"):
+    # two aggregate workers by default ([worker] aggregate_workers): an urgent job's aggregation
+    # never waits behind a 32 GiB one (seconds)
+    for name in ("redis", "aggregate-0", "aggregate-1", "synthesis-0", "prove-cpu0", "flower", "metrics",
+                 "gateway", "keeper"):
         assert re.search(rf"^  {name}\s+ready in .* pid \d+", res.stdout, re.M), res.stdout
     assert f"http://127.0.0.1:{s.flower_port}" in res.stdout
     state = json.loads((s.run_dir / "cluster.json").read_text())
     procs = [(r["pid"], r["create_time"]) for r in state["processes"]]
-    assert len(procs) == 8 and all(_alive(*p) for p in procs)
+    assert len(procs) == 9 and all(_alive(*p) for p in procs)
     children = [(c.pid, c.create_time()) for pid, _ in procs for c in psutil.Process(pid).children(recursive=True)]
     ports = [s.redis_port, s.flower_port, s.metrics_port, s.gateway_port]
     try:
@@ -152,15 +155,17 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         st = zkhive(*s.args("status", "--json"), env=s.env, check=0)
         doc = json.loads(st.stdout)
         ws = doc["workers"]
-        assert sorted(w["role"] for w in ws) == ["aggregate", "prove", "synthesis"]
-        assert set(doc["queues"]) >= {"synthesis", "aggregate", "prove.unassigned", ws[1]["queues"][0]}
+        assert sorted(w["role"] for w in ws) == ["aggregate", "aggregate", "prove", "synthesis"]
+        prove_queue = next(w["queues"][0] for w in ws if w["role"] == "prove")
+        assert set(doc["queues"]) >= {"synthesis", "aggregate", "prove.unassigned", prove_queue}
         assert all(v == 0 for v in doc["queues"].values()) and doc["jobs"] == {"active": [], "recent": []}
         assert all(w["ready"] for w in ws)
         assert [w["resident_keys"] for w in ws if w["role"] == "prove"] == [[SQUARES_A.name]]
         # the aggregate worker read the preloaded set's .vk at start (its first job does not);
         # no Poseidon constants for a set that does not hash with it (cluster/pipeline/warmup.py)
-        assert {w["role"]: w["warmed"] for w in ws} == {"aggregate": [f"vk:{SQUARES_A.name}"],
-                                                        "synthesis": [], "prove": []}
+        assert sorted((w["role"], tuple(w["warmed"])) for w in ws) == [
+            ("aggregate", (f"vk:{SQUARES_A.name}",)), ("aggregate", (f"vk:{SQUARES_A.name}",)),
+            ("prove", ()), ("synthesis", ())]
 
         # `zkhive ready` (the compose health checks) agrees with what `up` waited for
         prove_pid = next(r["pid"] for r in state["processes"] if r["name"] == "prove-cpu0")
@@ -413,7 +418,7 @@ def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(t
         time.sleep(0.1)
     ps = zkhive(*s.args("ps", "--run-dir", str(s.run_dir)), env=s.env, check=1)
     # every process of the state file, the keeper and the gateway too: nothing came back
-    assert ps.stdout.count(" gone ") == len(state["processes"]) == 8, ps.stdout
+    assert ps.stdout.count(" gone ") == len(state["processes"]) == 9, ps.stdout
     try:
         again = s.up(check=0)
         assert "stale state file" in again.stdout and "is running any more" in again.stdout
@@ -456,9 +461,10 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
     assert f"{sys.executable} -m cluster status" in up.stdout or "zkhive status" in up.stdout
     try:
         st = cli("status", "--json", env=fresh, check=0)
-        assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "prove", "synthesis"]
+        assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "aggregate",
+                                                                               "prove", "synthesis"]
         ps = cli("ps", env=fresh, check=0)
-        assert ps.stdout.count(" running ") == 8 and f":{s.metrics_port}/metrics" in ps.stdout
+        assert ps.stdout.count(" running ") == 9 and f":{s.metrics_port}/metrics" in ps.stdout
         assert f"gateway unix://{s.run_dir.resolve()}/gateway.sock" in ps.stdout  # the default: a socket
         assert f"gateway  unix://{s.run_dir.resolve()}/gateway.sock" in cli("status", env=fresh, check=0).stdout
         # told otherwise, a command uses what it is told: another Redis, which does not answer
