@@ -59,6 +59,7 @@ for step in "${steps[@]}"; do
             --out "$OUT/window-big.json" > "$OUT/window-big.log" 2>&1 ;;
     curio)
         timeout "${CURIO_S:-420}" python3 bench/gpu_curio.py --jobs "${JOBS:-4}" --out "$OUT/curio" \
+            --winning "${WINNING:-3}" --spacing "${SPACING:-2}" \
             > "$OUT/curio.log" 2>&1 ;;
     holder)
         OMP_NUM_THREADS=2 timeout "${HOLDER_S:-540}" python3 bench/holder_restart.py --params "${PARAMS:-filecoin-32g}" \
