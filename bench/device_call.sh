@@ -1,0 +1,39 @@
+#!/bin/bash
+# One call of the next device lease's plan (docs/performance.md, "Waiting for a device"), run on
+# the lent machine from the checkout's root with `.device` and `.zkc` carried:
+#   bash bench/device_call.sh N        (N = 1 .. 4; $OUT set by the device tool)
+# It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
+# (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
+# steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
+# (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
+# built on the device ($OUT/cubin.txz) for the next call to carry.
+set -u -o pipefail
+N=${1:?usage: bash bench/device_call.sh N (1-4)}
+OUT=${OUT:?OUT is the output folder of the device tool}
+mkdir -p .zkcache "$OUT/run"
+[ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
+# shellcheck disable=SC1091
+source .device/env.sh
+export ZKHIVE_CACHE_DIR=$PWD/.zkcache PYTHONUNBUFFERED=1
+t0=$(date +%s)
+python3 -m gpu.cuda.precompile --all --jobs "$(nproc)" > "$OUT/run/precompile.log" 2>&1
+echo "precompile: rc=$? in $(( $(date +%s) - t0 )) s" | tee "$OUT/steps.txt"
+run() { OUT="$OUT/run" bash bench/filecoin_gpu_run.sh "$@"; }
+case "$N" in
+1) TESTS_S=200 run tests
+   JOBS=4 WINNING=10 SPACING=8 CURIO_S=330 run curio ;;
+2) PARAMS_JOBS=1 PARAMS_MIRROR=1 PARAMS_S=560 run params ;;
+3) run holder
+   mv "$OUT/run/holder" "$OUT/run/holder-on" 2>/dev/null; mv "$OUT/run/holder.log" "$OUT/run/holder-on.log" 2>/dev/null
+   HOLDER=off run holder ;;
+4) RUNS=3 BIG_S=200 run big
+   mv "$OUT/run/filecoin-big.json" "$OUT/run/big-default.json" 2>/dev/null
+   mv "$OUT/run/filecoin-big.log" "$OUT/run/big-default.log" 2>/dev/null
+   ZKHIVE_MSM_G2_LEAN=1 RUNS=3 BIG_S=200 run big
+   MSM_PLAN=g2:21:v,g2:22:v run msm ;;
+*) echo "call $N: one of 1-4" >&2; exit 2 ;;
+esac
+cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
+tar cJf "$OUT/cubin.txz" -C .zkcache cubin
+tar czf "$OUT/call$N.tgz" -C "$OUT" run && rm -rf "$OUT/run"
+cat "$OUT/steps.txt"
