@@ -250,6 +250,12 @@ def test_bad_points_refused_with_section_and_offset(files, tmp_path):
                                              r"prime-order subgroup"):
         bp.read_vk(tampered(files, tmp_path, lambda b: b.__setitem__(slice(ic1, ic1 + 96), bad),
                             name="k.vk"), points="full")
+    # a .params' IC is its verifying key's: read_params checks it by ``points`` too
+    ic_bad = tampered(files, tmp_path, lambda b: b.__setitem__(slice(ic1, ic1 + 96), bad))
+    bp.read_params(ic_bad, r1cs, points="curve")
+    with pytest.raises(KeyFormatError, match=rf"section ic, point 1 at byte offset {ic1}: not in the "
+                                             r"prime-order subgroup"):
+        bp.read_params(ic_bad, r1cs, points="full")
 
     def swap_beta(b):
         b[96:192] = G1_UNCOMPRESSED                     # beta_g1 := the generator
@@ -756,6 +762,20 @@ def test_the_density_index_is_flatnonzero_in_int32_across_steps(n, monkeypatch):
     assert shape.index("h") is None
     with pytest.raises(ValueError, match="2147483648 variables do not fit the int32 density index"):
         bp.density_index(np.broadcast_to(np.ones(1, bool), (1 << 31,)))
+    if n == 0:   # the bound is int32's, no lower: 2^30 variables (none in the query) are indexed
+        monkeypatch.setattr(bp, "INDEX_STEP", 1 << 26)
+        assert len(bp.density_index(np.broadcast_to(np.zeros(1, bool), (1 << 30,)))) == 0
+
+
+def test_densities_that_fail_on_their_thread_raise_where_the_load_waits():
+    """The densities' thread keeps its error for ``result`` (the load), which raises it as it
+    was: an unreadable circuit is named, not lost on the thread."""
+    dens = bp.Densities(object())   # no matrices at all
+    with pytest.raises(Exception) as e:
+        dens.result()
+    assert not isinstance(e.value, KeyError), e.value
+    with pytest.raises(type(e.value)):
+        dens.result()   # asked again: the same error
 
 
 def test_densities_later_give_the_same_key_and_check_a_and_b_before_their_reads(files, tmp_path):
