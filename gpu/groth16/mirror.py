@@ -236,9 +236,9 @@ def open_mirror(path, params_path, lay: Layout | None = None) -> Mirror:
         except (KeyError, TypeError, ValueError):
             raise MirrorError(f"{path}: section {name}: malformed header entry") from None
         if d.get("name") != name or sec.count != lay.sections[name].count or sec.offset != at:
-            raise MirrorError(f"{path}: section {name}: the header's count or offset "
-                              f"({sec.count} at {sec.offset}) is not the .params' ({lay.sections[name].count} "
-                              f"at {at})")
+            raise MirrorError(f"{path}: section {name}: the header's name, count or offset "
+                              f"({d.get('name')!r}, {sec.count} at {sec.offset}) is not the "
+                              f".params' ({name!r}, {lay.sections[name].count} at {at})")
         if len(sec.blocks) != -(-sec.count // bp_) or _section_digest(sec.blocks) != sec.digest:
             raise MirrorError(f"{path}: section {name}: the block digests do not hash to the "
                               "section's digest")

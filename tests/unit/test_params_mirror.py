@@ -313,7 +313,7 @@ def test_header_section_digest_and_block_points_checked(files, tmp_path):
     h = json.loads(json.dumps(head))
     h["sections"][2]["offset"] += 4096
     put(h)
-    with pytest.raises(mr.MirrorError, match=r"section a: the header's count or offset"):
+    with pytest.raises(mr.MirrorError, match=r"section a: the header's name, count or offset"):
         mr.open_mirror(mirror, params)
 
 
@@ -472,3 +472,230 @@ def test_the_device_point_code_on_the_host(kind):
     if kind == 1:
         bad[1] = np.frombuffer(_non_residue_x(48), np.uint8)
         assert mr.host_mirror(bad, kind)[1] == (1 << 3) | 3
+
+
+# --- every header check, the binding's digests, the host reader's first point -----------------
+
+def _parts(mirror):
+    """(bytes, header length, header dict) of a mirror file."""
+    data = mirror.read_bytes()
+    n = struct.unpack("<Q", data[-16:-8])[0]
+    return data, n, json.loads(data[-16 - n:-16])
+
+
+def _with_header(mirror, data, n, head):
+    """``data`` (a mirror's bytes) with its header replaced by ``head`` (a dict, or raw bytes)."""
+    new = head if isinstance(head, bytes) else json.dumps(head).encode()
+    mirror.write_bytes(data[:-16 - n] + new + struct.pack("<Q", len(new)) + mr.END)
+    return len(data) - n + len(new)     # the new size
+
+
+def _refused(mirror, params, msg):
+    """open_mirror refuses ``mirror`` with exactly ``msg`` (the whole line)."""
+    with pytest.raises(mr.MirrorError) as e:
+        mr.open_mirror(mirror, params)
+    assert str(e.value) == msg
+
+
+def test_binding_digests_are_of_the_files_first_bytes(files, tmp_path):
+    """The binding's SHA-256s cover the verifying-key part, the first and the last MiB exactly
+    (offset 0 on); the layout is scanned when none is given."""
+    params, _ = _copy(files, tmp_path)
+    data = params.read_bytes()
+    lay = bp.scan(params)
+    b = mr.binding(params)
+    assert b == mr.binding(params, lay)
+    sha = lambda x: hashlib.sha256(x).hexdigest()   # noqa: E731
+    assert b["vk_sha256"] == sha(data[:lay.sections["ic"].end])
+    assert b["head_sha256"] == sha(data[:1 << 20]) and b["tail_sha256"] == sha(data[-(1 << 20):])
+    assert len(data) < 1 << 20     # one MiB covers it: head and tail both the whole file
+    big = tmp_path / "big.params"   # over a MiB: the tail is the last MiB, not the whole file
+    big.write_bytes(data + b"\x07" * (1 << 20))
+    b = mr.binding(big, lay)
+    got = big.read_bytes()
+    assert b["head_sha256"] == sha(got[:1 << 20]) and b["tail_sha256"] == sha(got[-(1 << 20):])
+    assert b["vk_sha256"] == sha(got[:lay.sections["ic"].end])
+
+
+def test_params_changed_only_in_its_first_byte_is_stale(files, tmp_path):
+    """Same name, size and mtime, one bit of byte 0 (the vk's alpha_g1) flipped: stale, the vk
+    digest named."""
+    params, mirror = _copy(files, tmp_path)
+    st = params.stat()
+    buf = bytearray(params.read_bytes())
+    buf[0] ^= 0x01
+    params.write_bytes(bytes(buf))
+    os.utime(params, ns=(st.st_atime_ns, st.st_mtime_ns))
+    with pytest.raises(mr.MirrorError, match=rf"^{mirror}: made from another \.params than "
+                                             rf"{params} \(source vk_sha256: '[0-9a-f]{{64}}' != "
+                                             r"'[0-9a-f]{64}'\): stale$"):
+        mr.open_mirror(mirror, params)
+    buf[0] ^= 0x01     # restored: accepted again
+    params.write_bytes(bytes(buf))
+    os.utime(params, ns=(st.st_atime_ns, st.st_mtime_ns))
+    mr.open_mirror(mirror, params)
+
+
+def test_short_files_and_the_header_length_field(files, tmp_path):
+    """Under 32 bytes: truncated; 32 bytes (an empty header): not JSON at offset 16; a header
+    length that reaches into the first 16 bytes: does not fit; one that fills them exactly: read
+    (then refused as not a mirror header)."""
+    params, mirror = _copy(files, tmp_path)
+    start = mr.MAGIC + struct.pack("<II", mr.FORMAT, 0)
+    mirror.write_bytes(start + b"\0" * 7 + mr.END)             # 31 bytes
+    _refused(mirror, params, f"{mirror}: 31 bytes: truncated (no header)")
+    mirror.write_bytes(start + struct.pack("<Q", 0) + mr.END)  # 32 bytes, a header of 0
+    _refused(mirror, params, f"{mirror}: the header at byte offset 16 is not JSON "
+                             "(Expecting value: line 1 column 1 (char 0))")
+    mirror.write_bytes(start + b"[]" + struct.pack("<Q", 2) + mr.END)   # 34: fits exactly
+    _refused(mirror, params, f"{mirror}: the header is not a format-1 mirror header")
+    mirror.write_bytes(start + b"[]" + struct.pack("<Q", 3) + mr.END)   # one byte too long
+    _refused(mirror, params, f"{mirror}: byte offset 18: a header of 3 bytes does not fit in 34")
+    mirror.write_bytes(start + b"[]" + struct.pack("<Q", 1 << 40) + mr.END)
+    _refused(mirror, params, f"{mirror}: byte offset 18: a header of {1 << 40} bytes does not "
+                             "fit in 34")
+
+
+def test_truncated_and_damaged_headers_name_their_offsets(files, tmp_path):
+    params, mirror = _copy(files, tmp_path)
+    data, n, head = _parts(mirror)
+    mirror.write_bytes(data[:-1])
+    _refused(mirror, params, f"{mirror}: byte offset {len(data) - 17}: no end marker: truncated "
+                             "or partly written")
+    size = _with_header(mirror, data, n, b"{not json")
+    _refused(mirror, params, f"{mirror}: the header at byte offset {size - 16 - 9} is not JSON "
+                             "(Expecting property name enclosed in double quotes: line 1 column 2 "
+                             "(char 1))")
+    size = _with_header(mirror, data, n, b"\xff\xfe")      # not UTF-8: a ValueError too
+    with pytest.raises(mr.MirrorError, match=rf"^{mirror}: the header at byte offset {size - 18} "
+                                             r"is not JSON \(.*\)$"):
+        mr.open_mirror(mirror, params)
+    h = json.loads(json.dumps(head))
+    h["format"] = 2                                        # a dict, another format
+    _with_header(mirror, data, n, h)
+    _refused(mirror, params, f"{mirror}: the header is not a format-1 mirror header")
+    _with_header(mirror, data, n, head)
+    mr.open_mirror(mirror, params)                         # the same bytes back: accepted
+
+
+def test_block_points_bounds_are_1_and_2_to_the_22(files, tmp_path):
+    """Mirrors written at block_points 1 and 2^22 are read; 2^22 + 1 and 0 are refused."""
+    params, _ = _copy(files, tmp_path)
+    for bpts in (1, 1 << 22):
+        out = mr.write_mirror(params, tmp_path / f"bp{bpts}.mirror", block_points=bpts)
+        m = mr.open_mirror(out, params)
+        assert all(s.block_points == bpts and len(s.blocks) == -(-s.count // bpts)
+                   for s in m.sections.values())
+    data, n, head = _parts(out)          # 2^22: one block a section, so 2^22 + 1 changes nothing else
+    for bad in ((1 << 22) + 1, 0, "8", None):
+        _with_header(out, data, n, dict(head, block_points=bad))
+        _refused(out, params, f"{out}: the header's block_points {bad!r} is not in 1..4194304")
+
+
+def test_malformed_section_entries_are_named(files, tmp_path):
+    """A key missing (KeyError), a null count (TypeError), a count that is not a number
+    (ValueError), a wrong name, count or offset: each refused naming the section."""
+    params, mirror = _copy(files, tmp_path)
+    data, n, head = _parts(mirror)
+    lay = bp.scan(params)
+
+    def edit(i, **kw):
+        h = json.loads(json.dumps(head))
+        h["sections"][i].update(kw)
+        for k, v in kw.items():
+            if v is KeyError:
+                del h["sections"][i][k]
+        _with_header(mirror, data, n, h)
+    for i, kw in ((0, {"count": KeyError}), (1, {"count": None}), (2, {"count": "x"}),
+                  (3, {"blocks": 5})):
+        edit(i, **kw)
+        _refused(mirror, params, f"{mirror}: section {bp.QUERIES[i][0]}: malformed header entry")
+    s = head["sections"]
+    edit(1, name="h")
+    _refused(mirror, params, f"{mirror}: section l: the header's name, count or offset ('h', "
+                             f"{s[1]['count']} at {s[1]['offset']}) is not the .params' ('l', "
+                             f"{lay.sections['l'].count} at {s[1]['offset']})")
+    edit(0, count=s[0]["count"] - 1)
+    _refused(mirror, params, f"{mirror}: section h: the header's name, count or offset ('h', "
+                             f"{s[0]['count'] - 1} at 4096) is not the .params' ('h', "
+                             f"{lay.sections['h'].count} at 4096)")
+    edit(4, offset=s[4]["offset"] + 4096)
+    _refused(mirror, params, f"{mirror}: section b_g2: the header's name, count or offset ('b_g2', "
+                             f"{s[4]['count']} at {s[4]['offset'] + 4096}) is not the .params' "
+                             f"('b_g2', {s[4]['count']} at {s[4]['offset']})")
+    _with_header(mirror, data, n, dict(head, sections=head["sections"][:4]))
+    _refused(mirror, params, f"{mirror}: the header lists 4 sections, not 5")
+
+
+def test_sections_running_into_the_header_are_truncated(files, tmp_path):
+    """One byte cut before the header (the last section's padding): the sections end one byte
+    past the header's start."""
+    params, mirror = _copy(files, tmp_path)
+    data, n, head = _parts(mirror)
+    hat = len(data) - 16 - n
+    last = head["sections"][-1]
+    assert last["offset"] + last["count"] * 96 < hat     # padding there: the digests still agree
+    mirror.write_bytes(data[:hat - 1] + data[hat:])
+    _refused(mirror, params, f"{mirror}: the sections end at byte offset {hat}, past the header "
+                             f"at {hat - 1}: truncated")
+
+
+def _read_host(mirror, params, name, points="curve"):
+    m = mr.open_mirror(mirror, params)
+    sec = m.sections[name]
+    out = np.zeros((sec.count, 2 * sec.width), dtype=np.uint8)
+    return mr.read_section_host(m, name, out=out, index=None, points=points), sec
+
+
+def test_host_reader_names_the_first_flag_and_why_a_point_does_not_decompress(files, tmp_path):
+    """check_flags names the first bad point of a block (the compressed flag cleared, before
+    the point at infinity); a non-residue x at index 0 of a section is named with its reason."""
+    params, mirror = _copy(files, tmp_path)
+    good, sec = _read_host(mirror, params, "h")
+    assert good.any()
+
+    def flags(buf, at, w):
+        buf[at] = (buf[at] & 0x1F) | 0x01                   # no flag bit set, bit 0 set
+        buf[at + 2 * w] = 0xC0                              # point + 2: the point at infinity
+        buf[at + 2 * w + 1:at + 3 * w] = b"\0" * (w - 1)
+    _rewrite_block(mirror, params, "h", 9, flags)           # points 9 and 11, block 1
+    with pytest.raises(mr.MirrorError) as e:
+        _read_host(mirror, params, "h")
+    assert str(e.value) == (f"{mirror}: section h, point 9 at byte offset {sec.offset + 9 * 48}: "
+                            "the compressed flag is not set")
+    params, mirror = _copy(files, tmp_path)
+    bad = _non_residue_x(48)
+
+    def nonres(buf, at, w):
+        buf[at:at + w] = bad
+    _rewrite_block(mirror, params, "l", 0, nonres)
+    sec = mr.open_mirror(mirror, params).sections["l"]
+    with pytest.raises(mr.MirrorError) as e:
+        _read_host(mirror, params, "l")
+    assert str(e.value) == (f"{mirror}: section l, point 0 at byte offset {sec.offset}: does not "
+                            "decompress: not on the curve: no curve point has that x (a non-residue)")
+
+
+@pytest.mark.parametrize("j", [0, 8])
+def test_off_subgroup_point_first_in_a_block_is_refused(files, tmp_path, j):
+    """points="full": a point outside the subgroup at index 0 of the section (j=0) or of its
+    second block (j=8) is refused, naming it; "curve" reads it."""
+    params, mirror = _copy(files, tmp_path)
+    comp = _off_subgroup_compressed()
+
+    def edit(buf, at, w):
+        buf[at:at + w] = comp
+    _rewrite_block(mirror, params, "h", j, edit)
+    sec = mr.open_mirror(mirror, params).sections["h"]
+    with pytest.raises(mr.MirrorError) as e:
+        _read_host(mirror, params, "h", points="full")
+    assert str(e.value) == (f"{mirror}: section h, point {j} at byte offset {sec.offset + j * 48}: "
+                            "not in the prime-order subgroup")
+    got, _ = _read_host(mirror, params, "h", points="curve")
+    assert got[j].any()
+
+
+def test_host_mirror_of_no_points():
+    for kind in (1, 2):
+        out, word = mr.host_mirror(np.zeros((0, 48 * kind), np.uint8), kind)
+        assert word == -1 and out.shape == (0, 96 * kind)
