@@ -144,9 +144,11 @@ def test_exporter_series_move_during_a_real_job(cluster, workers, exporter):
     # zkhive_key_loading has samples only while a key loads (docs/cluster.md shows one); the
     # back-pressure and resubmission counters once a unit waits or a failed job is retried
     # (tests/integration/test_back_pressure.py scrapes them); the deadline counter once a job
-    # misses its deadline (tests/integration/test_priorities.py scrapes it)
+    # misses its deadline (tests/integration/test_priorities.py scrapes it); the mirror's progress
+    # once a prover writes a .params' mirror (opt-in, ZKHIVE_PARAMS_MIRROR=1:
+    # tests/integration/test_up_cluster.py scrapes it)
     assert queried - {"zkhive_key_loading", "zkhive_blob_store_waits_total", "zkhive_job_attempts_total",
-                      "zkhive_deadline_missed_total"} <= served, queried - served
+                      "zkhive_deadline_missed_total", "zkhive_key_mirror_progress"} <= served, queried - served
     # the two sets not preloaded were each loaded once, as a key_load stage (issue 27)
     assert value(after, "zkhive_stage_seconds_count", stage="key_load", device="cpu:0") == 2
     assert value(after, "zkhive_stage_seconds_count", stage="key_load", params=SQUARES_A.name) == 0
