@@ -137,7 +137,7 @@ TARGETS: dict[str, Target] = {
     "keyfiles_later": Target("gpu/groth16/bellperson.py",
                              ("tests/unit/test_bellperson_params.py", "tests/unit/test_start_phases.py",
                               "-k", "not trapdoor and not snarkjs and not v28 and not encoding_is"),
-                             ("density_index", "resolve", "read_params", "_dense_want", "result",
+                             ("density_index", "densities_of", "resolve", "read_params", "_dense_want", "result",
                               "_run"), 240.0),
     "keyopen": Target("gpu/groth16/keys.py", ("tests/unit/test_bellperson_params.py", "-k", "fifo"),
                       ("open_regular",)),

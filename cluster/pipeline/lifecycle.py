@@ -355,9 +355,7 @@ def prepare_circuits(names, keys) -> threading.Event:
             host.set()
         for c in later:
             try:
-                shape = bellperson.shape_of(c)
-                for q in ("a", "b_g1"):
-                    shape.index(q)
+                bellperson.densities_of(c)
             except Exception as e:
                 log.debug("preparing %s's densities: %s", c.name, e)
 

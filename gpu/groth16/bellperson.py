@@ -442,6 +442,15 @@ def _columns(m, num_vars: int) -> np.ndarray:
 _SHAPE_LOCK = threading.Lock()
 
 
+def densities_of(circuit) -> Shape:
+    """``shape_of`` with the a and b indices made too: what a load of a .params needs before it
+    reads a or b (the prover's preparation thread and ``Densities`` make it ahead of the reads)."""
+    shape = shape_of(circuit)
+    for name in ("a", "b_g1"):
+        shape.index(name)
+    return shape
+
+
 def _matrices_of(circuit):
     from gpu.backends.forms import full_r1cs
     from gpu.native.compact import compact_of
@@ -623,10 +632,7 @@ class Densities:
         from gpu.phases import phase
         try:
             with phase("circuit shape and density index (beside the reads)"):
-                shape = shape_of(circuit)
-                for name in ("a", "b_g1"):
-                    shape.index(name)
-            self._out["shape"] = shape
+                self._out["shape"] = densities_of(circuit)
         except BaseException as e:   # raised where the load waits for it
             self._out["error"] = e
 
@@ -656,7 +662,7 @@ def read_params(path, circuit, *, points: str = "curve", vk_points: str | None =
     if later and cached is None:
         npub, naux, domain = _sizes(circuit)
         shape = pending = Densities(circuit)
-        want = {k: v for k, v in _dense_want(npub, naux, domain).items()}
+        want = _dense_want(npub, naux, domain)
     else:
         with phase("circuit shape (densities)"):
             shape = shape_of(circuit)
