@@ -224,10 +224,16 @@ int fr_ntt(int log_n, uint32_t* data, int inverse, int coset) {
 }
 
 // The QAP step of Groth16 (arkworks' witness_map): from the evaluations of A z, B z, C z over the
-// domain H of size n to the coefficients of H(X) = (A(X) B(X) - C(X)) / Z(X):
-//   3 inverse NTTs, 3 coset NTTs, pointwise (a b - c) / Z(g) on the coset, 1 inverse coset NTT.
-// Z(X) = X^n - 1 is the constant g^n - 1 on the coset gH. Writes n coefficients to h (the top one
-// is zero when the witness satisfies the system). Returns 0 or -1 (bad size).
+// domain H of size n to the coefficients of H(X) = (A(X) B(X) - C(X)) / Z(X), in 6 NTTs:
+//   A and B: inverse NTT, coset NTT (their evaluations on the coset gH);
+//   C: inverse NTT only (its coefficients);
+//   H = iNTT_coset(A B / Z(g)) - C / Z(g).
+// Why C needs no coset round trip: Z(X) = X^n - 1 is the constant Z(g) = g^n - 1 on gH, so
+// H = iNTT_coset((A B - C) / Z(g)), the inverse coset NTT is linear, and C has degree < n, so
+// iNTT_coset of C's coset evaluations is C's coefficients again: the 7th NTT (arkworks' and
+// bellperson's coset NTT of C, then its share of the last inverse) cancels out. The result is
+// the same vector to the bit, whether or not c satisfies the system. Writes n coefficients to h
+// (the top one is zero when the witness satisfies the system). Returns 0 or -1 (bad size).
 int fr_compute_h(int log_n, const uint32_t* a_in, const uint32_t* b_in, const uint32_t* c_in,
                  uint32_t* h) {
     if (log_n < 0 || log_n > 32) return -1;
@@ -236,15 +242,18 @@ int fr_compute_h(int log_n, const uint32_t* a_in, const uint32_t* b_in, const ui
     load_vec(a.data(), a_in, n);
     load_vec(b.data(), b_in, n);
     load_vec(c.data(), c_in, n);
-    for (fr_t* v : {a.data(), b.data(), c.data()}) {
+    for (fr_t* v : {a.data(), b.data()}) {
         transform(v, log_n, true, false);
         transform(v, log_n, false, true);
     }
+    transform(c.data(), log_n, true, false);
     uint32_t e[2] = {(uint32_t)n, (uint32_t)((uint64_t)n >> 32)};
     fr_t z_inv = (generator().pow(e, 2) - fr_t::one()).inv();
 #pragma omp parallel for schedule(static) if (n >= PAR_MIN)
-    for (i64 i = 0; i < n; i++) a[i] = (a[i] * b[i] - c[i]) * z_inv;
+    for (i64 i = 0; i < n; i++) a[i] = a[i] * b[i] * z_inv;
     transform(a.data(), log_n, true, true);
+#pragma omp parallel for schedule(static) if (n >= PAR_MIN)
+    for (i64 i = 0; i < n; i++) a[i] = a[i] - c[i] * z_inv;
     store_vec(h, a.data(), n);
     return 0;
 }

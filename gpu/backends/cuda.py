@@ -5,7 +5,7 @@ Per proof, on the device (every vector stays there from the upload of z to the M
   upload z (staged through page-locked memory)             -> z
   A z, B z, C z against the resident CSR matrices (prover.cu) -> a, b, c over the domain,
       plus the QAP's input rows, and the satisfiability check (first failing constraint)
-  compute_h (gpu/cuda/ntt.py: 7 NTTs, the pointwise step)  -> H coefficients, in a
+  compute_h (gpu/cuda/ntt.py: 6 NTTs, the pointwise step)  -> H coefficients, in a
   five MSMs against the resident query bases (gpu/cuda/msm.py): a_query z, b_g1_query z,
       b_g2_query z, l_query z_aux, h_query H
 Each stage is timed with device events and reported into the proof's StageTimer, so the

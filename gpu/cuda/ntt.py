@@ -67,6 +67,12 @@ def plan(log_n: int) -> list[tuple[int, int, int]]:
     return out
 
 
+def z_inv(log_n: int) -> int:
+    """Z(g)^-1 = (g^n - 1)^-1 for the coset shift g = 7: the vanishing polynomial of H is this
+    constant on g H."""
+    return fr.inv((pow(fr.GENERATOR, 1 << log_n, fr.MODULUS) - 1) % fr.MODULUS)
+
+
 def log2_size(n: int, what: str = "vector") -> int:
     if n < 1 or n & (n - 1):
         raise GpuInputError(f"{what}: length {n} is not a power of two")
@@ -112,7 +118,8 @@ class NttEngine:
         self.k_twiddles = f("ntt_twiddles", "PiP")
         self.k_scales = f("ntt_scale_tables", "PPiPP")
         self.k_bitrev = f("ntt_bit_reverse", "Pi")
-        self.k_point = f("ntt_h_pointwise", "PPPiP")
+        self.k_point = f("ntt_h_pointwise", "PPiP")
+        self.k_sub = f("ntt_h_sub_coeffs", "PPi")
         self.k_check = f("ntt_check_canonical", "PIP")
         self.domains: dict[int, Domain] = {}
         # omega_{2^k} for k = 0..32 and their inverses, Montgomery form, on the device
@@ -152,12 +159,14 @@ class NttEngine:
 
     def _scale(self, d: Domain, kind: str) -> tuple[DeviceBuffer, DeviceBuffer]:
         """(lo, hi) tables with factor(e) = c g^e for one kind:
-        "coset" g=7, c=1; "inv" g=1, c=1/n; "inv_coset" g=7^-1, c=1/n; "h_pre" g=7, c=1/n."""
+        "coset" g=7, c=1; "inv" g=1, c=1/n; "inv_coset" g=7^-1, c=1/n; "h_pre" g=7, c=1/n;
+        "inv_z" g=1, c=1/(n Z(7)) (C's coefficients over Z, compute_h_device)."""
         if kind not in d.scales:
             n = 1 << d.log_n
             g, c = {"coset": (fr.GENERATOR, 1), "inv": (1, fr.inv(n)),
                     "inv_coset": (fr.inv(fr.GENERATOR), fr.inv(n)),
-                    "h_pre": (fr.GENERATOR, fr.inv(n))}[kind]
+                    "h_pre": (fr.GENERATOR, fr.inv(n)),
+                    "inv_z": (1, fr.inv(n) * z_inv(d.log_n) % fr.MODULUS)}[kind]
             count_hi = ((n - 1) >> 10) + 1
             lo, hi = DeviceBuffer(32 * 1024, what="scale lo"), DeviceBuffer(32 * count_hi,
                                                                             what="scale hi")
@@ -237,10 +246,18 @@ class NttEngine:
                          streams=None, events=None) -> DeviceBuffer:
         """H coefficients into ``a`` (natural order) from the evaluations a, b, c on H.
 
-        Same math as arith/host.cpp's fr_compute_h (arkworks' witness_map):
-          each of a, b, c: inverse NTT (DIF, N->R, scaled by n^-1 g^k on store) then forward
-          NTT (DIT, R->N): their evaluations on the coset g H;
-          pointwise (a b - c) / Z(g) written bit-reversed; inverse coset NTT (DIT, R->N).
+        Same math as arith/host.cpp's fr_compute_h, in six NTTs where arkworks' witness_map
+        and bellperson take seven:
+          a and b: inverse NTT (DIF, N->R, scaled by n^-1 g^k on store) then forward NTT (DIT,
+          R->N): their evaluations on the coset g H;
+          c: inverse NTT only (DIF, N->R, scaled by n^-1 Z(g)^-1): C's coefficients / Z(g),
+          bit-reversed;
+          pointwise a b / Z(g) written bit-reversed; inverse coset NTT (DIT, R->N); then
+          h[k] -= c[bitrev(k)].
+        Why: Z is the constant Z(g) = g^n - 1 on the coset, the inverse coset NTT is linear and
+        C has degree < n, so iNTT_coset(C's coset evaluations) is C's coefficients: c's forward
+        coset NTT and its share of the last inverse cancel. The same H to the bit, satisfied or
+        not (tests/unit/test_field.py checks the host's against the seven-NTT sequence).
         With ``streams`` (three) the three vectors' transforms run concurrently, each on its own
         stream after its upload; ``events`` (two) order a's stream after b's and c's.
         """
@@ -251,19 +268,23 @@ class NttEngine:
         if log_n == 0:
             raise GpuInputError("compute_h: the domain needs at least 2 points")
         sa, sb, sc = streams or (None, None, None)
-        for buf, s in ((a, sa), (b, sb), (c, sc)):
+        z_r2 = self.prepare_h(log_n)
+        for buf, s in ((a, sa), (b, sb)):
             self._run(False, buf.ptr, log_n, True, "h_pre", True, 2, s)
             self._run(True, buf.ptr, log_n, False, None, False, 0, s)
+        self._run(False, c.ptr, log_n, True, "inv_z", True, 2, sc)
         if streams:
             events[0].record(sb)
             events[1].record(sc)
             sa.wait_for_event(events[0])
             sa.wait_for_event(events[1])
-        z_r2 = self.prepare_h(log_n)
+        grid = ((n + 255) // 256, 1)
         with loader.guard(kernel="ntt_h_pointwise", shape=n):
-            self.k_point.prepared_async_call(((n + 255) // 256, 1), (256, 1, 1), sa, a.ptr, b.ptr,
-                                             c.ptr, np.int32(log_n), z_r2.ptr)
+            self.k_point.prepared_async_call(grid, (256, 1, 1), sa, a.ptr, b.ptr,
+                                             np.int32(log_n), z_r2.ptr)
         self._run(True, a.ptr, log_n, True, "inv_coset", False, 2, sa)
+        with loader.guard(kernel="ntt_h_sub_coeffs", shape=n):
+            self.k_sub.prepared_async_call(grid, (256, 1, 1), sa, a.ptr, c.ptr, np.int32(log_n))
         return a
 
     def prepare_h(self, log_n: int) -> DeviceBuffer:
@@ -272,10 +293,9 @@ class NttEngine:
         d = self.domain(log_n)
         self._scale(d, "h_pre")
         self._scale(d, "inv_coset")
+        self._scale(d, "inv_z")
         if d.z_r2 is None:
-            n = 1 << log_n
-            z = fr.inv((pow(fr.GENERATOR, n, fr.MODULUS) - 1) % fr.MODULUS)
-            d.z_r2 = self._const(mont(z * _R), "Z^-1 R^2")  # mont() adds the second R
+            d.z_r2 = self._const(mont(z_inv(log_n) * _R), "Z^-1 R^2")  # mont() adds the second R
         return d.z_r2
 
     # --- validation ----------------------------------------------------------------------

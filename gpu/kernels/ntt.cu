@@ -377,25 +377,33 @@ __global__ void ntt_bit_reverse(fr_t* data, int log_n) {
     }
 }
 
-// The pointwise step of H on the coset: a[i] <- (a b - c) / Z(g) with z_r2 = Z(g)^-1 R^2 (so
-// mont_mul(mont_mul(a, b) - mont_mul(c, 1), z_r2) = (a b - c) / Z in canonical form), written
-// to position bitrev(i): the coset evaluations arrive in natural order, and the inverse DIT
-// that follows wants them bit-reversed. Each thread owns the pair (i, bitrev(i)), i <= bitrev(i).
-__global__ void ntt_h_pointwise(fr_t* a, const fr_t* b, const fr_t* c, int log_n,
-                                const fr_t* z_r2) {
+// The pointwise step of H on the coset: a[i] <- a b / Z(g) with z_r2 = Z(g)^-1 R^2 (so
+// mont_mul(mont_mul(a, b), z_r2) = a b / Z in canonical form), written to position bitrev(i): the
+// coset evaluations arrive in natural order, and the inverse DIT that follows wants them
+// bit-reversed. Each thread owns the pair (i, bitrev(i)), i <= bitrev(i). C is not here: its
+// coefficients are subtracted after the inverse coset NTT (ntt_h_sub_coeffs; gpu/cuda/ntt.py
+// compute_h_device says why that is the same H with one NTT fewer).
+__global__ void ntt_h_pointwise(fr_t* a, const fr_t* b, int log_n, const fr_t* z_r2) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (1u << log_n)) return;
     u32 j = bit_rev(i, log_n);
     if (j < i) return;
-    fr_t one = fr_t::zero();
-    one.v[0] = 1;
     fr_t z = *z_r2;
-    fr_t hi = (load_elem(a + i) * load_elem(b + i) - load_elem(c + i) * one) * z;
+    fr_t hi = (load_elem(a + i) * load_elem(b + i)) * z;
     if (j != i) {
-        fr_t hj = (load_elem(a + j) * load_elem(b + j) - load_elem(c + j) * one) * z;
+        fr_t hj = (load_elem(a + j) * load_elem(b + j)) * z;
         store_elem(a + i, hj);
     }
     store_elem(a + j, hi);
+}
+
+// The last step of H: h[k] <- h[k] - c'[bitrev(k)], where c' holds C's coefficients times
+// Z(g)^-1 in bit-reversed order (the inverse DIF of c, scaled on store by "inv_z"). Canonical
+// values, so a plain modular subtraction.
+__global__ void ntt_h_sub_coeffs(fr_t* h, const fr_t* c, int log_n) {
+    u32 k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= (1u << log_n)) return;
+    store_elem(h + k, load_elem(h + k) - load_elem(c + bit_rev(k, log_n)));
 }
 
 // first_bad <- min index of an element >= r (non-canonical), left alone when all are canonical.

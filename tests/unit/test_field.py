@@ -106,6 +106,25 @@ def test_compute_h_is_the_exact_quotient():
     assert ev(h2) * (pow(x, n, R) - 1) % R != (ev(A) * ev(B) - ev(Cc)) % R
 
 
+def test_compute_h_equals_the_seven_ntt_witness_map_on_any_input():
+    # arkworks' and bellperson's witness_map, step by step through native.ntt: a, b and c each
+    # to the coset, (a b - c) / Z(g) there, back by the inverse coset NTT. compute_h skips c's
+    # coset round trip (6 NTTs): the same vector to the bit, satisfied or not (random c here).
+    for log_n in (1, 2, 5, 9):
+        n = 1 << log_n
+        a, b, c = F.vec_random(n), F.vec_random(n), F.vec_random(n)
+        on_coset = [F.vec_to_ints(native.ntt(native.ntt(v, inverse=True), coset=True))
+                    for v in (a, b, c)]
+        z_inv = pow((pow(7, n, R) - 1) % R, R - 2, R)
+        q = [(x * y - w) * z_inv % R for x, y, w in zip(*on_coset)]
+        want = F.vec_to_ints(native.ntt(F.vec_from_ints(q), inverse=True, coset=True))
+        assert F.vec_to_ints(native.compute_h(a, b, c)) == want, log_n
+        # and c counts: one element changed changes H
+        c2 = c.copy()
+        c2[n - 1] = F.vec_from_ints([(F.vec_to_ints(c[n - 1:])[0] + 1) % R])
+        assert F.vec_to_ints(native.compute_h(a, b, c2)) != want
+
+
 def test_spmv_matches_a_dense_product():
     from synthesis.r1cs import SparseMatrix
     rows = [{0: 1, 3: 5}, {}, {1: R - 1, 2: 1, 3: 7}]
