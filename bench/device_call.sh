@@ -23,9 +23,8 @@ case "$N" in
 1) TESTS_S=200 run tests
    JOBS=4 WINNING=10 SPACING=8 CURIO_S=330 run curio ;;
 2) PARAMS_JOBS=1 PARAMS_MIRROR=1 PARAMS_S=560 run params ;;
-3) HOLDER_S=280 run holder
-   mv "$OUT/run/holder" "$OUT/run/holder-on" 2>/dev/null; mv "$OUT/run/holder.log" "$OUT/run/holder-on.log" 2>/dev/null
-   HOLDER=off HOLDER_S=280 run holder ;;
+3) HOLDER_S=${HOLDER_S:-260} run holder
+   RUNS=${RUNS:-2} BIG_S=${BIG_S:-200} run big ;;
 4) RUNS=3 BIG_S=200 run big
    mv "$OUT/run/filecoin-big.json" "$OUT/run/big-default.json" 2>/dev/null
    mv "$OUT/run/filecoin-big.log" "$OUT/run/big-default.log" 2>/dev/null
