@@ -264,7 +264,7 @@ def profile(k: int, runs: int) -> dict:
     aux = z[1 + r1cs.num_public:]
     steps = {
         "matvec (A z, B z, C z)": lambda: r1cs.evaluate(z),
-        "compute_h (7 NTTs)": lambda: native.compute_h(a, b, cc),
+        "compute_h (6 NTTs)": lambda: native.compute_h(a, b, cc),
         "msm a_query (G1)": lambda: curve.msm(pk.a_query, z, G1Point),
         "msm b_g1_query (G1)": lambda: curve.msm(pk.b_g1_query, z, G1Point),
         "msm b_g2_query (G2)": lambda: curve.msm(pk.b_g2_query, z, G2Point),
