@@ -10,7 +10,7 @@ the device (gpu.cuda.msm.known_log_bases), so every result is checked by the ide
 MSM(P, s) = (sum s_i k_i) G. Times: wall clock of the call after one warm-up, median of --runs
 (each call ends with the point on the host: the device is idle before and after).
 --g2-lean: G2 also through the lean kernels (ZKHIVE_MSM_G2_LEAN=1: the ones-sum and the tail's
-level 1, msm_g2_lean_variants.cu) on a second resident copy of the bases, row key "lean";
+level 1, msm_g2_lean.cu) on a second resident copy of the bases, row key "lean";
 --g1 0 leaves G1 out.
 """
 from __future__ import annotations

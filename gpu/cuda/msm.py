@@ -78,21 +78,22 @@ _MODULE_OF = {
     "g2_gen_bases": "msm_g2_gen", "g2_combine": "msm_g2_combine",
     "g2_reduce_segments": "msm_g2_reduce", "g2_sum_groups": "msm_g2_sum",
     "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
-    "g2_accumulate_bases_lean": "msm_g2_lean_variants", "g2_sum_ones_lean": "msm_g2_lean_variants",
+    "g2_accumulate_bases_lean": "msm_g2_lean", "g2_sum_ones_lean": "msm_g2_lean",
     "msm_radix_digits": "msm_sort", "msm_radix_upsweep": "msm_sort",
     "msm_radix_downsweep": "msm_sort",
 }
 
 
 def g2_lean() -> bool:
-    """ZKHIVE_MSM_G2_LEAN=1: G2's level-1 accumulation and the split MSM's G2 ones-sum by the
-    kernels of msm_g2_lean_variants.cu (the mixed addition ordered to keep fewer values live, the
-    next base prefetched into L1; ptxas: 74 bytes of spill stores against 1,838, docs/gpu.md).
-    Not yet timed on the device, so off by default; 0 or unset: the default kernels."""
-    v = os.environ.get("ZKHIVE_MSM_G2_LEAN", "0")
+    """G2's level-1 accumulation and the split MSM's G2 ones-sum by the kernels of
+    msm_g2_lean.cu (the mixed addition ordered to keep fewer values live, the next base
+    prefetched into L1; ptxas: 74 bytes of spill stores against 1,838, docs/gpu.md): on by
+    default (1 or unset), since the H200 measured the 32 GiB partition 62 ms faster with them
+    (1,376.7 against 1,439.1 ms, docs/performance.md); ZKHIVE_MSM_G2_LEAN=0: the others."""
+    v = os.environ.get("ZKHIVE_MSM_G2_LEAN", "1")
     if v not in ("0", "1", ""):
         raise GpuError(f"ZKHIVE_MSM_G2_LEAN={v!r}: expected 0 or 1")
-    return v == "1"
+    return v != "0"
 
 
 def module_of(name: str) -> str:
@@ -334,7 +335,7 @@ class DeviceBases:
             # ZKHIVE_MSM_G2_PREFETCH=1) measured 202.9 against 153.7 ms at 2^22 on the H200
             acc = "g2_accumulate_bases_np"
         if g.name == "g2" and (g2_lean() if lean is None else lean):
-            acc = "g2_accumulate_bases_lean"  # fewer live registers (msm_g2_lean_variants.cu)
+            acc = "g2_accumulate_bases_lean"  # fewer live registers (msm_g2_lean.cu)
         self._f["accumulate_bases"] = kernel(acc)
         self._device = loader.device_name()
 

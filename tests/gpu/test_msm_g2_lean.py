@@ -1,4 +1,4 @@
-"""G2's lean kernels (msm_g2_lean_variants.cu, ZKHIVE_MSM_G2_LEAN=1) == the default kernels.
+"""G2's lean kernels (msm_g2_lean.cu, the default; ZKHIVE_MSM_G2_LEAN=0 the others) == the others.
 
 The level-1 accumulation g2_accumulate_bases_lean and the split MSM's ones-sum g2_sum_ones_lean
 against the default kernels (g2_accumulate_bases_np, g2_sum_ones) and the known-discrete-log

@@ -1,9 +1,9 @@
 // G2's level-1 accumulation and the split MSM's G2 ones-sum with fewer live registers
-// (ZKHIVE_MSM_G2_LEAN=1; gpu/cuda/msm.py, gpu/cuda/split_msm.py): the mixed addition in the
+// (the default; ZKHIVE_MSM_G2_LEAN=0 takes the others; gpu/cuda/msm.py, gpu/cuda/split_msm.py): the mixed addition in the
 // order of xyzz_t::add_affine_lean, the first partial sum stored when its run ends, the next base
 // prefetched into L1 rather than into registers (msm_core.cuh accumulate_range_lean). The
-// defaults (msm_g2_acc.cu, split_msm_g2.cu) spill at 255 registers. Not yet timed on the device,
-// so a variant: the precompile builds it only with --all, the loader when it is asked for.
+// others (msm_g2_acc.cu, split_msm_g2.cu) spill at 255 registers. On the H200 the 32 GiB
+// partition takes 1,376.7 ms with these against 1,439.1 with those (docs/performance.md).
 #include "msm_points.cuh"
 MSM_ACCUMULATE_BASES_LEAN(g2_accumulate_bases_lean, fq2_t)
 
