@@ -175,6 +175,12 @@ class WorkerSettings(Section):
     (its C1 parsed again, ten proofs verified) held one for 2.75-4.24 s on the H200's host
     (2026-12-05, bench/gpu_curio.py's timelines): with one, a WinningPoSt finishing meanwhile
     waited for it, however urgent. Two: the second is free for it."""
+    urgent_synthesis_workers: int = Field(1, ge=0, le=8)
+    """Urgent synthesis workers ``zkhive up`` starts (``synthesis-urgent-0`` ..), one process each,
+    consuming only ``synthesis.urgent``: a CRITICAL job's synthesis (WinningPoSt) never waits for
+    the other workers' PoRep partitions (eight of them hold every process ~7.5 s on the H200's
+    host: a WinningPoSt waited 4.76 s there, docs/performance.md). 0: none; the other synthesis
+    workers still serve the urgent queue whenever a process is free."""
     device_memory_bytes: int | None = Field(None, gt=0)
     """Memory a prover may fill with resident keys; default: what the device reports free."""
     heartbeat_s: float = Field(2.0, gt=0)

@@ -23,9 +23,10 @@ TEST_CIRCUITS_DIR = ROOT / "tests" / "integration"
 class WorkerProcess:
     """One ``zkhive worker`` subprocess with its log file."""
 
-    def __init__(self, role: str, env: dict, log: Path, device: str | None = None, extra_env: dict | None = None):
+    def __init__(self, role: str, env: dict, log: Path, device: str | None = None, extra_env: dict | None = None,
+                 options: tuple = ()):
         self.role, self.device, self.log = role, device, log
-        argv = [sys.executable, "-m", "cluster", "worker", role, "--loglevel", "INFO"]
+        argv = [sys.executable, "-m", "cluster", "worker", role, "--loglevel", "INFO", *options]
         if device:
             argv += ["--device", device]
         self.env = {**env, **(extra_env or {})}
@@ -151,10 +152,12 @@ class WorkerSet:
         self.cluster, self.log_dir = cluster, log_dir
         self.started: list[WorkerProcess] = []
 
-    def __call__(self, role: str, device: str | None = None, *, wait: bool = True, **extra_env) -> WorkerProcess:
+    def __call__(self, role: str, device: str | None = None, *, wait: bool = True, options: tuple = (),
+                 **extra_env) -> WorkerProcess:
+        """``options``: more of `zkhive worker`'s options (``("--urgent",)``)."""
         name = f"{role}-{(device or '').replace(':', '')}-{len(self.started)}"
         w = WorkerProcess(role, self.cluster.env, self.log_dir / f"{name}.log", device,
-                          {k: str(v) for k, v in extra_env.items()})
+                          {k: str(v) for k, v in extra_env.items()}, options)
         self.started.append(w)
         if wait:
             w.wait_ready(self.cluster.redis)

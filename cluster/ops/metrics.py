@@ -237,7 +237,8 @@ class ClusterCollector:
     def _gauges(self):
         from cluster.pipeline import registry
         from cluster.pipeline.jobs import ACTIVE
-        from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depths
+        from cluster.pipeline.queues import (AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE,
+                                             URGENT_SYNTHESIS_QUEUE, queue_depths)
 
         ws = registry.workers(self.r)
         wl = ["worker", "host", "device"]
@@ -305,7 +306,7 @@ class ClusterCollector:
                     used.add_metric(lv, w.total_memory - w.free_memory)
             if w.queues:
                 device_queues[w.queues[0]] = (w.host, dev)
-        for q in [SYNTHESIS_QUEUE, AGGREGATE_QUEUE, UNASSIGNED_QUEUE] + sorted(device_queues):
+        for q in [SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE, AGGREGATE_QUEUE, UNASSIGNED_QUEUE] + sorted(device_queues):
             levels = queue_depths(self.r, q)
             depth.add_metric([q, *device_queues.get(q, ("", ""))], sum(levels.values()))
             for level, n in levels.items():

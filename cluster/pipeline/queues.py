@@ -4,6 +4,9 @@ queue is and what waits in it (read straight from Redis: kombu keeps one list pe
 Queues::
 
     synthesis           CPU workers: C1 input -> one partition's assignment
+    synthesis.urgent    a CRITICAL job's synthesis: the urgent synthesis worker's one queue, which
+                        the other synthesis workers also serve when free (so that a WinningPoSt
+                        never waits for a PoRep partition's synthesis to end: docs/performance.md)
     prove.<host>.<n>    one per GPU (prove.<host>.cpu<n> for a CPU prover), routed by residency
     aggregate           the chord body (verify, assemble), submissions, the job watchdog
     prove.unassigned    prove tasks sent while no prover was registered
@@ -13,6 +16,7 @@ Imports nothing of ours: the app (cluster.pipeline.app), routing and the workflo
 from __future__ import annotations
 
 SYNTHESIS_QUEUE = "synthesis"
+URGENT_SYNTHESIS_QUEUE = "synthesis.urgent"
 AGGREGATE_QUEUE = "aggregate"
 #: where a prove task waits when no prover is registered; the watchdog moves it on
 UNASSIGNED_QUEUE = "prove.unassigned"
@@ -52,7 +56,8 @@ def queued_messages(r):
     aggregate and every ``prove.*`` queue, a dead device's included."""
     import json
 
-    lists = set(priority_lists(SYNTHESIS_QUEUE) + priority_lists(AGGREGATE_QUEUE))
+    lists = set(priority_lists(SYNTHESIS_QUEUE) + priority_lists(URGENT_SYNTHESIS_QUEUE)
+                + priority_lists(AGGREGATE_QUEUE))
     lists |= {k for k in r.scan_iter(match="prove.*", count=500)}
     for lst in sorted(lists, key=lambda k: k if isinstance(k, bytes) else k.encode()):
         if r.type(lst) != b"list":

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depth
+from .queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, URGENT_SYNTHESIS_QUEUE, queue_depth
 from .registry import WorkerInfo
 
 log = logging.getLogger(__name__)
@@ -90,7 +90,10 @@ def route_task(name, args, kwargs, options, task=None, **kw):
     from .app import runtime
 
     if name == "zkhive.synthesize_partition":
-        return {"queue": SYNTHESIS_QUEUE}
+        # a CRITICAL job's (priority 0: cuzk's WinningPoSt) to the queue that an urgent worker
+        # keeps a process for: eight PoRep partitions in synthesis hold every process of the
+        # others for ~7.5 s (the H200's host), and a Redis priority only orders the waiting
+        return {"queue": URGENT_SYNTHESIS_QUEUE if options.get("priority") == 0 else SYNTHESIS_QUEUE}
     if name != PROVE_TASK:
         return {"queue": AGGREGATE_QUEUE}
     if options.get("queue"):  # an explicit choice (a retry on another device) stands

@@ -52,7 +52,7 @@ def cmd_worker(args) -> int:
     from cluster.ops import membership
 
     try:
-        life = WorkerLifecycle(args.role, args.device)
+        life = WorkerLifecycle(args.role, args.device, urgent=getattr(args, "urgent", False))
         # started by `up`: watch its keeper; started by hand against a cluster of `up`: join its
         # state file, so `down` stops this process too (cluster.ops.membership)
         joined = membership.attach(life.rt.settings, args.role, args.device)
@@ -159,7 +159,8 @@ def _mib(n) -> str:
 def status_text(rt, *, jobs: int = 5) -> str:
     from cluster.pipeline import registry
     from cluster.pipeline.jobs import priority_name
-    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, queue_depths
+    from cluster.pipeline.queues import (AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE,
+                                         URGENT_SYNTHESIS_QUEUE, queue_depths)
     from cluster.version import code_digest
 
     now = time.time()
@@ -201,7 +202,8 @@ def status_text(rt, *, jobs: int = 5) -> str:
                          + (f"; in hand: {', '.join(w.inflight)}" if w.inflight else ""))
     if any(w.code_digest != mine for w in ws):
         lines.append(f"  * runs other code than this checkout (code {mine}): restart it after a deploy")
-    queues = [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
+    queues = [SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE, AGGREGATE_QUEUE] \
+        + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
         + [UNASSIGNED_QUEUE]
     lines.append("queues:")
     for q in queues:
@@ -230,9 +232,10 @@ def status_text(rt, *, jobs: int = 5) -> str:
 
 
 def _queues(rt, ws) -> list[str]:
-    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, URGENT_SYNTHESIS_QUEUE
 
-    return [SYNTHESIS_QUEUE, AGGREGATE_QUEUE] + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
+    return [SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE, AGGREGATE_QUEUE] \
+        + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
         + [UNASSIGNED_QUEUE]
 
 
@@ -298,6 +301,9 @@ def register(sub) -> None:
     p = sub.add_parser("worker", help="run a cluster worker (synthesis, prove on a device, aggregate)")
     p.add_argument("role", choices=["synthesis", "prove", "aggregate"])
     p.add_argument("--device", help="prove workers: cpu, cpu:N or cuda:N (one worker per device slot)")
+    p.add_argument("--urgent", action="store_true",
+                   help="synthesis workers: one process that serves only CRITICAL jobs' synthesis "
+                        "(`zkhive up` starts [worker] urgent_synthesis_workers of them)")
     p.add_argument("--loglevel", default="INFO")
     _add_config(p)
     p.set_defaults(func=cmd_worker)

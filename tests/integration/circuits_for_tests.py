@@ -180,6 +180,26 @@ class SlowAggregation(SquareChain):
 SLOW_AGGREGATION = register(SlowAggregation(8, 2, 1.5))   # 3 s an aggregation
 
 
+class SlowSynthesis(SquareChain):
+    """A square chain whose partitions take seconds to synthesize, as a 32 GiB PoRep
+    partition's do (~7.5 s, eight at once, on the H200's 16-core host, 2026-12-05)."""
+
+    def __init__(self, length: int, partitions: int, seconds: float):
+        super().__init__(length, partitions)
+        self.name, self.seconds = f"test-slowsynth-{length}x{partitions}", seconds
+
+    def digest(self) -> str:
+        return hashlib.sha256(f"{self.name}/slow-synthesis/v1".encode()).hexdigest()
+
+    def synthesize(self, c1, partition: int) -> np.ndarray:
+        import time
+        time.sleep(self.seconds)
+        return super().synthesize(c1, partition)
+
+
+SLOW_SYNTHESIS = register(SlowSynthesis(8, 2, 3.0))   # 3 s a partition's synthesis
+
+
 def make_c1(circuit: SquareChain, seed: int = 0, *, bad_y_partition: int | None = None) -> dict:
     rng = random.Random(seed)
     parts = []

@@ -270,8 +270,9 @@ def test_up_restarts_a_killed_worker_restart_replaces_one_and_down_stops_everyth
                                    f"that dies stays dead until a worker or `") for line in lines), lines
         assert _wait_record(sup, "keeper", lambda r: r.pid != keeper.pid and r.process() is not None, 40)
         st = zkhive(*setup.args("status", "--run-dir", str(setup.run_dir)), env=setup.env)
-        # nine: the gateway, and two aggregate workers ([worker] aggregate_workers)
-        assert "WARNING" not in st.stdout and "(9/9 processes running)" in st.stdout, st.stdout
+        # ten: the gateway, two aggregate workers ([worker] aggregate_workers) and the urgent
+        # synthesis worker ([worker] urgent_synthesis_workers)
+        assert "WARNING" not in st.stdout and "(10/10 processes running)" in st.stdout, st.stdout
 
         # a worker started by hand joins the state file; `down` stops it and names it
         hand = subprocess.Popen([PY, "-m", "cluster", "worker", "synthesis", "--config",

@@ -381,3 +381,57 @@ def test_an_urgent_aggregation_does_not_wait_behind_a_slow_one(cluster, workers)
     w_slow = {e.get("worker") for e in slow if e["event"] == "aggregated"}
     w_crit = {e.get("worker") for e in crit if e["event"] == "aggregated"}
     assert w_slow and w_crit and not (w_slow & w_crit), (w_slow, w_crit)
+
+
+def test_an_urgent_synthesis_does_not_wait_behind_slow_ones(cluster, workers):
+    """A synthesis worker of one process holding a slow partition (3 s; a 32 GiB PoRep
+    partition's is ~7.5 s on the H200's host, where a WinningPoSt waited 4.76 s for one,
+    2026-12-05): without an urgent synthesis worker a critical job's synthesis waits for it to
+    end; with one (`zkhive up`'s default, [worker] urgent_synthesis_workers = 1) it is done
+    meanwhile, by that worker."""
+    from cluster.client import submit
+    from cluster.pipeline.app import runtime
+    from cluster.pipeline.queues import URGENT_SYNTHESIS_QUEUE
+
+    from circuits_for_tests import SLOW_SYNTHESIS, SQUARES_A, make_c1
+
+    cluster.configure_here()
+    cluster.setup_keys(SQUARES_A, SLOW_SYNTHESIS)
+    normal = workers("synthesis", wait=False, ZKHIVE_WORKER__PARTITION_WORKERS="1")
+    workers("prove", "cpu:0", wait=False,
+            ZKHIVE_SRS__PRELOAD=f'["{SQUARES_A.name}", "{SLOW_SYNTHESIS.name}"]')
+    workers("aggregate", wait=False)
+    for w in workers.started:
+        w.wait_ready(cluster.redis, timeout_s=120)
+    r = cluster.redis
+
+    def round_(tag: str, seed: int) -> tuple[list, list]:
+        slow = submit(make_c1(SLOW_SYNTHESIS, seed=seed), job_id=f"slowsynth-{tag}")
+        _wait(lambda: _times(_events(r, [slow.job_id])[slow.job_id], "synthesis_start"), 60,
+              f"the slow job {slow.job_id}'s synthesis")
+        crit = submit(make_c1(SQUARES_A, seed=seed), job_id=f"urgent-synth-{tag}", priority="critical")
+        jobs = runtime().jobs
+        _wait(lambda: all(jobs.status(j) == "done" for j in (slow.job_id, crit.job_id)), 120,
+              f"jobs of round {tag} done")
+        ev = _events(r, [slow.job_id, crit.job_id])
+        return ev[slow.job_id], ev[crit.job_id]
+
+    slow, crit = round_("one", 80)
+    # the normal worker's one process: the critical synthesis waits for the slow partition's
+    assert min(_times(crit, "synthesis_start")) >= min(_times(slow, "synthesis_end")), (slow, crit)
+
+    urgent = workers("synthesis", options=("--urgent",))
+    entry = next(w for w in _registry(r) if w.pid == urgent.pid)
+    assert entry.queues == [URGENT_SYNTHESIS_QUEUE], entry.queues
+    assert next(w for w in _registry(r) if w.pid == normal.pid).queues[0] == URGENT_SYNTHESIS_QUEUE
+    slow, crit = round_("two", 81)
+    # the urgent worker: done while the slow partition is still in synthesis, and by that worker
+    assert max(_times(crit, "synthesis_end")) < min(_times(slow, "synthesis_end")), (slow, crit)
+    by = {e.get("worker") for e in crit if e["event"] == "synthesis_start"}
+    assert by == {entry.worker_id}, (by, entry.worker_id)
+
+
+def _registry(r):
+    from cluster.pipeline import registry
+
+    return registry.workers(r)

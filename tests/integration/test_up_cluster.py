@@ -140,14 +140,15 @@ def test_up_prove_down_leaves_nothing(tmp_path):
     s.setup_keys(SQUARES_A, SQUARES_B)
     res = s.up(check=0)
     # two aggregate workers by default ([worker] aggregate_workers): an urgent job's aggregation
-    # never waits behind a 32 GiB one (seconds)
-    for name in ("redis", "aggregate-0", "aggregate-1", "synthesis-0", "prove-cpu0", "flower", "metrics",
-                 "gateway", "keeper"):
+    # never waits behind a 32 GiB one (seconds); an urgent synthesis worker
+    # ([worker] urgent_synthesis_workers): nor its synthesis behind 32 GiB partitions'
+    for name in ("redis", "aggregate-0", "aggregate-1", "synthesis-0", "synthesis-urgent-0", "prove-cpu0",
+                 "flower", "metrics", "gateway", "keeper"):
         assert re.search(rf"^  {name}\s+ready in .* pid \d+", res.stdout, re.M), res.stdout
     assert f"http://127.0.0.1:{s.flower_port}" in res.stdout
     state = json.loads((s.run_dir / "cluster.json").read_text())
     procs = [(r["pid"], r["create_time"]) for r in state["processes"]]
-    assert len(procs) == 9 and all(_alive(*p) for p in procs)
+    assert len(procs) == 10 and all(_alive(*p) for p in procs)
     children = [(c.pid, c.create_time()) for pid, _ in procs for c in psutil.Process(pid).children(recursive=True)]
     ports = [s.redis_port, s.flower_port, s.metrics_port, s.gateway_port]
     try:
@@ -418,7 +419,7 @@ def test_killed_cluster_leaves_a_stale_state_file_that_up_reports_and_replaces(t
         time.sleep(0.1)
     ps = zkhive(*s.args("ps", "--run-dir", str(s.run_dir)), env=s.env, check=1)
     # every process of the state file, the keeper and the gateway too: nothing came back
-    assert ps.stdout.count(" gone ") == len(state["processes"]) == 9, ps.stdout
+    assert ps.stdout.count(" gone ") == len(state["processes"]) == 10, ps.stdout
     try:
         again = s.up(check=0)
         assert "stale state file" in again.stdout and "is running any more" in again.stdout

@@ -314,3 +314,26 @@ def test_the_device_lock_serves_the_most_urgent_waiter_first():
     assert got == ["critical-a", "critical-b", "high", "normal"]
     with lock.hold():  # free again
         pass
+
+
+def test_urgent_is_for_synthesis_workers_only():
+    """`zkhive worker aggregate --urgent` is refused before anything starts, naming the option."""
+    from cluster.pipeline.lifecycle import WorkerLifecycle, WorkerStartError
+
+    for role in ("aggregate", "prove"):
+        with pytest.raises(WorkerStartError, match=f"--urgent is for synthesis workers, not '{role}'"):
+            WorkerLifecycle(role, "cpu:0" if role == "prove" else None, urgent=True)
+
+
+def test_critical_synthesis_routes_to_the_urgent_queue():
+    """route_task: a synthesis message of priority 0 (CRITICAL) goes to synthesis.urgent, every
+    other priority (and none) to synthesis; the aggregation stays on its queue whatever its priority."""
+    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE
+    from cluster.pipeline.routing import route_task
+
+    name = "zkhive.synthesize_partition"
+    assert route_task(name, ("j", 0), {}, {"priority": 0}) == {"queue": URGENT_SYNTHESIS_QUEUE}
+    for p in (3, 6, 9, None):
+        assert route_task(name, ("j", 0), {}, {"priority": p}) == {"queue": SYNTHESIS_QUEUE}, p
+    assert route_task(name, ("j", 0), {}, {}) == {"queue": SYNTHESIS_QUEUE}
+    assert route_task("zkhive.aggregate", (None, "j"), {}, {"priority": 0}) == {"queue": AGGREGATE_QUEUE}
