@@ -70,7 +70,8 @@ class WorkerLifecycle:
             self.pool, self.concurrency = "prefork", 1
         elif role == "synthesis":
             # the urgent queue too: served here whenever a process is free (no urgent worker, or
-            # it is busy), before this queue's work when both wait (the order consumed)
+            # it is busy), before this queue's work when both wait (its messages are all
+            # priority 0, and kombu's Redis consumer polls the levels before the queues)
             self.queues = [URGENT_SYNTHESIS_QUEUE, SYNTHESIS_QUEUE]
             self.pool, self.concurrency = "prefork", s.worker.partition_workers
         elif role == "aggregate":
