@@ -340,42 +340,52 @@ def test_routing_counts_only_the_work_served_before_the_partition(cluster):
     cluster.flush()
 
 
-def test_an_urgent_aggregation_does_not_wait_behind_a_slow_one(cluster, workers):
-    """A slow aggregation (3 s, as a 32 GiB PoRep job's is on the H200's host) in hand: with one
-    aggregate worker a critical job's aggregation waits for it; with a second one (`zkhive up`'s
-    default, [worker] aggregate_workers = 2) the critical job is aggregated meanwhile."""
+def _slow_beside_critical(cluster, workers, slow_circuit, **synthesis_env):
+    """A cluster of one synthesis worker, a CPU prover holding SQUARES_A's and ``slow_circuit``'s
+    keys, one aggregate worker; returns (the synthesis worker, ``round_(tag, seed, started)``),
+    which submits a ``slow_circuit`` job, waits for its first ``started`` event, submits a
+    critical SQUARES_A job, waits for both to be done and returns their events (slow, critical)."""
     from cluster.client import submit
     from cluster.pipeline.app import runtime
 
-    from circuits_for_tests import SLOW_AGGREGATION, SQUARES_A, make_c1
+    from circuits_for_tests import SQUARES_A, make_c1
 
     cluster.configure_here()
-    cluster.setup_keys(SQUARES_A, SLOW_AGGREGATION)
-    workers("synthesis", wait=False)
+    cluster.setup_keys(SQUARES_A, slow_circuit)
+    synth = workers("synthesis", wait=False, **synthesis_env)
     workers("prove", "cpu:0", wait=False,
-            ZKHIVE_SRS__PRELOAD=f'["{SQUARES_A.name}", "{SLOW_AGGREGATION.name}"]')
+            ZKHIVE_SRS__PRELOAD=f'["{SQUARES_A.name}", "{slow_circuit.name}"]')
     workers("aggregate", wait=False)
     for w in workers.started:
         w.wait_ready(cluster.redis, timeout_s=120)
     r = cluster.redis
 
-    def round_(tag: str, seed: int) -> tuple[dict, dict]:
-        slow = submit(make_c1(SLOW_AGGREGATION, seed=seed), job_id=f"slow-{tag}")
-        _wait(lambda: _times(_events(r, [slow.job_id])[slow.job_id], "aggregate_start"), 120,
-              f"the slow job {slow.job_id}'s aggregation")
+    def round_(tag: str, seed: int, started: str) -> tuple[list, list]:
+        slow = submit(make_c1(slow_circuit, seed=seed), job_id=f"slow-{tag}")
+        _wait(lambda: _times(_events(r, [slow.job_id])[slow.job_id], started), 120,
+              f"the slow job {slow.job_id}'s {started}")
         crit = submit(make_c1(SQUARES_A, seed=seed), job_id=f"urgent-{tag}", priority="critical")
         jobs = runtime().jobs
         _wait(lambda: all(jobs.status(j) == "done" for j in (slow.job_id, crit.job_id)), 120,
               f"jobs of round {tag} done")
         ev = _events(r, [slow.job_id, crit.job_id])
         return ev[slow.job_id], ev[crit.job_id]
+    return synth, round_
 
-    slow, crit = round_("one", 90)
+
+def test_an_urgent_aggregation_does_not_wait_behind_a_slow_one(cluster, workers):
+    """A slow aggregation (3 s, as a 32 GiB PoRep job's is on the H200's host) in hand: with one
+    aggregate worker a critical job's aggregation waits for it; with a second one (`zkhive up`'s
+    default, [worker] aggregate_workers = 2) the critical job is aggregated meanwhile."""
+    from circuits_for_tests import SLOW_AGGREGATION
+
+    _, round_ = _slow_beside_critical(cluster, workers, SLOW_AGGREGATION)
+    slow, crit = round_("agg-one", 90, "aggregate_start")
     # one aggregate worker: the critical job's aggregation starts only after the slow one ends
     assert min(_times(crit, "aggregate_start")) >= max(_times(slow, "aggregated")), (slow, crit)
 
     workers("aggregate")
-    slow, crit = round_("two", 91)
+    slow, crit = round_("agg-two", 91, "aggregate_start")
     # two: it is aggregated while the slow one is still in hand, by the other worker
     assert max(_times(crit, "aggregated")) < max(_times(slow, "aggregated")), (slow, crit)
     w_slow = {e.get("worker") for e in slow if e["event"] == "aggregated"}
@@ -389,49 +399,23 @@ def test_an_urgent_synthesis_does_not_wait_behind_slow_ones(cluster, workers):
     2026-12-05): without an urgent synthesis worker a critical job's synthesis waits for it to
     end; with one (`zkhive up`'s default, [worker] urgent_synthesis_workers = 1) it is done
     meanwhile, by that worker."""
-    from cluster.client import submit
-    from cluster.pipeline.app import runtime
+    from cluster.pipeline import registry
     from cluster.pipeline.queues import URGENT_SYNTHESIS_QUEUE
 
-    from circuits_for_tests import SLOW_SYNTHESIS, SQUARES_A, make_c1
+    from circuits_for_tests import SLOW_SYNTHESIS
 
-    cluster.configure_here()
-    cluster.setup_keys(SQUARES_A, SLOW_SYNTHESIS)
-    normal = workers("synthesis", wait=False, ZKHIVE_WORKER__PARTITION_WORKERS="1")
-    workers("prove", "cpu:0", wait=False,
-            ZKHIVE_SRS__PRELOAD=f'["{SQUARES_A.name}", "{SLOW_SYNTHESIS.name}"]')
-    workers("aggregate", wait=False)
-    for w in workers.started:
-        w.wait_ready(cluster.redis, timeout_s=120)
-    r = cluster.redis
-
-    def round_(tag: str, seed: int) -> tuple[list, list]:
-        slow = submit(make_c1(SLOW_SYNTHESIS, seed=seed), job_id=f"slowsynth-{tag}")
-        _wait(lambda: _times(_events(r, [slow.job_id])[slow.job_id], "synthesis_start"), 60,
-              f"the slow job {slow.job_id}'s synthesis")
-        crit = submit(make_c1(SQUARES_A, seed=seed), job_id=f"urgent-synth-{tag}", priority="critical")
-        jobs = runtime().jobs
-        _wait(lambda: all(jobs.status(j) == "done" for j in (slow.job_id, crit.job_id)), 120,
-              f"jobs of round {tag} done")
-        ev = _events(r, [slow.job_id, crit.job_id])
-        return ev[slow.job_id], ev[crit.job_id]
-
-    slow, crit = round_("one", 80)
+    normal, round_ = _slow_beside_critical(cluster, workers, SLOW_SYNTHESIS,
+                                           ZKHIVE_WORKER__PARTITION_WORKERS="1")
+    slow, crit = round_("synth-one", 80, "synthesis_start")
     # the normal worker's one process: the critical synthesis waits for the slow partition's
     assert min(_times(crit, "synthesis_start")) >= min(_times(slow, "synthesis_end")), (slow, crit)
 
     urgent = workers("synthesis", options=("--urgent",))
-    entry = next(w for w in _registry(r) if w.pid == urgent.pid)
-    assert entry.queues == [URGENT_SYNTHESIS_QUEUE], entry.queues
-    assert next(w for w in _registry(r) if w.pid == normal.pid).queues[0] == URGENT_SYNTHESIS_QUEUE
-    slow, crit = round_("two", 81)
+    entries = {w.pid: w for w in registry.workers(cluster.redis)}
+    assert entries[urgent.pid].queues == [URGENT_SYNTHESIS_QUEUE], entries[urgent.pid].queues
+    assert entries[normal.pid].queues[0] == URGENT_SYNTHESIS_QUEUE, entries[normal.pid].queues
+    slow, crit = round_("synth-two", 81, "synthesis_start")
     # the urgent worker: done while the slow partition is still in synthesis, and by that worker
     assert max(_times(crit, "synthesis_end")) < min(_times(slow, "synthesis_end")), (slow, crit)
     by = {e.get("worker") for e in crit if e["event"] == "synthesis_start"}
-    assert by == {entry.worker_id}, (by, entry.worker_id)
-
-
-def _registry(r):
-    from cluster.pipeline import registry
-
-    return registry.workers(r)
+    assert by == {entries[urgent.pid].worker_id}, (by, entries[urgent.pid].worker_id)
