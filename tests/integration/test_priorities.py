@@ -203,7 +203,8 @@ def test_every_stage_serves_critical_then_high_then_normal_then_bulk(cluster, wo
     """Each stage held back (its consumer paused) while jobs of the four levels, submitted least
     urgent first, queue up in front of it; released, it serves them most urgent first."""
     from cluster.client import submit
-    from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, queue_depth, queue_depths
+    from cluster.pipeline.queues import (AGGREGATE_QUEUE, SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE, queue_depth,
+                                         queue_depths)
     from cluster.user.commands import status_text
     from synthesis.circuits import get_circuit
 
@@ -212,13 +213,20 @@ def test_every_stage_serves_critical_then_high_then_normal_then_bulk(cluster, wo
                              workers("aggregate", wait=False),
                              workers("prove", "cpu:0", wait=False, ZKHIVE_SRS__PRELOAD=f'["{PARAMS}"]'))
     dev_q = prover.queues[0]
-    for q, w in ((SYNTHESIS_QUEUE, syn), (dev_q, prover), (AGGREGATE_QUEUE, agg)):
+    # the synthesis worker serves both synthesis queues: a critical job's goes to the urgent one
+    for q, w in ((URGENT_SYNTHESIS_QUEUE, syn), (SYNTHESIS_QUEUE, syn), (dev_q, prover), (AGGREGATE_QUEUE, agg)):
         _control(cluster, "pause", q, w.nodename)
     jobs = [submit(docs[0], job_id=f"{level}-0", priority=level) for level in reversed(LEVELS)]
     n = 2 * len(jobs)
-    _wait(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) == n, 30, "every partition on the synthesis queue")
-    assert queue_depths(cluster.redis, SYNTHESIS_QUEUE) == {level: 2 for level in LEVELS}
-    assert f"{SYNTHESIS_QUEUE:<28} {n}  (critical 2, high 2, normal 2, bulk 2)" in status_text(cluster.runtime())
+    _wait(lambda: queue_depth(cluster.redis, SYNTHESIS_QUEUE) + queue_depth(cluster.redis, URGENT_SYNTHESIS_QUEUE) == n,
+          30, "every partition on the synthesis queues")
+    assert queue_depths(cluster.redis, SYNTHESIS_QUEUE) == {"critical": 0, "high": 2, "normal": 2, "bulk": 2}
+    assert queue_depths(cluster.redis, URGENT_SYNTHESIS_QUEUE) == {"critical": 2, "high": 0, "normal": 0, "bulk": 0}
+    text = status_text(cluster.runtime())
+    assert f"{SYNTHESIS_QUEUE:<28} {n - 2}  (high 2, normal 2, bulk 2)" in text, text
+    assert f"{URGENT_SYNTHESIS_QUEUE:<28} 2  (critical 2)" in text, text
+    # the urgent queue first: the worker then polls both, level by level (critical first)
+    _control(cluster, "resume", URGENT_SYNTHESIS_QUEUE, syn.nodename)
     _control(cluster, "resume", SYNTHESIS_QUEUE, syn.nodename)
     _wait(lambda: queue_depth(cluster.redis, dev_q) == n, 60, "every partition on the device queue")
     _control(cluster, "resume", dev_q, prover.nodename)

@@ -156,9 +156,9 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         st = zkhive(*s.args("status", "--json"), env=s.env, check=0)
         doc = json.loads(st.stdout)
         ws = doc["workers"]
-        assert sorted(w["role"] for w in ws) == ["aggregate", "aggregate", "prove", "synthesis"]
+        assert sorted(w["role"] for w in ws) == ["aggregate", "aggregate", "prove", "synthesis", "synthesis"]
         prove_queue = next(w["queues"][0] for w in ws if w["role"] == "prove")
-        assert set(doc["queues"]) >= {"synthesis", "aggregate", "prove.unassigned", prove_queue}
+        assert set(doc["queues"]) >= {"synthesis", "synthesis.urgent", "aggregate", "prove.unassigned", prove_queue}
         assert all(v == 0 for v in doc["queues"].values()) and doc["jobs"] == {"active": [], "recent": []}
         assert all(w["ready"] for w in ws)
         assert [w["resident_keys"] for w in ws if w["role"] == "prove"] == [[SQUARES_A.name]]
@@ -166,7 +166,7 @@ def test_up_prove_down_leaves_nothing(tmp_path):
         # no Poseidon constants for a set that does not hash with it (cluster/pipeline/warmup.py)
         assert sorted((w["role"], tuple(w["warmed"])) for w in ws) == [
             ("aggregate", (f"vk:{SQUARES_A.name}",)), ("aggregate", (f"vk:{SQUARES_A.name}",)),
-            ("prove", ()), ("synthesis", ())]
+            ("prove", ()), ("synthesis", ()), ("synthesis", ())]
 
         # `zkhive ready` (the compose health checks) agrees with what `up` waited for
         prove_pid = next(r["pid"] for r in state["processes"] if r["name"] == "prove-cpu0")
@@ -462,10 +462,11 @@ def test_later_commands_in_a_fresh_shell_find_the_running_cluster(tmp_path):
     assert f"{sys.executable} -m cluster status" in up.stdout or "zkhive status" in up.stdout
     try:
         st = cli("status", "--json", env=fresh, check=0)
+        # the urgent synthesis worker is a second "synthesis" ([worker] urgent_synthesis_workers)
         assert sorted(w["role"] for w in json.loads(st.stdout)["workers"]) == ["aggregate", "aggregate",
-                                                                               "prove", "synthesis"]
+                                                                               "prove", "synthesis", "synthesis"]
         ps = cli("ps", env=fresh, check=0)
-        assert ps.stdout.count(" running ") == 9 and f":{s.metrics_port}/metrics" in ps.stdout
+        assert ps.stdout.count(" running ") == 10 and f":{s.metrics_port}/metrics" in ps.stdout
         assert f"gateway unix://{s.run_dir.resolve()}/gateway.sock" in ps.stdout  # the default: a socket
         assert f"gateway  unix://{s.run_dir.resolve()}/gateway.sock" in cli("status", env=fresh, check=0).stdout
         # told otherwise, a command uses what it is told: another Redis, which does not answer
