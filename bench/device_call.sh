@@ -2,6 +2,10 @@
 # One call of the next device lease's plan (docs/performance.md, "Waiting for a device"), run on
 # the lent machine from the checkout's root with `.device` and `.zkc` carried:
 #   bash bench/device_call.sh N        (N = 1 .. 4; $OUT set by the device tool)
+# 1: the GPU suite, then WinningPoSts under four PoRep jobs (curio); 2: `zkhive up` from a
+# 32 GiB .params and its mirror; 3: the key holder's SIGKILL, then the partition (big);
+# 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
+# WindowPoSt partition with its dense witness.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
@@ -25,11 +29,9 @@ case "$N" in
 2) PARAMS_JOBS=1 PARAMS_MIRROR=1 PARAMS_S=560 run params ;;
 3) HOLDER_S=${HOLDER_S:-260} run holder
    RUNS=${RUNS:-2} BIG_S=${BIG_S:-200} run big ;;
-4) RUNS=3 BIG_S=200 run big
-   mv "$OUT/run/filecoin-big.json" "$OUT/run/big-default.json" 2>/dev/null
-   mv "$OUT/run/filecoin-big.log" "$OUT/run/big-default.log" 2>/dev/null
-   ZKHIVE_MSM_G2_LEAN=1 RUNS=3 BIG_S=200 run big
-   MSM_PLAN=g2:21:v,g2:22:v run msm ;;
+4) MSM_S=150 run msm
+   SPLIT_S=120 run split
+   RUNS=2 WINDOW_S=280 run window ;;
 *) echo "call $N: one of 1-4" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null

@@ -14,6 +14,8 @@
 #          Prove from a gRPC client built from our .proto, the proof verified with the .vk file.
 # tests:   the GPU suite (`pytest -m gpu tests/gpu`), its time.
 # msm:     gpu_msm.py, G1 at 2^24 and 2^26 ($MSM_PLAN), beside sppark's figures on this card.
+# split:   gpu_split_msm.py at G1 2^25 (a query larger than a chunk): the split's tail engine
+#          against the dense engine by witness mix ($SPLIT_MIXES), where the choice is made.
 # params:  params_up.py: a 32 GiB .params file written, the page cache dropped, `zkhive up` with
 #          preload = ["porep-32g"] to a ready prover, $PARAMS_JOBS job(s) verified with the .vk.
 #          PARAMS_MIRROR=1: then the compressed mirror the prover wrote, `up` again from it
@@ -49,6 +51,10 @@ for step in "${steps[@]}"; do
     msm)
         timeout "${MSM_S:-240}" python3 bench/gpu_msm.py --plan "${MSM_PLAN:-g1:24,g1:26}" \
             --out "$OUT/msm.json" > "$OUT/msm.log" 2>&1 ;;
+    split)
+        timeout "${SPLIT_S:-150}" python3 bench/gpu_split_msm.py --g1 "${SPLIT_LOG:-25}" --g2 0 \
+            --modes on,dense,auto --mixes "${SPLIT_MIXES:-sdr-l,p50,p75,p90,p97,dense}" --runs 3 \
+            --out "$OUT/split.json" > "$OUT/split.log" 2>&1 ;;
     params)
         timeout "${PARAMS_S:-$([ "${PARAMS_MIRROR:-0}" = 1 ] && echo 900 || echo 420)}" \
             python3 bench/params_up.py --params filecoin-32g --dir "${PARAMS_DIR:-/tmp/filparams}" \

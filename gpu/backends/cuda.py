@@ -654,8 +654,12 @@ class CudaBackend(Backend):
         # until its result), else Pippenger. The four witness MSMs run meanwhile on the side
         # stream through the split MSM (each scalar vector classified once: 0, 1, the rest; the
         # path chosen per query from those counts, gpu/cuda/split_msm.py), their host reads
-        # waiting for the side stream only. ZKHIVE_MSM_OVERLAP=0: everything on one stream, one
-        # query after the other (the stage table then sums to the wall).
+        # waiting for the side stream only. A dense witness (WindowPoSt's, Poseidon's: at most
+        # DENSE_SHARE of z is 0 or 1) larger than a chunk sends its G1 queries (a, b_g1, l)
+        # through the one dense engine too, queued on the main stream behind H (the side stream
+        # may not share the engine; ZKHIVE_MSM_DENSE_WITNESS=0: the side stream's tail engine,
+        # as before). ZKHIVE_MSM_OVERLAP=0: everything on one stream, one query after the other
+        # (the stage table then sums to the wall).
         naux = res.num_vars - 1 - res.num_public
         aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * naux, "z aux")
         h = DeviceView(a, 0, 32 * (n - 1), "H")
@@ -688,10 +692,25 @@ class CudaBackend(Backend):
             out["h"] = _identity("h_query")
         smark("msm_h", s_main, "main")
         smark("msm_start_side", s_side, "side")
-        for key, name, scalars, count in (("a", "a_query", zb, res.num_vars),
-                                          ("b_g1", "b_g1_query", zb, res.num_vars),
-                                          ("b_g2", "b_g2_query", zb, res.num_vars),
-                                          ("l", "l_query", aux, naux)):
+        queries = (("a", "a_query", zb, res.num_vars), ("b_g1", "b_g1_query", zb, res.num_vars),
+                   ("b_g2", "b_g2_query", zb, res.num_vars), ("l", "l_query", aux, naux))
+        pending = {}
+        if os.environ.get("ZKHIVE_MSM_DENSE_WITNESS", "1") != "0" and \
+                any(res.bases.get(name) is not None for _, name, _, _ in queries):
+            cls = {"of": zb, "c": split.classify(zb, res.num_vars, lists, s_side)}
+            dense = split.takes_dense("g1", cls["c"])
+            for key, name, scalars, count in queries if dense is not None else ():
+                bases = res.bases.get(name)
+                if bases is None or bases.group.name != "g1":
+                    continue
+                # l's scalars are z's tail (aux): dense where z is
+                pending[key] = dense.start(bases, scalars, count, s_main)
+                split.last[key] = {**cls["c"].stats(), "n": count, "path": "dense",
+                                   "chunks": pending[key].chunks, "stream": "main"}
+                smark(f"msm_{key}", s_main, "main")
+        for key, name, scalars, count in queries:
+            if key in pending:
+                continue
             bases = res.bases.get(name)
             if bases is None:
                 out[key] = _identity(name)
@@ -699,10 +718,18 @@ class CudaBackend(Backend):
                 if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
                     cls = {"of": scalars, "c": split.classify(scalars, count, lists, s_side)}
                 out[key] = split.msm(bases, cls["c"], name=key, stream=s_side,
-                                     dense_ok=h_pending is None)
+                                     dense_ok=h_pending is None and not pending)
             smark(f"msm_{key}", s_side, "side")
         if h_pending is not None:
-            out["h"] = h_pending.finish()
+            pending = {"h": h_pending, **pending}
+        failed = None
+        for key, p in pending.items():  # each collected (its host buffer freed) whatever fails
+            try:
+                out[key] = p.finish()
+            except Exception as e:  # a witness scalar >= r: named, raised after the others
+                failed = failed or e
+        if failed is not None:
+            raise failed
         self.last_msm = dict(split.last)
         cuda.Context.synchronize()
         # stages: each from the event before it on its stream (the pre-MSM stages and the

@@ -604,7 +604,10 @@ class DenseEngine:
         shell._f["scatter_plain"] = kernel("msm_scatter_dense")
         self.shell = shell
         self.ws = self.acc = self.affine = None
-        self.host = None
+        # page-locked window sums, one per query queued and not yet collected: the H query and
+        # a dense witness's G1 queries are queued on one stream back to back (the device
+        # buffers are reused in stream order; each read-back needs its own host buffer)
+        self._hosts: list = []
         self.affine_rounds = dense_affine_rounds(self.chunk, self.window) if affine else 0
         self.affine_windows = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "")
 
@@ -627,8 +630,13 @@ class DenseEngine:
                 self.affine = AffineBuckets(self.chunk * W, self.ws.K, self.affine_rounds,
                                             slice_items=self.chunk * wps,
                                             slice_buckets=wps * self.ws.B)
-            self.host = loader.driver().pagelocked_empty(W * self.shell.point_bytes // 8 + 1,
-                                                         np.uint64)
+
+    def _host(self) -> np.ndarray:
+        """A free page-locked buffer for one query's W window sums and its bad index."""
+        if self._hosts:
+            return self._hosts.pop()
+        return loader.driver().pagelocked_empty(self.ws.W * self.shell.point_bytes // 8 + 1,
+                                                np.uint64)
 
     def start(self, bases: "DeviceBases", scalars, n: int, stream=None) -> "DensePending":
         """Queue sum_{i < n} scalars[i] bases[i] on ``stream``; ``scalars``: a device buffer
@@ -675,16 +683,17 @@ class DenseEngine:
         finally:
             ws.buckets = buckets
         W = ws.W
+        host = self._host()
         with loader.guard(kernel="download window sums", shape=W):
             if stream is None:
-                cuda.memcpy_dtoh(self.host[:-1], ws.seg[src].ptr)
-                cuda.memcpy_dtoh(self.host[-1:], ws.flags.ptr + 8)
+                cuda.memcpy_dtoh(host[:-1], ws.seg[src].ptr)
+                cuda.memcpy_dtoh(host[-1:], ws.flags.ptr + 8)
             else:
-                cuda.memcpy_dtoh_async(self.host[:-1], ws.seg[src].ptr, stream)
-                cuda.memcpy_dtoh_async(self.host[-1:], ws.flags.ptr + 8, stream)
+                cuda.memcpy_dtoh_async(host[:-1], ws.seg[src].ptr, stream)
+                cuda.memcpy_dtoh_async(host[-1:], ws.flags.ptr + 8, stream)
         done = cuda.Event()
         done.record(stream)
-        return DensePending(self, done, W, c, n, chunks)
+        return DensePending(self, done, W, c, n, chunks, host)
 
     def msm(self, bases: "DeviceBases", scalars, n: int, stream=None):
         return self.start(bases, scalars, n, stream).finish()
@@ -694,28 +703,32 @@ class DenseEngine:
         if self.affine is not None:
             self.affine.close()
         self.ws = self.acc = self.affine = None
-        if self.host is not None:
-            getattr(self.host.base, "free", lambda: None)()
-            self.host = None
+        for host in self._hosts:
+            getattr(host.base, "free", lambda: None)()
+        self._hosts = []
 
 
 class DensePending:
     """A queued DenseEngine MSM: ``finish()`` waits for its stream's work and returns the point."""
 
-    def __init__(self, engine: DenseEngine, done, W: int, c: int, n: int, chunks: int):
+    def __init__(self, engine: DenseEngine, done, W: int, c: int, n: int, chunks: int, host):
         self.engine, self.done, self.W, self.c, self.n, self.chunks = engine, done, W, c, n, chunks
+        self.host = host
 
     def finish(self):
-        e = self.engine
+        e, host = self.engine, self.host
         with loader.guard(kernel="dense msm", shape=self.n):
             self.done.synchronize()
-        bad = int(e.host[-1])
+        try:
+            bad = int(host[-1])
+            win = host[:-1].view(np.uint32).reshape(self.W, -1).copy()
+        finally:
+            e._hosts.append(host)  # read: free for the next query
         if bad != _NO_INDEX:
             raise MsmInputError(f"MSM scalar {bad} is not below the Fr modulus", index=bad,
                                 kernel="msm_histogram_dense", shape=self.n)
-        win = e.host[:-1].view(np.uint32).reshape(self.W, -1)
         if host_combine():
-            out = _host_combine(e.group, win.copy(), self.c)
+            out = _host_combine(e.group, win, self.c)
         else:
             raise GpuError("the dense MSM needs the host build of the combination (g++)")
         return decode_point(out, e.group)

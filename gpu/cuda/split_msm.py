@@ -15,7 +15,12 @@ workspace for 2^27 scalars: memory is bounded by the chunk, whatever the mix. Ev
 result is decoded with arkworks' checked decoder and the parts are added on the host (a few
 point additions).
 
-``ZKHIVE_SPLIT_MSM=auto|on|off`` forces the path (tests, benchmarks); ``ZKHIVE_SPLIT_CHUNK_LOG``
+A G1 query larger than a chunk with at most ``DENSE_SHARE`` of its scalars 0 or 1 takes the
+chunked dense engine instead (``takes_dense``: straight over the resident bases, the chunks'
+buckets merged, one reduction).
+
+``ZKHIVE_SPLIT_MSM=auto|on|off|dense`` forces the path (tests, benchmarks; ``dense``: the dense
+engine for every G1 query larger than a chunk, whatever its mix); ``ZKHIVE_SPLIT_CHUNK_LOG``
 sets the chunk (default 2^24 scalars).
 """
 from __future__ import annotations
@@ -48,8 +53,8 @@ def _grid(n: int, block: int = BLOCK) -> tuple:
 
 def mode() -> str:
     m = os.environ.get("ZKHIVE_SPLIT_MSM", "auto")
-    if m not in ("auto", "on", "off"):
-        raise GpuError(f"ZKHIVE_SPLIT_MSM={m!r}: expected auto, on or off")
+    if m not in ("auto", "on", "off", "dense"):
+        raise GpuError(f"ZKHIVE_SPLIT_MSM={m!r}: expected auto, on, off or dense")
     return m
 
 
@@ -79,6 +84,16 @@ def choose(n: int, ones: int, tail: int, capacity: int) -> str:
         return "pippenger" if n <= capacity else "split"
     dense = tail > (1.0 - DENSE_SHARE) * n
     return "pippenger" if dense and n <= capacity else "split"
+
+
+def dense_query(n: int, tail: int, capacity: int) -> bool:
+    """Whether a G1 query of n scalars, ``tail`` of them neither 0 nor 1, takes the chunked
+    dense engine (SplitMsm.takes_dense): larger than a chunk and, in the auto mode, at most
+    DENSE_SHARE of it 0 or 1; in the dense mode whatever the mix; never in on or off."""
+    m = mode()
+    if m not in ("auto", "dense") or n <= capacity:
+        return False
+    return m == "dense" or tail > (1.0 - DENSE_SHARE) * n
 
 
 class TailEngine:
@@ -207,6 +222,15 @@ class SplitMsm:
             e = self._dense[g] = DenseEngine(g, chunk, affine=self.dense_affine)
         return e
 
+    def takes_dense(self, group: str, cls: Classified):
+        """The dense engine, where a query of these counts takes it (the auto mode, G1, more
+        scalars than a tail chunk, at most DENSE_SHARE of them 0 or 1: a gather would copy
+        nearly all of them and the tail engine reduce its windows once a chunk), else None."""
+        g = group_of(group).name
+        if g != "g1" or not dense_query(cls.n, cls.tail, self.capacity[g]):
+            return None
+        return self.dense(g, cls.n)
+
     def tail(self, group: str, n: int) -> TailEngine:
         g = group_of(group).name
         cap = min(int(n), self.capacity[g])
@@ -248,8 +272,7 @@ class SplitMsm:
             raise MsmInputError(f"{name}: {cls.n} scalars for {bases.n} bases")
         cap = min(cls.n, self.capacity[g.name]) or 1
         path = choose(cls.n, cls.ones, cls.tail, cap)
-        if path == "split" and mode() == "auto" and dense_ok and cls.n > cap and \
-                cls.tail > (1.0 - DENSE_SHARE) * cls.n and self.dense(g.name, cls.n) is not None:
+        if dense_ok and self.takes_dense(g.name, cls) is not None:
             path = "dense"
         info = {**cls.stats(), "path": path, "chunks": 0}
         self.last[name] = info

@@ -129,3 +129,39 @@ def test_device_fixed_base_matches_the_host(backend, group):
     dev = backend.fixed_base(base, s)
     assert dev == host_fixed_base(base, s)
     assert dev[1] == base and dev[2] == -base and dev[0] == type(base).identity()
+
+
+@pytest.mark.parametrize("dense_witness", ["1", "0"])
+def test_a_dense_witness_takes_the_dense_engine_behind_h(keyed, tmp_path, monkeypatch,
+                                                         dense_witness):
+    """porep-lite's witness is ~99% full-size scalars (like WindowPoSt's): with chunks of 2^10
+    (smaller than its 3,778 variables) its G1 witness queries go through the dense engine,
+    queued on the main stream behind H, and G2's through the split MSM on the side stream;
+    ZKHIVE_MSM_DENSE_WITNESS=0 keeps them on the side stream's tail engine. Either way the
+    proof is the CPU backend's to the byte, verifies, and fails with a wrong public input."""
+    from gpu.backends.cuda import CudaBackend
+
+    circuit, r1cs, pk, vk, c1 = keyed["porep-lite-4k"]
+    monkeypatch.setenv("ZKHIVE_SPLIT_CHUNK_LOG", "10")
+    monkeypatch.setenv("ZKHIVE_DENSE_CHUNK_LOG", "10")
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_WITNESS", dense_witness)
+    small = CudaBackend(0)
+    try:
+        z = circuit.synthesize(c1, 0)
+        for _ in range(2):  # twice: the engine's host buffers go back to its pool and serve again
+            r, s = F.random_element(), F.random_element()
+            got = prove(pk, r1cs, z, backend=small, r=r, s=s)
+            assert got.to_bytes() == prove(pk, r1cs, z, backend="cpu", r=r, s=s).to_bytes()
+            paths = {k: v["path"] for k, v in small.last_msm.items()}
+            if dense_witness == "1":
+                assert paths == {"h": "dense", "a": "dense", "b_g1": "dense", "l": "dense",
+                                 "b_g2": "split"}, paths
+                assert all(small.last_msm[k]["stream"] == "main" for k in ("a", "b_g1", "l"))
+                assert small.last_msm["a"]["chunks"] == -(-r1cs.num_variables // 1024)
+            else:
+                assert paths["h"] == "dense" and paths["a"] == paths["b_g1"] == "split", paths
+            pub = circuit.public_inputs(c1, 0)
+            assert verify(vk, pub, got)
+            assert not verify(vk, [pub[0] ^ 1, *pub[1:]], got)
+    finally:
+        small.release()

@@ -133,18 +133,20 @@ def test_split_msm_matches_arkworks(resident, split, monkeypatch):
         assert run(split, small, wrong)[1] != arkworks(group, xy[:n], s)
 
 
-@pytest.mark.parametrize("zeros,ones", [(0.0, 0.0), (0.2, 0.3)])
-def test_tail_longer_than_one_chunk(resident, zeros, ones, monkeypatch):
-    """Chunks of 512 scalars: the tail goes through Pippenger several times, the parts added."""
+@pytest.mark.parametrize("zeros,ones,mode", [(0.0, 0.0, "auto"), (0.2, 0.3, "auto"),
+                                            (0.2, 0.3, "dense")])
+def test_tail_longer_than_one_chunk(resident, zeros, ones, mode, monkeypatch):
+    """Chunks of 512 scalars: the tail goes through Pippenger several times, the parts added;
+    a dense G1 query (or any G1 query with ZKHIVE_SPLIT_MSM=dense) through the dense engine."""
     from gpu.cuda.split_msm import SplitMsm
     group, t, xy, bases = resident
     s = mix(len(xy), zeros, ones)
     small = SplitMsm(capacity={"g1": 512, "g2": 512}, dense_chunk=512)
     try:
-        monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "auto")
+        monkeypatch.setenv("ZKHIVE_SPLIT_MSM", mode)
         cls, got = run(small, bases, s)
         info = small.last["q"]
-        if group == "g1" and zeros + ones == 0:
+        if group == "g1" and (zeros + ones == 0 or mode == "dense"):
             # dense and longer than a chunk: the chunked dense engine, straight over the bases
             assert info["path"] == "dense" and info["chunks"] == -(-len(s) // 512) > 1
         else:

@@ -23,11 +23,12 @@ def _clean_env(monkeypatch):
 
 def test_mode_reads_the_environment_and_refuses_other_values(monkeypatch):
     assert mode() == "auto"
-    for m in ("auto", "on", "off"):
+    for m in ("auto", "on", "off", "dense"):
         monkeypatch.setenv("ZKHIVE_SPLIT_MSM", m)
         assert mode() == m
     monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "yes")
-    with pytest.raises(GpuError, match=r"^ZKHIVE_SPLIT_MSM='yes': expected auto, on or off$"):
+    with pytest.raises(GpuError,
+                       match=r"^ZKHIVE_SPLIT_MSM='yes': expected auto, on, off or dense$"):
         mode()
     with pytest.raises(GpuError, match=r"^ZKHIVE_SPLIT_MSM='yes'"):
         choose(100, 0, 100, CAP)  # the chooser asks the mode first
@@ -53,6 +54,24 @@ def test_on_always_splits_and_off_splits_only_what_does_not_fit(monkeypatch):
     monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "off")
     assert choose(CAP, CAP // 2, 0, CAP) == "pippenger"      # sparse, but told not to split
     assert choose(CAP + 1, 0, CAP + 1, CAP) == "split"       # too long for one workspace
+
+
+def test_the_dense_engine_takes_dense_queries_longer_than_a_chunk(monkeypatch):
+    """split_msm.dense_query: the choice SplitMsm.takes_dense makes for G1 (the prover then
+    queues a dense witness's a, b_g1 and l behind H on the main stream)."""
+    from gpu.cuda.split_msm import dense_query
+    n = 10 * CAP
+    boundary = int((1.0 - DENSE_SHARE) * n)
+    assert dense_query(n, n, CAP)                     # WindowPoSt: every scalar full-size
+    assert dense_query(n, boundary + 1, CAP)          # under 5% of 0s and 1s
+    assert not dense_query(n, boundary, CAP)          # 5%: the split sums the bits
+    assert not dense_query(CAP, CAP, CAP)             # fits one workspace: plain Pippenger
+    monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "dense")   # the benchmark's forced path
+    assert dense_query(n, 0, CAP) and not dense_query(CAP, CAP, CAP)
+    assert choose(n, 0, n, CAP) == "split"            # the base choice stays auto's
+    for m in ("on", "off"):
+        monkeypatch.setenv("ZKHIVE_SPLIT_MSM", m)
+        assert not dense_query(n, n, CAP)
 
 
 def test_the_chunk_capacity_decides_which_queries_get_a_workspace(monkeypatch):
