@@ -3,7 +3,8 @@
 # the lent machine from the checkout's root with `.device` and `.zkc` carried:
 #   bash bench/device_call.sh N        (N = 1 .. 4; $OUT set by the device tool)
 # 1: the GPU suite, then WinningPoSts under four PoRep jobs (curio); 2: `zkhive up` from a
-# 32 GiB .params and its mirror; 3: the key holder's SIGKILL, then the partition (big);
+# 32 GiB .params and its mirror; 3: the partition (big) with the witness MSMs beside the NTTs
+# (ZKHIVE_SIDE_EARLY, the default) and beside the H MSM (=0), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
 # WindowPoSt partition with its dense witness.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
@@ -27,8 +28,11 @@ case "$N" in
 1) TESTS_S=200 run tests
    JOBS=4 WINNING=10 SPACING=8 CURIO_S=330 run curio ;;
 2) PARAMS_JOBS=1 PARAMS_MIRROR=1 PARAMS_S=560 run params ;;
-3) HOLDER_S=${HOLDER_S:-260} run holder
-   RUNS=${RUNS:-2} BIG_S=${BIG_S:-200} run big ;;
+3) RUNS=3 BIG_S=200 run big
+   mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
+   mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
+   ZKHIVE_SIDE_EARLY=0 RUNS=3 BIG_S=150 run big
+   HOLDER_S=${HOLDER_S:-240} run holder ;;
 4) MSM_S=150 run msm
    SPLIT_S=120 run split
    RUNS=2 WINDOW_S=280 run window ;;

@@ -29,6 +29,7 @@ import numpy as np
 
 from gpu.budget import DeviceBudget
 from gpu.cuda import loader
+from gpu.cuda.launch import memset_words
 from gpu.cuda.memory import DeviceBuffer, DeviceView
 from gpu.errors import GpuError
 from gpu.groth16.bellperson import FileQuery
@@ -353,6 +354,7 @@ class CudaBackend(Backend):
         #: per proof, per query: the witness statistics and the MSM path taken (benchmarks)
         self.last_msm: dict = {}
         self._staging = None  # page-locked host buffer for z, grown on demand
+        self._flag = None     # page-locked: the first unsatisfied row, read back async
         #: seconds a proof waits for its working set before giving up (GpuOutOfMemory)
         self.admission_timeout = float(os.environ.get("ZKHIVE_ADMISSION_TIMEOUT_S", "600"))
 
@@ -546,6 +548,9 @@ class CudaBackend(Backend):
         if self._staging is not None:
             self._staging.base.free()
             self._staging = None
+        if self._flag is not None:
+            self._flag.base.free()
+            self._flag = None
         self.ntt.close()
         self.budget.leave()
 
@@ -597,10 +602,17 @@ class CudaBackend(Backend):
         cuda = self.cuda
         t_host = time.time()
         ev = {}
+        overlap = os.environ.get("ZKHIVE_MSM_OVERLAP", "1") != "0"
+        s_main, s_side = self._streams() if overlap else (None, None)
+        # the witness MSMs need z only: with ZKHIVE_SIDE_EARLY (on unless 0) the side stream
+        # starts them as soon as z is up, beside the main stream's matvec and NTTs (bound by
+        # memory, where the MSMs are bound by products) instead of beside the H MSM (products
+        # against products); the unsatisfied check is then read once everything has run
+        early = overlap and os.environ.get("ZKHIVE_SIDE_EARLY", "1") != "0"
 
-        def mark(name):
+        def mark(name, stream=None):
             e = cuda.Event()
-            e.record()
+            e.record(stream)
             ev[name] = e
 
         mark("start")
@@ -616,30 +628,41 @@ class CudaBackend(Backend):
         mark("upload")
         a, b, c = (buf(32 * n, f"{x} evaluations") for x in "abc")
         flag = buf(8, "first unsatisfied")
+        lists = buf(4 * max(n, res.num_vars), "split MSM index lists")
+        pre = s_main if early else None
+        if early:
+            self.ntt.prepare_h(log_n)  # its tables (made once, synchronously) before the streams
         with loader.guard(kernel="qap", shape=(m, n)):
             # the products write every row below m; only the domain's rows past m are zeroed
             # (a 2^27 domain: 12.9 GB of memset before, 3 x 32 (n - m) bytes now)
             for dst in (a, b, c):
                 if n > m:
-                    cuda.memset_d32(dst.ptr + 32 * m, 0, 8 * (n - m))
+                    memset_words(dst.ptr + 32 * m, 0, 8 * (n - m), pre)
             for name, dst in (("a", a), ("b", b), ("c", c)):
                 if res.compact is not None:
-                    res.compact.spmv(name, zb, dst)
+                    res.compact.spmv(name, zb, dst, stream=pre)
                     continue
                 mat = res.matrices[name]
                 self.k_spmv(np.int64(m), np.uintp(mat.indptr.ptr), np.uintp(mat.indices.ptr),
                             np.uintp(mat.coeffs.ptr), np.uintp(zb.ptr), np.uintp(dst.ptr),
-                            block=(BLOCK, 1, 1), grid=_grid(m))
-            cuda.memset_d32(flag.ptr, 0xFFFFFFFF, 2)
+                            block=(BLOCK, 1, 1), grid=_grid(m), stream=pre)
+            memset_words(flag.ptr, 0xFFFFFFFF, 2, pre)
             self.k_check(np.int64(m), np.uintp(a.ptr), np.uintp(b.ptr), np.uintp(c.ptr),
-                         np.uintp(flag.ptr), block=(BLOCK, 1, 1), grid=_grid(m))
+                         np.uintp(flag.ptr), block=(BLOCK, 1, 1), grid=_grid(m), stream=pre)
             inputs = res.num_public + 1
             self.k_inputs(np.int64(m), np.int64(inputs), np.uintp(zb.ptr), np.uintp(a.ptr),
-                          block=(BLOCK, 1, 1), grid=_grid(inputs))
-        mark("matvec")
-        first = np.zeros(1, dtype=np.uint64)
-        flag.download(first)
-        if int(first[0]) != 0xFFFFFFFFFFFFFFFF:
+                          block=(BLOCK, 1, 1), grid=_grid(inputs), stream=pre)
+        mark("matvec", pre)
+        if self._flag is None:
+            self._flag = cuda.pagelocked_empty(1, np.uint64)
+        first = self._flag
+        flag.download(first, pre)
+
+        def satisfied():
+            """Raise UnsatisfiedConstraint (index and values) where the device's check found a
+            row that fails (``first`` read: at once, or after the MSMs when the side ran early)."""
+            if int(first[0]) == 0xFFFFFFFFFFFFFFFF:
+                return
             if res.compact is not None:
                 self._unsatisfied(res, zb, int(first[0]))
             else:
@@ -647,27 +670,19 @@ class CudaBackend(Backend):
                 full_r1cs(r1cs).check(assignment_vector(z, res.num_vars))
             raise GpuError(f"device reports constraint {int(first[0])} unsatisfied, the host "
                            "check does not: a device fault", device=self.device, kernel="qap")
-        self.ntt.compute_h_device(a, b, c, log_n)  # H into a
-        mark("ntt_h")
-        # the five MSMs. H (dense: n - 1 random scalars) goes first, whole, onto the main
-        # stream: the chunked dense engine where H is larger than a chunk (no host round trip
-        # until its result), else Pippenger. The four witness MSMs run meanwhile on the side
-        # stream through the split MSM (each scalar vector classified once: 0, 1, the rest; the
-        # path chosen per query from those counts, gpu/cuda/split_msm.py), their host reads
-        # waiting for the side stream only. A dense witness (WindowPoSt's, Poseidon's: at most
-        # DENSE_SHARE of z is 0 or 1) larger than a chunk sends its G1 queries (a, b_g1, l)
-        # through the one dense engine too, queued on the main stream behind H (the side stream
-        # may not share the engine; ZKHIVE_MSM_DENSE_WITNESS=0: the side stream's tail engine,
-        # as before). ZKHIVE_MSM_OVERLAP=0: everything on one stream, one query after the other
-        # (the stage table then sums to the wall).
+
+        if not early:
+            satisfied()
+            self.ntt.compute_h_device(a, b, c, log_n)  # H into a
+        else:
+            self.ntt.compute_h_device(a, b, c, log_n, streams=(pre, pre, pre),
+                                      events=(cuda.Event(), cuda.Event()))
+        mark("ntt_h", pre)
         naux = res.num_vars - 1 - res.num_public
         aux = DeviceView(zb, 32 * (1 + res.num_public), 32 * naux, "z aux")
         h = DeviceView(a, 0, 32 * (n - 1), "H")
-        lists = buf(4 * max(n, res.num_vars), "split MSM index lists")
         split = self._split
         split.last = {}
-        overlap = os.environ.get("ZKHIVE_MSM_OVERLAP", "1") != "0"
-        s_main, s_side = self._streams() if overlap else (None, None)
         stream_of = {}
 
         def smark(name, stream, label):
@@ -695,39 +710,45 @@ class CudaBackend(Backend):
         queries = (("a", "a_query", zb, res.num_vars), ("b_g1", "b_g1_query", zb, res.num_vars),
                    ("b_g2", "b_g2_query", zb, res.num_vars), ("l", "l_query", aux, naux))
         pending = {}
-        if os.environ.get("ZKHIVE_MSM_DENSE_WITNESS", "1") != "0" and \
-                any(res.bases.get(name) is not None for _, name, _, _ in queries):
-            cls = {"of": zb, "c": split.classify(zb, res.num_vars, lists, s_side)}
-            dense = split.takes_dense("g1", cls["c"])
-            for key, name, scalars, count in queries if dense is not None else ():
-                bases = res.bases.get(name)
-                if bases is None or bases.group.name != "g1":
+        failed = None
+        try:
+            if os.environ.get("ZKHIVE_MSM_DENSE_WITNESS", "1") != "0" and \
+                    any(res.bases.get(name) is not None for _, name, _, _ in queries):
+                cls = {"of": zb, "c": split.classify(zb, res.num_vars, lists, s_side)}
+                dense = split.takes_dense("g1", cls["c"])
+                for key, name, scalars, count in queries if dense is not None else ():
+                    bases = res.bases.get(name)
+                    if bases is None or bases.group.name != "g1":
+                        continue
+                    # l's scalars are z's tail (aux): dense where z is
+                    pending[key] = dense.start(bases, scalars, count, s_main)
+                    split.last[key] = {**cls["c"].stats(), "n": count, "path": "dense",
+                                       "chunks": pending[key].chunks, "stream": "main"}
+                    smark(f"msm_{key}", s_main, "main")
+            for key, name, scalars, count in queries:
+                if key in pending:
                     continue
-                # l's scalars are z's tail (aux): dense where z is
-                pending[key] = dense.start(bases, scalars, count, s_main)
-                split.last[key] = {**cls["c"].stats(), "n": count, "path": "dense",
-                                   "chunks": pending[key].chunks, "stream": "main"}
-                smark(f"msm_{key}", s_main, "main")
-        for key, name, scalars, count in queries:
-            if key in pending:
-                continue
-            bases = res.bases.get(name)
-            if bases is None:
-                out[key] = _identity(name)
-            else:
-                if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
-                    cls = {"of": scalars, "c": split.classify(scalars, count, lists, s_side)}
-                out[key] = split.msm(bases, cls["c"], name=key, stream=s_side,
-                                     dense_ok=h_pending is None and not pending)
-            smark(f"msm_{key}", s_side, "side")
+                bases = res.bases.get(name)
+                if bases is None:
+                    out[key] = _identity(name)
+                else:
+                    if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
+                        cls = {"of": scalars, "c": split.classify(scalars, count, lists, s_side)}
+                    out[key] = split.msm(bases, cls["c"], name=key, stream=s_side,
+                                         dense_ok=h_pending is None and not pending)
+                smark(f"msm_{key}", s_side, "side")
+        except Exception as e:  # a scalar >= r (named); collected after the queued work
+            failed = e
         if h_pending is not None:
             pending = {"h": h_pending, **pending}
-        failed = None
         for key, p in pending.items():  # each collected (its host buffer freed) whatever fails
             try:
                 out[key] = p.finish()
             except Exception as e:  # a witness scalar >= r: named, raised after the others
                 failed = failed or e
+        if early:
+            cuda.Context.synchronize()
+            satisfied()  # an unsatisfied row first: it says more than what followed from it
         if failed is not None:
             raise failed
         self.last_msm = dict(split.last)

@@ -65,10 +65,16 @@ def test_device_stages_are_timed(keyed, backend):
     assert all(r.get("device") for r in timer.records if r["stage"].startswith("msm"))
 
 
-def test_unsatisfied_witness_names_the_constraint_on_the_device(keyed, backend):
+@pytest.mark.parametrize("early", ["1", "0"])
+def test_unsatisfied_witness_names_the_constraint_on_the_device(keyed, backend, early,
+                                                                monkeypatch):
+    """Either schedule (ZKHIVE_SIDE_EARLY: the witness MSMs beside the NTTs, the check read
+    after them; or the check read before the NTTs) names the first failing constraint, and
+    the backend proves the next, satisfied witness to the CPU's bytes."""
     from synthesis.r1cs import UnsatisfiedConstraint
 
-    circuit, r1cs, pk, _, c1 = keyed["porep-lite-4k"]
+    monkeypatch.setenv("ZKHIVE_SIDE_EARLY", early)
+    circuit, r1cs, pk, vk, c1 = keyed["porep-lite-4k"]
     z = circuit.synthesize(c1, 0)
     victim = r1cs.num_variables - 5
     z[victim] = F.vec_from_ints([(F.vec_to_ints(z[victim:victim + 1])[0] + 1) % F.MODULUS])[0]
@@ -76,6 +82,11 @@ def test_unsatisfied_witness_names_the_constraint_on_the_device(keyed, backend):
     with pytest.raises(UnsatisfiedConstraint) as e:
         prove(pk, r1cs, z, backend=backend)
     assert e.value.index == want
+    good = circuit.synthesize(c1, 0)
+    r, s = F.random_element(), F.random_element()
+    got = prove(pk, r1cs, good, backend=backend, r=r, s=s)
+    assert got.to_bytes() == prove(pk, r1cs, good, backend="cpu", r=r, s=s).to_bytes()
+    assert verify(vk, circuit.public_inputs(c1, 0), got)
 
 
 def test_budget_refuses_a_key_that_does_not_fit(keyed, tmp_path, monkeypatch):
