@@ -6,14 +6,14 @@
 # 32 GiB .params and its mirror; 3: the partition (big) with the witness MSMs beside the NTTs
 # (ZKHIVE_SIDE_EARLY, the default) and beside the H MSM (=0), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
-# WindowPoSt partition with its dense witness.
+# WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-4)}
+N=${1:?usage: bash bench/device_call.sh N (1-5)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -41,7 +41,9 @@ case "$N" in
 4) MSM_S=150 run msm
    SPLIT_S=120 run split
    RUNS=2 WINDOW_S=280 run window ;;
-*) echo "call $N: one of 1-4" >&2; exit 2 ;;
+5) TESTS_S=240 run tests        # fits an H100: the suite, then the split/dense choice
+   SPLIT_S=120 run split ;;
+*) echo "call $N: one of 1-5" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin
