@@ -25,13 +25,19 @@ python3 -m gpu.cuda.precompile --all --jobs "$(nproc)" > "$OUT/run/precompile.lo
 echo "precompile: rc=$? in $(( $(date +%s) - t0 )) s" | tee "$OUT/steps.txt"
 run() { OUT="$OUT/run" bash bench/filecoin_gpu_run.sh "$@"; }
 case "$N" in
-1) TESTS_S=200 run tests
+1) [ "${SKIP_TESTS:-0}" = 1 ] || TESTS_S=200 run tests
    # a schedule the suite found wrong is not what the curio run measures: the previous one
    if grep -q "FAILED tests/gpu/test_prover_cuda" "$OUT/run/gpu-tests.log" 2>/dev/null; then
        export ZKHIVE_SIDE_EARLY=0 ZKHIVE_MSM_DENSE_WITNESS=0
        echo "prover tests failed: curio with ZKHIVE_SIDE_EARLY=0 ZKHIVE_MSM_DENSE_WITNESS=0" | tee -a "$OUT/steps.txt"
    fi
-   JOBS=4 WINNING=10 SPACING=8 CURIO_S=330 run curio ;;
+   JOBS=4 WINNING=10 SPACING=8 CURIO_S=330 run curio
+   if [ "${BIG_AB:-0}" = 1 ]; then   # the partition, early side stream (default) against =0
+       RUNS=3 BIG_S=120 run big
+       mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
+       mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
+       ZKHIVE_SIDE_EARLY=0 RUNS=3 BIG_S=100 run big
+   fi ;;
 2) PARAMS_JOBS=1 PARAMS_MIRROR=1 PARAMS_S=560 run params ;;
 3) RUNS=3 BIG_S=200 run big
    mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null

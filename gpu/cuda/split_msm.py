@@ -86,14 +86,30 @@ def choose(n: int, ones: int, tail: int, capacity: int) -> str:
     return "pippenger" if dense and n <= capacity else "split"
 
 
-def dense_query(n: int, tail: int, capacity: int) -> bool:
-    """Whether a G1 query of n scalars, ``tail`` of them neither 0 nor 1, takes the chunked
-    dense engine (SplitMsm.takes_dense): larger than a chunk and, in the auto mode, at most
-    DENSE_SHARE of it 0 or 1; in the dense mode whatever the mix; never in on or off."""
+def max_dense_ones(n: int) -> int:
+    """The most scalars equal to 1 a query of n may hold and still take the dense engine.
+
+    Every 1 is digit 1 of window 0: one bucket's run. The dense engine's affine rounds halve a
+    run each round and one thread then sums what is left of it, so its time grows with the 1s:
+    at G1 2^25 on an H100 (bench/gpu_split_msm.py --modes on,dense,auto, 2026-12-05) 9,584 /
+    5,380 / 2,801 / 1,251 ms with 15.2 / 8.4 / 4.2 / 1.7 M ones (~0.63 us a 1), where the
+    split (the 1s summed by a balanced kernel, the rest through the tail engine) took 39 / 131 /
+    211 / 229 ms. The dense engine's gain on a dense 2^27 query is ~140 ms (~780 against ~920
+    ms through the tail engine's 8 chunks, H200), ~1 ns a scalar: 1s past ~n/600 cost more than
+    that. Half of it, and never under 4,096 (2.6 ms)."""
+    return max(4096, int(n) // 1024)
+
+
+def dense_query(n: int, tail: int, capacity: int, ones: int = 0) -> bool:
+    """Whether a G1 query of n scalars, ``ones`` of them 1 and ``tail`` neither 0 nor 1, takes
+    the chunked dense engine (SplitMsm.takes_dense): larger than a chunk and, in the auto mode,
+    at most DENSE_SHARE of it 0 or 1 and at most max_dense_ones(n) 1s (WindowPoSt's 2^27
+    witness holds 469,915: it stays on the split); in the dense mode whatever the mix; never in
+    on or off."""
     m = mode()
     if m not in ("auto", "dense") or n <= capacity:
         return False
-    return m == "dense" or tail > (1.0 - DENSE_SHARE) * n
+    return m == "dense" or (tail > (1.0 - DENSE_SHARE) * n and ones <= max_dense_ones(n))
 
 
 class TailEngine:
@@ -223,11 +239,11 @@ class SplitMsm:
         return e
 
     def takes_dense(self, group: str, cls: Classified):
-        """The dense engine, where a query of these counts takes it (the auto mode, G1, more
-        scalars than a tail chunk, at most DENSE_SHARE of them 0 or 1: a gather would copy
+        """The dense engine, where a query of these counts takes it (``dense_query``: G1, more
+        scalars than a tail chunk, nearly all of them full-size and few 1s: a gather would copy
         nearly all of them and the tail engine reduce its windows once a chunk), else None."""
         g = group_of(group).name
-        if g != "g1" or not dense_query(cls.n, cls.tail, self.capacity[g]):
+        if g != "g1" or not dense_query(cls.n, cls.tail, self.capacity[g], cls.ones):
             return None
         return self.dense(g, cls.n)
 

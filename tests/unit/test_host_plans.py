@@ -59,15 +59,23 @@ def test_on_always_splits_and_off_splits_only_what_does_not_fit(monkeypatch):
 def test_the_dense_engine_takes_dense_queries_longer_than_a_chunk(monkeypatch):
     """split_msm.dense_query: the choice SplitMsm.takes_dense makes for G1 (the prover then
     queues a dense witness's a, b_g1 and l behind H on the main stream)."""
-    from gpu.cuda.split_msm import dense_query
+    from gpu.cuda.split_msm import dense_query, max_dense_ones
     n = 10 * CAP
     boundary = int((1.0 - DENSE_SHARE) * n)
-    assert dense_query(n, n, CAP)                     # WindowPoSt: every scalar full-size
+    assert dense_query(n, n, CAP)                     # every scalar full-size
     assert dense_query(n, boundary + 1, CAP)          # under 5% of 0s and 1s
     assert not dense_query(n, boundary, CAP)          # 5%: the split sums the bits
     assert not dense_query(CAP, CAP, CAP)             # fits one workspace: plain Pippenger
+    # the 1s are one bucket's run, summed by one thread at the end: few of them, or the split
+    m = 128 * CAP
+    assert max_dense_ones(m) == 4096 and max_dense_ones(1 << 27) == 1 << 17
+    assert dense_query(m, m - 4096, CAP, ones=4096)
+    assert not dense_query(m, m - 4097, CAP, ones=4097)
+    big = 1 << 27                                     # WindowPoSt's 32 GiB witness: 469,915 1s
+    assert not dense_query(126_928_216, 125_236_954, 1 << 24, ones=469_915)
+    assert dense_query(big, big - (1 << 17), 1 << 24, ones=1 << 17)
     monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "dense")   # the benchmark's forced path
-    assert dense_query(n, 0, CAP) and not dense_query(CAP, CAP, CAP)
+    assert dense_query(n, 0, CAP, ones=n) and not dense_query(CAP, CAP, CAP)
     assert choose(n, 0, n, CAP) == "split"            # the base choice stays auto's
     for m in ("on", "off"):
         monkeypatch.setenv("ZKHIVE_SPLIT_MSM", m)
