@@ -693,22 +693,38 @@ class CudaBackend(Backend):
 
         out, cls = {}, {}
         h_bases = res.bases.get("h_query")
-        h_pending = None
-        smark("msm_start_main", s_main, "main")
-        if h_bases is not None:
-            dense = split.dense("g1", n - 1)
-            if dense is not None:
-                h_pending = dense.start(h_bases, h, n - 1, s_main)
-                split.last["h"] = {"n": n - 1, "path": "dense", "chunks": h_pending.chunks}
+        state = {"h": None}    # H's DensePending once queued; "queued" once it is
+
+        def queue_h():
+            """H onto the main stream (once). Its chunked dense MSM is ~1,500 launches: more
+            than the driver's queue of pending launches takes, so the host blocks in it until
+            the device has run part of it; the side stream's next query waits for that."""
+            if "queued" in state:
+                return
+            state["queued"] = True
+            smark("msm_start_main", s_main, "main")
+            if h_bases is not None:
+                engine = split.dense("g1", n - 1)
+                if engine is not None:
+                    state["h"] = engine.start(h_bases, h, n - 1, s_main)
+                    split.last["h"] = {"n": n - 1, "path": "dense",
+                                       "chunks": state["h"].chunks}
+                else:
+                    out["h"] = h_bases.msm(h, stream=s_main)
+                    split.last["h"] = {"n": n - 1, "path": "pippenger", "chunks": 1}
             else:
-                out["h"] = h_bases.msm(h, stream=s_main)
-                split.last["h"] = {"n": n - 1, "path": "pippenger", "chunks": 1}
-        else:
-            out["h"] = _identity("h_query")
-        smark("msm_h", s_main, "main")
-        smark("msm_start_side", s_side, "side")
+                out["h"] = _identity("h_query")
+            smark("msm_h", s_main, "main")
+
         queries = (("a", "a_query", zb, res.num_vars), ("b_g1", "b_g1_query", zb, res.num_vars),
                    ("b_g2", "b_g2_query", zb, res.num_vars), ("l", "l_query", aux, naux))
+        if early:
+            # G2's query first: the longest, it runs beside the NTTs; H is queued as soon as
+            # they are done (looked at between the side's queries), the G1 queries beside it
+            queries = (queries[2], queries[0], queries[1], queries[3])
+        else:
+            queue_h()
+        smark("msm_start_side", s_side, "side")
         pending = {}
         failed = None
         try:
@@ -716,6 +732,8 @@ class CudaBackend(Backend):
                     any(res.bases.get(name) is not None for _, name, _, _ in queries):
                 cls = {"of": zb, "c": split.classify(zb, res.num_vars, lists, s_side)}
                 dense = split.takes_dense("g1", cls["c"])
+                if dense is not None:
+                    queue_h()  # the main stream has H and the G1 queries: the side only G2
                 for key, name, scalars, count in queries if dense is not None else ():
                     bases = res.bases.get(name)
                     if bases is None or bases.group.name != "g1":
@@ -728,6 +746,8 @@ class CudaBackend(Backend):
             for key, name, scalars, count in queries:
                 if key in pending:
                     continue
+                if early and "queued" not in state and ev["ntt_h"].query():
+                    queue_h()
                 bases = res.bases.get(name)
                 if bases is None:
                     out[key] = _identity(name)
@@ -735,12 +755,13 @@ class CudaBackend(Backend):
                     if cls.get("of") is not scalars:  # z serves a, b_g1, b_g2: classified once
                         cls = {"of": scalars, "c": split.classify(scalars, count, lists, s_side)}
                     out[key] = split.msm(bases, cls["c"], name=key, stream=s_side,
-                                         dense_ok=h_pending is None and not pending)
+                                         dense_ok=state["h"] is None and not pending)
                 smark(f"msm_{key}", s_side, "side")
+            queue_h()
         except Exception as e:  # a scalar >= r (named); collected after the queued work
             failed = e
-        if h_pending is not None:
-            pending = {"h": h_pending, **pending}
+        if state["h"] is not None:
+            pending = {"h": state["h"], **pending}
         for key, p in pending.items():  # each collected (its host buffer freed) whatever fails
             try:
                 out[key] = p.finish()
