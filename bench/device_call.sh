@@ -6,14 +6,15 @@
 # 32 GiB .params and its mirror; 3: the partition (big) with the witness MSMs beside the NTTs
 # (ZKHIVE_SIDE_EARLY, the default) and beside the H MSM (=0), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
-# WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice.
+# WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
+# 6: the prover's GPU tests, then the partition under both side-stream schedules.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-5)}
+N=${1:?usage: bash bench/device_call.sh N (1-6)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -49,7 +50,14 @@ case "$N" in
    RUNS=2 WINDOW_S=280 run window ;;
 5) TESTS_S=240 run tests        # fits an H100: the suite, then the split/dense choice
    SPLIT_S=120 run split ;;
-*) echo "call $N: one of 1-5" >&2; exit 2 ;;
+6) timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_prover_cuda.py -p no:cacheprovider \
+       > "$OUT/run/prover-tests.log" 2>&1
+   echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
+   RUNS=3 BIG_S=120 run big             # the schedule, early (default) against =0, one lease
+   mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
+   mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
+   ZKHIVE_SIDE_EARLY=0 RUNS=2 BIG_S=90 run big ;;
+*) echo "call $N: one of 1-6" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin
