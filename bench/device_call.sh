@@ -50,13 +50,13 @@ case "$N" in
    RUNS=2 WINDOW_S=280 run window ;;
 5) TESTS_S=240 run tests        # fits an H100: the suite, then the split/dense choice
    SPLIT_S=120 run split ;;
-6) timeout 120 python3 -m pytest -q -m gpu tests/gpu/test_prover_cuda.py -p no:cacheprovider \
+6) timeout 90 python3 -m pytest -q -m gpu tests/gpu/test_prover_cuda.py -p no:cacheprovider \
        > "$OUT/run/prover-tests.log" 2>&1
    echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
-   RUNS=3 BIG_S=120 run big             # the schedule, early (default) against =0, one lease
+   RUNS=3 BIG_S=100 run big             # the schedule, early (default) against =0, one lease
    mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
    mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
-   ZKHIVE_SIDE_EARLY=0 RUNS=2 BIG_S=90 run big ;;
+   ZKHIVE_SIDE_EARLY=0 RUNS=2 BIG_S=80 run big ;;
 *) echo "call $N: one of 1-6" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
