@@ -4,7 +4,7 @@
 #   bash bench/device_call.sh N        (N = 1 .. 4; $OUT set by the device tool)
 # 1: the GPU suite, then WinningPoSts under four PoRep jobs (curio); 2: `zkhive up` from a
 # 32 GiB .params and its mirror; 3: the partition (big) with the witness MSMs beside the NTTs
-# (ZKHIVE_SIDE_EARLY, the default) and beside the H MSM (=0), then the key holder's SIGKILL;
+# (ZKHIVE_SIDE_EARLY=1) and beside the H MSM (the default), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
 # WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
 # 6: the prover's GPU tests, then the partition under both side-stream schedules.
@@ -29,21 +29,21 @@ case "$N" in
 1) [ "${SKIP_TESTS:-0}" = 1 ] || TESTS_S=200 run tests
    # a schedule the suite found wrong is not what the curio run measures: the previous one
    if grep -q "FAILED tests/gpu/test_prover_cuda" "$OUT/run/gpu-tests.log" 2>/dev/null; then
-       export ZKHIVE_SIDE_EARLY=0 ZKHIVE_MSM_DENSE_WITNESS=0
-       echo "prover tests failed: curio with ZKHIVE_SIDE_EARLY=0 ZKHIVE_MSM_DENSE_WITNESS=0" | tee -a "$OUT/steps.txt"
+       export ZKHIVE_MSM_DENSE_WITNESS=0
+       echo "prover tests failed: curio with ZKHIVE_MSM_DENSE_WITNESS=0" | tee -a "$OUT/steps.txt"
    fi
    JOBS=4 WINNING=10 SPACING=8 CURIO_S=330 run curio
    if [ "${BIG_AB:-0}" = 1 ]; then   # the partition, early side stream (default) against =0
-       RUNS=3 BIG_S=120 run big
+       ZKHIVE_SIDE_EARLY=1 RUNS=3 BIG_S=120 run big
        mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
        mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
-       ZKHIVE_SIDE_EARLY=0 RUNS=3 BIG_S=100 run big
+       RUNS=3 BIG_S=100 run big
    fi ;;
 2) PARAMS_JOBS=1 PARAMS_MIRROR=1 PARAMS_S=560 run params ;;
-3) RUNS=3 BIG_S=200 run big
+3) ZKHIVE_SIDE_EARLY=1 RUNS=3 BIG_S=200 run big
    mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
    mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
-   ZKHIVE_SIDE_EARLY=0 RUNS=3 BIG_S=150 run big
+   RUNS=3 BIG_S=150 run big
    HOLDER_S=${HOLDER_S:-240} run holder ;;
 4) MSM_S=150 run msm
    SPLIT_S=120 run split
@@ -53,10 +53,10 @@ case "$N" in
 6) timeout 90 python3 -m pytest -q -m gpu tests/gpu/test_prover_cuda.py -p no:cacheprovider \
        > "$OUT/run/prover-tests.log" 2>&1
    echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
-   RUNS=3 BIG_S=100 run big             # the schedule, early (default) against =0, one lease
+   ZKHIVE_SIDE_EARLY=1 RUNS=3 BIG_S=100 run big   # early against the default, one lease
    mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
    mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
-   ZKHIVE_SIDE_EARLY=0 RUNS=2 BIG_S=80 run big ;;
+   RUNS=2 BIG_S=80 run big ;;
 *) echo "call $N: one of 1-6" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
