@@ -36,6 +36,7 @@ import hashlib
 import json
 import logging
 import os
+import shutil
 import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -275,6 +276,31 @@ def background_priority() -> None:
         pass
 
 
+def mirror_bytes(lay: Layout, block_points: int = BLOCK_POINTS) -> int:
+    """An upper bound of the bytes ``write_mirror`` writes for a .params of layout ``lay``: the
+    aligned compressed sections and the JSON header (a block's digest ~70 bytes, a section's
+    entry and the binding well under 1 KiB each)."""
+    at, blocks = ALIGN, 0
+    for name, kind in QUERIES:
+        sec = lay.sections[name]
+        at = _align(at + sec.count * COMPRESSED[kind])
+        blocks += -(-sec.count // block_points)
+    return at + 72 * blocks + 1024 * (len(QUERIES) + 4)
+
+
+def mirror_spare() -> int:
+    """Bytes a mirror must leave free on its filesystem (ZKHIVE_PARAMS_MIRROR_SPARE, default
+    1 GiB): the key cache shares its disk with the .params, sealing and logs."""
+    raw = os.environ.get("ZKHIVE_PARAMS_MIRROR_SPARE", str(1 << 30))
+    try:
+        spare = int(raw)
+    except ValueError:
+        spare = -1
+    if spare < 0:
+        raise MirrorError(f"ZKHIVE_PARAMS_MIRROR_SPARE={raw!r}: expected a byte count >= 0")
+    return spare
+
+
 def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: int = 4,
                  expect: tuple[int, int] | None = None, progress=None, idle: bool = False,
                  points_check=None, block_points: int = BLOCK_POINTS) -> Path:
@@ -296,6 +322,17 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     done = 0
     tmp = out_path.with_name(out_path.name + f".tmp{os.getpid()}.{threading.get_ident()}")
     out_path.parent.mkdir(parents=True, exist_ok=True)
+    # refused before a byte is written: a 32 GiB .params' mirror is ~24 GB, and a disk that
+    # cannot take it (the H200 host's 64 GiB beside the 47.4 GB .params, 2026-12-05) would
+    # otherwise fill up part way, for whatever else writes there too
+    need, spare = mirror_bytes(lay, block_points), mirror_spare()
+    free = shutil.disk_usage(out_path.parent).free
+    if free < need + spare:
+        raise MirrorError(f"{out_path.parent}: the mirror of {params_path.name} needs "
+                          f"{need / 1e9:.2f} GB and {spare / 1e9:.2f} GB to spare "
+                          f"(ZKHIVE_PARAMS_MIRROR_SPARE), the filesystem has {free / 1e9:.2f} GB "
+                          "free: no mirror written (free space there, or set [srs] param_cache "
+                          "to a directory on a larger disk)")
     if idle:
         background_priority()
     init = background_priority if idle else None

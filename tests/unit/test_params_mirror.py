@@ -156,6 +156,31 @@ def test_writing_again_is_byte_identical(files, tmp_path):
     assert not list(tmp_path.glob("*.tmp*"))
 
 
+def test_mirror_bytes_bounds_the_file_and_a_full_disk_refuses_before_writing(files, tmp_path,
+                                                                             monkeypatch):
+    """mirror_bytes is an upper bound of the file written (close to it); a filesystem with less
+    free than that plus the spare is refused at once, naming both figures and the setting, and
+    nothing is left behind; ZKHIVE_PARAMS_MIRROR_SPARE must be a byte count."""
+    import shutil
+    d = files[0]
+    lay = bp.scan(d / "k.params")
+    size = (d / "k.params.mirror").stat().st_size
+    assert size <= mr.mirror_bytes(lay, 8) <= size + 64 * 1024
+    free = shutil.disk_usage(tmp_path).free
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", str(free))   # leaves too little room
+    with pytest.raises(mr.MirrorError, match=r"needs 0\.\d\d GB and .* GB to spare "
+                       r"\(ZKHIVE_PARAMS_MIRROR_SPARE\), the filesystem has .* GB free: no mirror "
+                       r"written .*\[srs\] param_cache"):
+        mr.write_mirror(d / "k.params", tmp_path / "full.mirror", block_points=8)
+    assert not list(tmp_path.glob("full.mirror*"))
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", "0")
+    again = mr.write_mirror(d / "k.params", tmp_path / "room.mirror", block_points=8)
+    assert again.read_bytes() == (d / "k.params.mirror").read_bytes()
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", "a lot")
+    with pytest.raises(mr.MirrorError, match=r"ZKHIVE_PARAMS_MIRROR_SPARE='a lot': expected"):
+        mr.write_mirror(d / "k.params", tmp_path / "x.mirror", block_points=8)
+
+
 # --- rejects -----------------------------------------------------------------------------------
 
 def _falls_back(params, mirror, r1cs, caplog, match, files):
