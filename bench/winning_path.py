@@ -40,8 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 MINER = 1000
-STEPS = ("submit", "to_synth", "synthesis", "to_prove", "fetch", "prove", "to_store", "to_agg",
-         "aggregate", "reply")
+STEPS = ("submit", "to_synth", "synthesis", "to_prove", "fetch", "device_wait", "prove",
+         "to_store", "to_agg", "aggregate", "reply")
 
 
 def zkhive(*args, env, timeout=600) -> subprocess.CompletedProcess:
@@ -82,7 +82,8 @@ def steps(events: list[dict], t_call: float, t_submitted: float, t_done: float,
     first = lambda name: min((e["t"] for e in events if e["event"] == name), default=None)  # noqa: E731
     stages = [e for e in events if e["event"] == "stage"]
     fetch = sum(e["seconds"] for e in stages if e.get("stage") == "fetch_assignment")
-    prove = sum(e["seconds"] for e in stages if e.get("stage") not in ("fetch_assignment",))
+    work = [e for e in stages if e.get("stage") != "fetch_assignment"]
+    prove = sum(e["seconds"] for e in work)
     last_stage = max((e["end"] for e in stages), default=None)
     q, s0, s1 = first("queued"), first("synthesis_start"), first("synthesis_end")
     pick, pend = first("prove_pickup"), first("prove_end")
@@ -91,8 +92,14 @@ def steps(events: list[dict], t_call: float, t_submitted: float, t_done: float,
     # a unit proved ahead has no pickup of its own: its first stage starts its device work
     pick = pick if pick is not None else min((e["start"] for e in stages), default=s1)
     d = lambda a, b: None if a is None or b is None else round(b - a, 4)  # noqa: E731
+    # picked up, its assignment fetched, then waiting for the device: the partition another job
+    # has on it (one proof at a time), the device lock
+    fetched = max((e["end"] for e in stages if e.get("stage") == "fetch_assignment"), default=pick)
+    begun = min((e["start"] for e in work), default=None)
+    wait = None if begun is None or fetched is None else round(max(0.0, begun - fetched), 4)
     return {"submit": round(t_submitted - t_call, 4), "to_synth": d(q, s0), "synthesis": d(s0, s1),
-            "to_prove": d(s1, pick), "fetch": round(fetch, 4), "prove": round(prove, 4),
+            "to_prove": d(s1, pick), "fetch": round(fetch, 4), "device_wait": wait,
+            "prove": round(prove, 4),
             "to_store": d(last_stage, pend), "to_agg": d(pend, a0), "aggregate": d(a0, a1),
             "reply": d(a1, t_done), "total": round(t_done - t_call, 4)}
 
