@@ -208,6 +208,7 @@ class WorkerLifecycle:
         if self.prover is not None:
             info.resident_keys = self.prover.resident_names()
             info.key_loads = self.prover.key_loads()
+            info.key_mirror_errors = self.prover.mirror_errors()
             info.evictions = self.prover.evictions()
             info.evicted_counts = self.prover.evicted_counts()
             info.free_memory = self.prover.free_memory()

@@ -217,6 +217,18 @@ class Prover:
                 v["mirror_progress"] = -1.0 if st.get("state") == "failed" else float(st.get("progress", 0.0))
         return out
 
+    def mirror_errors(self) -> dict[str, str]:
+        """{resident key: why its .params mirror was not written} (``key_loads``' -1)."""
+        with self._lock:
+            pks = {n: self._resident[n][1] for n in self._loads if n in self._resident}
+        out = {}
+        for n, pk in pks.items():
+            path = getattr(pk, "params_path", None)
+            st = getattr(self.keys, "mirrors", {}).get(path.name) if path is not None else None
+            if st and st.get("state") == "failed":
+                out[n] = str(st.get("error") or "unknown")[:500]
+        return out
+
     def _make(self, circuit, on_evict=None) -> object:
         """Make the key in this process ([srs] in_process, cluster/pipeline/inprocess.py), evicting idle
         keys while the device refuses it; the vk goes to the key cache."""

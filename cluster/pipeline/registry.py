@@ -58,6 +58,9 @@ class WorkerInfo(BaseModel):
     #: the last load of each resident key: {params: {"seconds", "bytes", "gbps"}} (bytes: the
     #: .params file read; 0 for a key made in process)
     key_loads: dict[str, dict[str, float]] = {}
+    #: the keys whose .params mirror this prover failed to write: {params: the reason's first
+    #: line} (key_loads' mirror_progress is then -1)
+    key_mirror_errors: dict[str, str] = {}
     #: seconds of each phase of this prover's start, process start to ready (gpu/phases.py:
     #: "imports", "CUDA context", "circuit shape (densities)", "section a", ..., "ready")
     start_phases: dict[str, float] = {}

@@ -182,7 +182,10 @@ def status_text(rt, *, jobs: int = 5) -> str:
                     else " (made in process)")
             size += " through its compressed mirror" if ld.get("from_mirror") else ""
             mp = ld.get("mirror_progress")   # the .params' mirror this prover writes
-            size += ("" if mp is None else "; its mirror: writing failed (see the prover's log)"
+            why = (w.key_mirror_errors or {}).get(name)
+            size += ("" if mp is None else
+                     (f"; its mirror: writing failed: {why}" if why else
+                      "; its mirror: writing failed (see the prover's log)")
                      if mp < 0 else "; its mirror written" if mp >= 1 else
                      f"; writing its mirror ({100 * mp:.0f}%)")
             lines.append(f"  {w.worker_id} loaded the proving key of {name} in {ld['seconds']:.1f} s{size}")

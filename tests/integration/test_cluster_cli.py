@@ -142,6 +142,35 @@ def test_status_flags_a_worker_running_other_code(here):
     assert "prove.old.cpu0.0" not in status_text(here.runtime())
 
 
+def test_status_says_why_a_provers_mirror_was_not_written(here):
+    """A prover whose .params mirror failed (mirror_progress -1) publishes the reason
+    (key_mirror_errors: the H200's 64 GiB disk, 2026-12-05); `zkhive status` says it on the
+    key's line; without a reason it points to the prover's log."""
+    from cluster.pipeline import registry
+    from cluster.user.commands import status_text
+
+    why = ("/keys: the mirror of v28-porep.params needs 23.70 GB and 1.07 GB to spare "
+           "(ZKHIVE_PARAMS_MIRROR_SPARE), the filesystem has 15.20 GB free: no mirror written")
+    load = {"seconds": 41.1, "bytes": 47.4e9, "gbps": 1.15, "from_mirror": 0.0,
+            "mirror_progress": -1.0}
+    w = registry.WorkerInfo(worker_id="prove.disk.cuda0.0", role="prove", host="disk", pid=1,
+                            queues=["prove.disk.0"], device="cuda:0", ready=True,
+                            resident_keys=["filecoin-32g"], key_loads={"filecoin-32g": load},
+                            key_mirror_errors={"filecoin-32g": why})
+    registry.publish(here.redis, w, ttl_s=5)
+    try:
+        line = next(l for l in status_text(here.runtime()).splitlines()
+                    if "prove.disk.cuda0.0 loaded the proving key of filecoin-32g" in l)
+        assert line.endswith(f"; its mirror: writing failed: {why}"), line
+        w.key_mirror_errors = {}
+        registry.publish(here.redis, w, ttl_s=5)
+        line = next(l for l in status_text(here.runtime()).splitlines()
+                    if "prove.disk.cuda0.0 loaded the proving key of filecoin-32g" in l)
+        assert line.endswith("; its mirror: writing failed (see the prover's log)"), line
+    finally:
+        registry.leave(here.redis, w.worker_id)
+
+
 def test_submit_task_for_flower_send_task(here):
     """Flower's POST /api/task/send-task/zkhive.submit does app.send_task with the JSON args."""
     from cluster.pipeline.app import app

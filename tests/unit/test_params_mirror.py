@@ -18,6 +18,7 @@ import os
 import random
 import re
 import struct
+import time
 
 import numpy as np
 import pytest
@@ -399,6 +400,36 @@ def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog, monkeypat
             monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR", off)
         pk = keys.load_pk(circuit)
         assert pk.mirror is None and keys.mirror_later(pk) is None, off
+
+
+def test_a_prover_reports_why_its_mirror_was_not_written(tmp_path, monkeypatch):
+    """A prover's checked .params load starts the mirror in the background; where the disk has
+    no room for it (the spare raised past the filesystem's free space) the writer refuses before
+    writing, nothing is left behind, key_loads says -1 and mirror_errors (the registry's
+    key_mirror_errors, `zkhive status`) the reason."""
+    import shutil
+    from cluster.pipeline.keys import KeyCache
+    from cluster.pipeline.prover import Prover, parse_device
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY
+
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR", "1")
+    keys = KeyCache(tmp_path / "keys")
+    circuit = get_circuit(TINY)
+    keys.setup(circuit)
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", str(shutil.disk_usage(tmp_path).free))
+    prover = Prover(parse_device("cpu:0"), keys)
+    prover.load(circuit)
+    path = keys.find(circuit, "params")
+    for _ in range(600):
+        if keys.mirrors.get(path.name, {}).get("state") not in (None, "writing"):
+            break
+        time.sleep(0.1)
+    assert prover.key_loads()[circuit.name]["mirror_progress"] == -1.0
+    why = prover.mirror_errors()[circuit.name]
+    assert "the filesystem has" in why and why.endswith("to a directory on a larger disk)"), why
+    assert not keys.mirror_path(path).exists()
+    assert not list(keys.mirror_path(path).parent.glob("*.mirror.tmp*"))
 
 
 def test_command_writes_the_mirror_after_checking_points(tmp_path, capsys, monkeypatch):
