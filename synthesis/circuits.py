@@ -62,14 +62,23 @@ def register(circuit: Circuit) -> Circuit:
 
 
 def get_circuit(name: str) -> Circuit:
-    """The parameter set called ``name``; KeyError lists the known ones."""
+    """The parameter set called ``name``; KeyError names the close ones and the families (the
+    whole list, dozens of sets, is `zkhive circuits`': an error stays one short line)."""
     _load_families()
     try:
         return _REGISTRY[name]
-    except KeyError:
+    except (KeyError, TypeError):
+        import difflib
+
         from .limits import clip
 
-        raise KeyError(f"unknown parameter set {clip(name)}; known: {', '.join(sorted(_REGISTRY))}") from None
+        names = sorted(_REGISTRY)
+        close = difflib.get_close_matches(name, names, n=4, cutoff=0.6) \
+            if isinstance(name, str) else []
+        hint = f"did you mean {', '.join(close)}? " if close else ""
+        families = sorted({n.rsplit("-", 1)[0] for n in names if not n.startswith("test-")})
+        raise KeyError(f"unknown parameter set {clip(name)}; {hint}{len(names)} known, of the "
+                       f"families {', '.join(families)} (`zkhive circuits` lists them)") from None
 
 
 def known() -> list[str]:

@@ -30,6 +30,24 @@ def test_unknown_family_is_refused_naming_the_known_ones():
         family.sealing("nope")
 
 
+def test_unknown_parameter_set_is_one_short_line_with_the_close_names():
+    """The registry holds dozens of sets (PoRep, PoSt, SnapDeals at every size): listing them
+    all made a 642-character error (the C1 fuzz test's one-line bound is 400). The error names
+    the close ones and the families, and points to `zkhive circuits`."""
+    from synthesis.circuits import get_circuit
+
+    for name, close in (("winning-post-32", "winning-post-32g"), ("1", None),
+                        ("x" * 500, None), (["porep-lite-4k"], None)):
+        with pytest.raises(KeyError) as e:
+            get_circuit(name)
+        msg = e.value.args[0]
+        assert "\n" not in msg and len(msg) < 300, msg
+        assert msg.startswith("unknown parameter set ") and "`zkhive circuits` lists them" in msg
+        assert "porep-lite" in msg and "window-post" in msg and "test-" not in msg.split(";")[1]
+        assert (f"did you mean {close}" in msg) if close else "did you mean" not in msg, msg
+    assert get_circuit("winning-post-32g").name == "winning-post-32g"
+
+
 def test_validate_turns_the_first_pydantic_error_into_one_line_with_field_and_partition():
     from synthesis.porep import c1 as porep_c1
     from synthesis.porep.params import SETS
