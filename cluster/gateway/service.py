@@ -104,16 +104,18 @@ def circuit_name(circuit_id: str) -> str:
     KeyError (one line) for anything else."""
     from synthesis.circuits import get_circuit, known
 
+    from synthesis.limits import clip
+
     try:
         return get_circuit(circuit_id).name
-    except KeyError:
-        pass
+    except KeyError as e:
+        why = e.args[0] if e.args else str(e)   # the close names and the families: one line
     for theirs, ours in (("porep-", "filecoin-"), ("wpost-", "window-post-"), ("winning-", "winning-post-")):
         alias = ours + circuit_id[len(theirs):]
         if circuit_id.startswith(theirs) and alias in known():
             return alias
-    raise KeyError(f"circuit_id {circuit_id!r} is not a parameter set of this cluster "
-                   f"(known: {', '.join(known())})")
+    raise KeyError(f"circuit_id {clip(circuit_id)} is not a parameter set of this cluster, nor "
+                   f"cuzk's porep-/wpost-/winning- id of one ({why.split('; ', 1)[-1]})")
 
 
 class ProvingEngine(pb_grpc.ProvingEngineServicer):

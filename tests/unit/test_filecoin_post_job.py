@@ -252,6 +252,12 @@ def test_cuzks_circuit_ids_name_the_post_sets():
     assert circuit_name("window-post-2k") == "window-post-2k"
     with pytest.raises(KeyError, match="circuit_id 'wpost-3g' is not a parameter set"):
         circuit_name("wpost-3g")
+    # one short line whatever the registry holds or the client sends (the id is clipped)
+    for bad in ("wpost-3g", "p" * 10_000):
+        with pytest.raises(KeyError) as e:
+            circuit_name(bad)
+        msg = e.value.args[0]
+        assert "\n" not in msg and len(msg) < 400 and "`zkhive circuits` lists them" in msg, msg
 
 
 def test_zkhive_circuits_lists_the_post_sets_with_kind_counts_and_file_names(capsys):
