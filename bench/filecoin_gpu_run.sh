@@ -53,7 +53,7 @@ for step in "${steps[@]}"; do
             --out "$OUT/msm.json" > "$OUT/msm.log" 2>&1 ;;
     split)
         timeout "${SPLIT_S:-150}" python3 bench/gpu_split_msm.py --g1 "${SPLIT_LOG:-25}" --g2 0 \
-            --modes on,dense,auto --mixes "${SPLIT_MIXES:-sdr-l,p50,p75,p90,p97,dense}" --runs 3 \
+            --modes on,dense,auto --mixes "${SPLIT_MIXES:-p90,p97,p99,dense}" --runs 3 \
             --out "$OUT/split.json" > "$OUT/split.log" 2>&1 ;;
     params)
         timeout "${PARAMS_S:-$([ "${PARAMS_MIRROR:-0}" = 1 ] && echo 900 || echo 420)}" \

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 MIXES = {"sdr-l": 12.0 / 130, "sdr-b": 6.0 / 130, "bits": 0.0, "dense": 1.0,
          # the share of full-size scalars between (where the paths' choice is made)
-         "p25": 0.25, "p50": 0.50, "p75": 0.75, "p90": 0.90, "p97": 0.97}
+         "p25": 0.25, "p50": 0.50, "p75": 0.75, "p90": 0.90, "p97": 0.97, "p99": 0.99}
 
 
 def fr_dot_mod(s, m, a, b, r):
