@@ -209,24 +209,26 @@ class Prover:
         mirror: mirror_progress 0..1 (1 written; -1 the writing failed)."""
         with self._lock:
             out = {n: dict(v) for n, v in self._loads.items() if n in self._resident}
-            pks = {n: self._resident[n][1] for n in out}
-        for n, v in out.items():
-            path = getattr(pks[n], "params_path", None)
-            st = getattr(self.keys, "mirrors", {}).get(path.name) if path is not None else None
-            if st:
-                v["mirror_progress"] = -1.0 if st.get("state") == "failed" else float(st.get("progress", 0.0))
+        for n, st in self._mirror_states().items():
+            out[n]["mirror_progress"] = -1.0 if st.get("state") == "failed" else float(st.get("progress", 0.0))
         return out
 
     def mirror_errors(self) -> dict[str, str]:
         """{resident key: why its .params mirror was not written} (``key_loads``' -1)."""
+        return {n: str(st.get("error") or "unknown")[:500]
+                for n, st in self._mirror_states().items() if st.get("state") == "failed"}
+
+    def _mirror_states(self) -> dict[str, dict]:
+        """{loaded resident key: the state of the .params mirror this process writes for it}
+        (KeyCache.mirrors), for the keys that have one."""
         with self._lock:
             pks = {n: self._resident[n][1] for n in self._loads if n in self._resident}
         out = {}
         for n, pk in pks.items():
             path = getattr(pk, "params_path", None)
             st = getattr(self.keys, "mirrors", {}).get(path.name) if path is not None else None
-            if st and st.get("state") == "failed":
-                out[n] = str(st.get("error") or "unknown")[:500]
+            if st:
+                out[n] = st
         return out
 
     def _make(self, circuit, on_evict=None) -> object:

@@ -159,8 +159,7 @@ def _mib(n) -> str:
 def status_text(rt, *, jobs: int = 5) -> str:
     from cluster.pipeline import registry
     from cluster.pipeline.jobs import priority_name
-    from cluster.pipeline.queues import (AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE,
-                                         URGENT_SYNTHESIS_QUEUE, queue_depths)
+    from cluster.pipeline.queues import queue_depths
     from cluster.version import code_digest
 
     now = time.time()
@@ -205,9 +204,7 @@ def status_text(rt, *, jobs: int = 5) -> str:
                          + (f"; in hand: {', '.join(w.inflight)}" if w.inflight else ""))
     if any(w.code_digest != mine for w in ws):
         lines.append(f"  * runs other code than this checkout (code {mine}): restart it after a deploy")
-    queues = [SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE, AGGREGATE_QUEUE] \
-        + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
-        + [UNASSIGNED_QUEUE]
+    queues = _queues(rt, ws)
     lines.append("queues:")
     for q in queues:
         levels = queue_depths(rt.redis, q)
