@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -169,6 +170,11 @@ def main() -> int:
     env.setdefault("OMP_NUM_THREADS", "2")
     # the mirror is opt-in (cluster/pipeline/keys.py mirrors_enabled): --mirror turns it on
     env["ZKHIVE_PARAMS_MIRROR"] = "1" if args.mirror else "0"
+    # what the mirror may take (mirror.plan_sections: the sections that fit beside the .params)
+    work.mkdir(parents=True, exist_ok=True)
+    rep["disk_free_before_up_bytes"] = shutil.disk_usage(work).free
+    print(f"disk: {rep['disk_free_before_up_bytes'] / 1e9:.1f} GB free beside the .params",
+          flush=True)
     rc = 1
     try:
         first = up_and_prove(args, env, work / "up", circuit, docs, vk_path,
@@ -295,10 +301,13 @@ def up_and_prove(args, env, run_dir, circuit, docs, vk_path, *, wait_mirror: boo
                 time.sleep(2)
             rep["mirror_write_s"] = time.time() - t    # after the jobs: the rest of its writing
             rep["mirror_progress"] = progress
+            # < 1: a partial mirror, the sections the disk had room for (mirror.plan_sections)
+            rep["mirror_share"] = max((ld.get("mirror_share", 0.0) for ld in loads), default=None)
             rep["prover_peak_rss_after_mirror_bytes"] = hwm(pid)
             mirrors = list((Path(env["ZKHIVE_SRS__PARAM_CACHE"])).glob("*.mirror"))
             rep["mirror_bytes"] = sum(p.stat().st_size for p in mirrors)
-            print(f"mirror: progress {progress}, {rep['mirror_bytes'] / 1e9:.2f} GB, waited "
+            print(f"mirror: progress {progress}, share {rep['mirror_share']}, "
+                  f"{rep['mirror_bytes'] / 1e9:.2f} GB, waited "
                   f"{rep['mirror_write_s']:.1f} s after the jobs", flush=True)
             if progress is None or progress < 1:
                 rc = 1

@@ -33,6 +33,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -221,15 +222,24 @@ class KeyCache:
                      threads: int = 4, points_check=None) -> Path | None:
         """Write (or keep, when one already matches) the mirror of ``params_path``; progress in
         ``self.mirrors``. None: another process is writing it (its lock file is held)."""
-        from gpu.groth16.mirror import MirrorError, open_mirror, write_mirror
+        from gpu.groth16.bellperson import QUERIES, scan
+        from gpu.groth16.mirror import (MirrorError, mirror_spare, open_mirror, plan_sections,
+                                        write_mirror)
         params_path = Path(params_path)
         mp = self.mirror_path(params_path)
         state = self.mirrors.setdefault(params_path.name, {})
         if mp.exists():
             try:
-                open_mirror(mp, params_path, lay)
-                state.update(state="ready", progress=1.0)
-                return mp
+                m = open_mirror(mp, params_path, lay)
+                lay = lay or scan(params_path, params=True)
+                # a partial mirror (the disk had no room for the rest) is kept unless a new one
+                # would now hold more sections beside it
+                more = len(m.sections) < len(QUERIES) and len(plan_sections(
+                    lay, shutil.disk_usage(mp.parent).free - mirror_spare())) > len(m.sections)
+                if not more:
+                    state.update(state="ready", progress=1.0, share=m.share(lay),
+                                 sections=list(m.sections))
+                    return mp
             except (MirrorError, OSError):
                 pass   # stale or damaged: written again
         self.root.mkdir(parents=True, exist_ok=True)
@@ -259,9 +269,12 @@ class KeyCache:
             write_mirror(params_path, mp, lay=lay, expect=expect, idle=idle, threads=threads,
                          points_check=points_check,
                          progress=lambda done, total: state.update(progress=done / max(total, 1)))
-            state.update(state="ready", progress=1.0, seconds=time.time() - state["started"])
-            log.info("wrote the compressed mirror %s of %s in %.1f s", mp, params_path,
-                     state["seconds"])
+            m = open_mirror(mp, params_path, lay)
+            lay = lay or scan(params_path, params=True)
+            state.update(state="ready", progress=1.0, seconds=time.time() - state["started"],
+                         share=m.share(lay), sections=list(m.sections))
+            log.info("wrote the compressed mirror %s of %s in %.1f s (sections %s)", mp,
+                     params_path, state["seconds"], ", ".join(m.sections))
             return mp
         except Exception as e:
             state.update(state="failed", error=str(e).splitlines()[0] if str(e) else repr(e))

@@ -186,31 +186,36 @@ class Prover:
         need = self.backend.held_bytes(pk.circuit_digest) or need
         m = getattr(pk, "mirror", None)   # read through its compressed mirror (keys.py)
         through = m is not None and m.refused is None
-        try:
-            nbytes = m.path.stat().st_size if through else self.keys.size(circuit)
+        try:   # the bytes read: a partial mirror's and the .params' sections it lacks
+            nbytes = m.load_bytes(pk.h_query.lay) if through else self.keys.size(circuit)
         except OSError:
             nbytes = 0
-        self._loaded(circuit.name, time.time() - t0, nbytes, through)
+        self._loaded(circuit.name, time.time() - t0, nbytes,
+                     m.share(pk.h_query.lay) if through else 0.0)
         if hasattr(self.keys, "mirror_later"):
             self.keys.mirror_later(pk)   # a checked .params load: its mirror, in the background
         with self._lock:
             self._resident[circuit.name] = (circuit, pk, need)
         return pk
 
-    def _loaded(self, name: str, seconds: float, nbytes: int, mirror: bool = False) -> None:
+    def _loaded(self, name: str, seconds: float, nbytes: int, mirror: float = 0.0) -> None:
         with self._lock:
             self._loads[name] = {"seconds": round(seconds, 3), "bytes": int(nbytes),
                                  "gbps": nbytes / 1e9 / seconds if seconds > 0 else 0.0,
-                                 "from_mirror": 1.0 if mirror else 0.0}
+                                 "from_mirror": float(mirror)}
 
     def key_loads(self) -> dict[str, dict[str, float]]:
         """The last load of each resident key: seconds, the file's bytes, GB/s, whether it was
-        read through its compressed mirror (from_mirror 1), and where this process writes its
-        mirror: mirror_progress 0..1 (1 written; -1 the writing failed)."""
+        read through its compressed mirror (from_mirror: the part of the .params' query bytes the
+        mirror held, 1 all of them, 0 none), and where this process writes its mirror:
+        mirror_progress 0..1 (1 written; -1 the writing failed), mirror_share the part of the
+        .params the written mirror holds (< 1: the disk had room for only some sections)."""
         with self._lock:
             out = {n: dict(v) for n, v in self._loads.items() if n in self._resident}
         for n, st in self._mirror_states().items():
             out[n]["mirror_progress"] = -1.0 if st.get("state") == "failed" else float(st.get("progress", 0.0))
+            if st.get("share") is not None:
+                out[n]["mirror_share"] = float(st["share"])
         return out
 
     def mirror_errors(self) -> dict[str, str]:

@@ -179,13 +179,19 @@ def status_text(rt, *, jobs: int = 5) -> str:
         for name, ld in sorted(w.key_loads.items()):
             size = (f" from {ld['bytes'] / 1e9:.2f} GB at {ld['gbps']:.2f} GB/s" if ld.get("bytes")
                     else " (made in process)")
-            size += " through its compressed mirror" if ld.get("from_mirror") else ""
+            fm = ld.get("from_mirror") or 0.0
+            size += ("" if not fm else " through its compressed mirror" if fm >= 1 else
+                     f" through its compressed mirror ({100 * fm:.0f}% of the points; the rest "
+                     "from the .params)")
             mp = ld.get("mirror_progress")   # the .params' mirror this prover writes
             why = (w.key_mirror_errors or {}).get(name)
+            share = ld.get("mirror_share", 1.0)
             size += ("" if mp is None else
                      (f"; its mirror: writing failed: {why}" if why else
                       "; its mirror: writing failed (see the prover's log)")
-                     if mp < 0 else "; its mirror written" if mp >= 1 else
+                     if mp < 0 else ("; its mirror written" + (
+                         "" if share >= 1 else f" ({100 * share:.0f}% of the points: the disk "
+                         "had room for no more)")) if mp >= 1 else
                      f"; writing its mirror ({100 * mp:.0f}%)")
             lines.append(f"  {w.worker_id} loaded the proving key of {name} in {ld['seconds']:.1f} s{size}")
         ph = {k: v for k, v in (w.start_phases or {}).items() if k != "ready"}

@@ -68,8 +68,12 @@ def _mirror(args, keys) -> int:
     if out is None:
         raise CommandError(f"another process is writing the mirror of {path} "
                            f"({keys.mirror_path(path)}.lock)")
+    held = keys.mirrors.get(path.name, {}).get("sections") or []
+    part = ("" if len(held) in (0, len(bellperson.QUERIES)) else
+            f", sections {', '.join(held)}: the disk had room for no more, the others stay read "
+            "from the .params")
     print(f"{circuit.name}: {out} ({out.stat().st_size} B, from {path} of {path.stat().st_size} B, "
-          f"points checked: {points}) in {time.time() - t:.1f} s")
+          f"points checked: {points}{part}) in {time.time() - t:.1f} s")
     from cluster.pipeline.keys import mirrors_enabled
     if not mirrors_enabled():
         print("provers read it only with ZKHIVE_PARAMS_MIRROR=1 in their environment (docs/params.md)")

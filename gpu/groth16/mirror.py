@@ -5,11 +5,12 @@ param_cache``, cluster/pipeline/keys.py) beside nothing but its own name and rea
 the .params when it matches it: half the bytes from the disk, one square root a point on the
 device (gpu/kernels/mirror.cu) or on the host (gpu/native/compress_host.cpp).
 
-File (format 1)::
+File (format 2; format 1, still read, always held all five sections)::
 
     0      b"ZKHMIRR1", u32 format, u32 0                          (16 bytes)
-    4096   section h, then l, a, b_g1, b_g2: count * 48 | 96 bytes each, every section starting
-           at a multiple of 4096 (zero padding between)
+    4096   the sections it holds, in the .params' order (h, l, a, b_g1, b_g2; all five, or the
+           ones the disk had room for: ``plan_sections``): count * 48 | 96 bytes each, every
+           section starting at a multiple of 4096 (zero padding between)
     ...    the header, JSON (below), then u64 its length and b"ZKHMEND1" (the file's last 16
            bytes: a truncated mirror has none and is refused)
 
@@ -53,7 +54,9 @@ from .keys import open_regular
 log = logging.getLogger(__name__)
 
 MAGIC, END = b"ZKHMIRR1", b"ZKHMEND1"
-FORMAT = 1
+FORMAT = 2
+#: the formats this reader takes: 1 (every section) and 2 (the sections its header lists)
+FORMATS = (1, 2)
 ALIGN = 4096
 #: points a block: the unit hashed, read and decompressed (G1 12 MiB, G2 24 MiB compressed)
 BLOCK_POINTS = 1 << 18
@@ -177,6 +180,15 @@ class Mirror:
     #: why a section of it was refused (every query then reads the .params)
     refused: str | None = None
 
+    def share(self, lay: Layout) -> float:
+        """The part of the .params' query bytes this mirror holds (1.0: every section)."""
+        return params_bytes(lay, self.sections) / max(params_bytes(lay, dict(QUERIES)), 1)
+
+    def load_bytes(self, lay: Layout) -> int:
+        """The bytes a load through it reads: the mirror and the .params' other sections."""
+        return self.path.stat().st_size + params_bytes(
+            lay, [q for q, _ in QUERIES if q not in self.sections])
+
     def check_block(self, sec: MirrorSection, b: int, data) -> None:
         """A block's bytes against its recorded digest."""
         if _sha(data) != sec.blocks[b]:
@@ -203,8 +215,9 @@ def open_mirror(path, params_path, lay: Layout | None = None) -> Mirror:
         if head[:8] != MAGIC:
             raise MirrorError(f"{path}: byte offset 0: not a zkhive .params mirror (magic)")
         fmt = struct.unpack("<I", head[8:12])[0]
-        if fmt != FORMAT:
-            raise MirrorError(f"{path}: byte offset 8: format {fmt}, this reader knows {FORMAT}")
+        if fmt not in FORMATS:
+            raise MirrorError(f"{path}: byte offset 8: format {fmt}, this reader knows "
+                              f"{', '.join(map(str, FORMATS))}")
         tail = _pread(fd, 16, size - 16)
         if tail[8:] != END:
             raise MirrorError(f"{path}: byte offset {size - 16}: no end marker: truncated or "
@@ -218,8 +231,8 @@ def open_mirror(path, params_path, lay: Layout | None = None) -> Mirror:
         except ValueError as e:
             raise MirrorError(f"{path}: the header at byte offset {size - 16 - n} is not JSON "
                               f"({e})") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise MirrorError(f"{path}: the header is not a format-{FORMAT} mirror header")
+    if not isinstance(header, dict) or header.get("format") != fmt:
+        raise MirrorError(f"{path}: the header is not a format-{fmt} mirror header")
     want = binding(params_path, lay)
     got = header.get("source", {})
     for k in ("name", "size", "mtime_ns", "vk_sha256", "head_sha256", "tail_sha256", "layout"):
@@ -229,24 +242,37 @@ def open_mirror(path, params_path, lay: Layout | None = None) -> Mirror:
     bp_ = header.get("block_points")
     if not isinstance(bp_, int) or not 1 <= bp_ <= 1 << 22:
         raise MirrorError(f"{path}: the header's block_points {bp_!r} is not in 1..{1 << 22}")
-    secs, at = {}, ALIGN
-    for (name, kind), d in zip(QUERIES, header.get("sections", [])):
+    entries = header.get("sections")
+    if not isinstance(entries, list):
+        raise MirrorError(f"{path}: the header's sections are not a list")
+    order, kinds = [q for q, _ in QUERIES], dict(QUERIES)
+    secs, at, last = {}, ALIGN, -1
+    for i, d in enumerate(entries):
+        name = d.get("name") if isinstance(d, dict) else None
+        # a subset, each section once, in the .params' order: the offsets below follow from it
+        if name not in kinds or order.index(name) <= last:
+            raise MirrorError(f"{path}: the header's section entry {i} is named {name!r}, not one "
+                              f"of {', '.join(order[last + 1:]) or 'none'} (each section at most "
+                              "once, in the .params' order)")
+        last = order.index(name)
         try:
-            sec = MirrorSection(name, kind, int(d["count"]), int(d["offset"]), int(d["src_start"]),
-                                list(d["blocks"]), str(d["digest"]), bp_)
+            sec = MirrorSection(name, kinds[name], int(d["count"]), int(d["offset"]),
+                                int(d["src_start"]), list(d["blocks"]), str(d["digest"]), bp_)
         except (KeyError, TypeError, ValueError):
             raise MirrorError(f"{path}: section {name}: malformed header entry") from None
-        if d.get("name") != name or sec.count != lay.sections[name].count or sec.offset != at:
-            raise MirrorError(f"{path}: section {name}: the header's name, count or offset "
-                              f"({d.get('name')!r}, {sec.count} at {sec.offset}) is not the "
-                              f".params' ({name!r}, {lay.sections[name].count} at {at})")
+        if sec.count != lay.sections[name].count or sec.offset != at:
+            raise MirrorError(f"{path}: section {name}: the header's count or offset "
+                              f"({sec.count} at {sec.offset}) is not the .params' "
+                              f"({lay.sections[name].count} at {at})")
         if len(sec.blocks) != -(-sec.count // bp_) or _section_digest(sec.blocks) != sec.digest:
             raise MirrorError(f"{path}: section {name}: the block digests do not hash to the "
                               "section's digest")
         secs[name] = sec
         at = _align(sec.offset + sec.count * sec.width)
-    if len(secs) != len(QUERIES):
+    if fmt == 1 and len(secs) != len(QUERIES):
         raise MirrorError(f"{path}: the header lists {len(secs)} sections, not {len(QUERIES)}")
+    if not secs:
+        raise MirrorError(f"{path}: the header lists no section")
     if at > size - 16 - n:
         raise MirrorError(f"{path}: the sections end at byte offset {at}, past the header at "
                           f"{size - 16 - n}: truncated")
@@ -276,16 +302,37 @@ def background_priority() -> None:
         pass
 
 
-def mirror_bytes(lay: Layout, block_points: int = BLOCK_POINTS) -> int:
-    """An upper bound of the bytes ``write_mirror`` writes for a .params of layout ``lay``: the
-    aligned compressed sections and the JSON header (a block's digest ~70 bytes, a section's
-    entry and the binding well under 1 KiB each)."""
+def mirror_bytes(lay: Layout, block_points: int = BLOCK_POINTS, names=None) -> int:
+    """An upper bound of the bytes ``write_mirror`` writes for a .params of layout ``lay`` holding
+    the sections ``names`` (default all five): the aligned compressed sections and the JSON
+    header (a block's digest ~70 bytes, a section's entry and the binding well under 1 KiB
+    each)."""
     at, blocks = ALIGN, 0
     for name, kind in QUERIES:
+        if names is not None and name not in names:
+            continue
         sec = lay.sections[name]
         at = _align(at + sec.count * COMPRESSED[kind])
         blocks += -(-sec.count // block_points)
     return at + 72 * blocks + 1024 * (len(QUERIES) + 4)
+
+
+def plan_sections(lay: Layout, room: int, block_points: int = BLOCK_POINTS) -> list[str]:
+    """The sections a mirror of at most ``room`` bytes holds: each in the .params' order that
+    still fits beside the ones before it. Every section halves its bytes, so any that fits
+    saves the same per byte of disk; G1's h, l and a come first (a G1 square root is ~5x
+    cheaper than G2's). At 32 GiB on a 64 GiB disk beside its 47.4 GB .params: h, l and a
+    (19.0 GB of 23.7), the load reading 28.5 GB where it read 47.4."""
+    names: list[str] = []
+    for name, _ in QUERIES:
+        if mirror_bytes(lay, block_points, names + [name]) <= room:
+            names.append(name)
+    return names
+
+
+def params_bytes(lay: Layout, names) -> int:
+    """The .params' bytes of the query sections ``names`` (what a load reads from it)."""
+    return sum(lay.sections[n].count * WIDTH[k] for n, k in QUERIES if n in names)
 
 
 def mirror_spare() -> int:
@@ -303,7 +350,8 @@ def mirror_spare() -> int:
 
 def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: int = 4,
                  expect: tuple[int, int] | None = None, progress=None, idle: bool = False,
-                 points_check=None, block_points: int = BLOCK_POINTS) -> Path:
+                 points_check=None, block_points: int = BLOCK_POINTS,
+                 room: int | None = None) -> Path:
     """Write the mirror of ``params_path`` at ``out_path``: each block of each section read
     (os.pread), compressed (``compress_uncompressed``) and hashed on ``threads`` threads, written
     in order; at most 2 * threads blocks in flight (G2: 48 MiB read, 24 MiB out a block: host
@@ -311,28 +359,46 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     loaded and checked (refused if it differs, before or after). ``progress(done, total)``: bytes
     of the .params read. ``idle``: every thread at idle CPU and IO priority. ``points_check(raw
     block, kind, section, first)``: each block's points checked before compressing (``zkhive
-    keys mirror``). The temporary file is removed on any error."""
+    keys mirror``). ``room``: the bytes the mirror may take (default: the filesystem's free
+    space less ``mirror_spare``); it holds the sections that fit (``plan_sections``), the rest
+    stay read from the .params. The temporary file is removed on any error."""
     params_path, out_path = Path(params_path), Path(out_path)
     lay = lay or scan(params_path, params=True)
     src = binding(params_path, lay)
     if expect is not None and (src["size"], src["mtime_ns"]) != tuple(expect):
         raise MirrorError(f"{params_path}: changed since it was loaded (size, mtime_ns "
                           f"{src['size']}, {src['mtime_ns']} != {tuple(expect)}): no mirror written")
-    total = sum(lay.sections[n].count * WIDTH[k] for n, k in QUERIES)
     done = 0
     tmp = out_path.with_name(out_path.name + f".tmp{os.getpid()}.{threading.get_ident()}")
     out_path.parent.mkdir(parents=True, exist_ok=True)
-    # refused before a byte is written: a 32 GiB .params' mirror is ~24 GB, and a disk that
+    # planned before a byte is written: a 32 GiB .params' mirror is ~24 GB, and a disk that
     # cannot take it (the H200 host's 64 GiB beside the 47.4 GB .params, 2026-12-05) would
-    # otherwise fill up part way, for whatever else writes there too
-    need, spare = mirror_bytes(lay, block_points), mirror_spare()
-    free = shutil.disk_usage(out_path.parent).free
-    if free < need + spare:
+    # otherwise fill up part way, for whatever else writes there too. The sections that fit
+    # are mirrored (half their bytes off every later load), the others read from the .params.
+    need = mirror_bytes(lay, block_points)
+    if room is None:
+        spare = mirror_spare()
+        free = shutil.disk_usage(out_path.parent).free
+        room = free - spare
+        said = (f"{spare / 1e9:.2f} GB to spare (ZKHIVE_PARAMS_MIRROR_SPARE), the filesystem has "
+                f"{free / 1e9:.2f} GB free")
+    else:
+        said = f"room for {room / 1e9:.2f} GB"
+    names = plan_sections(lay, room, block_points)
+    if not names:
         raise MirrorError(f"{out_path.parent}: the mirror of {params_path.name} needs "
-                          f"{need / 1e9:.2f} GB and {spare / 1e9:.2f} GB to spare "
-                          f"(ZKHIVE_PARAMS_MIRROR_SPARE), the filesystem has {free / 1e9:.2f} GB "
-                          "free: no mirror written (free space there, or set [srs] param_cache "
-                          "to a directory on a larger disk)")
+                          f"{need / 1e9:.2f} GB (its smallest section alone "
+                          f"{min(mirror_bytes(lay, block_points, [q]) for q, _ in QUERIES) / 1e9:.2f}"
+                          f" GB) and {said}: no mirror written (free space there, or set [srs] "
+                          "param_cache to a directory on a larger disk)")
+    if len(names) < len(QUERIES):
+        rest = [q for q, _ in QUERIES if q not in names]
+        log.warning("%s: the mirror of %s holds sections %s (%.2f GB), not %s (%.2f GB of the "
+                    ".params, read from it on every load): %s, the whole mirror needs %.2f GB",
+                    out_path.parent, params_path.name, ", ".join(names),
+                    mirror_bytes(lay, block_points, names) / 1e9, ", ".join(rest),
+                    params_bytes(lay, rest) / 1e9, said, need / 1e9)
+    total = params_bytes(lay, names)
     if idle:
         background_priority()
     init = background_priority if idle else None
@@ -349,6 +415,8 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
             out.write(MAGIC + struct.pack("<II", FORMAT, 0))
             at = ALIGN
             for name, kind in QUERIES:
+                if name not in names:
+                    continue
                 sec = lay.sections[name]
                 w = WIDTH[kind]
                 where = f"{params_path}: section {name}"
@@ -518,10 +586,10 @@ def _fell_back(q, e: Exception) -> None:
 
 def attach(pk, m: Mirror, on_bad=None):
     """``pk`` (bellperson.read_params, its queries FileQuery objects) read through ``m``: each
-    query becomes a MirrorQuery of the same section, which falls back to the .params on any
-    mismatch."""
+    query whose section ``m`` holds becomes a MirrorQuery of the same section, which falls back
+    to the .params on any mismatch."""
     from .bellperson import OURS
-    for name, _ in QUERIES:
+    for name in m.sections:   # a partial mirror: the other sections stay FileQuery (.params)
         q = getattr(pk, OURS[name])
         setattr(pk, OURS[name], MirrorQuery.of(q, m, on_bad))
     pk.mirror = m

@@ -167,6 +167,20 @@ def test_status_says_why_a_provers_mirror_was_not_written(here):
         line = next(l for l in status_text(here.runtime()).splitlines()
                     if "prove.disk.cuda0.0 loaded the proving key of filecoin-32g" in l)
         assert line.endswith("; its mirror: writing failed (see the prover's log)"), line
+        # a partial mirror (the disk had room for h, l and a): read through it, and written
+        w.key_loads = {"filecoin-32g": dict(load, from_mirror=0.8, mirror_progress=1.0,
+                                            mirror_share=0.8)}
+        registry.publish(here.redis, w, ttl_s=5)
+        line = next(l for l in status_text(here.runtime()).splitlines()
+                    if "prove.disk.cuda0.0 loaded the proving key of filecoin-32g" in l)
+        assert ("through its compressed mirror (80% of the points; the rest from the .params); "
+                "its mirror written (80% of the points: the disk had room for no more)") in line, line
+        w.key_loads = {"filecoin-32g": dict(load, from_mirror=1.0, mirror_progress=1.0,
+                                            mirror_share=1.0)}
+        registry.publish(here.redis, w, ttl_s=5)
+        line = next(l for l in status_text(here.runtime()).splitlines()
+                    if "prove.disk.cuda0.0 loaded the proving key of filecoin-32g" in l)
+        assert line.endswith(" through its compressed mirror; its mirror written"), line
     finally:
         registry.leave(here.redis, w.worker_id)
 

@@ -169,7 +169,8 @@ def test_mirror_bytes_bounds_the_file_and_a_full_disk_refuses_before_writing(fil
     assert size <= mr.mirror_bytes(lay, 8) <= size + 64 * 1024
     free = shutil.disk_usage(tmp_path).free
     monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", str(free))   # leaves too little room
-    with pytest.raises(mr.MirrorError, match=r"needs 0\.\d\d GB and .* GB to spare "
+    with pytest.raises(mr.MirrorError, match=r"needs 0\.\d\d GB \(its smallest section alone "
+                       r"0\.\d\d GB\) and .* GB to spare "
                        r"\(ZKHIVE_PARAMS_MIRROR_SPARE\), the filesystem has .* GB free: no mirror "
                        r"written .*\[srs\] param_cache"):
         mr.write_mirror(d / "k.params", tmp_path / "full.mirror", block_points=8)
@@ -180,6 +181,47 @@ def test_mirror_bytes_bounds_the_file_and_a_full_disk_refuses_before_writing(fil
     monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", "a lot")
     with pytest.raises(mr.MirrorError, match=r"ZKHIVE_PARAMS_MIRROR_SPARE='a lot': expected"):
         mr.write_mirror(d / "k.params", tmp_path / "x.mirror", block_points=8)
+
+
+def test_a_disk_with_room_for_some_sections_gets_a_partial_mirror_that_proves(files, tmp_path,
+                                                                               caplog):
+    """Room for h and l but not a (mirror_bytes of each prefix): the mirror holds h and l, says
+    which sections stay on the .params; a load reads h and l through it and a, b_g1, b_g2 from
+    the .params, the points equal the .params', a proof verifies and a wrong input is refused;
+    its share and load bytes count only what it holds. One byte less than h's room: no mirror."""
+    d, cs, r1cs, vk = files
+    params = d / "k.params"
+    lay = bp.scan(params)
+    room = mr.mirror_bytes(lay, 8, ["h", "l"])
+    assert room < mr.mirror_bytes(lay, 8, ["h", "l", "a"])
+    assert mr.plan_sections(lay, room, 8) == ["h", "l"]
+    with caplog.at_level(logging.WARNING, logger="gpu.groth16.mirror"):
+        out = mr.write_mirror(params, tmp_path / "part.mirror", block_points=8, room=room)
+    assert "holds sections h, l" in caplog.text and "not a, b_g1, b_g2" in caplog.text
+    assert out.stat().st_size <= room
+    m = mr.open_mirror(out, params)
+    assert list(m.sections) == ["h", "l"]
+    want = mr.params_bytes(lay, ["h", "l"]) / mr.params_bytes(lay, ["h", "l", "a", "b_g1", "b_g2"])
+    assert m.share(lay) == pytest.approx(want) and 0 < want < 1
+    assert m.load_bytes(lay) == out.stat().st_size + mr.params_bytes(lay, ["a", "b_g1", "b_g2"])
+    plain = _points(bp.read_params(params, r1cs))
+    pk, dropped = _read_through(params, out, r1cs, points="full")
+    assert [n for n in bp.OURS.values() if isinstance(getattr(pk, n), mr.MirrorQuery)] == \
+        [bp.OURS["h"], bp.OURS["l"]]
+    got = _points(pk)
+    for n in plain:
+        assert np.array_equal(got[n], plain[n]), n
+    assert not dropped
+    proof = prove(pk, r1cs, cs.assignment(), backend="cpu")
+    pub = cs.public_inputs()
+    assert verify(vk, pub, proof)
+    assert not verify(vk, [pub[0] + 1, *pub[1:]], proof)
+    least = min(mr.mirror_bytes(lay, 8, [q]) for q, _ in bp.QUERIES)
+    assert mr.plan_sections(lay, least, 8) != []
+    with pytest.raises(mr.MirrorError, match=r"its smallest section alone .* and room for .*: no "
+                                             r"mirror written"):
+        mr.write_mirror(params, tmp_path / "none.mirror", block_points=8, room=least - 1)
+    assert not list(tmp_path.glob("none.mirror*"))
 
 
 # --- rejects -----------------------------------------------------------------------------------
@@ -339,7 +381,7 @@ def test_header_section_digest_and_block_points_checked(files, tmp_path):
     h = json.loads(json.dumps(head))
     h["sections"][2]["offset"] += 4096
     put(h)
-    with pytest.raises(mr.MirrorError, match=r"section a: the header's name, count or offset"):
+    with pytest.raises(mr.MirrorError, match=r"section a: the header's count or offset"):
         mr.open_mirror(mirror, params)
 
 
@@ -604,7 +646,7 @@ def test_short_files_and_the_header_length_field(files, tmp_path):
     _refused(mirror, params, f"{mirror}: the header at byte offset 16 is not JSON "
                              "(Expecting value: line 1 column 1 (char 0))")
     mirror.write_bytes(start + b"[]" + struct.pack("<Q", 2) + mr.END)   # 34: fits exactly
-    _refused(mirror, params, f"{mirror}: the header is not a format-1 mirror header")
+    _refused(mirror, params, f"{mirror}: the header is not a format-2 mirror header")
     mirror.write_bytes(start + b"[]" + struct.pack("<Q", 3) + mr.END)   # one byte too long
     _refused(mirror, params, f"{mirror}: byte offset 18: a header of 3 bytes does not fit in 34")
     mirror.write_bytes(start + b"[]" + struct.pack("<Q", 1 << 40) + mr.END)
@@ -627,9 +669,12 @@ def test_truncated_and_damaged_headers_name_their_offsets(files, tmp_path):
                                              r"is not JSON \(.*\)$"):
         mr.open_mirror(mirror, params)
     h = json.loads(json.dumps(head))
-    h["format"] = 2                                        # a dict, another format
+    h["format"] = 1                                        # a dict, another format
     _with_header(mirror, data, n, h)
-    _refused(mirror, params, f"{mirror}: the header is not a format-1 mirror header")
+    _refused(mirror, params, f"{mirror}: the header is not a format-2 mirror header")
+    bad = data[:8] + struct.pack("<I", 3) + data[12:]       # a format this reader does not know
+    _with_header(mirror, bad, n, head)
+    _refused(mirror, params, f"{mirror}: byte offset 8: format 3, this reader knows 1, 2")
     _with_header(mirror, data, n, head)
     mr.open_mirror(mirror, params)                         # the same bytes back: accepted
 
@@ -667,20 +712,35 @@ def test_malformed_section_entries_are_named(files, tmp_path):
         edit(i, **kw)
         _refused(mirror, params, f"{mirror}: section {bp.QUERIES[i][0]}: malformed header entry")
     s = head["sections"]
-    edit(1, name="h")
-    _refused(mirror, params, f"{mirror}: section l: the header's name, count or offset ('h', "
-                             f"{s[1]['count']} at {s[1]['offset']}) is not the .params' ('l', "
-                             f"{lay.sections['l'].count} at {s[1]['offset']})")
+    edit(1, name="h")     # twice, or out of the .params' order
+    _refused(mirror, params, f"{mirror}: the header's section entry 1 is named 'h', not one of "
+                             "l, a, b_g1, b_g2 (each section at most once, in the .params' order)")
+    edit(0, name="g1")
+    _refused(mirror, params, f"{mirror}: the header's section entry 0 is named 'g1', not one of "
+                             "h, l, a, b_g1, b_g2 (each section at most once, in the .params' order)")
     edit(0, count=s[0]["count"] - 1)
-    _refused(mirror, params, f"{mirror}: section h: the header's name, count or offset ('h', "
-                             f"{s[0]['count'] - 1} at 4096) is not the .params' ('h', "
-                             f"{lay.sections['h'].count} at 4096)")
+    _refused(mirror, params, f"{mirror}: section h: the header's count or offset "
+                             f"({s[0]['count'] - 1} at 4096) is not the .params' "
+                             f"({lay.sections['h'].count} at 4096)")
     edit(4, offset=s[4]["offset"] + 4096)
-    _refused(mirror, params, f"{mirror}: section b_g2: the header's name, count or offset ('b_g2', "
-                             f"{s[4]['count']} at {s[4]['offset'] + 4096}) is not the .params' "
-                             f"('b_g2', {s[4]['count']} at {s[4]['offset']})")
-    _with_header(mirror, data, n, dict(head, sections=head["sections"][:4]))
+    _refused(mirror, params, f"{mirror}: section b_g2: the header's count or offset "
+                             f"({s[4]['count']} at {s[4]['offset'] + 4096}) is not the .params' "
+                             f"({s[4]['count']} at {s[4]['offset']})")
+    # a subset in format 2 must start at the first offset: l alone is not where h was
+    _with_header(mirror, data, n, dict(head, sections=head["sections"][1:2]))
+    _refused(mirror, params, f"{mirror}: section l: the header's count or offset "
+                             f"({s[1]['count']} at {s[1]['offset']}) is not the .params' "
+                             f"({lay.sections['l'].count} at 4096)")
+    _with_header(mirror, data, n, dict(head, sections=[]))
+    _refused(mirror, params, f"{mirror}: the header lists no section")
+    # format 1 (written before partial mirrors) held all five: four is a damaged header
+    one = data[:8] + struct.pack("<I", 1) + data[12:]
+    _with_header(mirror, one, n, dict(head, format=1, sections=head["sections"][:4]))
     _refused(mirror, params, f"{mirror}: the header lists 4 sections, not 5")
+    _with_header(mirror, one, n, dict(head, format=2))
+    _refused(mirror, params, f"{mirror}: the header is not a format-1 mirror header")
+    _with_header(mirror, one, n, dict(head, format=1))
+    assert len(mr.open_mirror(mirror, params).sections) == 5
 
 
 def test_sections_running_into_the_header_are_truncated(files, tmp_path):
