@@ -7,7 +7,7 @@
 # (ZKHIVE_SIDE_EARLY=1) and beside the H MSM (the default), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
 # WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
-# 6: the prover's GPU tests, then the partition under both side-stream schedules.
+# 6: the GPU suite, then the partition under both side-stream schedules.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
@@ -50,9 +50,8 @@ case "$N" in
    RUNS=2 WINDOW_S=280 run window ;;
 5) TESTS_S=240 run tests        # fits an H100: the suite, then the split/dense choice
    SPLIT_S=120 run split ;;
-6) timeout 90 python3 -m pytest -q -m gpu tests/gpu/test_prover_cuda.py -p no:cacheprovider \
-       > "$OUT/run/prover-tests.log" 2>&1
-   echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
+6) TESTS_S=240 run tests      # the GPU suite (the prover's tests take both schedules)
+   echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    ZKHIVE_SIDE_EARLY=1 RUNS=3 BIG_S=100 run big   # early against the default, one lease
    mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
    mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
