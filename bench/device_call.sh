@@ -53,10 +53,8 @@ case "$N" in
    SPLIT_S=120 run split ;;
 6) TESTS_S=240 run tests      # the GPU suite (the prover's tests take both schedules)
    echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
-   ZKHIVE_SIDE_EARLY=1 RUNS=3 BIG_S=100 run big   # early against the default, one lease
-   mv "$OUT/run/filecoin-big.json" "$OUT/run/big-early.json" 2>/dev/null
-   mv "$OUT/run/filecoin-big.log" "$OUT/run/big-early.log" 2>/dev/null
-   RUNS=2 BIG_S=80 run big ;;
+   # early against the default in one process (one key; default, early, default again, serial)
+   BIG_VARIANTS="early:ZKHIVE_SIDE_EARLY=1 again:ZKHIVE_SIDE_EARLY=0 serial:ZKHIVE_MSM_OVERLAP=0" RUNS=3 BIG_S=200 run big ;;
 *) echo "call $N: one of 1-6" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null

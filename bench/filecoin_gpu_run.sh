@@ -37,7 +37,9 @@ for step in "${steps[@]}"; do
     case "$step" in
     big)
         timeout "${BIG_S:-240}" python3 bench/gpu_big.py --params "${PARAMS:-filecoin-32g}" \
-            --runs "${RUNS:-3}" --out "$OUT/filecoin-big.json" > "$OUT/filecoin-big.log" 2>&1 ;;
+            --runs "${RUNS:-3}" --out "$OUT/filecoin-big.json" \
+            $(for v in ${BIG_VARIANTS:-}; do printf -- '--variant %s ' "$v"; done) \
+            > "$OUT/filecoin-big.log" 2>&1 ;;
     cluster)
         OMP_NUM_THREADS=2 timeout "${CLUSTER_S:-300}" python3 bench/cluster_sdr32g.py \
             --params "${PARAMS:-filecoin-32g}" --jobs "${JOBS:-3}" --configs "${CONFIGS:-1}" \
