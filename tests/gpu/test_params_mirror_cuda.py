@@ -95,6 +95,41 @@ def test_device_load_through_the_mirror_is_the_params_load(backend, files, point
     backend.unload(pk.circuit_digest)
 
 
+def test_device_load_through_a_partial_mirror_is_the_params_load(backend, files, tmp_path):
+    """A mirror with room for what h and b_g2 take (plan_sections: each section in order that
+    still fits): its sections decompressed on the device, the others filled from the .params,
+    the same rows and the same proof as the .params alone, verified; a wrong input refused."""
+    from gpu.cuda.params import last_fill
+    d, cr = files
+    params = d / "k.params"
+    lay = bp.scan(params)
+    room = mr.mirror_bytes(lay, 7, ["h", "b_g2"])
+    held = mr.plan_sections(lay, room, 7)
+    part = mr.write_mirror(params, tmp_path / "part.mirror", block_points=7, room=room)
+    m = mr.open_mirror(part, params)
+    assert list(m.sections) == held and 0 < len(held) < len(bp.QUERIES)
+    z = witness(9)
+    blob = assignment.encode(z)
+    pub = F.vec_to_ints(z[1:2])
+    pk_file = bp.read_params(params, cr)
+    backend.load(pk_file, cr)
+    want = _rows(backend, pk_file)
+    made = prove(pk_file, cr, blob, backend=backend, r=3, s=11)
+    backend.unload(pk_file.circuit_digest)
+    pk, dropped = _through(params, part, cr)
+    backend.load(pk, cr)
+    got = _rows(backend, pk)
+    for name in want:
+        assert np.array_equal(got[name], want[name]), name
+    for name, _ in bp.QUERIES:
+        assert (last_fill[name].get("mirror") == 1) == (name in held), (name, last_fill[name])
+    proof = prove(pk, cr, blob, backend=backend, r=3, s=11)
+    assert proof.to_bytes() == made.to_bytes() and not dropped
+    vk = bp.read_vk(d / "k.vk", circuit=cr)
+    assert verify(vk, pub, proof) and not verify(vk, [pub[0] ^ 1], proof)
+    backend.unload(pk.circuit_digest)
+
+
 def _falls_back(backend, files, params, mirror, match, points="curve"):
     d, cr = files
     z = witness(9)
