@@ -444,6 +444,30 @@ def test_key_cache_writes_prefers_and_drops_a_mirror(tmp_path, caplog, monkeypat
         assert pk.mirror is None and keys.mirror_later(pk) is None, off
 
 
+def test_key_cache_keeps_a_full_mirror_and_rewrites_a_partial_one_where_more_fits(tmp_path):
+    """A partial mirror (written with room for h only) is replaced by the whole one once the disk
+    has room (the state's share and sections say so); a whole matching mirror is kept as is."""
+    from cluster.pipeline.keys import KeyCache
+    from synthesis.circuits import get_circuit
+    from synthesis.porep import TINY
+
+    keys = KeyCache(tmp_path / "keys")
+    circuit = get_circuit(TINY)
+    keys.setup(circuit)
+    path = keys.find(circuit, "params")
+    mp = keys.mirror_path(path)
+    lay = bp.scan(path, params=True)
+    mr.write_mirror(path, mp, room=mr.mirror_bytes(lay, names=["h"]))
+    assert list(mr.open_mirror(mp, path).sections) == ["h"]
+    assert keys.write_mirror(path) == mp
+    m = mr.open_mirror(mp, path)
+    assert list(m.sections) == [q for q, _ in bp.QUERIES]
+    st = keys.mirrors[path.name]
+    assert st["state"] == "ready" and st["share"] == 1.0 and len(st["sections"]) == 5
+    before = mp.stat().st_mtime_ns
+    assert keys.write_mirror(path) == mp and mp.stat().st_mtime_ns == before   # kept
+
+
 def test_a_prover_reports_why_its_mirror_was_not_written(tmp_path, monkeypatch):
     """A prover's checked .params load starts the mirror in the background; where the disk has
     no room for it (the spare raised past the filesystem's free space) the writer refuses before
