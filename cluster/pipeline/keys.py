@@ -33,7 +33,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import threading
 import time
 from pathlib import Path
@@ -223,19 +222,19 @@ class KeyCache:
         """Write (or keep, when one already matches) the mirror of ``params_path``; progress in
         ``self.mirrors``. None: another process is writing it (its lock file is held)."""
         from gpu.groth16.bellperson import QUERIES, scan
-        from gpu.groth16.mirror import (MirrorError, mirror_spare, open_mirror, plan_sections,
+        from gpu.groth16.mirror import (MirrorError, mirror_room, open_mirror, plan_sections,
                                         write_mirror)
         params_path = Path(params_path)
+        lay = lay or scan(params_path, params=True)   # once: the checks and the writer share it
         mp = self.mirror_path(params_path)
         state = self.mirrors.setdefault(params_path.name, {})
         if mp.exists():
             try:
                 m = open_mirror(mp, params_path, lay)
-                lay = lay or scan(params_path, params=True)
                 # a partial mirror (the disk had no room for the rest) is kept unless a new one
                 # would now hold more sections beside it
                 more = len(m.sections) < len(QUERIES) and len(plan_sections(
-                    lay, shutil.disk_usage(mp.parent).free - mirror_spare())) > len(m.sections)
+                    lay, mirror_room(mp.parent)[0])) > len(m.sections)
                 if not more:
                     state.update(state="ready", progress=1.0, share=m.share(lay),
                                  sections=list(m.sections))
@@ -269,8 +268,7 @@ class KeyCache:
             write_mirror(params_path, mp, lay=lay, expect=expect, idle=idle, threads=threads,
                          points_check=points_check,
                          progress=lambda done, total: state.update(progress=done / max(total, 1)))
-            m = open_mirror(mp, params_path, lay)
-            lay = lay or scan(params_path, params=True)
+            m = open_mirror(mp, params_path, lay)   # what it holds (and that it reads back)
             state.update(state="ready", progress=1.0, seconds=time.time() - state["started"],
                          share=m.share(lay), sections=list(m.sections))
             log.info("wrote the compressed mirror %s of %s in %.1f s (sections %s)", mp,

@@ -348,6 +348,14 @@ def mirror_spare() -> int:
     return spare
 
 
+def mirror_room(directory) -> tuple[int, str]:
+    """The bytes a mirror written in ``directory`` may take (its filesystem's free space less
+    ``mirror_spare``), and the figures in words for an error or a log line."""
+    spare, free = mirror_spare(), shutil.disk_usage(directory).free
+    return free - spare, (f"{spare / 1e9:.2f} GB to spare (ZKHIVE_PARAMS_MIRROR_SPARE), the "
+                          f"filesystem has {free / 1e9:.2f} GB free")
+
+
 def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: int = 4,
                  expect: tuple[int, int] | None = None, progress=None, idle: bool = False,
                  points_check=None, block_points: int = BLOCK_POINTS,
@@ -377,11 +385,7 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     # are mirrored (half their bytes off every later load), the others read from the .params.
     need = mirror_bytes(lay, block_points)
     if room is None:
-        spare = mirror_spare()
-        free = shutil.disk_usage(out_path.parent).free
-        room = free - spare
-        said = (f"{spare / 1e9:.2f} GB to spare (ZKHIVE_PARAMS_MIRROR_SPARE), the filesystem has "
-                f"{free / 1e9:.2f} GB free")
+        room, said = mirror_room(out_path.parent)
     else:
         said = f"room for {room / 1e9:.2f} GB"
     names = plan_sections(lay, room, block_points)
