@@ -52,6 +52,22 @@ def _grid(n: int) -> tuple:
     return (max(1, -(-int(n) // BLOCK)), 1)
 
 
+def query_sizes(source) -> dict[str, int]:
+    """{group: the longest query's length} of a proving key (its query arrays; a .params
+    FileQuery knows its length before it is read) or of a Resident (its base sets): what the
+    split MSM's engines are sized for. An empty query has no base set and counts for none."""
+    out: dict[str, int] = {}
+    for name, group in Resident.QUERIES:
+        if isinstance(source, Resident):
+            n = source.bases[name].n if name in source.bases else 0
+        else:
+            q = getattr(source, name, None)
+            n = len(q) if q is not None else 0
+        if n:
+            out[group] = max(out.get(group, 0), int(n))
+    return out
+
+
 class _Matrix:
     def __init__(self, m, what: str):
         self.rows = m.rows
@@ -434,13 +450,29 @@ class CudaBackend(Backend):
             need = shape.key_bytes() if self.holder else shape.resident_bytes()
             self.budget.reserve_resident(need, label)
         res = None
+        beside = None
         try:
+            if not self.holder and os.environ.get("ZKHIVE_ENGINES_BESIDE_READS", "1") != "0":
+                # the engines' sizes are the queries' lengths, known before any section is
+                # read: their modules and workspaces (~1.5-3 s at 2^27 on the H200) are made on
+                # a thread while the sections stream in, not after them
+                beside = self._warm_beside(query_sizes(pk), shape.dense_affine)
             res = Resident(pk, r1cs)
             res.shape = shape
-            if not self.holder:
+            if beside is not None:
+                with phase("waited for the tail engines"):
+                    beside()
+                beside = None
+            elif not self.holder:
                 with phase("tail engines"):
-                    self._warm_split(res, dense_affine=shape.dense_affine)
+                    self._warm_split(query_sizes(res), dense_affine=shape.dense_affine)
         except Exception:
+            if beside is not None:   # the load failed first: the thread's engines go with it
+                try:
+                    beside()
+                except Exception:
+                    pass
+                self._drop_engines_made(beside.before)
             if res is not None:
                 res.free()
             self.budget.release_resident(need)
@@ -507,7 +539,7 @@ class CudaBackend(Backend):
                 table = ExportTable.open(manifest.get("buffers"))
                 res = Resident.attach(manifest, table, pk, r1cs)
                 res.shape, res.pk = replace(shape), pk
-                self._warm_split(res, dense_affine=shape.dense_affine)
+                self._warm_split(query_sizes(res), dense_affine=shape.dense_affine)
         except Exception:
             if res is not None:
                 res.free()
@@ -516,11 +548,12 @@ class CudaBackend(Backend):
         self._on_device[pk.circuit_digest] = (res, need)
         return pk
 
-    def _warm_split(self, res: Resident, *, dense_affine: bool = True) -> None:
+    def _warm_split(self, sizes: dict[str, int], *, dense_affine: bool = True) -> None:
         """The split MSM's tail engines and the chunked dense engine, their workspaces allocated
-        now (booked with the key: gpu/budget.py ProofShape.resident). dense_affine=False: the
-        ledger admitted the key only without the dense engine's affine buffers; the engine
-        sums in XYZZ from then on (its buffers were never booked)."""
+        now (booked with the key: gpu/budget.py ProofShape.resident), for the longest query of
+        each group (``query_sizes``). dense_affine=False: the ledger admitted the key only
+        without the dense engine's affine buffers; the engine sums in XYZZ from then on (its
+        buffers were never booked)."""
         from gpu.cuda.split_msm import SplitMsm
         from gpu.phases import phase
         if self._split is None:
@@ -528,15 +561,47 @@ class CudaBackend(Backend):
                 self._split = SplitMsm()
         if not dense_affine:
             self._split.dense_affine = False
-        biggest: dict[str, int] = {}
-        for name, group in Resident.QUERIES:
-            if name in res.bases:
-                biggest[group] = max(biggest.get(group, 0), res.bases[name].n)
-        for group, n in biggest.items():
+        for group, n in sizes.items():
             self._split.tail(group, n).warm()
             dense = self._split.dense(group, n)  # G1 queries above a chunk: H at 2^27
             if dense is not None:
                 dense.warm()
+
+    def _warm_beside(self, sizes: dict[str, int], dense_affine: bool):
+        """``_warm_split`` on a thread of its own (this context pushed there), started now.
+        Returns a callable that waits for it and raises what it raised; its ``before`` names
+        the engines that were there already (``_drop_engines_made``). Why a thread: the
+        sections' reads are bound by the disk and the copy engine, the engines' module loads
+        and allocations by the driver; one after the other they added up (issue 40 item 3)."""
+        from gpu.phases import phase
+        before = self._engines_now()
+        box: dict = {}
+
+        def run():
+            try:
+                with self.current(), phase("tail engines (beside the reads)"):
+                    self._warm_split(sizes, dense_affine=dense_affine)
+            except BaseException as e:   # raised in the loading thread by join()
+                box["error"] = e
+        t = threading.Thread(target=run, name="zkhive tail engines", daemon=True)
+        t.start()
+
+        def join():
+            t.join()
+            if "error" in box:
+                raise box.pop("error")
+        join.before = before
+        return join
+
+    def _engines_now(self) -> set[int]:
+        return set() if self._split is None else self._split.engines()
+
+    def _drop_engines_made(self, before: set[int]) -> None:
+        """Close the engines made since ``before`` (a load that failed: its booking is released,
+        so what it warmed goes too)."""
+        if self._split is not None:
+            with self.current():
+                self._split.close_engines_since(before)
 
     def release(self) -> None:
         """Free everything this backend holds on the device (worker shutdown)."""
@@ -858,7 +923,7 @@ class CudaBackend(Backend):
                 t = time.time()
                 extra = affine_upgrade(self.budget, shape, label)  # the setup's room is free now
                 need += extra
-                self._warm_split(res, dense_affine=shape.dense_affine or extra > 0)
+                self._warm_split(query_sizes(res), dense_affine=shape.dense_affine or extra > 0)
                 stages["tail engines"] = time.time() - t
         except Exception:
             if res is not None:

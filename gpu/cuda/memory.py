@@ -8,6 +8,7 @@ explicitly), and an allocation failure becomes :class:`gpu.errors.GpuOutOfMemory
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
 
 import numpy as np
@@ -23,6 +24,9 @@ class DeviceBuffer:
 
     live = 0
     peak = 0
+    #: the counters are updated from more than one thread (a load's tail engines are made on
+    #: a thread beside its sections: gpu/backends/cuda.py ``_warm_beside``)
+    _count = threading.Lock()
 
     @classmethod
     def reset_peak(cls) -> None:
@@ -39,8 +43,9 @@ class DeviceBuffer:
             free, total = cuda.mem_get_info()
             raise GpuOutOfMemory(f"{what}: allocating {self.nbytes} bytes failed "
                                  f"({free} of {total} free): {e}", shape=self.nbytes) from e
-        DeviceBuffer.live += self.nbytes
-        DeviceBuffer.peak = max(DeviceBuffer.peak, DeviceBuffer.live)
+        with DeviceBuffer._count:
+            DeviceBuffer.live += self.nbytes
+            DeviceBuffer.peak = max(DeviceBuffer.peak, DeviceBuffer.live)
 
     @property
     def ptr(self) -> int:
@@ -81,7 +86,8 @@ class DeviceBuffer:
         if self._alloc is not None:
             self._alloc.free()
             self._alloc = None
-            DeviceBuffer.live -= self.nbytes
+            with DeviceBuffer._count:
+                DeviceBuffer.live -= self.nbytes
 
     def __enter__(self) -> "DeviceBuffer":
         return self

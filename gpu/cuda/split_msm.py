@@ -344,6 +344,19 @@ class SplitMsm:
         read_back(out, self._out.ptr, stream)
         return decode_point(out, bases.group)
 
+    def engines(self) -> set[int]:
+        """The ids of the tail and dense engines made so far (``close_engines_since``)."""
+        return {id(e) for e in (*self._tails.values(), *self._dense.values())}
+
+    def close_engines_since(self, before: set[int]) -> None:
+        """Close the engines not in ``before`` (``engines()`` then): a key's load that failed
+        after they were warmed for it (gpu/backends/cuda.py); the next load makes what it needs."""
+        for table in (self._tails, self._dense):
+            for g, e in list(table.items()):
+                if id(e) not in before:
+                    e.close()
+                    del table[g]
+
     def close(self) -> None:
         for t in self._tails.values():
             t.close()

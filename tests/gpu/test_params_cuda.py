@@ -163,9 +163,45 @@ def test_densities_later_stream_the_same_key_and_refuse_a_wrong_a_length_before_
     path.write_bytes(buf[:a.start - 4] + (a.count + 1).to_bytes(4, "big") + buf[a.start:a.end]
                      + buf[b.start:b.start + 96] + (b.count - 1).to_bytes(4, "big")
                      + buf[b.start + 96:])
+    if backend._split is not None:   # the engines made afresh by this load, on their thread:
+        backend._split.close_engines_since(set())   # a failed load drops them with it
     live = DeviceBuffer.live
     pk_bad = bp.read_params(path, toy(9), later=True)
     with pytest.raises(KeyFormatError, match=rf"section a: the length field at byte offset "
                                              rf"{a.start - 4} says {a.count + 1} points"):
         backend.load(pk_bad, cr)
     assert DeviceBuffer.live == live and backend.held_bytes(pk_bad.circuit_digest) is None
+
+
+def test_the_engines_are_warmed_beside_the_sections_and_prove_the_same(backend, files, monkeypatch):
+    """gpu/backends/cuda.py load: the split MSM's engines made on a thread while the sections
+    stream in (phase "tail engines (beside the reads)", then the load waits for it), the proof
+    the one the serial order (ZKHIVE_ENGINES_BESIDE_READS=0: phase "tail engines") makes."""
+    import time
+
+    from gpu import phases
+    d, cr = files
+    z = witness(9)
+    blob = assignment.encode(z)
+    r, s = random.randrange(1, F.MODULUS), random.randrange(1, F.MODULUS)
+    got = {}
+    for beside in ("1", "0"):
+        monkeypatch.setenv("ZKHIVE_ENGINES_BESIDE_READS", beside)
+        if backend._split is not None:   # made again by this load, not found from the last
+            backend._split.close_engines_since(set())
+        rec = phases.Phases(origin=time.time())
+        c9 = toy(9)   # no Shape cached: the densities on their thread too
+        pk = bp.read_params(d / "host.params", c9, later=True)
+        with phases.collect(rec):
+            got[beside] = prove(pk, c9, blob, backend=backend, r=r, s=s)
+        backend.unload(pk.circuit_digest)
+        names = rec.as_dict()
+        if beside == "1":
+            assert "tail engines (beside the reads)" in names and "waited for the tail engines" in names
+            assert "tail engines" not in names, names
+        else:
+            assert "tail engines" in names and "tail engines (beside the reads)" not in names, names
+    assert got["1"].to_bytes() == got["0"].to_bytes()
+    vk = bp.read_vk(d / "host.vk", circuit=cr)
+    pub = F.vec_to_ints(z[1:2])
+    assert verify(vk, pub, got["1"]) and not verify(vk, [pub[0] ^ 1], got["1"])

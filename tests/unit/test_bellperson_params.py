@@ -811,3 +811,30 @@ def test_densities_later_give_the_same_key_and_check_a_and_b_before_their_reads(
                            rf"section b_g1: the length field at byte offset {b.start - 4 + 96} says "
                            rf"{b.count - 1} points, the circuit needs {b.count} \("):
             q.resolve()
+
+
+def test_the_engines_sizes_are_known_before_any_section_is_read(tmp_path):
+    """gpu/backends/cuda.py query_sizes, what the CUDA load warms the split MSM's engines for on
+    a thread beside the sections' reads: from a key read with ``later=True`` (its densities
+    still pending, nothing read) it equals the key's own lengths, per group the longest query;
+    an empty query counts for none."""
+    from types import SimpleNamespace
+
+    from gpu.backends.cuda import query_sizes
+    from tests.compact_circuits import toy
+    cr = toy(9)
+    pk, _ = setup(cr.to_r1cs(), seed=b"sizes")
+    bp.write_params(pk, cr, tmp_path / "t.params")
+    later = bp.read_params(tmp_path / "t.params", toy(9), later=True)
+    got = query_sizes(later)
+    qs = (later.a_query, later.b_g1_query, later.b_g2_query, later.l_query, later.h_query)
+    assert all(q._raw is None for q in qs)
+    assert later.a_query._pending is not None   # the densities not waited for
+    want = {"g1": max(len(pk.a_query), len(pk.b_g1_query), len(pk.l_query), len(pk.h_query)),
+            "g2": len(pk.b_g2_query)}
+    assert got == want == query_sizes(pk) and want["g2"] > 0
+    toy_key = SimpleNamespace(a_query=[0] * 3, b_g1_query=[], b_g2_query=[0], l_query=[0] * 2,
+                              h_query=[0] * 7)
+    assert query_sizes(toy_key) == {"g1": 7, "g2": 1}
+    toy_key.b_g2_query, toy_key.h_query = [], []
+    assert query_sizes(toy_key) == {"g1": 3}
