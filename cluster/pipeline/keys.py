@@ -267,7 +267,10 @@ class KeyCache:
         try:
             write_mirror(params_path, mp, lay=lay, expect=expect, idle=idle, threads=threads,
                          points_check=points_check,
-                         progress=lambda done, total: state.update(progress=done / max(total, 1)))
+                         # 1.0 only once it is ready (below), with its share: a status
+                         # reader that stops the process at 1.0 must find the mirror in place
+                         progress=lambda done, total: state.update(
+                             progress=min(done / max(total, 1), 0.999)))
             m = open_mirror(mp, params_path, lay)   # what it holds (and that it reads back)
             state.update(state="ready", progress=1.0, seconds=time.time() - state["started"],
                          share=m.share(lay), sections=list(m.sections))

@@ -365,7 +365,9 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     in order; at most 2 * threads blocks in flight (G2: 48 MiB read, 24 MiB out a block: host
     memory stays under ~1 GiB). ``expect``: the (size, mtime_ns) the .params had when it was
     loaded and checked (refused if it differs, before or after). ``progress(done, total)``: bytes
-    of the .params read. ``idle``: every thread at idle CPU and IO priority. ``points_check(raw
+    of the .params read, below ``total`` until the mirror is in place (its header written,
+    synced and renamed: the sync of ~19 GB of written pages takes seconds, and a process
+    stopped then leaves no mirror), then ``total`` once. ``idle``: every thread at idle CPU and IO priority. ``points_check(raw
     block, kind, section, first)``: each block's points checked before compressing (``zkhive
     keys mirror``). ``room``: the bytes the mirror may take (default: the filesystem's free
     space less ``mirror_spare``); it holds the sections that fit (``plan_sections``), the rest
@@ -454,7 +456,7 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
                     blocks.append(d)
                     done += len(comp) * 2
                     if progress is not None:
-                        progress(done, total)
+                        progress(min(done, total - 1), total)
                 sections.append({"name": name, "kind": kind, "count": sec.count, "offset": at,
                                  "src_start": sec.start, "blocks": blocks,
                                  "digest": _section_digest(blocks)})
@@ -476,6 +478,8 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     finally:
         if tmp.exists():
             tmp.unlink()
+    if progress is not None:
+        progress(total, total)
     return out_path
 
 

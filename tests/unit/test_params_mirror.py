@@ -17,8 +17,10 @@ import logging
 import os
 import random
 import re
+import shutil
 import struct
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -155,6 +157,37 @@ def test_writing_again_is_byte_identical(files, tmp_path):
     again = mr.write_mirror(d / "k.params", tmp_path / "again.mirror", block_points=8, threads=3)
     assert again.read_bytes() == (d / "k.params.mirror").read_bytes()
     assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_progress_reaches_its_total_only_once_the_mirror_is_in_place(files, tmp_path, monkeypatch):
+    """A status reader that stops the prover at progress 1 (bench/params_up.py did, at 14 GB
+    written on the H200, 2026-12-06) must find the mirror: every report before it is in place
+    is below the total, the one after it equals it; the key cache's state says 1.0 only when
+    it is ready, with its share."""
+    from cluster.pipeline.keys import KeyCache
+    d = files[0]
+    out = tmp_path / "p.mirror"
+    seen = []
+    mr.write_mirror(d / "k.params", out, block_points=8,
+                    progress=lambda done, total: seen.append((done, total, out.exists())))
+    assert len(seen) > 2 and len({t for _, t, _ in seen}) == 1
+    *during, last = seen
+    assert all(done < total and not there for done, total, there in during), during[-3:]
+    assert last[0] == last[1] and last[2]
+    keys = KeyCache(tmp_path / "keys")
+    shutil.copy(d / "k.params", tmp_path / "k.params")
+    states = []
+    real = mr.write_mirror
+
+    def watched(*a, progress=None, **kw):   # the cache's own callback, its state read after each
+        name = Path(a[0]).name
+        return real(*a, progress=lambda dn, tt: (progress(dn, tt), states.append(
+            dict(keys.mirrors[name])))[0], **kw)
+    monkeypatch.setattr(mr, "write_mirror", watched)
+    assert keys.write_mirror(tmp_path / "k.params") is not None
+    assert states and all(st["progress"] < 1 and st["state"] == "writing" for st in states)
+    st = keys.mirrors["k.params"]
+    assert st["state"] == "ready" and st["progress"] == 1.0 and st["share"] == 1.0
 
 
 def test_mirror_bytes_bounds_the_file_and_a_full_disk_refuses_before_writing(files, tmp_path,
