@@ -347,6 +347,14 @@ class CompactR1CS(Sizes):
         return r
 
     def save(self, path: Path) -> None:
+        """The arrays into ``path`` (npz), the column maps as their segments: ValueError where
+        the segments do not give back each matrix's column map (a file that would load as
+        other matrices, under this one's stored digest)."""
+        base, stride = expand_segments(self.segments, len(self.a.base))
+        for name, m in (("A", self.a), ("B", self.b), ("C", self.c)):
+            if not (np.array_equal(m.base, base) and np.array_equal(m.stride, stride)):
+                raise ValueError(f"matrix {name}'s column map is not the one its segments give "
+                                 f"({len(self.segments)} segments): these matrices cannot be saved")
         path.parent.mkdir(parents=True, exist_ok=True)
         arrays = {"sizes": np.array([self.num_public, self.num_aux, len(self.a.base), self.a.copies],
                                     dtype=np.int64), "segments": self.segments}
@@ -354,6 +362,10 @@ class CompactR1CS(Sizes):
             for part, cm in (("h", m.header), ("t", m.block)):
                 for f in ("indptr", "cols", "coef", "table"):
                     arrays[f"{name}_{part}_{f}"] = getattr(cm, f)
+        # the digest of these arrays, so a load need not hash them again (1.3 s at 32 GiB, on
+        # a prover's path to ready); the zip's CRC-32 of every member is checked as it is read,
+        # so a damaged array refuses the file (rebuilt) rather than leave this digest stale
+        arrays["digest"] = np.frombuffer(self.digest(), dtype=np.uint8)
         fd, tmp = tempfile.mkstemp(suffix=".npz.tmp", dir=path.parent)
         try:
             with os.fdopen(fd, "wb") as f:
@@ -374,7 +386,11 @@ class CompactR1CS(Sizes):
                 parts = [CompactMatrix(*(z[f"{name}_{part}_{f}"] for f in ("indptr", "cols", "coef", "table")))
                          for part in ("h", "t")]
                 mats.append(Replicated(parts[0], parts[1], base, stride, copies))
-        return cls(num_public, num_aux, *mats, segments=segments)
+            digest = bytes(z["digest"]) if "digest" in z.files else b""
+        cr = cls(num_public, num_aux, *mats, segments=segments)
+        if len(digest) == 32:   # saved by ``save`` (an older file: hashed at first use)
+            cr.__dict__["_digest"] = digest
+        return cr
 
 
 def expand_segments(segments: np.ndarray, nvar: int) -> tuple[np.ndarray, np.ndarray]:
