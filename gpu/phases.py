@@ -11,9 +11,9 @@ the prover's status carries (``WorkerInfo.start_phases``: `zkhive status`, the m
 Some phases hold others (their seconds are not to be added to them): "prover (backend)" holds
 "CUDA context" and "cubins (NTT, prover)"; "section NAME" holds "page-locked buffers" and, for
 a, "waited for the densities"; "tail engines" and "tail engines (beside the reads)" hold
-"split MSM modules"; "waited for the tail engines" is the load's wait for that thread. A phase
-named "... (beside the reads)" ran on a thread of its own, off the critical path; "ready" is
-the whole."""
+"split MSM modules"; "waited for the matrices" and "waited for the tail engines" are the
+load's waits for that thread's two parts. A phase named "... (beside the reads)" ran on a
+thread of its own, off the critical path; "ready" is the whole."""
 from __future__ import annotations
 
 import logging

@@ -120,7 +120,10 @@ class Resident:
     QUERIES = (("a_query", "g1"), ("b_g1_query", "g1"), ("b_g2_query", "g2"),
                ("l_query", "g1"), ("h_query", "g1"))
 
-    def __init__(self, pk, r1cs):
+    def __init__(self, pk, r1cs, compact=None):
+        """``compact``: where the compact matrices are being put on the device by another
+        thread (CudaBackend._warm_beside), a callable that waits for them and returns them
+        (DeviceCompactR1CS) or raises why not: taken after the sections, owned from then on."""
         from gpu.cuda.msm import DeviceBases
 
         from gpu.phases import phase
@@ -128,7 +131,9 @@ class Resident:
         self._head(pk)
         cr = compact_of(r1cs)
         try:
-            if cr is not None:
+            if cr is not None and compact is not None:
+                pass   # beside the sections (below)
+            elif cr is not None:
                 from gpu.cuda.compact import DeviceCompactR1CS
                 with phase("matrices to the device"):
                     self.compact = DeviceCompactR1CS(cr)
@@ -152,7 +157,16 @@ class Resident:
                     type(q[0]), q).limbs()
                 if len(limbs):
                     self.bases[name] = DeviceBases(limbs, group)
+            if cr is not None and compact is not None:
+                with phase("waited for the matrices"):
+                    self.compact = compact()
+                self.num_constraints = self.compact.rows
         except Exception:
+            if cr is not None and compact is not None and self.compact is None:
+                try:   # made beside the sections that failed: freed with them
+                    compact().free()
+                except Exception:
+                    pass
             self.free()
             raise
 
@@ -453,11 +467,12 @@ class CudaBackend(Backend):
         beside = None
         try:
             if not self.holder and os.environ.get("ZKHIVE_ENGINES_BESIDE_READS", "1") != "0":
-                # the engines' sizes are the queries' lengths, known before any section is
-                # read: their modules and workspaces (~1.5-3 s at 2^27 on the H200) are made on
-                # a thread while the sections stream in, not after them
-                beside = self._warm_beside(query_sizes(pk), shape.dense_affine)
-            res = Resident(pk, r1cs)
+                # the compact matrices (1.3-1.6 s at 32 GiB on the H200: their checks and ~2 GB
+                # of column maps) and the engines (sized by the queries' lengths, known before
+                # any section is read) are made on a thread while the sections stream in
+                beside = self._warm_beside(query_sizes(pk), shape.dense_affine,
+                                           matrices=compact_of(r1cs))
+            res = Resident(pk, r1cs, compact=beside.matrices if beside is not None else None)
             res.shape = shape
             if beside is not None:
                 with phase("waited for the tail engines"):
@@ -567,30 +582,51 @@ class CudaBackend(Backend):
             if dense is not None:
                 dense.warm()
 
-    def _warm_beside(self, sizes: dict[str, int], dense_affine: bool):
-        """``_warm_split`` on a thread of its own (this context pushed there), started now.
-        Returns a callable that waits for it and raises what it raised; its ``before`` names
-        the engines that were there already (``_drop_engines_made``). Why a thread: the
-        sections' reads are bound by the disk and the copy engine, the engines' module loads
-        and allocations by the driver; one after the other they added up (issue 40 item 3)."""
+    def _warm_beside(self, sizes: dict[str, int], dense_affine: bool, matrices=None):
+        """On a thread of its own (this context pushed there), started now: ``matrices`` (a
+        compact R1CS, or None) put on the device, then ``_warm_split``. Returns a callable that
+        waits for the whole thread and raises what the engines' part raised; its ``matrices``
+        (None without matrices) waits for the matrices alone and hands them over (or raises
+        why not), its ``before`` names the engines that were there already
+        (``_drop_engines_made``). Why a thread: the sections' reads are bound by the disk and
+        the copy engine, this work by the host and the driver; one after the other they added
+        up (issue 40 item 3)."""
         from gpu.phases import phase
         before = self._engines_now()
         box: dict = {}
+        made = threading.Event()
 
         def run():
-            try:
-                with self.current(), phase("tail engines (beside the reads)"):
-                    self._warm_split(sizes, dense_affine=dense_affine)
-            except BaseException as e:   # raised in the loading thread by join()
-                box["error"] = e
-        t = threading.Thread(target=run, name="zkhive tail engines", daemon=True)
+            with self.current():
+                if matrices is not None:
+                    try:
+                        from gpu.cuda.compact import DeviceCompactR1CS
+                        with phase("matrices to the device (beside the reads)"):
+                            box["matrices"] = DeviceCompactR1CS(matrices)
+                    except BaseException as e:
+                        box["matrices_error"] = e
+                    finally:
+                        made.set()
+                try:
+                    with phase("tail engines (beside the reads)"):
+                        self._warm_split(sizes, dense_affine=dense_affine)
+                except BaseException as e:   # raised in the loading thread by join()
+                    box["error"] = e
+        t = threading.Thread(target=run, name="zkhive matrices and engines", daemon=True)
         t.start()
 
         def join():
             t.join()
             if "error" in box:
                 raise box.pop("error")
+
+        def take_matrices():
+            made.wait()
+            if "matrices_error" in box:
+                raise box.pop("matrices_error")
+            return box.pop("matrices")
         join.before = before
+        join.matrices = take_matrices if matrices is not None else None
         return join
 
     def _engines_now(self) -> set[int]:

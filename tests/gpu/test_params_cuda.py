@@ -173,10 +173,11 @@ def test_densities_later_stream_the_same_key_and_refuse_a_wrong_a_length_before_
     assert DeviceBuffer.live == live and backend.held_bytes(pk_bad.circuit_digest) is None
 
 
-def test_the_engines_are_warmed_beside_the_sections_and_prove_the_same(backend, files, monkeypatch):
-    """gpu/backends/cuda.py load: the split MSM's engines made on a thread while the sections
-    stream in (phase "tail engines (beside the reads)", then the load waits for it), the proof
-    the one the serial order (ZKHIVE_ENGINES_BESIDE_READS=0: phase "tail engines") makes."""
+def test_the_matrices_and_engines_are_made_beside_the_sections_and_prove_the_same(backend, files, monkeypatch):
+    """gpu/backends/cuda.py load: the compact matrices and the split MSM's engines made on a
+    thread while the sections stream in (phases "... (beside the reads)", then the load waits
+    for them), the proof the one the serial order (ZKHIVE_ENGINES_BESIDE_READS=0: phases
+    "matrices to the device", "tail engines") makes."""
     import time
 
     from gpu import phases
@@ -198,9 +199,12 @@ def test_the_engines_are_warmed_beside_the_sections_and_prove_the_same(backend, 
         names = rec.as_dict()
         if beside == "1":
             assert "tail engines (beside the reads)" in names and "waited for the tail engines" in names
-            assert "tail engines" not in names, names
+            assert "matrices to the device (beside the reads)" in names, names
+            assert "waited for the matrices" in names, names
+            assert "tail engines" not in names and "matrices to the device" not in names, names
         else:
             assert "tail engines" in names and "tail engines (beside the reads)" not in names, names
+            assert "matrices to the device" in names, names
     assert got["1"].to_bytes() == got["0"].to_bytes()
     vk = bp.read_vk(d / "host.vk", circuit=cr)
     pub = F.vec_to_ints(z[1:2])
