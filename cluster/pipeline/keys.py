@@ -79,11 +79,20 @@ class KeyCache:
         #: mirrors this process writes (``mirror_later``; the prover's status and metrics)
         self.mirrors: dict[str, dict] = {}
         self._mirror_lock = threading.Lock()
+        #: (path, bytes, setting): what a mirror must leave free where it shares a disk with
+        #: them (gpu/groth16/mirror.py mirror_room): the blob store's blobs.min_free_bytes
+        self.keep_free: list[tuple] = []
 
     @classmethod
     def from_settings(cls, s, root: str | os.PathLike | None = None) -> "KeyCache":
-        """``[srs] param_cache`` (or ``root``, a ``--keys`` directory) and ``filecoin_cache``."""
-        return cls(root or s.srs.param_cache, s.srs.filecoin_cache, origin=settings_note(s))
+        """``[srs] param_cache`` (or ``root``, a ``--keys`` directory) and ``filecoin_cache``;
+        a mirror leaves the blob store's ``min_free_bytes`` free where they share a disk (on the
+        H200 host of 2026-12-06 a mirror planned without it left 0.83 GB, and the next job's
+        submit was refused: BlobStoreFull)."""
+        keys = cls(root or s.srs.param_cache, s.srs.filecoin_cache, origin=settings_note(s))
+        if s.blobs.backend == "dir":
+            keys.keep_free.append((s.blobs.dir, s.blobs.min_free_bytes, "blobs.min_free_bytes"))
+        return keys
 
     def places(self, circuit) -> str:
         """The directories looked in for ``circuit``'s keys, each with its setting, and where
@@ -234,7 +243,7 @@ class KeyCache:
                 # a partial mirror (the disk had no room for the rest) is kept unless a new one
                 # would now hold more sections beside it
                 more = len(m.sections) < len(QUERIES) and len(plan_sections(
-                    lay, mirror_room(mp.parent)[0])) > len(m.sections)
+                    lay, mirror_room(mp.parent, self.keep_free)[0])) > len(m.sections)
                 if not more:
                     state.update(state="ready", progress=1.0, share=m.share(lay),
                                  sections=list(m.sections))
@@ -266,7 +275,7 @@ class KeyCache:
         state.update(state="writing", progress=0.0, error=None, started=time.time())
         try:
             write_mirror(params_path, mp, lay=lay, expect=expect, idle=idle, threads=threads,
-                         points_check=points_check,
+                         points_check=points_check, keep=self.keep_free,
                          # 1.0 only once it is ready (below), with its share: a status
                          # reader that stops the process at 1.0 must find the mirror in place
                          progress=lambda done, total: state.update(

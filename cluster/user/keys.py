@@ -28,7 +28,7 @@ def _cache(args):
     s = settings_for(args)
     for mod in s.worker.circuit_modules:  # circuit families registered by plugins
         importlib.import_module(mod)
-    return KeyCache(s.srs.param_cache, s.srs.filecoin_cache)
+    return KeyCache.from_settings(s)   # a mirror leaves the blob store its min_free_bytes
 
 
 def _circuit(args):

@@ -348,18 +348,34 @@ def mirror_spare() -> int:
     return spare
 
 
-def mirror_room(directory) -> tuple[int, str]:
+def _device_of(path) -> int:
+    """The filesystem (st_dev) ``path`` is on, or would be made on: its nearest existing
+    ancestor's."""
+    p = Path(path).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    return os.stat(p).st_dev
+
+
+def mirror_room(directory, keep=()) -> tuple[int, str]:
     """The bytes a mirror written in ``directory`` may take (its filesystem's free space less
-    ``mirror_spare``), and the figures in words for an error or a log line."""
+    ``mirror_spare``, less each ``keep`` entry (path, bytes, setting) whose path is on the same
+    filesystem: what another user of the disk must find free, the blob store's
+    ``blobs.min_free_bytes``), and the figures in words for an error or a log line."""
     spare, free = mirror_spare(), shutil.disk_usage(directory).free
-    return free - spare, (f"{spare / 1e9:.2f} GB to spare (ZKHIVE_PARAMS_MIRROR_SPARE), the "
-                          f"filesystem has {free / 1e9:.2f} GB free")
+    words = [f"{spare / 1e9:.2f} GB to spare (ZKHIVE_PARAMS_MIRROR_SPARE)"]
+    here = _device_of(directory)
+    for path, nbytes, setting in keep:
+        if nbytes > 0 and _device_of(path) == here:
+            spare += int(nbytes)
+            words.append(f"{nbytes / 1e9:.2f} GB left for {path} on the same disk ({setting})")
+    return free - spare, f"{', '.join(words)}, the filesystem has {free / 1e9:.2f} GB free"
 
 
 def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: int = 4,
                  expect: tuple[int, int] | None = None, progress=None, idle: bool = False,
                  points_check=None, block_points: int = BLOCK_POINTS,
-                 room: int | None = None) -> Path:
+                 room: int | None = None, keep=()) -> Path:
     """Write the mirror of ``params_path`` at ``out_path``: each block of each section read
     (os.pread), compressed (``compress_uncompressed``) and hashed on ``threads`` threads, written
     in order; at most 2 * threads blocks in flight (G2: 48 MiB read, 24 MiB out a block: host
@@ -367,11 +383,12 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     loaded and checked (refused if it differs, before or after). ``progress(done, total)``: bytes
     of the .params read, below ``total`` until the mirror is in place (its header written,
     synced and renamed: the sync of ~19 GB of written pages takes seconds, and a process
-    stopped then leaves no mirror), then ``total`` once. ``idle``: every thread at idle CPU and IO priority. ``points_check(raw
-    block, kind, section, first)``: each block's points checked before compressing (``zkhive
-    keys mirror``). ``room``: the bytes the mirror may take (default: the filesystem's free
-    space less ``mirror_spare``); it holds the sections that fit (``plan_sections``), the rest
-    stay read from the .params. The temporary file is removed on any error."""
+    stopped then leaves no mirror), then ``total`` once. ``idle``: every thread at idle CPU and
+    IO priority. ``points_check(raw block, kind, section, first)``: each block's points checked
+    before compressing (``zkhive keys mirror``). ``room``: the bytes the mirror may take
+    (default: ``mirror_room`` of its directory with ``keep``); it holds the sections that fit
+    (``plan_sections``), the rest stay read from the .params. The temporary file is removed on
+    any error."""
     params_path, out_path = Path(params_path), Path(out_path)
     lay = lay or scan(params_path, params=True)
     src = binding(params_path, lay)
@@ -387,7 +404,7 @@ def write_mirror(params_path, out_path, *, lay: Layout | None = None, threads: i
     # are mirrored (half their bytes off every later load), the others read from the .params.
     need = mirror_bytes(lay, block_points)
     if room is None:
-        room, said = mirror_room(out_path.parent)
+        room, said = mirror_room(out_path.parent, keep)
     else:
         said = f"room for {room / 1e9:.2f} GB"
     names = plan_sections(lay, room, block_points)

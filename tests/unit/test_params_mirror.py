@@ -159,6 +159,54 @@ def test_writing_again_is_byte_identical(files, tmp_path):
     assert not list(tmp_path.glob("*.tmp*"))
 
 
+def test_a_mirror_leaves_the_blob_store_its_free_space_where_they_share_a_disk(files, tmp_path,
+                                                                                monkeypatch):
+    """On the H200 host (2026-12-06) a partial mirror planned for the disk's free space less 512
+    MiB left 0.83 GB, and the next job's submit was refused (BlobStoreFull: under
+    blobs.min_free_bytes). mirror_room takes off what each ``keep`` path on the same filesystem
+    must find free (a path not made yet: its nearest existing ancestor's), not another
+    filesystem's; KeyCache.from_settings keeps the blob store's; the plan follows the room."""
+    from cluster.pipeline.keys import KeyCache
+    from cluster.settings import Settings
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", "0")
+    base, _ = mr.mirror_room(tmp_path)
+    room, said = mr.mirror_room(tmp_path, [(tmp_path / "var" / "blobs", 5 << 30, "blobs.min_free_bytes")])
+    assert base - room == 5 << 30 or abs(base - room - (5 << 30)) < 64 << 20   # the disk moves
+    assert "blobs.min_free_bytes" in said and str(tmp_path / "var" / "blobs") in said
+    other = Path("/dev/shm")
+    if other.is_dir() and os.stat(other).st_dev != os.stat(tmp_path).st_dev:
+        room2, said2 = mr.mirror_room(tmp_path, [(other, 5 << 30, "blobs.min_free_bytes")])
+        assert abs(room2 - base) < 64 << 20 and "blobs.min_free_bytes" not in said2
+    s = Settings()
+    s.blobs.dir, s.blobs.min_free_bytes = tmp_path / "blobs", 3 << 30
+    keys = KeyCache.from_settings(s, root=tmp_path / "keys")
+    assert keys.keep_free == [(tmp_path / "blobs", 3 << 30, "blobs.min_free_bytes")]
+    s.blobs.backend = "redis"
+    assert KeyCache.from_settings(s, root=tmp_path / "keys").keep_free == []
+    # the writer plans with it: room for h and l less what the blobs keep
+    d = files[0]
+    lay = bp.scan(d / "k.params")
+    need = mr.mirror_bytes(lay, 8, ["h", "l"])
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", str(max(base - need, 0)))
+    free_for, _ = mr.mirror_room(tmp_path)
+    if free_for >= need:   # the disk did not move under the test
+        k = need - mr.mirror_bytes(lay, 8, ["h"]) + 1      # h and l no longer fit together
+        expect = mr.plan_sections(lay, free_for - k, 8)
+        assert expect and expect != ["h", "l"]
+        out = mr.write_mirror(d / "k.params", tmp_path / "k.mirror", block_points=8,
+                              keep=[(tmp_path, k, "x")])
+        assert list(mr.open_mirror(out, d / "k.params").sections) == expect
+    # the key cache passes its keep_free to the writer: all the disk kept, no mirror
+    monkeypatch.setenv("ZKHIVE_PARAMS_MIRROR_SPARE", "0")
+    shutil.copy(d / "k.params", tmp_path / "c.params")
+    keys.keep_free = [(tmp_path, shutil.disk_usage(tmp_path).free, "blobs.min_free_bytes")]
+    with pytest.raises(mr.MirrorError, match="blobs.min_free_bytes.*no mirror written"):
+        keys.write_mirror(tmp_path / "c.params")
+    assert keys.mirrors["c.params"]["state"] == "failed"
+    keys.keep_free = []
+    assert keys.write_mirror(tmp_path / "c.params") is not None
+
+
 def test_progress_reaches_its_total_only_once_the_mirror_is_in_place(files, tmp_path, monkeypatch):
     """A status reader that stops the prover at progress 1 (bench/params_up.py did, at 14 GB
     written on the H200, 2026-12-06) must find the mirror: every report before it is in place
