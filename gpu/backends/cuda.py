@@ -130,9 +130,10 @@ class Resident:
 
         self._head(pk)
         cr = compact_of(r1cs)
+        later = compact if cr is not None else None   # the matrices, made beside the sections
         try:
-            if cr is not None and compact is not None:
-                pass   # beside the sections (below)
+            if later is not None:
+                pass   # taken after the sections (below)
             elif cr is not None:
                 from gpu.cuda.compact import DeviceCompactR1CS
                 with phase("matrices to the device"):
@@ -157,14 +158,14 @@ class Resident:
                     type(q[0]), q).limbs()
                 if len(limbs):
                     self.bases[name] = DeviceBases(limbs, group)
-            if cr is not None and compact is not None:
+            if later is not None:
                 with phase("waited for the matrices"):
-                    self.compact = compact()
+                    self.compact = later()
                 self.num_constraints = self.compact.rows
         except Exception:
-            if cr is not None and compact is not None and self.compact is None:
+            if later is not None and self.compact is None:
                 try:   # made beside the sections that failed: freed with them
-                    compact().free()
+                    later().free()
                 except Exception:
                     pass
             self.free()
