@@ -27,6 +27,15 @@ def generate(out_dir: Path) -> None:
         raise SystemExit(f"protoc failed on {PROTO} (exit {rc})")
 
 
+def _tools_version() -> str:
+    # the generated service module embeds this version, so a patch release alone changes it
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("grpcio-tools")
+    except PackageNotFoundError:
+        return "(not installed)"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cluster.gateway.pb", description=__doc__.splitlines()[0])
     ap.add_argument("--check", action="store_true", help="compare with the committed modules, write nothing")
@@ -37,7 +46,9 @@ def main(argv=None) -> int:
     stale = [n for n in OUTPUTS if not (HERE / n).exists() or (HERE / n).read_text() != made[n]]
     if args.check:
         for n in stale:
-            print(f"{HERE / n}: not what {PROTO} generates: run python -m cluster.gateway.pb", file=sys.stderr)
+            print(f"{HERE / n}: not what {PROTO} generates with grpcio-tools {_tools_version()}: "
+                  f"install the version pyproject.toml pins, or run python -m cluster.gateway.pb "
+                  f"and commit the result", file=sys.stderr)
         return 1 if stale else 0
     for n in OUTPUTS:
         (HERE / n).write_text(made[n])
