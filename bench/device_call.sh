@@ -7,14 +7,15 @@
 # (ZKHIVE_SIDE_EARLY=1) and beside the H MSM (the default), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
 # WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
-# 6: the GPU suite, then the partition under both side-stream schedules.
+# 6: the GPU suite, then the partition under both side-stream schedules; 7: the partition
+# with the H query's dense engine profiled (BIG_MORE: more variants).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6)}
+N=${1:?usage: bash bench/device_call.sh N (1-7)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -64,7 +65,11 @@ case "$N" in
    echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    # early against the default in one process (one key; default, early, default again, serial)
    BIG_VARIANTS="early:ZKHIVE_SIDE_EARLY=1 again:ZKHIVE_SIDE_EARLY=0 serial:ZKHIVE_MSM_OVERLAP=0" RUNS=3 BIG_S=200 run big ;;
-*) echo "call $N: one of 1-6" >&2; exit 2 ;;
+7) # the partition with the H query's dense engine profiled stage by stage (serial: the
+   # events would otherwise time the side stream's work too), then any variants asked for
+   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 ${BIG_MORE:-}" RUNS=${RUNS:-2} \
+       BIG_S=${BIG_S:-240} run big ;;
+*) echo "call $N: one of 1-7" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin

@@ -55,7 +55,12 @@ def measure(be, prove, verify, pk, vk, pub, circuit, blob, runs: int) -> dict:
             tot += (cur_e - cur_s) if cur_e is not None else 0.0
             busy.setdefault(name, []).append(tot)
         streams = {r["stage"]: r.get("stream", "main") for r in dev}
-    return dict(prove_s=statistics.median(totals), prove_all_s=totals,
+    # ZKHIVE_MSM_PROFILE=1 (a variant): the H query's dense engine, stage by stage, last proof
+    split = getattr(be, "_split", None)
+    dense = getattr(split, "_dense", {}).get("g1") if split is not None else None
+    profile = dict(getattr(dense, "last_profile", {}) or {}) \
+        if os.environ.get("ZKHIVE_MSM_PROFILE") == "1" else {}
+    return dict(prove_s=statistics.median(totals), prove_all_s=totals, h_profile_ms=profile,
                 stages_s={k: statistics.median(v) for k, v in stages.items()},
                 stage_streams=streams, device_span_s=statistics.median(spans),
                 stream_busy_s={k: statistics.median(v) for k, v in busy.items()},
@@ -99,6 +104,10 @@ def report(row: dict, tag: str) -> None:
           + ", ".join(f"{k} {v * 1e3:.1f} ({row['stage_streams'].get(k, '-')})"
                       for k, v in row["stages_s"].items())
           + f"; verifies={row['verifies']} rejects_wrong_input={row['rejects_wrong_input']}", flush=True)
+    if row.get("h_profile_ms"):
+        print(f"    {tag}H query's dense engine (ms, summed over its chunks; events between "
+              f"launches): " + ", ".join(f"{k} {v:.1f}" for k, v in row["h_profile_ms"].items()),
+              flush=True)
     print(f"    {tag}paths: " + "; ".join(
         f"{q}: {i['path']} 0={i.get('zeros', '-')} 1={i.get('ones', '-')} other={i.get('tail', '-')} "
         f"chunks={i['chunks']}" for q, i in row["msm_paths"].items()), flush=True)

@@ -608,6 +608,7 @@ class DenseEngine:
         # a dense witness's G1 queries are queued on one stream back to back (the device
         # buffers are reused in stream order; each read-back needs its own host buffer)
         self._hosts: list = []
+        self.last_profile: dict[str, float] = {}  # ZKHIVE_MSM_PROFILE=1: stage ms of the last
         self.affine_rounds = dense_affine_rounds(self.chunk, self.window) if affine else 0
         self.affine_windows = os.environ.get("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "")
 
@@ -650,9 +651,12 @@ class DenseEngine:
         sh, ws, cuda = self.shell, self.ws, loader.driver()
         c, K, pb = self.window, ws.K, sh.point_bytes
         sort = dense_sort()
+        mark = StageMarks(stream)  # ZKHIVE_MSM_PROFILE=1: each stage summed over the chunks
+        mark("start")
         memset_words(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
         sh._memset_ones(ws.flags, 4, stream)                 # flags[1] = the bad index
         chunks = 0
+        rounds: dict[str, float] = {}
         for lo in range(0, n, self.chunk):
             k = min(self.chunk, n - lo)
             sh.n = k
@@ -666,14 +670,19 @@ class DenseEngine:
                 sh._scan(ws, stream)
                 sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
                            _u(ws.cursor), _u(ws.keys), _u(ws.vals), stream=stream)
+            mark("sort")
             if self.affine is not None:  # every bucket written, as the merge below wants
                 self.affine.run(ws.keys.ptr, ws.vals.ptr, ws.flags.ptr,
                                 bases._bases.ptr + (pb // 2) * lo, ws.buckets.ptr, stream)
+                for name, ms in self.affine.last_profile.items():
+                    rounds[name] = rounds.get(name, 0.0) + ms
             else:
                 sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
+            mark("accumulate")
             sh._launch("merge", _grid(K), np.int64(K),
                        np.uintp(0) if sort == "radix" else _u(ws.counts), _u(ws.buckets),
                        _u(self.acc), stream=stream)
+            mark("merge")
             chunks += 1
         sh.n = self.chunk
         # the reduction reads the running buckets (every one written: zero is the identity)
@@ -682,6 +691,9 @@ class DenseEngine:
             src = sh._reduce(ws, counts=0, stream=stream)
         finally:
             ws.buckets = buckets
+        mark("reduce")
+        if mark.on:  # the affine stages inside "accumulate", under their own names
+            self.last_profile = {**mark.times(), **{f"affine {k}": v for k, v in rounds.items()}}
         W = ws.W
         host = self._host()
         with loader.guard(kernel="download window sums", shape=W):
