@@ -34,6 +34,35 @@ def default_rounds(items: int, buckets: int) -> int:
     return max(0, int(math.floor(math.log2(mean))) - 1) if mean >= 4 else 0
 
 
+def _switch(var: str) -> bool:
+    """An on/off setting read where it is used (benchmarks flip it between proofs): unset, empty
+    or 0 off, 1 on."""
+    v = os.environ.get(var, "")
+    if v in ("", "0"):
+        return False
+    if v == "1":
+        return True
+    raise GpuError(f"{var}={v!r}: expected 0 or 1")
+
+
+def affine_slice_range() -> bool:
+    """ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0 lays out its own stretch of the
+    sorted items (msm_slice_items finds it; the keys ascend) and every round halves and scans
+    its own buckets, where the default runs one thread an item of the whole sorted list and one
+    a bucket of all of them for every slice (the dense engine: 13 windows a chunk, 5 a slice,
+    so round 0's layout touches each digit three times). The same sums; off until the device
+    has timed it (docs/performance.md, "Waiting for a device")."""
+    return _switch("ZKHIVE_MSM_AFFINE_SLICE_RANGE")
+
+
+def dense_final_into() -> bool:
+    """ZKHIVE_MSM_DENSE_FINAL_INTO=1: the dense engine's affine tail adds each bucket's last
+    points into the running buckets (msm_affine.cuh bucket_final_into) and skips the chunk's
+    merge (g1_merge_buckets): per bucket and chunk one read and one write of an XYZZ point
+    instead of four, and no full addition. The same sums; off until the device has timed it."""
+    return _switch("ZKHIVE_MSM_DENSE_FINAL_INTO")
+
+
 def _rounds(var: str, unset: int, auto: int) -> int:
     """A count of rounds from the environment: unset or empty -> ``unset``, ``auto`` -> ``auto``,
     else a whole number 0..40 (0: the XYZZ accumulation)."""

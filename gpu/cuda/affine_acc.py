@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTES, SCAN_CHUNK,
-                              TOP, estimate_bytes, level_sizes, round_bounds, threads)
+                              TOP, affine_slice_range, estimate_bytes, level_sizes, round_bounds,
+                              threads)
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
@@ -54,7 +55,8 @@ class AffineBuckets:
         aff = loader.load_module("msm_affine")
         for k in ("msm_run_bounds", "msm_run_counts", "msm_run_halve", "msm_pair_layout",
                   "fq_batch_prefix", "fq_batch_back", "fq_batch_top", "g1_pair_prefix_table",
-                  "g1_pair_prefix", "g1_pair_apply_table", "g1_pair_apply", "g1_bucket_final"):
+                  "g1_pair_prefix", "g1_pair_apply_table", "g1_pair_apply", "g1_bucket_final",
+                  "msm_slice_items", "msm_pair_layout_range", "g1_bucket_final_into"):
             self._f[k] = loader.get_function(aff, k)
         scan = loader.load_module("msm")
         for k in ("msm_scan_chunks", "msm_scan_sums", "msm_scan_add"):
@@ -86,6 +88,7 @@ class AffineBuckets:
         self.cnt = [self._buf(4 * B, "affine run lengths") for _ in range(2)]
         self.sums = self._buf(4 * -(-B // SCAN_CHUNK), "affine scan chunk totals")
         self.mout = self._buf(8 * self.rounds, "affine round totals")
+        self.range = self._buf(16, "affine slice's stretch of the sorted items")
         self.src = self._buf(4 * b0, "affine pair slots")
         self.keys = [self._buf(4 * b0, "affine keys"), self._buf(4 * b1, "affine keys")]
         self.pts = [self._buf(POINT_BYTES * b0, "affine sums"),
@@ -118,11 +121,17 @@ class AffineBuckets:
             self._launch("fq_batch_back", _grid(t), np.int64(size), np.int64(t),
                          np.int32(LEVEL_WIDTH), np.uintp(v_l), _u(pre), _u(tot), stream=stream)
 
-    def run(self, keys: int, vals: int, m: int, bases: int, buckets: int, stream=None) -> None:
+    def run(self, keys: int, vals: int, m: int, bases: int, buckets: int, stream=None, *,
+            into: bool = False) -> None:
         """Every bucket's sum into buckets (XYZZ, B of them) from the sorted digits: keys[i]
         the bucket (ascending over the first M), vals[i] the base's index | sign, M the u64 at
-        m; bases: the affine (Montgomery) points the values index. The slices one after the
-        other; ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile."""
+        m; bases: the affine (Montgomery) points the values index. into: each sum added to
+        what buckets holds (the dense engine's running buckets) instead of written over it.
+        The slices one after the other (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0
+        over its own stretch of the sorted items and its own buckets, read at each run);
+        ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile."""
+        self._ranged = affine_slice_range()
+        self._into = bool(into)
         mark = StageMarks(stream)
         mark("start")
         B = self.B
@@ -145,16 +154,34 @@ class AffineBuckets:
         B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
         keys_in, m_in, bound_in = keys, m, self.items
         start_in, cnt_in = self.start0, self.cnt0
+        ranged = self._ranged
+        if ranged:
+            self._launch("msm_slice_items", (1, 1), np.uintp(m), np.uintp(keys), np.int64(lo),
+                         np.int64(hi), _u(self.range), block=1, stream=stream)
         for r in range(R):
             start_out, cnt_out = self.start[r % 2], self.cnt[r % 2]
             m_out = self.mout.ptr + 8 * r
-            self._launch("msm_run_halve", _grid(B), np.int64(B), np.int64(lo), np.int64(hi),
-                         _u(cnt_in), _u(cnt_out), stream=stream)
-            exclusive_scan(self._launch, B, cnt_out, start_out, self.sums, m_out, stream)
+            if ranged:  # only the slice's buckets: nothing outside [lo, hi) is read
+                nb = hi - lo
+                self._launch("msm_run_halve", _grid(nb), np.int64(nb), np.int64(0),
+                             np.int64(nb), np.uintp(cnt_in.ptr + 4 * lo),
+                             np.uintp(cnt_out.ptr + 4 * lo), stream=stream)
+                exclusive_scan(self._launch, nb, cnt_out.ptr + 4 * lo, start_out.ptr + 4 * lo,
+                               self.sums, m_out, stream)
+            else:
+                self._launch("msm_run_halve", _grid(B), np.int64(B), np.int64(lo), np.int64(hi),
+                             _u(cnt_in), _u(cnt_out), stream=stream)
+                exclusive_scan(self._launch, B, cnt_out, start_out, self.sums, m_out, stream)
             out_keys = self.keys[r % 2]
-            self._launch("msm_pair_layout", _grid(bound_in), np.uintp(m_in), np.int64(lo),
-                         np.int64(hi), np.uintp(keys_in), _u(start_in), _u(cnt_in),
-                         _u(start_out), _u(self.src), _u(out_keys), stream=stream)
+            if ranged and r == 0:  # the slice's stretch of the sorted list (slice_items bounds it)
+                self._launch("msm_pair_layout_range", _grid(self.slice_items), _u(self.range),
+                             np.int64(lo), np.int64(hi), np.uintp(keys_in), _u(start_in),
+                             _u(cnt_in), _u(start_out), _u(self.src), _u(out_keys),
+                             stream=stream)
+            else:
+                self._launch("msm_pair_layout", _grid(bound_in), np.uintp(m_in), np.int64(lo),
+                             np.int64(hi), np.uintp(keys_in), _u(start_in), _u(cnt_in),
+                             _u(start_out), _u(self.src), _u(out_keys), stream=stream)
             mark("layout")
             T = threads(self.bounds[r])
             head = (np.uintp(m_out), np.int64(T), np.int32(K), _u(self.src))
@@ -174,7 +201,8 @@ class AffineBuckets:
             mark(f"apply{r}")
             keys_in, m_in, bound_in = out_keys.ptr, m_out, self.bounds[r]
             start_in, cnt_in = start_out, cnt_out
-        self._launch("g1_bucket_final", _grid(hi - lo), np.int64(lo), np.int64(hi),
+        final = "g1_bucket_final_into" if self._into else "g1_bucket_final"
+        self._launch(final, _grid(hi - lo), np.int64(lo), np.int64(hi),
                      _u(start_in), _u(cnt_in), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
                      stream=stream)
         mark("final")

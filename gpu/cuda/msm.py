@@ -26,7 +26,7 @@ import os
 
 import numpy as np
 
-from gpu.affine_plan import dense_affine_rounds, dense_affine_windows
+from gpu.affine_plan import dense_affine_rounds, dense_affine_windows, dense_final_into
 from gpu.cuda import loader
 from gpu.cuda.launch import _SCAN_CHUNK, BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.cuda.marks import StageMarks
@@ -651,6 +651,7 @@ class DenseEngine:
         sh, ws, cuda = self.shell, self.ws, loader.driver()
         c, K, pb = self.window, ws.K, sh.point_bytes
         sort = dense_sort()
+        into = dense_final_into()
         mark = StageMarks(stream)  # ZKHIVE_MSM_PROFILE=1: each stage summed over the chunks
         mark("start")
         memset_words(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity
@@ -671,18 +672,22 @@ class DenseEngine:
                 sh._launch(f"scatter_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
                            _u(ws.cursor), _u(ws.keys), _u(ws.vals), stream=stream)
             mark("sort")
-            if self.affine is not None:  # every bucket written, as the merge below wants
+            if self.affine is not None:
+                # every bucket written (as the merge below wants), or with into, each chunk's
+                # sums added straight into the running buckets and no merge
                 self.affine.run(ws.keys.ptr, ws.vals.ptr, ws.flags.ptr,
-                                bases._bases.ptr + (pb // 2) * lo, ws.buckets.ptr, stream)
+                                bases._bases.ptr + (pb // 2) * lo,
+                                self.acc.ptr if into else ws.buckets.ptr, stream, into=into)
                 for name, ms in self.affine.last_profile.items():
                     rounds[name] = rounds.get(name, 0.0) + ms
             else:
                 sh._accumulate(ws, bases._bases.ptr + (pb // 2) * lo, stream)
             mark("accumulate")
-            sh._launch("merge", _grid(K), np.int64(K),
-                       np.uintp(0) if sort == "radix" else _u(ws.counts), _u(ws.buckets),
-                       _u(self.acc), stream=stream)
-            mark("merge")
+            if not (into and self.affine is not None):
+                sh._launch("merge", _grid(K), np.int64(K),
+                           np.uintp(0) if sort == "radix" else _u(ws.counts), _u(ws.buckets),
+                           _u(self.acc), stream=stream)
+                mark("merge")
             chunks += 1
         sh.n = self.chunk
         # the reduction reads the running buckets (every one written: zero is the identity)

@@ -36,6 +36,24 @@ extern "C" __global__ void msm_pair_layout(const unsigned long long* m_in, i64 l
         pair_layout(i, lo, hi, keys_in, start_in, cnt_in, start_out, src, keys_out);
 }
 
+// one thread: the slice's stretch of the sorted items (msm_affine.cuh slice_items)
+extern "C" __global__ void msm_slice_items(const unsigned long long* m, const uint32_t* keys,
+                                           i64 lo, i64 hi, unsigned long long* range) {
+    if (TID == 0) slice_items((i64)*m, keys, lo, hi, range);
+}
+
+// round 0's layout over the slice's stretch [range[0], range[1]) alone (grid: a bound on it)
+extern "C" __global__ void msm_pair_layout_range(const unsigned long long* range, i64 lo, i64 hi,
+                                                 const uint32_t* keys_in,
+                                                 const uint32_t* start_in,
+                                                 const uint32_t* cnt_in,
+                                                 const uint32_t* start_out, uint32_t* src,
+                                                 uint32_t* keys_out) {
+    i64 i = (i64)range[0] + TID;
+    if (i < (i64)range[1])
+        pair_layout(i, lo, hi, keys_in, start_in, cnt_in, start_out, src, keys_out);
+}
+
 extern "C" __global__ void fq_batch_prefix(i64 n, i64 T, int K, const fq_t* v, fq_t* pre,
                                            fq_t* tot) {
     i64 t = TID;
@@ -88,4 +106,12 @@ extern "C" __global__ void g1_bucket_final(i64 lo, i64 hi, const uint32_t* start
                                            xyzz_t<fq_t>* buckets) {
     i64 b = lo + TID;
     if (b < hi) bucket_final<fq_t>(b, start, cnt, pts, buckets);
+}
+
+// buckets [lo, hi) of the slice, added into the running buckets (the dense engine's chunks)
+extern "C" __global__ void g1_bucket_final_into(i64 lo, i64 hi, const uint32_t* start,
+                                                const uint32_t* cnt, const g1a* pts,
+                                                xyzz_t<fq_t>* buckets) {
+    i64 b = lo + TID;
+    if (b < hi) bucket_final_into<fq_t>(b, start, cnt, pts, buckets);
 }

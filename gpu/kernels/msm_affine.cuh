@@ -162,6 +162,26 @@ CURVE_FN void run_halve(int64_t b, int64_t lo, int64_t hi, const uint32_t* cnt_i
     cnt_out[b] = (b >= lo && b < hi) ? (cnt_in[b] + 1) >> 1 : 0;
 }
 
+// The sorted items of the slice [lo, hi): range[0] = the first i < M with keys[i] >= lo,
+// range[1] = the first with keys[i] >= hi (M when none). Why: round 0's layout otherwise runs
+// one thread an item of the whole sorted list for every slice (the dense engine's chunk holds
+// 13 windows, a slice 5), where the keys ascend and a slice's items are one stretch of it.
+CURVE_FN int64_t first_key_at_least(int64_t M, const uint32_t* keys, uint32_t key) {
+    int64_t a = 0, b = M;  // keys[a - 1] < key <= keys[b]
+    while (a < b) {
+        int64_t m = a + (b - a) / 2;
+        if (keys[m] < key) a = m + 1;
+        else b = m;
+    }
+    return a;
+}
+
+CURVE_FN void slice_items(int64_t M, const uint32_t* keys, int64_t lo, int64_t hi,
+                          unsigned long long* range) {
+    range[0] = (unsigned long long)first_key_at_least(M, keys, (uint32_t)lo);
+    range[1] = (unsigned long long)first_key_at_least(M, keys, (uint32_t)hi);
+}
+
 // The pair slot of item i when it is its pair's first (even offset in its bucket's run) and
 // its bucket is in the slice [lo, hi).
 CURVE_FN void pair_layout(int64_t i, int64_t lo, int64_t hi, const uint32_t* keys_in,
@@ -405,6 +425,20 @@ CURVE_FN void pair_apply(int64_t t, int64_t M, int64_t T, int K, const uint32_t*
         }
         store16(out + j, pair_sum<F>(p, q, kind, dinv));
     }
+}
+
+// After the rounds, in the dense engine: bucket b's remaining points added into its running
+// sum (buckets: the MSM's, kept across chunks), where bucket_final and msm_merge's full
+// addition would first write the chunk's sum and then read it back beside the running one:
+// a mixed addition a point (10 products; 2-4 points after the rounds) against 10 a point
+// after the first plus the merge's 14, and one read and one write of a bucket against four.
+template <class F>
+CURVE_FN void bucket_final_into(int64_t b, const uint32_t* start, const uint32_t* cnt,
+                                const affine_t<F>* pts, xyzz_t<F>* buckets) {
+    xyzz_t<F> acc = load16(buckets + b);
+    int64_t s = start[b], e = s + cnt[b];
+    for (int64_t i = s; i < e; i++) acc.add_affine(load16(pts + i));
+    store16(buckets + b, acc);
 }
 
 // After the rounds: bucket b's remaining points summed in XYZZ (every bucket written).

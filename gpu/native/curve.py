@@ -86,7 +86,7 @@ def point_op_raw(group, op: str, a: np.ndarray, b: np.ndarray, k: int = 0):
 def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = None,
         ranges: int = 64, level_width: int = 8, segment: int = 32, segment2: int = 8,
         chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0,
-        lean: bool = False):
+        lean: bool = False, slice_range: bool = False, final_into: bool = False):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
@@ -99,7 +99,10 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     (msm_affine.cuh, gpu/cuda/affine_acc.py's steps): K pairs a thread, K2 values a thread at
     the inversion's levels; affine_slice > 0: the buckets that many windows at a time (the
     dense engine's slices). lean: level 1 by accumulate_range_lean and add_affine_lean, the
-    body of the device's g2_accumulate_bases_lean (ZKHIVE_MSM_G2_LEAN=1).
+    body of the device's g2_accumulate_bases_lean (ZKHIVE_MSM_G2_LEAN=1). slice_range: each
+    slice's round 0 over its own stretch of the sorted items, the halvings over its own
+    buckets (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1). final_into (with chunk and affine): each chunk's
+    affine tail added into the running buckets, no merge (ZKHIVE_MSM_DENSE_FINAL_INTO=1).
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -114,6 +117,8 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
                          "power of two >= 2")
     if lean and affine is not None:
         raise ValueError("lean is level 1's XYZZ accumulation; affine replaces level 1")
+    if (slice_range or final_into) and affine is None:
+        raise ValueError("slice_range and final_into are steps of the affine rounds: give affine")
     packed = 0
     if affine is not None:
         rounds, k, k2 = (int(x) for x in affine)
@@ -123,8 +128,9 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     out = np.zeros(g.limbs, dtype=np.uint32)
     bad = getattr(lib(), f"{g.name}_msm")(len(bases), bases.ctypes.data, scalars.ctypes.data, c,
                                           ranges, level_width, segment, segment2, int(chunk),
-                                          packed, int(affine_slice), int(bool(lean)),
-                                          out.ctypes.data)
+                                          packed, int(affine_slice),
+                                          int(bool(lean)) | 2 * bool(slice_range)
+                                          | 4 * bool(final_into), out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))

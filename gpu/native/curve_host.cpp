@@ -11,6 +11,13 @@
 #include "msm_merge.cuh"
 #include "msm_affine.cuh"
 
+// msm()'s flags (gpu/native/curve.py): level 1 by the lean bodies; the affine rounds' slices
+// over their own stretch and buckets; the dense chunks' affine tail added into the running
+// buckets
+#define MSM_HOST_LEAN 1
+#define MSM_HOST_SLICE_RANGE 2
+#define MSM_HOST_FINAL_INTO 4
+
 typedef int64_t i64;
 
 namespace {
@@ -55,30 +62,47 @@ void batch_invert(std::vector<F>& v, i64 n, int K2, i64 top) {
 // Step 3 by rounds of batched affine additions (msm_affine.cuh), the device driver's steps
 // (gpu/cuda/affine_acc.py) in loops: K pairs a thread, K2 values a thread at the inversion's
 // levels, the nb buckets in slices of `slice` keys (the dense engine's windows a few at a time).
-// Writes every one of the nb buckets.
+// Writes every one of the nb buckets, or with `into` adds each sum to what the bucket holds
+// (bucket_final_into: the dense engine's running buckets). ranged: each slice's round 0 over
+// its own stretch of the sorted items (slice_items) and every round's halving and scan over
+// the slice's buckets alone (ZKHIVE_MSM_AFFINE_SLICE_RANGE); the lengths and starts outside the
+// slice then hold stale words, as the device's reused buffers do, so a read of one shows.
 template <class F>
 void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
                     const affine_t<F>* bases, i64 nb, int rounds, int K, int K2, i64 slice,
-                    std::vector<xyzz_t<F>>& buckets) {
+                    bool ranged, bool into, std::vector<xyzz_t<F>>& buckets) {
     std::vector<uint32_t> start0(nb, 0), cnt0(nb, 0);
     for (i64 i = 0; i < M; i++) run_bounds(i, M, keys, start0.data(), cnt0.data());
     for (i64 b = 0; b < nb; b++) cnt0[b] -= start0[b];
+    const uint32_t stale = ranged ? 0x5a5a5a5au : 0u;
     for (i64 lo = 0; lo < nb; lo += slice) {
         i64 hi = lo + slice < nb ? lo + slice : nb;
-        std::vector<uint32_t> start = start0, cnt = cnt0, start_out(nb), cnt_out(nb);
+        std::vector<uint32_t> start = start0, cnt = cnt0, start_out(nb, stale), cnt_out(nb, stale);
         std::vector<uint32_t> key_in(keys, keys + M), key_out, src;
         std::vector<affine_t<F>> pts, out;
+        unsigned long long range[2] = {0, (unsigned long long)M};
+        if (ranged) slice_items(M, keys, lo, hi, range);
         i64 Min = M;
         for (int r = 0; r < rounds; r++) {
             i64 Mout = 0;
-            for (i64 b = 0; b < nb; b++) {
-                run_halve(b, lo, hi, cnt.data(), cnt_out.data());
-                start_out[b] = (uint32_t)Mout;
-                Mout += cnt_out[b];
+            if (ranged) {  // the device's launch over the slice's buckets, pointers moved to lo
+                for (i64 b = 0; b < hi - lo; b++) {
+                    run_halve(b, 0, hi - lo, cnt.data() + lo, cnt_out.data() + lo);
+                    start_out[lo + b] = (uint32_t)Mout;
+                    Mout += cnt_out[lo + b];
+                }
+            } else {
+                for (i64 b = 0; b < nb; b++) {
+                    run_halve(b, lo, hi, cnt.data(), cnt_out.data());
+                    start_out[b] = (uint32_t)Mout;
+                    Mout += cnt_out[b];
+                }
             }
             src.assign(Mout, 0);
             key_out.assign(Mout, 0);
-            for (i64 i = 0; i < Min; i++)
+            i64 first = ranged && r == 0 ? (i64)range[0] : 0;
+            i64 end = ranged && r == 0 ? (i64)range[1] : Min;
+            for (i64 i = first; i < end; i++)
                 pair_layout(i, lo, hi, key_in.data(), start.data(), cnt.data(), start_out.data(),
                             src.data(), key_out.data());
             i64 T = Mout / K + (Mout % K != 0);
@@ -101,8 +125,10 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             cnt.swap(cnt_out);
             Min = Mout;
         }
-        for (i64 b = lo; b < hi; b++) bucket_final<F>(b, start.data(), cnt.data(), pts.data(),
-                                                      buckets.data());
+        for (i64 b = lo; b < hi; b++) {
+            if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
+            else bucket_final<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
+        }
     }
 }
 
@@ -115,7 +141,8 @@ template <class F>
 void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
                       const uint32_t* scalars, int c, i64 T1, i64 L2,
                       std::vector<xyzz_t<F>>& buckets, std::vector<uint32_t>& counts,
-                      int affine, int slice, int lean) {
+                      int affine, int slice, int flags) {
+    const bool lean = flags & MSM_HOST_LEAN;
     typedef xyzz_t<F> P;
     const int W = msm_windows(c);
     const i64 B = (i64)1 << (c - 1);
@@ -150,6 +177,7 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
     if (affine > 0) {
         affine_buckets<F>(M, keys.data(), vals.data(), bases.data() + lo, W * B, affine & 0xff,
                           (affine >> 8) & 0xfff, affine >> 20, slice > 0 ? slice * B : W * B,
+                          (flags & MSM_HOST_SLICE_RANGE) != 0, (flags & MSM_HOST_FINAL_INTO) != 0,
                           buckets);
         return;
     }
@@ -185,7 +213,7 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
 
 template <class F>
 i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1, i64 L2,
-        i64 G, i64 G2, i64 chunk, int affine, int slice, int lean, uint32_t* out) {
+        i64 G, i64 G2, i64 chunk, int affine, int slice, int flags, uint32_t* out) {
     typedef xyzz_t<F> P;
     std::vector<affine_t<F>> bases;
     i64 bad = load_bases<F>(n, raw_bases, bases);
@@ -196,13 +224,19 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
     std::vector<uint32_t> counts;
     if (chunk <= 0) {
         accumulate_chunk<F>(0, n, bases, scalars, c, T1, L2, buckets, counts, affine, slice,
-                            lean);
+                            flags & ~MSM_HOST_FINAL_INTO);
+    } else if (affine > 0 && (flags & MSM_HOST_FINAL_INTO)) {
+        // the dense engine's ZKHIVE_MSM_DENSE_FINAL_INTO: each chunk's affine tail adds into
+        // the running buckets (zeroed: the identity), no merge
+        for (i64 lo = 0; lo < n; lo += chunk)
+            accumulate_chunk<F>(lo, n - lo < chunk ? n - lo : chunk, bases, scalars + 8 * lo, c,
+                                T1, L2, buckets, counts, affine, slice, flags);
     } else {
         // the chunk's buckets hold stale sums where it wrote nothing: merge by its counts
         std::vector<P> mine(W * B, P::identity());
         for (i64 lo = 0; lo < n; lo += chunk) {
             accumulate_chunk<F>(lo, n - lo < chunk ? n - lo : chunk, bases, scalars + 8 * lo, c,
-                                T1, L2, mine, counts, affine, slice, lean);
+                                T1, L2, mine, counts, affine, slice, flags & ~MSM_HOST_FINAL_INTO);
             for (i64 k = 0; k < W * B; k++) merge_bucket<F>(k, counts.data(), mine.data(),
                                                             buckets.data());
         }
@@ -290,14 +324,14 @@ int g2_point_op(int op, const uint32_t* a, const uint32_t* b, uint32_t k, uint32
 // G, G2: buckets a first-level segment of the window reduction, points a second-level one.
 // chunk > 0: the chunked MSM with buckets shared by the chunks (the device's DenseEngine).
 // affine > 0: step 3 by batched affine additions (rounds | K << 8 | K2 << 20), the buckets
-// `slice` windows at a time (0: all at once). lean: level 1 by accumulate_range_lean.
+// `slice` windows at a time (0: all at once). flags: MSM_HOST_* above.
 i64 g1_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 G2, i64 chunk, int affine, int slice, int lean, uint32_t* out) {
-    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, lean, out);
+           i64 G2, i64 chunk, int affine, int slice, int flags, uint32_t* out) {
+    return msm<fq_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, flags, out);
 }
 i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1, i64 L2, i64 G,
-           i64 G2, i64 chunk, int affine, int slice, int lean, uint32_t* out) {
-    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, lean, out);
+           i64 G2, i64 chunk, int affine, int slice, int flags, uint32_t* out) {
+    return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, flags, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {

@@ -157,16 +157,21 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, mode, monkeypatch):
 
 
 @pytest.mark.parametrize("chunk", [512, 1000, 6000])
-@pytest.mark.parametrize("sort,affine,slice_", [("radix", 0, ""), ("plain", 0, ""),
-                                                ("match", 0, ""), ("radix", 3, ""),
-                                                ("radix", 3, "2"), ("plain", 2, "1")])
-def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_, monkeypatch):
+@pytest.mark.parametrize("sort,affine,slice_,opts", [
+    ("radix", 0, "", ""), ("plain", 0, "", ""), ("match", 0, "", ""), ("radix", 3, "", ""),
+    ("radix", 3, "2", ""), ("plain", 2, "1", ""),
+    # the slice's own stretch and buckets, the tail added into the running buckets
+    ("radix", 3, "2", "range,into"), ("radix", 3, "", "into"), ("plain", 2, "1", "range")])
+def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_, opts,
+                                           monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
     of buckets, queued on a stream and collected later; == the known-log identity for random,
     skewed and 0/1 scalars, a chunk size that does and does not divide n, either sort, the
     buckets summed in XYZZ or by batched affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS), all
-    windows at once or a slice of 2 or 1 (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS); a scalar
-    >= r in a later chunk is named by its index in the whole vector, and the engine keeps serving."""
+    windows at once or a slice of 2 or 1 (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS), each slice over its
+    own stretch (ZKHIVE_MSM_AFFINE_SLICE_RANGE) and the tail into the running buckets without a
+    merge (ZKHIVE_MSM_DENSE_FINAL_INTO); a scalar >= r in a later chunk is named by its index
+    in the whole vector, and the engine keeps serving."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
     from gpu.cuda.msm import DenseEngine
@@ -179,6 +184,8 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_SORT", sort)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", str(affine))
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", slice_)
+    monkeypatch.setenv("ZKHIVE_MSM_AFFINE_SLICE_RANGE", "1" if "range" in opts else "0")
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_INTO", "1" if "into" in opts else "0")
     n = len(xy)
     e = DenseEngine(group, chunk)
     e.warm()

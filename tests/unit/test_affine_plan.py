@@ -121,3 +121,17 @@ def test_the_dense_setting_names_what_is_wrong(monkeypatch):
         A.dense_affine_windows(13)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "99")
     assert A.dense_affine_windows(13) == 13
+
+
+@pytest.mark.parametrize("var,read", [("ZKHIVE_MSM_AFFINE_SLICE_RANGE", A.affine_slice_range),
+                                      ("ZKHIVE_MSM_DENSE_FINAL_INTO", A.dense_final_into)])
+def test_the_opt_in_steps_read_0_or_1_and_refuse_anything_else(monkeypatch, var, read):
+    monkeypatch.delenv(var, raising=False)
+    assert read() is False          # off until the device has timed them
+    for v, want in (("", False), ("0", False), ("1", True)):
+        monkeypatch.setenv(var, v)
+        assert read() is want
+    for bad in ("yes", "2", "on"):
+        monkeypatch.setenv(var, bad)
+        with pytest.raises(GpuError, match=f"{var}={bad!r}: expected 0 or 1"):
+            read()

@@ -284,6 +284,39 @@ def test_host_affine_buckets_match_arkworks(group, affine):
     assert curve.msm(g, xy, vec_from_ints(ints), affine=affine) != reference(P, pts, cases[0][1])
 
 
+@pytest.mark.parametrize("slice_range,final_into", [(True, False), (False, True), (True, True)],
+                         ids=["slice-range", "final-into", "both"])
+def test_host_dense_chunks_with_slice_ranges_and_the_tail_into_the_running_buckets(
+        group, slice_range, final_into):
+    """The dense engine's two opt-in steps (ZKHIVE_MSM_AFFINE_SLICE_RANGE: each slice's round 0
+    over its own stretch of the sorted items and the halvings over its own buckets, the other
+    buckets' lengths left stale; ZKHIVE_MSM_DENSE_FINAL_INTO: each chunk's affine tail added into
+    the running buckets, no merge) == arkworks, over chunks that do and do not divide n, slices
+    of 1 and 3 windows and all at once, random, skewed and edge scalars; a changed scalar changes
+    the sum."""
+    g, P = group
+    n = 96 if g == "g1" else 24
+    pts = rand_points(P, n)
+    xy = M.encode_points(pts, g)
+    opts = dict(slice_range=slice_range, final_into=final_into)
+    cases = [("random", [rng.randrange(MODULUS) for _ in range(n)])] + list(edge_cases(n))
+    for name, ints in cases:
+        ref = reference(P, pts, ints)
+        for chunk in (n // 4, n // 3 + 1, n):
+            for slice_ in (0, 1, 3):
+                assert curve.msm(g, xy, vec_from_ints(ints), window=3, chunk=chunk,
+                                 affine=AFFINE[0], affine_slice=slice_, **opts) == ref, \
+                    (name, chunk, slice_)
+        assert curve.msm(g, xy, vec_from_ints(ints), chunk=n // 2, affine=AFFINE[2],
+                         affine_slice=1, **opts) == ref, name
+    ints = list(cases[0][1])
+    ints[n - 1] = (ints[n - 1] + 1) % MODULUS
+    assert curve.msm(g, xy, vec_from_ints(ints), window=3, chunk=n // 4, affine=AFFINE[0],
+                     affine_slice=1, **opts) != reference(P, pts, cases[0][1])
+    with pytest.raises(ValueError, match="steps of the affine rounds"):
+        curve.msm(g, xy, vec_from_ints(ints), chunk=n // 4, **opts)
+
+
 def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
     """The pairs that are not chords: equal points (the doubling, denominator 2y), a point and
     its negation (zero sum, carried as the identity into later rounds), identity bases on
