@@ -61,6 +61,7 @@ def measure(be, prove, verify, pk, vk, pub, circuit, blob, runs: int) -> dict:
     profile = dict(getattr(dense, "last_profile", {}) or {}) \
         if os.environ.get("ZKHIVE_MSM_PROFILE") == "1" else {}
     return dict(prove_s=statistics.median(totals), prove_all_s=totals, h_profile_ms=profile,
+                matvec_planes=bool(getattr(be, "last_matvec_planes", False)),
                 stages_s={k: statistics.median(v) for k, v in stages.items()},
                 stage_streams=streams, device_span_s=statistics.median(spans),
                 stream_busy_s={k: statistics.median(v) for k, v in busy.items()},
@@ -108,7 +109,8 @@ def report(row: dict, tag: str) -> None:
         print(f"    {tag}H query's dense engine (ms, summed over its chunks; events between "
               f"launches): " + ", ".join(f"{k} {v:.1f}" for k, v in row["h_profile_ms"].items()),
               flush=True)
-    print(f"    {tag}paths: " + "; ".join(
+    print(f"    {tag}matvec read z from {'the planes' if row.get('matvec_planes') else 'z'}; "
+          f"paths: " + "; ".join(
         f"{q}: {i['path']} 0={i.get('zeros', '-')} 1={i.get('ones', '-')} other={i.get('tail', '-')} "
         f"chunks={i['chunks']}" for q, i in row["msm_paths"].items()), flush=True)
 

@@ -382,6 +382,7 @@ class CudaBackend(Backend):
         #: policy (cluster.pipeline.prover.Prover decides what is loaded and evicted, gpu/backends/base.py)
         self._on_device: dict[bytes, tuple[Resident, int]] = {}
         self._split = None    # gpu.cuda.split_msm.SplitMsm, made at the first load
+        self.last_matvec_planes = False  # the last proof's matvec read z from the planes
         #: per proof, per query: the witness statistics and the MSM path taken (benchmarks)
         self.last_msm: dict = {}
         self._staging = None  # page-locked host buffer for z, grown on demand
@@ -720,14 +721,26 @@ class CudaBackend(Backend):
 
         mark("start")
         zb = buf(32 * res.num_vars, "z")
+        planes = keep = None
         if is_compact_assignment(z):
-            # the bit planes and the other values go up; one thread an element expands them
-            from gpu.cuda.compact import expand_assignment
-            expand_assignment(assignment_blob(z), res.num_vars, zb)
+            # the bit planes and the other values go up; one thread an element expands them;
+            # where the matvec reads z from the planes (ZKHIVE_MATVEC_PLANES; not with the early
+            # side stream, whose MSMs take the working set's room meanwhile) they stay until
+            # the check has read its flag
+            from gpu.cuda.compact import expand_assignment, planes_bytes
+            from gpu.native.compact import matvec_reads_planes
+            from synthesis.assignment import read_header
+            blob = assignment_blob(z)
+            nbytes = planes_bytes(blob, res.num_vars)
+            if res.compact is not None and not early and matvec_reads_planes(
+                    res.num_vars, read_header(blob, res.num_vars)[1], nbytes):
+                keep = buf(nbytes, "assignment planes the matvec reads")
+            planes = expand_assignment(blob, res.num_vars, zb, keep=keep).get("planes")
         else:
             host = self._stage(z)
             with loader.guard(kernel="upload z", shape=z.shape):
                 zb.upload(host)
+        self.last_matvec_planes = planes is not None  # the path this proof's matvec took
         mark("upload")
         a, b, c = (buf(32 * n, f"{x} evaluations") for x in "abc")
         flag = buf(8, "first unsatisfied")
@@ -743,7 +756,7 @@ class CudaBackend(Backend):
                     memset_words(dst.ptr + 32 * m, 0, 8 * (n - m), pre)
             for name, dst in (("a", a), ("b", b), ("c", c)):
                 if res.compact is not None:
-                    res.compact.spmv(name, zb, dst, stream=pre)
+                    res.compact.spmv(name, zb, dst, stream=pre, planes=planes)
                     continue
                 mat = res.matrices[name]
                 self.k_spmv(np.int64(m), np.uintp(mat.indptr.ptr), np.uintp(mat.indices.ptr),
@@ -776,6 +789,8 @@ class CudaBackend(Backend):
 
         if not early:
             satisfied()
+            if keep is not None:
+                keep.free()  # the flag was read: the products are done (the MSMs' room back)
             self.ntt.compute_h_device(a, b, c, log_n)  # H into a
         else:
             self.ntt.compute_h_device(a, b, c, log_n, streams=(pre, pre, pre),

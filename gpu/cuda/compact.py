@@ -23,6 +23,8 @@ from gpu.native import compact as host
 BLOCK = 256
 _ARRAYS = ("h_ptr", "h_col", "h_coef", "b_ptr", "b_col", "b_coef", "table")
 _T_ARRAYS = ("piece_lo", "piece_ptr", "bt_row", "bt_coef", "gcol", "ht_ptr", "ht_row", "ht_coef")
+_KERNELS = ("rep_spmv", "rep_spmv_long", "rep_spmv_planes", "rep_spmv_long_planes",
+            "rep_spmv_t_pieces", "rep_spmv_t_gather", "rep_spmv_t_header", "fr_add_into")
 
 
 def _grid(n: int, block: int = BLOCK) -> tuple:
@@ -52,9 +54,7 @@ class DeviceCompactR1CS:
             raise host.CompactFormError(f"matrices A, B, C have {sorted(rows)} rows")
         self.rows = rows.pop()
         self._mod = module()
-        self._f = {k: loader.get_function(self._mod, k) for k in (
-            "rep_spmv", "rep_spmv_long", "rep_spmv_t_pieces", "rep_spmv_t_gather",
-            "rep_spmv_t_header", "fr_add_into")}
+        self._f = {k: loader.get_function(self._mod, k) for k in _KERNELS}
         self.buffers: list[DeviceBuffer] = []
         self.dev: dict[str, dict] = {}
         self.tdev: dict[str, dict] = {}
@@ -114,9 +114,7 @@ class DeviceCompactR1CS:
                            f"{entry.get('num_vars')} variables; the circuit has {self.rows}, "
                            f"{self.num_vars}")
         self._mod = module()
-        self._f = {k: loader.get_function(self._mod, k) for k in (
-            "rep_spmv", "rep_spmv_long", "rep_spmv_t_pieces", "rep_spmv_t_gather",
-            "rep_spmv_t_header", "fr_add_into")}
+        self._f = {k: loader.get_function(self._mod, k) for k in _KERNELS}
         self.buffers, self.dev, self.tdev = [], {}, {}
         for k, p in self.parts.items():
             e = entry["dev"][k]
@@ -151,22 +149,27 @@ class DeviceCompactR1CS:
     def nbytes(self) -> int:
         return sum(b.nbytes for b in self.buffers)
 
-    def spmv(self, name: str, z: DeviceBuffer, out: DeviceBuffer, stream=None) -> None:
-        """out = M z: one thread a row, rows of more than REP_LONG terms a warp each."""
+    def spmv(self, name: str, z: DeviceBuffer, out: DeviceBuffer, stream=None, *,
+             planes: "AssignmentPlanes | None" = None) -> None:
+        """out = M z: one thread a row, rows of more than REP_LONG terms a warp each. planes:
+        z read from the compact assignment's planes on the device (expand_assignment's, kept)
+        instead of from the expanded z (compact.cuh z_planes_t); the same product."""
         p, d = self.parts[name], self.dev[name]
         nh, nb = d["nlong"]
         tasks = nh + p["copies"] * nb
         brows = np.int64(max(p["brows"], 1))
         mat = (*(_u(d[k]) for k in _ARRAYS), _u(d["base"]), _u(d["stride"]))
-        with loader.guard(kernel="rep_spmv", shape=(p["rows"], p["nnz"])):
-            self._f["rep_spmv"](np.int64(p["rows"]), np.int64(p["hrows"]), brows, *mat, _u(z),
-                                _u(out), np.int32(1 if tasks else 0), block=(BLOCK, 1, 1),
-                                grid=_grid(p["rows"]), stream=stream)
+        zargs = (_u(z),) if planes is None else planes.args()
+        kind = "" if planes is None else "_planes"
+        with loader.guard(kernel=f"rep_spmv{kind}", shape=(p["rows"], p["nnz"])):
+            self._f[f"rep_spmv{kind}"](np.int64(p["rows"]), np.int64(p["hrows"]), brows, *mat,
+                                       *zargs, _u(out), np.int32(1 if tasks else 0),
+                                       block=(BLOCK, 1, 1), grid=_grid(p["rows"]), stream=stream)
             if tasks:
-                self._f["rep_spmv_long"](np.int64(tasks), np.int64(nh), np.int64(max(nb, 1)),
-                                         _u(d["long_h"]), _u(d["long_b"]), np.int64(p["hrows"]),
-                                         brows, *mat, _u(z), _u(out), block=(BLOCK, 1, 1),
-                                         grid=_grid(32 * tasks), stream=stream)
+                self._f[f"rep_spmv_long{kind}"](
+                    np.int64(tasks), np.int64(nh), np.int64(max(nb, 1)), _u(d["long_h"]),
+                    _u(d["long_b"]), np.int64(p["hrows"]), brows, *mat, *zargs, _u(out),
+                    block=(BLOCK, 1, 1), grid=_grid(32 * tasks), stream=stream)
 
     def long_rows(self, name: str) -> tuple[int, int]:
         """(header rows, rows in all copies) that the warp-a-row kernel computes."""
@@ -239,21 +242,45 @@ class _Staging:
 _staging = _Staging()
 
 
-def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer) -> dict:
+class AssignmentPlanes:
+    """A compact assignment's planes on the device, as expand_assignment uploads them (other
+    words, one words, per-word offsets, the field elements), for products that read z from them
+    (DeviceCompactR1CS.spmv's planes)."""
+
+    def __init__(self, base: int, words: int, off: int, other: int):
+        self.base, self.words, self.off, self.other = int(base), int(words), int(off), int(other)
+
+    def args(self) -> tuple:
+        b, w = self.base, self.words
+        return np.uintp(b), np.uintp(b + 4 * w), np.uintp(b + 8 * w), np.uintp(b + self.off)
+
+
+def planes_bytes(blob: bytes, num_vars: int) -> int:
+    """The device bytes of a blob's planes (a buffer for expand_assignment's ``keep``)."""
+    return max(host.planes_layout(blob, num_vars)[2], 8)
+
+
+def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer, *,
+                      keep: DeviceBuffer | None = None) -> dict:
     """Fill z (num_vars canonical elements) from a compact assignment blob: the bit planes and
     the other values go up (n/4 + 32 m bytes: ~87 MB for filecoin-32g instead of 4.2 GB) and one
     thread an element expands them. The host side (checks, word offsets; planes_into, on every
     core) writes into a page-locked buffer, so one copy takes everything up: the stage "upload"
     of a 2^27 partition on the H200 took 122 ms with numpy's checks and four pageable copies,
-    25 ms so.
-    Returns the blob's counts (ones, others) for the MSM split."""
+    25 ms so. keep: the caller's buffer of planes_bytes() for the planes, left there (the
+    products may read z from them: "planes" in the result), instead of a temporary one.
+    Returns the blob's count of field elements ("other") for the MSM split."""
     f = loader.get_function(module(), "expand_assignment")
     words, off, total = host.planes_layout(blob, num_vars)
+    if keep is not None and keep.nbytes < total:
+        raise GpuError(f"the planes need {total} bytes, the buffer given holds {keep.nbytes}")
     with _staging.lock:
         stage = _staging.get(total)
         host.planes_into(blob, num_vars, stage)
         m = (total - off) // 32
-        with DeviceBuffer(max(total, 8), what="assignment planes and field elements") as d:
+        d = keep if keep is not None else \
+            DeviceBuffer(max(total, 8), what="assignment planes and field elements")
+        try:
             d.upload(stage)
             base = d.ptr
             with loader.guard(kernel="expand_assignment", shape=num_vars):
@@ -261,4 +288,10 @@ def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer) -> dict:
                   np.uintp(base + 8 * words), np.uintp(base + off), _u(z), block=(BLOCK, 1, 1),
                   grid=_grid(num_vars))
                 loader.driver().Context.synchronize()  # the staging buffers are reused next
-    return {"other": int(m)}
+        finally:
+            if keep is None:
+                d.free()
+    out = {"other": int(m)}
+    if keep is not None:
+        out["planes"] = AssignmentPlanes(keep.ptr, words, off, m)
+    return out

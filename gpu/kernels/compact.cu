@@ -32,17 +32,43 @@ __device__ __forceinline__ void fixed_base_mont(i64 n, const uint32_t* table, co
     }
 #if !defined(COMPACT_G2_ONLY) && !defined(COMPACT_G2_MONT)  // compact_g2*.cu: G2 fixed-base alone
 // One thread a row; skip_long: rows of more than REP_LONG terms are left to rep_spmv_long.
+template <class Z>
+__device__ __forceinline__ void rep_spmv_body(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
+                                              const int32_t* h_col, const uint32_t* h_coef,
+                                              const i64* b_ptr, const int32_t* b_col,
+                                              const uint32_t* b_coef, const uint32_t* table,
+                                              const i64* base, const i64* stride, const Z& z,
+                                              uint32_t* __restrict__ out, int skip_long) {
+    i64 r = TID;
+    if (r >= rows) return;
+    rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
+    if (skip_long && rep_row_len(m, r) > REP_LONG) return;
+    rep_store(out + 8 * r, rep_row(m, r, z));
+}
+
 extern "C" __global__ void rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
                                     const int32_t* h_col, const uint32_t* h_coef, const i64* b_ptr,
                                     const int32_t* b_col, const uint32_t* b_coef,
                                     const uint32_t* table, const i64* base, const i64* stride,
                                     const uint32_t* __restrict__ z, uint32_t* __restrict__ out,
                                     int skip_long) {
-    i64 r = TID;
-    if (r >= rows) return;
-    rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
-    if (skip_long && rep_row_len(m, r) > REP_LONG) return;
-    rep_store(out + 8 * r, rep_row(m, r, z));
+    rep_spmv_body(rows, hrows, brows, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base,
+                  stride, z_vec_t{z}, out, skip_long);
+}
+
+// The same product reading z from the compact assignment's planes (compact.cuh z_planes_t)
+extern "C" __global__ void rep_spmv_planes(i64 rows, i64 hrows, i64 brows, const i64* h_ptr,
+                                           const int32_t* h_col, const uint32_t* h_coef,
+                                           const i64* b_ptr, const int32_t* b_col,
+                                           const uint32_t* b_coef, const uint32_t* table,
+                                           const i64* base, const i64* stride,
+                                           const uint32_t* __restrict__ other,
+                                           const uint32_t* __restrict__ one,
+                                           const uint32_t* __restrict__ offs,
+                                           const uint32_t* __restrict__ fes,
+                                           uint32_t* __restrict__ out, int skip_long) {
+    rep_spmv_body(rows, hrows, brows, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base,
+                  stride, z_planes_t{other, one, offs, fes}, out, skip_long);
 }
 
 __device__ __forceinline__ fr_t warp_sum(fr_t x) {
@@ -59,13 +85,15 @@ __device__ __forceinline__ fr_t warp_sum(fr_t x) {
 // The long rows, a warp each: task t < nh is header row long_h[t]; the others are block row
 // long_b[u % nb] of copy u / nb (u = t - nh). Lane l takes terms l, l + 32, ... (rep_row_part),
 // the lanes' sums are added across the warp (rep_row_lanes is the same on the host).
-extern "C" __global__ void rep_spmv_long(i64 tasks, i64 nh, i64 nb, const i64* long_h,
-                                         const i64* long_b, i64 hrows, i64 brows, const i64* h_ptr,
-                                         const int32_t* h_col, const uint32_t* h_coef,
-                                         const i64* b_ptr, const int32_t* b_col,
-                                         const uint32_t* b_coef, const uint32_t* table,
-                                         const i64* base, const i64* stride,
-                                         const uint32_t* __restrict__ z, uint32_t* __restrict__ out) {
+template <class Z>
+__device__ __forceinline__ void rep_spmv_long_body(i64 tasks, i64 nh, i64 nb, const i64* long_h,
+                                                   const i64* long_b, i64 hrows, i64 brows,
+                                                   const i64* h_ptr, const int32_t* h_col,
+                                                   const uint32_t* h_coef, const i64* b_ptr,
+                                                   const int32_t* b_col, const uint32_t* b_coef,
+                                                   const uint32_t* table, const i64* base,
+                                                   const i64* stride, const Z& z,
+                                                   uint32_t* __restrict__ out) {
     i64 t = TID >> 5;
     int lane = threadIdx.x & 31;
     if (t >= tasks) return;  // whole warps: tasks is per warp
@@ -78,6 +106,33 @@ extern "C" __global__ void rep_spmv_long(i64 tasks, i64 nh, i64 nb, const i64* l
     mont = warp_sum(mont);
     any_mont = __any_sync(0xffffffffu, any_mont);
     if (lane == 0) rep_store(out + 8 * r, rep_finish(plain, mont, any_mont));
+}
+
+extern "C" __global__ void rep_spmv_long(i64 tasks, i64 nh, i64 nb, const i64* long_h,
+                                         const i64* long_b, i64 hrows, i64 brows, const i64* h_ptr,
+                                         const int32_t* h_col, const uint32_t* h_coef,
+                                         const i64* b_ptr, const int32_t* b_col,
+                                         const uint32_t* b_coef, const uint32_t* table,
+                                         const i64* base, const i64* stride,
+                                         const uint32_t* __restrict__ z, uint32_t* __restrict__ out) {
+    rep_spmv_long_body(tasks, nh, nb, long_h, long_b, hrows, brows, h_ptr, h_col, h_coef, b_ptr,
+                       b_col, b_coef, table, base, stride, z_vec_t{z}, out);
+}
+
+extern "C" __global__ void rep_spmv_long_planes(i64 tasks, i64 nh, i64 nb, const i64* long_h,
+                                                const i64* long_b, i64 hrows, i64 brows,
+                                                const i64* h_ptr, const int32_t* h_col,
+                                                const uint32_t* h_coef, const i64* b_ptr,
+                                                const int32_t* b_col, const uint32_t* b_coef,
+                                                const uint32_t* table, const i64* base,
+                                                const i64* stride,
+                                                const uint32_t* __restrict__ other,
+                                                const uint32_t* __restrict__ one,
+                                                const uint32_t* __restrict__ offs,
+                                                const uint32_t* __restrict__ fes,
+                                                uint32_t* __restrict__ out) {
+    rep_spmv_long_body(tasks, nh, nb, long_h, long_b, hrows, brows, h_ptr, h_col, h_coef, b_ptr,
+                       b_col, b_coef, table, base, stride, z_planes_t{other, one, offs, fes}, out);
 }
 
 extern "C" __global__ void rep_spmv_t_pieces(i64 tasks, i64 npieces, i64 hrows, i64 brows,

@@ -52,10 +52,6 @@ FF_FN fr_t rep_load(const uint32_t* p) {
 
 FF_FN bool rep_is_one(const fr_t& c) { return rep_is_one(c.v); }
 
-// Terms lo + first, lo + first + step, ... of a row, REP_BATCH at a time: the batch's column and
-// coefficient indices are read, then all its z and coefficient loads issued, then the products,
-// so a thread has up to REP_BATCH gathers in flight instead of one dependent chain a term.
-// step = 1: a whole row (one thread a row); step = 32: a warp's lane of a long row.
 #ifndef REP_BATCH
 #define REP_BATCH 4
 #endif
@@ -65,34 +61,87 @@ FF_FN bool rep_is_one(const fr_t& c) { return rep_is_one(c.v); }
 #ifndef REP_LONG
 #define REP_LONG 32
 #endif
+FF_FN uint32_t rep_popc(uint32_t x) {
+#if defined(__CUDA_ARCH__)
+    return (uint32_t)__popc(x);
+#else
+    return (uint32_t)__builtin_popcount(x);
+#endif
+}
+// Where a product reads z. z_vec_t: the expanded vector (8 limbs an element). z_planes_t: the
+// compact assignment itself (synthesis/assignment.py, the buffer gpu/cuda/compact.py
+// expand_assignment uploads): bit i of `other` says "the next field element" (offs[w] = other
+// bits before 32-bit word w, fes the elements), else bit i of `one` is the value. Why the
+// planes: a 32 GiB PoRep witness is 98.7% 0s and 1s, and the product's time is its z gathers
+// (32 random bytes a term: ~600 GB/s on the H200, 36 ms of the 42 ms matvec at 2^27), where
+// the planes are 2 bits a variable (32 MB at 2^27, mostly in L2) and a 0 or a 1 takes no
+// product at all: c * 1 is the canonical coefficient itself.
+struct z_vec_t {
+    const uint32_t* z;
+    typedef fr_t fetch_t;
+    FF_FN fetch_t fetch(i64 i) const { return rep_load(z + 8 * i); }
+    FF_FN void add(const fetch_t& zv, i64, const fr_t& c, fr_t& plain, fr_t& mont,
+                   bool& any_mont) const {
+        if (rep_is_one(c)) plain += zv;
+        else { mont += c * zv; any_mont = true; }
+    }
+};
+struct z_planes_t {
+    const uint32_t* other;
+    const uint32_t* one;
+    const uint32_t* offs;
+    const uint32_t* fes;
+    struct fetch_t { uint32_t other, one; };
+    FF_FN fetch_t fetch(i64 i) const {
+        i64 w = i >> 5;
+        fetch_t f = {other[w], one[w]};
+        return f;
+    }
+    FF_FN void add(const fetch_t& f, i64 i, const fr_t& c, fr_t& plain, fr_t& mont,
+                   bool& any_mont) const {
+        uint32_t b = (uint32_t)(i & 31);
+        if ((f.other >> b) & 1u) {
+            i64 k = (i64)offs[i >> 5] + rep_popc(f.other & ((1u << b) - 1u));
+            fr_t zv = rep_load(fes + 8 * k);
+            if (rep_is_one(c)) plain += zv;
+            else { mont += c * zv; any_mont = true; }
+        } else if ((f.one >> b) & 1u) {
+            plain += c;
+        }
+    }
+};
+// Terms lo + first, lo + first + step, ... of a row, REP_BATCH at a time: the batch's column and
+// coefficient indices are read, then all its z and coefficient loads issued, then the products,
+// so a thread has up to REP_BATCH gathers in flight instead of one dependent chain a term.
+// step = 1: a whole row (one thread a row); step = 32: a warp's lane of a long row.
+template <class Z>
 FF_FN void rep_terms(fr_t& plain, fr_t& mont, bool& any_mont, i64 lo, i64 hi, int first,
                      int step, const int32_t* cols, const uint32_t* coefs, const uint32_t* table,
-                     const uint32_t* z, const i64* base, const i64* stride, i64 j) {
+                     const Z& z, const i64* base, const i64* stride, i64 j) {
     for (i64 k0 = lo + first; k0 < hi; k0 += (i64)step * REP_BATCH) {
-        const uint32_t* zp[REP_BATCH];
+        i64 zi[REP_BATCH];
         const uint32_t* cp[REP_BATCH];
 #pragma unroll
         for (int u = 0; u < REP_BATCH; u++) {
             i64 k = k0 + (i64)u * step < hi ? k0 + (i64)u * step : lo;  // past the row: term lo
             i64 x = cols[k];
-            zp[u] = z + 8 * (base ? base[x] + j * stride[x] : x);
+            zi[u] = base ? base[x] + j * stride[x] : x;
             cp[u] = table + 8 * (i64)coefs[k];
         }
-        fr_t zv[REP_BATCH], cv[REP_BATCH];
+        typename Z::fetch_t zv[REP_BATCH];
+        fr_t cv[REP_BATCH];
 #pragma unroll
         for (int u = 0; u < REP_BATCH; u++) {
-            zv[u] = rep_load(zp[u]);
+            zv[u] = z.fetch(zi[u]);
             cv[u] = rep_load(cp[u]);
         }
 #pragma unroll
         for (int u = 0; u < REP_BATCH; u++) {
             if (k0 + (i64)u * step >= hi) break;
-            if (rep_is_one(cv[u])) plain += zv[u];
-            else { mont += cv[u] * zv[u]; any_mont = true; }
+            z.add(zv[u], zi[u], cv[u], plain, mont, any_mont);
         }
     }
 }
-
 // Number of terms of row r.
 FF_FN i64 rep_row_len(const rep_matrix_t& m, i64 r) {
     if (r < m.hrows) return m.h_ptr[r + 1] - m.h_ptr[r];
@@ -101,7 +150,8 @@ FF_FN i64 rep_row_len(const rep_matrix_t& m, i64 r) {
 }
 
 // The terms first, first + step, ... of row r into (plain, mont, any_mont).
-FF_FN void rep_row_part(const rep_matrix_t& m, i64 r, const uint32_t* z, int first, int step,
+template <class Z>
+FF_FN void rep_row_part(const rep_matrix_t& m, i64 r, const Z& z, int first, int step,
                         fr_t& plain, fr_t& mont, bool& any_mont) {
     if (r < m.hrows) {
         rep_terms(plain, mont, any_mont, m.h_ptr[r], m.h_ptr[r + 1], first, step, m.h_col,
@@ -121,7 +171,8 @@ FF_FN fr_t rep_finish(fr_t plain, const fr_t& mont, bool any_mont) {
 
 // <row r, z>: the unit coefficients summed directly, the others as c z R^-1, moved back by one
 // product with R^2 (arith/include/spmv.cuh does the same for full CSR).
-FF_FN fr_t rep_row(const rep_matrix_t& m, i64 r, const uint32_t* z) {
+template <class Z>
+FF_FN fr_t rep_row(const rep_matrix_t& m, i64 r, const Z& z) {
     fr_t plain = fr_t::zero(), mont = fr_t::zero();
     bool any_mont = false;
     rep_row_part(m, r, z, 0, 1, plain, mont, any_mont);
@@ -130,7 +181,8 @@ FF_FN fr_t rep_row(const rep_matrix_t& m, i64 r, const uint32_t* z) {
 
 // The same row as `lanes` strided parts summed (what rep_spmv_long's warp does; the host
 // build checks it against rep_row).
-FF_FN fr_t rep_row_lanes(const rep_matrix_t& m, i64 r, const uint32_t* z, int lanes) {
+template <class Z>
+FF_FN fr_t rep_row_lanes(const rep_matrix_t& m, i64 r, const Z& z, int lanes) {
     fr_t plain = fr_t::zero(), mont = fr_t::zero();
     bool any_mont = false;
     for (int lane = 0; lane < lanes; lane++) {

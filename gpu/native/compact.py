@@ -14,6 +14,7 @@ challenge block of ~40 M replicated 18 times; the device then holds ~0.3 GiB ins
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 from pathlib import Path
 
@@ -178,6 +179,7 @@ def lib() -> ctypes.CDLL:
             i64, vp = ctypes.c_int64, ctypes.c_void_p
             L.host_rep_spmv.argtypes = [i64, i64, i64] + [vp] * 11
             L.host_rep_spmv_lanes.argtypes = [i64, i64, i64] + [vp] * 11 + [ctypes.c_int]
+            L.host_rep_spmv_planes.argtypes = [i64, i64, i64] + [vp] * 14 + [ctypes.c_int]
             L.host_rep_spmv_t.argtypes = [i64] * 5 + [vp] * 7 + [i64] + [vp] * 7
             L.host_lagrange.argtypes = [i64, i64] + [vp] * 5
             L.host_powers.argtypes = [i64, i64] + [vp] * 3
@@ -206,6 +208,43 @@ def spmv(p: dict, z: np.ndarray, *, lanes: int = 0) -> np.ndarray:
     else:
         lib().host_rep_spmv(*args)
     return out
+
+
+def spmv_planes(p: dict, blob: bytes, num_vars: int, *, lanes: int = 0) -> np.ndarray:
+    """The matrix times z where z is read from a compact assignment's planes (:func:`planes`,
+    checked as the device's upload checks them), through the kernels' own row code
+    (compact.cuh z_planes_t: the device's rep_spmv_planes; lanes > 0: rep_spmv_long_planes'
+    order). Equal to spmv(p, expand(blob, num_vars))."""
+    other, one, offs, fes = planes(blob, num_vars)
+    f = np.ascontiguousarray(fes, dtype=np.uint64)
+    out = np.zeros((p["rows"], 4), np.uint64)
+    lib().host_rep_spmv_planes(p["rows"], p["hrows"], max(p["brows"], 1), *(_p(p[k]) for k in (
+        "h_ptr", "h_col", "h_coef", "b_ptr", "b_col", "b_coef", "table", "base", "stride")),
+        _p(other), _p(one), _p(offs), _p(f), _p(out), int(lanes))
+    return out
+
+
+#: the most device bytes of planes the products read z from: they live beside z, a, b, c
+#: during the matvec, inside the proof working set's room for partial sums (gpu/budget.py
+#: ProofShape: 128 MiB), and go before the MSMs use that room (filecoin-32g's: 87 MB)
+PLANES_ROOM = 128 << 20
+#: ZKHIVE_MATVEC_PLANES=auto takes the planes where at most this share of z are field elements
+#: (each one read through its word offset: a dependent gather more than z's own)
+PLANES_MAX_OTHER = 0.25
+
+
+def matvec_reads_planes(num_vars: int, other: int, nbytes: int) -> bool:
+    """Whether the matvec reads z from the compact assignment's planes (DeviceCompactR1CS.spmv
+    with planes) for a blob of ``other`` field elements among num_vars values whose planes take
+    nbytes on the device: ZKHIVE_MATVEC_PLANES=1 (where they fit PLANES_ROOM), auto (and at most
+    PLANES_MAX_OTHER of z field elements), 0 or unset: the expanded z (the default until the
+    device has timed the planes: docs/performance.md, "Waiting for a device")."""
+    v = os.environ.get("ZKHIVE_MATVEC_PLANES", "0") or "0"
+    if v not in ("0", "1", "auto"):
+        raise ValueError(f"ZKHIVE_MATVEC_PLANES={v!r}: expected 0, 1 or auto")
+    if v == "0" or nbytes > PLANES_ROOM:
+        return False
+    return v == "1" or other <= PLANES_MAX_OTHER * num_vars
 
 
 #: rows longer than this go to the device's warp-a-row kernel (compact.cuh REP_LONG)

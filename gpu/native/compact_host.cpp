@@ -15,7 +15,21 @@ void host_rep_spmv(i64 rows, i64 hrows, i64 brows, const i64* h_ptr, const int32
                    const i64* stride, const uint32_t* z, uint32_t* out) {
     rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
 #pragma omp parallel for schedule(static)
-    for (i64 r = 0; r < rows; r++) rep_store(out + 8 * r, rep_row(m, r, z));
+    for (i64 r = 0; r < rows; r++) rep_store(out + 8 * r, rep_row(m, r, z_vec_t{z}));
+}
+
+// The product reading z from the compact assignment's planes (compact.cuh z_planes_t: the
+// device's rep_spmv_planes); lanes > 0: each row as that many strided parts (rep_spmv_long's).
+void host_rep_spmv_planes(i64 rows, i64 hrows, i64 brows, const i64* h_ptr, const int32_t* h_col,
+                          const uint32_t* h_coef, const i64* b_ptr, const int32_t* b_col,
+                          const uint32_t* b_coef, const uint32_t* table, const i64* base,
+                          const i64* stride, const uint32_t* other, const uint32_t* one,
+                          const uint32_t* offs, const uint32_t* fes, uint32_t* out, int lanes) {
+    rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
+    z_planes_t z = {other, one, offs, fes};
+#pragma omp parallel for schedule(static)
+    for (i64 r = 0; r < rows; r++)
+        rep_store(out + 8 * r, lanes > 0 ? rep_row_lanes(m, r, z, lanes) : rep_row(m, r, z));
 }
 
 // Every row as `lanes` strided parts summed (rep_spmv_long's order of work; tests).
@@ -25,7 +39,7 @@ void host_rep_spmv_lanes(i64 rows, i64 hrows, i64 brows, const i64* h_ptr, const
                          const i64* stride, const uint32_t* z, uint32_t* out, int lanes) {
     rep_matrix_t m = {hrows, brows, 0, h_ptr, h_col, h_coef, b_ptr, b_col, b_coef, table, base, stride};
 #pragma omp parallel for schedule(static)
-    for (i64 r = 0; r < rows; r++) rep_store(out + 8 * r, rep_row_lanes(m, r, z, lanes));
+    for (i64 r = 0; r < rows; r++) rep_store(out + 8 * r, rep_row_lanes(m, r, z_vec_t{z}, lanes));
 }
 
 void host_rep_spmv_t(i64 nloc, i64 copies, i64 hrows, i64 brows, i64 npieces, const i64* piece_lo,

@@ -53,6 +53,68 @@ def test_device_product_equals_full_csr(backend):
         mats.free()
 
 
+def test_device_product_from_the_assignment_planes_equals_full_csr(backend):
+    """rep_spmv_planes and rep_spmv_long_planes (z read from the planes expand_assignment kept)
+    == the full-CSR host product == the product over the expanded z, for a witness of 0s, 1s
+    and field elements and one of field elements alone; every row written (a poisoned output)."""
+    from arith import native
+    from gpu.cuda.compact import DeviceCompactR1CS, expand_assignment, planes_bytes
+    from gpu.cuda.memory import DeviceBuffer
+    from synthesis.circuits import get_circuit
+
+    cr = get_circuit("filecoin-test-256b").compact_r1cs()
+    rng = np.random.default_rng()
+    nv = cr.num_variables
+    dense = F.vec_from_ints([int(x) for x in rng.integers(2, 2**62, nv)])
+    dense[0] = [1, 0, 0, 0]
+    mats = DeviceCompactR1CS(cr)
+    try:
+        for z in (random_z(nv, rng), dense):
+            blob = assignment.encode(z)
+            with DeviceBuffer(z.nbytes) as zb, DeviceBuffer(32 * cr.num_constraints) as out, \
+                    DeviceBuffer(planes_bytes(blob, nv)) as keep:
+                planes = expand_assignment(blob, nv, zb, keep=keep)["planes"]
+                for name in "abc":
+                    full = getattr(cr, name).to_sparse()
+                    want = native.spmv(full.indptr, full.indices, full.coeffs, z)
+                    for pl in (planes, None):
+                        got = np.full((cr.num_constraints, 4), 0xAB, np.uint64)
+                        out.upload(got)
+                        mats.spmv(name, zb, out, planes=pl)
+                        out.download(got)
+                        assert np.array_equal(got, want), (name, pl is None)
+    finally:
+        mats.free()
+
+
+@pytest.mark.parametrize("mode", ["1", "auto"])
+def test_proofs_with_the_matvec_on_the_planes_verify(backend, mode, monkeypatch):
+    """ZKHIVE_MATVEC_PLANES=1: the prover's matvec reads z from the blob's planes (the path taken,
+    last_matvec_planes), the proof equals the one over the expanded z with r, s fixed and
+    verifies; an unsatisfied witness is still named by its constraint. auto: the toy witness is
+    mostly field elements (21 of 30), so the expanded z (the same proof)."""
+    cr, z = toy(9), witness(9)
+    pub = F.vec_to_ints(z[1:2])
+    pk, vk = backend.setup_resident(cr, seed=b"seed-planes")
+    r, s = F.random_element(), F.random_element()
+    try:
+        monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", "0")
+        want = prove(pk, cr, assignment.encode(z), backend=backend, r=r, s=s)
+        assert backend.last_matvec_planes is False
+        monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", mode)
+        got = prove(pk, cr, assignment.encode(z), backend=backend, r=r, s=s)
+        assert backend.last_matvec_planes is (mode == "1")
+        assert got.to_bytes() == want.to_bytes()
+        assert verify(vk, pub, got) and not verify(vk, [pub[0] ^ 1], got)
+        bad = z.copy()
+        bad[1 + 1 + 1 + 3 * 4 + 1] = F.vec_from_ints([12345])[0]
+        with pytest.raises(UnsatisfiedConstraint) as e:
+            backend.prove_terms(pk, cr, assignment.encode(bad), _timer())
+        assert e.value.index == 1 + 3 * 4
+    finally:
+        backend.unload(pk.circuit_digest)
+
+
 def test_blob_expands_on_the_device(backend):
     from gpu.cuda.compact import expand_assignment
     from gpu.cuda.memory import DeviceBuffer

@@ -264,14 +264,18 @@ def test_radix_sort_gives_the_counting_sorts_lists(setup, c, monkeypatch):
         assert e.value.index == n - 5
 
 
-@pytest.mark.parametrize("c,rounds", [(5, None), (5, 0), (13, None), (13, 0), (22, 2)])
-def test_precomputed_tables_give_the_same_msm(setup, c, rounds):
+@pytest.mark.parametrize("c,rounds,ranged", [(5, None, ""), (5, 0, ""), (13, None, ""),
+                                             (13, 0, ""), (22, 2, ""), (13, None, "range"),
+                                             (22, 2, "range")])
+def test_precomputed_tables_give_the_same_msm(setup, c, rounds, ranged, monkeypatch):
     """gpu.cuda.precomputed: the tables 2^(c w) P_i made on the device and every window's digits
     in one set of buckets == the known-log identity and the plain MSM, for random, skewed and
     all-(r - 1) scalars, host or device scalars, with the buckets summed by batched affine
     rounds (None: the default count, 13 rounds at c = 5, 4 at c = 13; 2 at c = 22, where most
-    runs are one point long and pass through) or in XYZZ (0); a scalar >= r is named by its
+    runs are one point long and pass through) or in XYZZ (0), the rounds' layout over the
+    slice's own stretch or not (ZKHIVE_MSM_AFFINE_SLICE_RANGE); a scalar >= r is named by its
     index and the tables keep serving; G2 and a window too large for the sort are refused."""
+    monkeypatch.setenv("ZKHIVE_MSM_AFFINE_SLICE_RANGE", "1" if ranged else "0")
     from gpu.cuda.memory import DeviceBuffer
     from gpu.cuda.msm import DeviceBases
     from gpu.cuda.precomputed import PrecomputedBases

@@ -49,6 +49,45 @@ def test_products_equal_full_csr(which, fc_test):
         assert C.row_terms(p, i) == [(int(k), v) for k, v in full.row(i)]
 
 
+@pytest.mark.parametrize("which", ["toy", "filecoin-test-256b"])
+def test_products_from_the_assignment_planes_equal_full_csr(which, fc_test):
+    """A z, B z, C z with z read from the compact assignment's bit planes (compact.cuh
+    z_planes_t, the device's rep_spmv_planes and rep_spmv_long_planes: a 0 skipped, a 1 adding
+    the coefficient itself, a field element by its offset) == the full-CSR product, for a
+    witness of 0s, 1s and other values (all three kinds in one word of the planes), one of 0s
+    and 1s only and one of field elements only; a changed field element changes the product."""
+    cr = toy(6) if which == "toy" else fc_test.compact_r1cs()
+    rng = np.random.default_rng()
+    nv = cr.num_variables
+    mixed = random_z(nv, rng)
+    kinds = rng.integers(0, 3, nv)
+    mixed[kinds == 0] = 0
+    mixed[kinds == 1] = [1, 0, 0, 0]
+    bits = mixed.copy()
+    bits[kinds == 2] = [1, 0, 0, 0]
+    dense = F.vec_from_ints([int(x) for x in rng.integers(2, 2**62, nv)])
+    for z in (mixed, bits, dense):
+        z[0] = [1, 0, 0, 0]  # the constant one
+        blob = assignment.encode(z)
+        for name in "abc":
+            p = C.parts(getattr(cr, name), name)
+            full = getattr(cr, name).to_sparse()
+            want = native.spmv(full.indptr, full.indices, full.coeffs, z)
+            for lanes in (0, 32, 3):
+                assert np.array_equal(C.spmv_planes(p, blob, nv, lanes=lanes), want), (name, lanes)
+    # a field element that A reads, changed: the product follows it
+    full = cr.a.to_sparse()
+    k = int(next(c for c in np.unique(full.indices) if c and kinds[c] == 2))
+    z = mixed.copy()
+    z[0] = [1, 0, 0, 0]
+    p = C.parts(cr.a, "a")
+    before = C.spmv_planes(p, assignment.encode(z), nv)
+    z[k, 0] ^= 2
+    after = C.spmv_planes(p, assignment.encode(z), nv)
+    assert np.array_equal(after, native.spmv(full.indptr, full.indices, full.coeffs, z))
+    assert not np.array_equal(before, after)
+
+
 def test_a_plain_compact_matrix_is_a_header(fc_test):
     cm = fc_test.compact_r1cs().a.header
     p = C.parts(cm)
@@ -261,3 +300,19 @@ def test_column_maps_whose_tiles_overlap_are_refused():
 
 def test_filecoin_test_digests_agree_across_forms(fc_test):
     assert fc_test.r1cs().digest() == fc_test.compact_r1cs().digest()
+
+
+def test_the_matvec_reads_the_planes_only_where_asked_and_where_they_fit(monkeypatch):
+    n, room = 1 << 27, C.PLANES_ROOM
+    monkeypatch.delenv("ZKHIVE_MATVEC_PLANES", raising=False)
+    assert not C.matvec_reads_planes(n, 1_693_311, 87 << 20)   # off until timed on the device
+    monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", "1")
+    assert C.matvec_reads_planes(n, 1_693_311, 87 << 20)
+    assert C.matvec_reads_planes(n, n // 2, room)
+    assert not C.matvec_reads_planes(n, 0, room + 1)            # past the working set's room
+    monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", "auto")
+    assert C.matvec_reads_planes(n, n // 4, room)
+    assert not C.matvec_reads_planes(n, n // 4 + 1, room)       # mostly field elements
+    monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", "yes")
+    with pytest.raises(ValueError, match="ZKHIVE_MATVEC_PLANES='yes': expected 0, 1 or auto"):
+        C.matvec_reads_planes(n, 0, 0)
