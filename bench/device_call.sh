@@ -88,6 +88,9 @@ case "$N" in
    more=""
    for st in ${steps//,/ }; do more="$more ${st%%=*}:$st"; done
    [ -n "$steps" ] && more="$more all:$steps prof-all:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1,$steps"
+   # with the tail into the running buckets a fifth round leaves one point a bucket: one mixed
+   # addition a bucket and chunk instead of two, for 6.8 M affine pairs more a chunk
+   case "$steps" in *FINAL_INTO*) more="$more r5-all:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5,$steps" ;; esac
    BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 $more again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-300} run big ;;
 *) echo "call $N: one of 1-8" >&2; exit 2 ;;

@@ -97,6 +97,29 @@ def matvec_probe(be, pk) -> dict:
     return out
 
 
+def alloc_probe(be, pk) -> dict:
+    """What the proof's own buffers cost the host to allocate and free (prove_terms' buf: z,
+    a, b, c, the split MSM's lists), with the device idle, median of 3: the time a proof's
+    stages wait on cuMemAlloc / cuMemFree, which no stage event shows (if it is more than a
+    few ms, a pool of the working set's buffers would give it back)."""
+    from gpu.cuda.memory import DeviceBuffer
+    res = be._on_device[pk.circuit_digest][0]
+    n, nv = res.n, res.num_vars
+    sizes = [32 * nv, 32 * n, 32 * n, 32 * n, 4 * max(n, nv)]
+    alloc, free = [], []
+    for _ in range(3):
+        be.cuda.Context.synchronize()
+        t = time.perf_counter()
+        bufs = [DeviceBuffer(b, what="alloc probe") for b in sizes]
+        alloc.append((time.perf_counter() - t) * 1e3)
+        t = time.perf_counter()
+        for b in bufs:
+            b.free()
+        free.append((time.perf_counter() - t) * 1e3)
+    return {"bytes": sum(sizes), "alloc_ms": statistics.median(alloc),
+            "free_ms": statistics.median(free)}
+
+
 def report(row: dict, tag: str) -> None:
     print(f"  {tag}prove median {row['prove_s'] * 1e3:.1f} ms over {len(row['prove_all_s'])} "
           f"({', '.join(f'{x * 1e3:.0f}' for x in row['prove_all_s'])}); device span "
@@ -238,6 +261,10 @@ def main() -> int:
             f"{k} {v['ms']:.1f} ms ({v['nnz'] / 1e6:.0f} M nonzeros, {v['rows'] / 1e6:.1f} M rows, "
             f"{v['gather_gbps']:.0f} GB/s of z gathers)" for k, v in row["matvec_probe"].items()),
             flush=True)
+        row["alloc_probe"] = alloc_probe(be, pk)
+        print(f"  alloc probe (a proof's z, a, b, c and lists, {row['alloc_probe']['bytes'] / GiB:.1f} "
+              f"GiB, device idle, median of 3): alloc {row['alloc_probe']['alloc_ms']:.2f} ms, free "
+              f"{row['alloc_probe']['free_ms']:.2f} ms", flush=True)
         row["variants"] = {}
         for spec in args.variant:
             vname, _, assigns = spec.partition(":")
