@@ -83,6 +83,11 @@ def test_device_product_from_the_assignment_planes_equals_full_csr(backend):
                         mats.spmv(name, zb, out, planes=pl)
                         out.download(got)
                         assert np.array_equal(got, want), (name, pl is None)
+        # a buffer too small for the planes is refused before anything is written to it
+        from gpu.errors import GpuError
+        with DeviceBuffer(32 * nv) as zb, DeviceBuffer(8) as small, \
+                pytest.raises(GpuError, match="the planes need"):
+            expand_assignment(blob, nv, zb, keep=small)
     finally:
         mats.free()
 
