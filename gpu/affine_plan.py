@@ -34,14 +34,14 @@ def default_rounds(items: int, buckets: int) -> int:
     return max(0, int(math.floor(math.log2(mean))) - 1) if mean >= 4 else 0
 
 
-def _switch(var: str) -> bool:
-    """An on/off setting read where it is used (benchmarks flip it between proofs): unset, empty
-    or 0 off, 1 on."""
+def env_switch(var: str, default: bool = False) -> bool:
+    """An on/off setting read where it is used (benchmarks flip it between proofs): 0 off, 1 on,
+    unset or empty ``default``; anything else refused by name."""
     v = os.environ.get(var, "")
-    if v in ("", "0"):
-        return False
-    if v == "1":
-        return True
+    if v == "":
+        return default
+    if v in ("0", "1"):
+        return v == "1"
     raise GpuError(f"{var}={v!r}: expected 0 or 1")
 
 
@@ -52,7 +52,7 @@ def affine_slice_range() -> bool:
     a bucket of all of them for every slice (the dense engine: 13 windows a chunk, 5 a slice,
     so round 0's layout touches each digit three times). The same sums; off until the device
     has timed it (docs/performance.md, "Waiting for a device")."""
-    return _switch("ZKHIVE_MSM_AFFINE_SLICE_RANGE")
+    return env_switch("ZKHIVE_MSM_AFFINE_SLICE_RANGE")
 
 
 def dense_final_into() -> bool:
@@ -60,7 +60,7 @@ def dense_final_into() -> bool:
     points into the running buckets (msm_affine.cuh bucket_final_into) and skips the chunk's
     merge (g1_merge_buckets): per bucket and chunk one read and one write of an XYZZ point
     instead of four, and no full addition. The same sums; off until the device has timed it."""
-    return _switch("ZKHIVE_MSM_DENSE_FINAL_INTO")
+    return env_switch("ZKHIVE_MSM_DENSE_FINAL_INTO")
 
 
 def _rounds(var: str, unset: int, auto: int) -> int:

@@ -130,8 +130,7 @@ class AffineBuckets:
         The slices one after the other (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0
         over its own stretch of the sorted items and its own buckets, read at each run);
         ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile."""
-        self._ranged = affine_slice_range()
-        self._into = bool(into)
+        ranged = affine_slice_range()
         mark = StageMarks(stream)
         mark("start")
         B = self.B
@@ -144,17 +143,16 @@ class AffineBuckets:
         mark("runs")
         for lo in range(0, B, self.slice_buckets):
             self._slice(lo, min(B, lo + self.slice_buckets), keys, vals, m, bases, buckets,
-                        stream, mark)
+                        stream, mark, ranged=ranged, into=into)
         if mark.on:  # the stage times summed over the slices and rounds (each round's apart)
             self.last_profile = mark.times()
 
     def _slice(self, lo: int, hi: int, keys: int, vals: int, m: int, bases: int, buckets: int,
-               stream, mark) -> None:
-        """The rounds and the XYZZ tail of the buckets [lo, hi)."""
+               stream, mark, *, ranged: bool, into: bool) -> None:
+        """The rounds and the XYZZ tail of the buckets [lo, hi) (``run``'s ranged and into)."""
         B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
         keys_in, m_in, bound_in = keys, m, self.items
         start_in, cnt_in = self.start0, self.cnt0
-        ranged = self._ranged
         if ranged:
             self._launch("msm_slice_items", (1, 1), np.uintp(m), np.uintp(keys), np.int64(lo),
                          np.int64(hi), _u(self.range), block=1, stream=stream)
@@ -201,7 +199,7 @@ class AffineBuckets:
             mark(f"apply{r}")
             keys_in, m_in, bound_in = out_keys.ptr, m_out, self.bounds[r]
             start_in, cnt_in = start_out, cnt_out
-        final = "g1_bucket_final_into" if self._into else "g1_bucket_final"
+        final = "g1_bucket_final_into" if into else "g1_bucket_final"
         self._launch(final, _grid(hi - lo), np.int64(lo), np.int64(hi),
                      _u(start_in), _u(cnt_in), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
                      stream=stream)

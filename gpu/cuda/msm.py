@@ -26,7 +26,8 @@ import os
 
 import numpy as np
 
-from gpu.affine_plan import dense_affine_rounds, dense_affine_windows, dense_final_into
+from gpu.affine_plan import (dense_affine_rounds, dense_affine_windows, dense_final_into,
+                              env_switch)
 from gpu.cuda import loader
 from gpu.cuda.launch import _SCAN_CHUNK, BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.cuda.marks import StageMarks
@@ -90,10 +91,7 @@ def g2_lean() -> bool:
     prefetched into L1; ptxas: 74 bytes of spill stores against 1,838, docs/gpu.md): on by
     default (1 or unset), since the H200 measured the 32 GiB partition 62 ms faster with them
     (1,376.7 against 1,439.1 ms, docs/performance.md); ZKHIVE_MSM_G2_LEAN=0: the others."""
-    v = os.environ.get("ZKHIVE_MSM_G2_LEAN", "1")
-    if v not in ("0", "1", ""):
-        raise GpuError(f"ZKHIVE_MSM_G2_LEAN={v!r}: expected 0 or 1")
-    return v != "0"
+    return env_switch("ZKHIVE_MSM_G2_LEAN", True)
 
 
 def module_of(name: str) -> str:
