@@ -7,17 +7,17 @@
 # (ZKHIVE_SIDE_EARLY=1) and beside the H MSM (the default), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
 # WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
-# 6: the GPU suite, then the partition under both side-stream schedules; 7: the partition
-# with the H query's dense engine profiled (BIG_MORE: more variants); 8: the seventh session's
-# opt-in steps (planes matvec, slice ranges, the tail into the running buckets) tested, then
-# timed alone and together against the default in one process.
+# 6: the GPU suite, then the partition under both side-stream schedules; 8: the seventh
+# session's opt-in steps (planes matvec, slice ranges, the tail into the running buckets)
+# tested, then timed alone and together against the default, with the H query's dense engine
+# profiled, in one process.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-8)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -67,10 +67,6 @@ case "$N" in
    echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    # early against the default in one process (one key; default, early, default again, serial)
    BIG_VARIANTS="early:ZKHIVE_SIDE_EARLY=1 again:ZKHIVE_SIDE_EARLY=0 serial:ZKHIVE_MSM_OVERLAP=0" RUNS=3 BIG_S=200 run big ;;
-7) # the partition with the H query's dense engine profiled stage by stage (serial: the
-   # events would otherwise time the side stream's work too), then any variants asked for
-   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 ${BIG_MORE:-}" RUNS=${RUNS:-2} \
-       BIG_S=${BIG_S:-240} run big ;;
 8) # the seventh session's opt-in steps: their GPU tests first (~1 min); a step whose tests
    # failed is left out of the timings. Then one process, one key: the default, each step
    # alone, all together, and the profile of the default and of all together (serial)
@@ -93,7 +89,7 @@ case "$N" in
    case "$steps" in *FINAL_INTO*) more="$more r5-all:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5,$steps" ;; esac
    BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 $more again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-300} run big ;;
-*) echo "call $N: one of 1-8" >&2; exit 2 ;;
+*) echo "call $N: one of 1-6 or 8" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin
