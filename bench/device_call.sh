@@ -10,14 +10,16 @@
 # 6: the GPU suite, then the partition under both side-stream schedules; 8: the seventh
 # session's opt-in steps (planes matvec, slice ranges, the tail into the running buckets)
 # tested, then timed alone and together against the default, with the H query's dense engine
-# profiled, in one process.
+# profiled, in one process; 9: the GPU suite, the partition with its profile, the cluster's
+# 4 jobs (the musts, once call 8's winners are the defaults); 10 (any card): the steps' GPU
+# tests and the H query's dense engine alone at 2^27, each dense step timed and profiled.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -28,6 +30,27 @@ t0=$(date +%s)
 python3 -m gpu.cuda.precompile --all --jobs "$(nproc)" > "$OUT/run/precompile.log" 2>&1
 echo "precompile: rc=$? in $(( $(date +%s) - t0 )) s" | tee "$OUT/steps.txt"
 run() { OUT="$OUT/run" bash bench/filecoin_gpu_run.sh "$@"; }
+# the seventh session's steps' GPU tests; sets $more to the big/dense variants of the steps
+# whose tests passed (each alone, all, the profile of all, a fifth round with all)
+step_tests() {
+   timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_compact_cuda.py \
+       tests/gpu/test_split_msm.py tests/gpu/test_msm.py \
+       -k "compact_cuda or dense_engine or precomputed_tables_give" \
+       > "$OUT/run/step-tests.log" 2>&1
+   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
+   steps=""
+   grep -q "^FAILED.*planes" "$OUT/run/step-tests.log" || steps="ZKHIVE_MATVEC_PLANES=1"
+   grep -q "^FAILED.*range" "$OUT/run/step-tests.log" || steps="$steps,ZKHIVE_MSM_AFFINE_SLICE_RANGE=1"
+   grep -q "^FAILED.*into" "$OUT/run/step-tests.log" || steps="$steps,ZKHIVE_MSM_DENSE_FINAL_INTO=1"
+   steps=${steps#,}
+   echo "steps timed: ${steps:-none}" | tee -a "$OUT/steps.txt"
+   more=""
+   for st in ${steps//,/ }; do more="$more ${st%%=*}:$st"; done
+   [ -n "$steps" ] && more="$more all:$steps prof-all:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1,$steps"
+   # with the tail into the running buckets a fifth round leaves one point a bucket: one mixed
+   # addition a bucket and chunk instead of two, for 6.8 M affine pairs more a chunk
+   case "$steps" in *FINAL_INTO*) more="$more r5-all:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5,$steps" ;; esac
+}
 case "$N" in
 1) [ "${SKIP_TESTS:-0}" = 1 ] || TESTS_S=200 run tests
    # a schedule the suite found wrong is not what the curio run measures: the previous one
@@ -67,29 +90,38 @@ case "$N" in
    echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    # early against the default in one process (one key; default, early, default again, serial)
    BIG_VARIANTS="early:ZKHIVE_SIDE_EARLY=1 again:ZKHIVE_SIDE_EARLY=0 serial:ZKHIVE_MSM_OVERLAP=0" RUNS=3 BIG_S=200 run big ;;
-8) # the seventh session's opt-in steps: their GPU tests first (~1 min); a step whose tests
-   # failed is left out of the timings. Then one process, one key: the default, each step
-   # alone, all together, and the profile of the default and of all together (serial)
-   timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_compact_cuda.py \
-       tests/gpu/test_split_msm.py tests/gpu/test_msm.py \
-       -k "compact_cuda or dense_engine or precomputed_tables_give" \
-       > "$OUT/run/step-tests.log" 2>&1
-   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
-   steps=""
-   grep -q "^FAILED.*planes" "$OUT/run/step-tests.log" || steps="ZKHIVE_MATVEC_PLANES=1"
-   grep -q "^FAILED.*range" "$OUT/run/step-tests.log" || steps="$steps,ZKHIVE_MSM_AFFINE_SLICE_RANGE=1"
-   grep -q "^FAILED.*into" "$OUT/run/step-tests.log" || steps="$steps,ZKHIVE_MSM_DENSE_FINAL_INTO=1"
-   steps=${steps#,}
-   echo "steps timed: ${steps:-none}" | tee -a "$OUT/steps.txt"
-   more=""
-   for st in ${steps//,/ }; do more="$more ${st%%=*}:$st"; done
-   [ -n "$steps" ] && more="$more all:$steps prof-all:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1,$steps"
-   # with the tail into the running buckets a fifth round leaves one point a bucket: one mixed
-   # addition a bucket and chunk instead of two, for 6.8 M affine pairs more a chunk
-   case "$steps" in *FINAL_INTO*) more="$more r5-all:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5,$steps" ;; esac
-   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 $more again:ZKHIVE_MSM_OVERLAP=1" \
-       RUNS=${RUNS:-3} BIG_S=${BIG_S:-300} run big ;;
-*) echo "call $N: one of 1-6 or 8" >&2; exit 2 ;;
+8) # the H200's musts after call 10 (an H100) timed the dense steps, now on by default: the GPU
+   # suite, then in one process with one key the partition (default; the serial profile; the
+   # dense steps off; the matvec from the planes; a fifth round; the default again), then the
+   # cluster's 4 jobs, with the planes where they were faster
+   TESTS_S=${TESTS_S:-150} run tests
+   echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
+   planes="planes:ZKHIVE_MATVEC_PLANES=1"
+   grep -q "^FAILED.*planes" "$OUT/run/gpu-tests.log" && planes=""
+   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 $planes r5:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5 again:ZKHIVE_MSM_OVERLAP=1" \
+       RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
+   if python3 - "$OUT/run/filecoin-big.json" <<'PY'
+import json, sys
+rep = json.load(open(sys.argv[1]))
+rep = rep[0] if isinstance(rep, list) else rep
+var = rep.get("variants", {})
+planes, base = var.get("planes", {}), rep
+ok = planes.get("verifies") and planes.get("prove_s", 9) < base.get("prove_s", 0)
+sys.exit(0 if ok else 1)
+PY
+   then export ZKHIVE_MATVEC_PLANES=1; echo "cluster with ZKHIVE_MATVEC_PLANES=1" | tee -a "$OUT/steps.txt"
+   fi
+   JOBS=4 CONFIGS=1 CLUSTER_S=${CLUSTER_S:-270} run cluster ;;
+10) # any card (fits ~78 GiB): the steps' GPU tests, then the H query's dense engine alone at
+   # 2^27 (bench/gpu_dense_steps.py) with the dense steps alone, together and profiled
+   step_tests
+   more=${more//ZKHIVE_MATVEC_PLANES=1/}
+   timeout "${DENSE_S:-300}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
+       --out "$OUT/run/dense-steps.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
+       $(for v in $more; do case "$v" in ZKHIVE_MATVEC_PLANES*|*:) ;; *) printf -- '--variant %s ' "$v" ;; esac; done) \
+       --variant again: > "$OUT/run/dense-steps.log" 2>&1
+   echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt" ;;
+*) echo "call $N: one of 1-6, 8 or 10" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin

@@ -46,21 +46,24 @@ def env_switch(var: str, default: bool = False) -> bool:
 
 
 def affine_slice_range() -> bool:
-    """ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0 lays out its own stretch of the
-    sorted items (msm_slice_items finds it; the keys ascend) and every round halves and scans
-    its own buckets, where the default runs one thread an item of the whole sorted list and one
-    a bucket of all of them for every slice (the dense engine: 13 windows a chunk, 5 a slice,
-    so round 0's layout touches each digit three times). The same sums; off until the device
-    has timed it (docs/performance.md, "Waiting for a device")."""
-    return env_switch("ZKHIVE_MSM_AFFINE_SLICE_RANGE")
+    """ZKHIVE_MSM_AFFINE_SLICE_RANGE (default 1): each slice's round 0 lays out its own stretch
+    of the sorted items (msm_slice_items finds it; the keys ascend) and every round halves and
+    scans its own buckets; 0 runs one thread an item of the whole sorted list and one a bucket
+    of all of them for every slice (the dense engine: 13 windows a chunk, 5 a slice, so round
+    0's layout touches each digit three times). The same sums. The H query alone at 2^27 on an
+    H100 (bench/gpu_dense_steps.py, 2026-12-06): 841.5 -> 820.7 ms, the layout 49.6 -> 28.4."""
+    return env_switch("ZKHIVE_MSM_AFFINE_SLICE_RANGE", default=True)
 
 
 def dense_final_into() -> bool:
-    """ZKHIVE_MSM_DENSE_FINAL_INTO=1: the dense engine's affine tail adds each bucket's last
-    points into the running buckets (msm_affine.cuh bucket_final_into) and skips the chunk's
-    merge (g1_merge_buckets): per bucket and chunk one read and one write of an XYZZ point
-    instead of four, and no full addition. The same sums; off until the device has timed it."""
-    return env_switch("ZKHIVE_MSM_DENSE_FINAL_INTO")
+    """ZKHIVE_MSM_DENSE_FINAL_INTO (default 1): the dense engine's affine tail adds each
+    bucket's last points into the running buckets (msm_affine.cuh bucket_final_into) and skips
+    the chunk's merge (g1_merge_buckets): per bucket and chunk one read and one write of an XYZZ
+    point instead of four, and no full addition; 0 writes the chunk's buckets and merges them.
+    The same sums. The H query alone at 2^27 on an H100 (bench/gpu_dense_steps.py,
+    2026-12-06): 841.5 -> 801.3 ms (merge 60.3 ms gone, the tail 55.9 -> 74.2), both steps
+    together 780.0."""
+    return env_switch("ZKHIVE_MSM_DENSE_FINAL_INTO", default=True)
 
 
 def _rounds(var: str, unset: int, auto: int) -> int:

@@ -125,10 +125,10 @@ def test_the_dense_setting_names_what_is_wrong(monkeypatch):
 
 @pytest.mark.parametrize("var,read", [("ZKHIVE_MSM_AFFINE_SLICE_RANGE", A.affine_slice_range),
                                       ("ZKHIVE_MSM_DENSE_FINAL_INTO", A.dense_final_into)])
-def test_the_opt_in_steps_read_0_or_1_and_refuse_anything_else(monkeypatch, var, read):
+def test_the_dense_steps_read_0_or_1_and_refuse_anything_else(monkeypatch, var, read):
     monkeypatch.delenv(var, raising=False)
-    assert read() is False          # off until the device has timed them
-    for v, want in (("", False), ("0", False), ("1", True)):
+    assert read() is True           # on since the device timed them (docs/performance.md)
+    for v, want in (("", True), ("0", False), ("1", True)):
         monkeypatch.setenv(var, v)
         assert read() is want
     for bad in ("yes", "2", "on"):
