@@ -421,12 +421,13 @@ class DeviceBases:
         return decode_point(out, self.group)
 
     def _sort_radix(self, ws: _Workspace, sptr, k: int, c: int, *, first: int = 0,
-                    precomputed: bool = False, stream=None) -> None:
+                    precomputed: bool = False, zero_buckets: bool = True, stream=None) -> None:
         """msm_sort.cu's LSD radix sort of k scalars' digits at sptr into ws.keys/vals (keys
         ascending, the M nonzero digits first), M into flags[0], and the buckets zeroed (no
-        counts: the reduction and the merge then take every bucket); a scalar >= r sets
-        flags[1] to first + its index. precomputed: every window's digit goes to one set of
-        2^(c-1) buckets, the value w k + i naming the base 2^(c w) P_i of the table
+        counts: the reduction and the merge then take every bucket; zero_buckets=False where
+        nothing reads them: the dense engine's tail into its running buckets); a scalar >= r
+        sets flags[1] to first + its index. precomputed: every window's digit goes to one set
+        of 2^(c-1) buckets, the value w k + i naming the base 2^(c w) P_i of the table
         (gpu/cuda/precomputed.py)."""
         W = windows(c)
         key_space = ws.B if precomputed else ws.K
@@ -453,7 +454,8 @@ class DeviceBases:
                          np.int32(8 * p), np.int64(blocks), _u(rs.offs), _u(ko), _u(vo),
                          block=256, stream=stream)
             src = 1 - src
-        memset_words(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
+        if zero_buckets:
+            memset_words(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
 
     def _scalar_buffer(self, scalars) -> DeviceBuffer:
         """The n scalars on the device: a DeviceBuffer as it is (long enough), a host array
@@ -661,7 +663,10 @@ class DenseEngine:
             sh.n = k
             sptr = np.uintp(scalars.ptr + 32 * lo)
             if sort == "radix":
-                sh._sort_radix(ws, sptr, k, c, first=lo, stream=stream)
+                # with the tail into the running buckets the chunk's own are never read: 1.3 GB
+                # of memset a 2^24 chunk at c = 20 saved (~0.3 ms each on the H200)
+                sh._sort_radix(ws, sptr, k, c, first=lo, stream=stream,
+                               zero_buckets=not (into and self.affine is not None))
             else:
                 memset_words(ws.counts.ptr, 0, K, stream)
                 sh._launch(f"hist_{sort}", _grid(k), np.int64(k), sptr, np.int32(c),
