@@ -111,6 +111,11 @@ sys.exit(0 if ok else 1)
 PY
    then export ZKHIVE_MATVEC_PLANES=1; echo "cluster with ZKHIVE_MATVEC_PLANES=1" | tee -a "$OUT/steps.txt"
    fi
+   # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
+   # test failed
+   if grep -q "^FAILED.*staged_ahead" "$OUT/run/gpu-tests.log"; then
+       export ZKHIVE_STAGE_AHEAD=0; echo "cluster with ZKHIVE_STAGE_AHEAD=0" | tee -a "$OUT/steps.txt"
+   fi
    JOBS=4 CONFIGS=1 CLUSTER_S=${CLUSTER_S:-270} run cluster ;;
 10) # any card (fits ~78 GiB): the steps' GPU tests, then the H query's dense engine alone at
    # 2^27 (bench/gpu_dense_steps.py) with the dense steps alone, together and profiled

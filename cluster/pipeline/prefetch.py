@@ -9,7 +9,9 @@ hash the next assignment (gigabytes at 2^27) and stage it. Here a thread of the 
 1. peeks at the next ``depth`` (1-2) messages of the device queue in Redis (every priority
    list, in the order the worker will receive them; nothing is popped: the broker still hands
    each message to exactly one task, with late acks as before);
-2. fetches and checks the assignment each one names (blob store: size, sha256), decodes it;
+2. fetches and checks the assignment each one names (blob store: size, sha256), decodes it,
+   and has the backend stage it (``Prover.stage``: the CUDA backend lays the planes out in
+   page-locked memory, the host side of the proof's upload stage, off the device's path);
 3. a second thread runs the device part of the proof (``backend.prove_terms``: upload, A z B z
    C z, H, the five MSMs) with the backend's context current on it, under the prover's device
    lock, while the first fetches the next assignment (at most ``depth`` fetched ahead);
@@ -401,6 +403,10 @@ class ProveAhead:
                                                  device=str(self.prover.device))
                 with entry.timer.stage("fetch_ahead"):
                     entry.z = self._fetch(circuit, task["ref"])
+                # the upload's host side too, while the device proves the partition before
+                # (Prover.stage: the CUDA backend's page-locked planes)
+                with entry.timer.stage("stage_ahead"):
+                    entry.z = self.prover.stage(circuit, entry.z)
             except Exception as e:
                 entry.error = f"{type(e).__name__}: {e}"
                 self._finish(entry)

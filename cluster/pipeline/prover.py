@@ -411,8 +411,9 @@ class Prover:
             z = z.to_vec() if isinstance(z, assignment.Compact) else assignment.decode(z)
         if isinstance(z, np.ndarray):
             z = r1cs.check_assignment_shape(z) if hasattr(r1cs, "check_assignment_shape") else z
-        else:  # the encoded blob (checked by cluster.pipeline.assignments) or a Compact
-            count = len(z) if isinstance(z, assignment.Compact) else assignment._HEADER.unpack_from(z)[1]
+        else:  # the encoded blob (checked by cluster.pipeline.assignments), staged, or a Compact
+            blob = z.blob if getattr(z, "is_staged_assignment", False) else z
+            count = len(z) if isinstance(z, assignment.Compact) else assignment._HEADER.unpack_from(blob)[1]
             if count != _num_variables(circuit):
                 raise assignment.AssignmentError(f"assignment has {count} values, the circuit has "
                                                  f"{_num_variables(circuit)} variables")
@@ -426,6 +427,13 @@ class Prover:
         finally:
             with self._lock:
                 self._busy.discard(circuit.name)
+
+    def stage(self, circuit, z):
+        """Assignment z prepared for the device ahead of its proof (``Backend.stage``: the CUDA
+        backend lays a blob's planes out in page-locked memory), on the calling thread, outside
+        the device lock: the prove-ahead fetcher runs it while the device proves the partition
+        before. Returns what prove_terms then takes (z itself where nothing is prepared)."""
+        return self.backend.stage(z, _num_variables(circuit))
 
     def _matrices(self, circuit):
         """What the backend proves against: the circuit itself where it has compact matrices

@@ -80,6 +80,13 @@ class Backend:
     #: expands it where it proves, e.g. on the device); otherwise the caller expands it first
     accepts_compact: bool = False
 
+    def stage(self, z, num_vars: int):
+        """What ``prove_terms`` will take for assignment z, prepared ahead on any thread while
+        the device proves something else (the prove-ahead fetcher calls it); this default
+        prepares nothing and returns z. The CUDA backend lays a compact blob's planes out in
+        page-locked memory here."""
+        return z
+
     def setup_resident(self, circuit, *, seed: bytes | None = None):
         """Make the circuit's key in this process and hold it resident: (resident, vk), where
         ``resident`` is what ``prove_terms`` and ``gpu.groth16.prover.combine`` take in place of

@@ -667,6 +667,21 @@ class CudaBackend(Backend):
         return host
 
     # -- the proof ------------------------------------------------------------------------
+    def stage(self, z, num_vars: int):
+        """A compact blob's planes laid out ahead in pooled page-locked memory
+        (gpu.cuda.compact.stage_assignment: the checks and word offsets of the upload's host
+        side), on the calling thread with this backend's context current, so that the proof's
+        upload is one copy and the expansion; anything else, or with ZKHIVE_STAGE_AHEAD=0, or
+        when the pool has no buffer free, z as it is. A bad blob raises its AssignmentError
+        here, as the proof would."""
+        if os.environ.get("ZKHIVE_STAGE_AHEAD", "1") == "0" or \
+                not isinstance(z, (bytes, bytearray, memoryview)):
+            return z
+        from gpu.cuda.compact import stage_assignment
+        with self.current():
+            staged = stage_assignment(bytes(z), num_vars)
+        return z if staged is None else staged
+
     def prove_terms(self, pk, r1cs, z, timer) -> ProofTerms:
         """``r1cs``: an R1CS, a compact circuit or a circuit object (gpu/backends/forms.py);
         ``z``: an Fr vector, a synthesis.assignment.Compact or its blob (expanded on the device)."""
@@ -730,12 +745,13 @@ class CudaBackend(Backend):
             from gpu.cuda.compact import expand_assignment, planes_bytes
             from gpu.native.compact import matvec_reads_planes
             from synthesis.assignment import read_header
+            staged = z if getattr(z, "is_staged_assignment", False) else None
             blob = assignment_blob(z)
-            nbytes = planes_bytes(blob, res.num_vars)
+            nbytes = max(staged.total, 8) if staged is not None else planes_bytes(blob, res.num_vars)
             if res.compact is not None and not early and matvec_reads_planes(
                     res.num_vars, read_header(blob, res.num_vars)[1], nbytes):
                 keep = buf(nbytes, "assignment planes the matvec reads")
-            planes = expand_assignment(blob, res.num_vars, zb, keep=keep).get("planes")
+            planes = expand_assignment(staged or blob, res.num_vars, zb, keep=keep).get("planes")
         else:
             host = self._stage(z)
             with loader.guard(kernel="upload z", shape=z.shape):

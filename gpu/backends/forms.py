@@ -5,7 +5,8 @@ A circuit: an ``R1CS`` (full CSR), an object whose ``a``, ``b``, ``c`` are compa
 object offering ``compact_r1cs()`` and/or ``r1cs()``. Duck-typed: gpu never imports the cluster,
 and the CUDA backend prefers the compact form (filecoin-32g's full R1CS is ~32 GB; compact ~0.5 GB).
 An assignment: an (n, 4) uint64 Fr vector, a ``synthesis.assignment.Compact``, or its encoded
-blob (``bytes``, "ZKA1").
+blob (``bytes``, "ZKA1"), or a blob staged ahead for the CUDA backend (``is_staged_assignment``:
+gpu.cuda.compact.StagedAssignment, its ``blob`` beside the planes laid out in page-locked memory).
 """
 from __future__ import annotations
 
@@ -37,12 +38,15 @@ def circuit_digest(obj) -> bytes:
 
 
 def is_compact_assignment(z) -> bool:
-    return isinstance(z, (bytes, bytearray, memoryview)) or (hasattr(z, "kinds") and hasattr(z, "fes"))
+    return isinstance(z, (bytes, bytearray, memoryview)) or (hasattr(z, "kinds") and hasattr(z, "fes")) \
+        or getattr(z, "is_staged_assignment", False)
 
 
 def assignment_blob(z) -> bytes:
-    """The encoded blob of a Compact or a blob (bytes)."""
+    """The encoded blob of a Compact, a staged blob or a blob (bytes)."""
     from synthesis import assignment
+    if getattr(z, "is_staged_assignment", False):
+        return z.blob
     if isinstance(z, (bytes, bytearray, memoryview)):
         return bytes(z)
     return assignment.encode(z)
@@ -51,6 +55,8 @@ def assignment_blob(z) -> bytes:
 def assignment_vector(z, num_vars: int) -> np.ndarray:
     """The (num_vars, 4) vector of any assignment form (host decode: the CPU backend)."""
     from synthesis import assignment
+    if getattr(z, "is_staged_assignment", False):
+        z = z.blob
     if isinstance(z, (bytes, bytearray, memoryview)):
         return assignment.decode(bytes(z), n=num_vars)
     if hasattr(z, "kinds") and hasattr(z, "fes"):

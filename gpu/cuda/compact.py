@@ -11,6 +11,7 @@ column map) instead of 29.8 GiB of full CSR.
 """
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import numpy as np
@@ -242,6 +243,86 @@ class _Staging:
 _staging = _Staging()
 
 
+class _StagingPool:
+    """Page-locked buffers for assignments staged ahead of their proofs (StagedAssignment):
+    one a staged assignment until its upload returns it; at most ``MAX`` in all (a prover
+    stages one or two ahead), past which stage_assignment declines and the proof stages as
+    before. Kept for the process's life, as _Staging's."""
+
+    MAX = 4
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.free: list[np.ndarray] = []
+        self.count = 0
+
+    def take(self, nbytes: int) -> np.ndarray | None:
+        with self.lock:
+            for i, b in enumerate(self.free):
+                if b.nbytes >= nbytes:
+                    return self.free.pop(i)
+            if self.count >= self.MAX and self.free:  # too small: replaced by a larger one
+                self.free.pop(0)
+                self.count -= 1
+            if self.count >= self.MAX:
+                return None
+            self.count += 1
+        try:
+            return loader.driver().pagelocked_empty(max(int(nbytes), 8), np.uint8)
+        except Exception:
+            with self.lock:
+                self.count -= 1
+            raise
+
+    def give(self, buf: np.ndarray) -> None:
+        with self.lock:
+            self.free.append(buf)
+
+
+_pool = _StagingPool()
+_no_lock = contextlib.nullcontext()
+
+
+class StagedAssignment:
+    """A compact assignment blob whose planes are already laid out in a page-locked buffer
+    (planes_into: the checks, the word offsets), made ahead of its proof on another thread, so
+    that the proof's upload stage is one copy and the expansion. Why: in the cluster the host
+    side of the upload ran 48 ms a 32 GiB partition (20 ms on an idle host: the synthesis
+    processes share the cores) while the device waited (docs/performance.md). The buffer goes
+    back to the pool after the upload, or when the object is dropped unused."""
+
+    is_staged_assignment = True
+
+    def __init__(self, blob: bytes, num_vars: int, buf: np.ndarray, words: int, off: int,
+                 total: int):
+        import weakref
+        self.blob, self.num_vars = blob, int(num_vars)
+        self.words, self.off, self.total = int(words), int(off), int(total)
+        self.host = buf[:total]
+        self._release = weakref.finalize(self, _pool.give, buf)
+
+    def release(self) -> None:
+        """The page-locked buffer back to the pool (once; the planes are no longer readable)."""
+        self._release()
+        self.host = None
+
+
+def stage_assignment(blob: bytes, num_vars: int) -> StagedAssignment | None:
+    """The blob's planes laid out ahead in a pooled page-locked buffer (the backend's context
+    current on the calling thread), or None where the pool has none to give (the proof then
+    stages as before). A bad blob raises planes_into's AssignmentError, as the proof would."""
+    words, off, total = host.planes_layout(blob, num_vars)
+    buf = _pool.take(total)
+    if buf is None:
+        return None
+    try:
+        host.planes_into(blob, num_vars, buf[:total])
+    except Exception:
+        _pool.give(buf)
+        raise
+    return StagedAssignment(blob, num_vars, buf, words, off, total)
+
+
 class AssignmentPlanes:
     """A compact assignment's planes on the device, as expand_assignment uploads them (other
     words, one words, per-word offsets, the field elements), for products that read z from them
@@ -260,7 +341,7 @@ def planes_bytes(blob: bytes, num_vars: int) -> int:
     return max(host.planes_layout(blob, num_vars)[2], 8)
 
 
-def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer, *,
+def expand_assignment(blob, num_vars: int, z: DeviceBuffer, *,
                       keep: DeviceBuffer | None = None) -> dict:
     """Fill z (num_vars canonical elements) from a compact assignment blob: the bit planes and
     the other values go up (n/4 + 32 m bytes: ~87 MB for filecoin-32g instead of 4.2 GB) and one
@@ -269,14 +350,26 @@ def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer, *,
     of a 2^27 partition on the H200 took 122 ms with numpy's checks and four pageable copies,
     25 ms so. keep: the caller's buffer of planes_bytes() for the planes, left there (the
     products may read z from them: "planes" in the result), instead of a temporary one.
-    Returns the blob's count of field elements ("other") for the MSM split."""
+    Returns the blob's count of field elements ("other") for the MSM split. blob: the bytes, or
+    a StagedAssignment (its planes laid out ahead: only the copy and the expansion here; its
+    buffer goes back to the pool at the end)."""
     f = loader.get_function(module(), "expand_assignment")
-    words, off, total = host.planes_layout(blob, num_vars)
+    staged = blob if isinstance(blob, StagedAssignment) else None
+    if staged is not None:
+        if staged.host is None or staged.num_vars != num_vars:
+            raise GpuError(f"staged assignment of {staged.num_vars} variables "
+                           f"({'released' if staged.host is None else 'held'}) for {num_vars}")
+        words, off, total = staged.words, staged.off, staged.total
+    else:
+        words, off, total = host.planes_layout(blob, num_vars)
     if keep is not None and keep.nbytes < total:
         raise GpuError(f"the planes need {total} bytes, the buffer given holds {keep.nbytes}")
-    with _staging.lock:
-        stage = _staging.get(total)
-        host.planes_into(blob, num_vars, stage)
+    with (_no_lock if staged is not None else _staging.lock):
+        if staged is not None:
+            stage = staged.host
+        else:
+            stage = _staging.get(total)
+            host.planes_into(blob, num_vars, stage)
         m = (total - off) // 32
         d = keep if keep is not None else \
             DeviceBuffer(max(total, 8), what="assignment planes and field elements")
@@ -291,6 +384,8 @@ def expand_assignment(blob: bytes, num_vars: int, z: DeviceBuffer, *,
         finally:
             if keep is None:
                 d.free()
+            if staged is not None:
+                staged.release()
     out = {"other": int(m)}
     if keep is not None:
         out["planes"] = AssignmentPlanes(keep.ptr, words, off, m)

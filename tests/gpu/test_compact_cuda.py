@@ -144,6 +144,67 @@ def test_blob_expands_on_the_device(backend):
         expand_assignment(bytes(bad), n, zb)
 
 
+@pytest.mark.parametrize("planes", ["0", "1"])
+def test_a_blob_staged_ahead_proves_as_the_blob(backend, planes, monkeypatch):
+    """CudaBackend.stage (the prove-ahead fetcher's step): the planes laid out in a pooled
+    page-locked buffer ahead; the proof from it equals the proof from the blob with r, s fixed
+    (the matvec on z or on the planes), verifies, and the buffer goes back to the pool; a staged
+    assignment used once is refused a second time by name; a bad blob is refused at staging, by
+    the element's index; a full pool declines (the blob itself comes back) and
+    ZKHIVE_STAGE_AHEAD=0 stages nothing."""
+    from gpu.cuda import compact as C
+    from gpu.cuda.memory import DeviceBuffer
+    from gpu.errors import GpuError
+
+    monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", planes)
+    cr, z = toy(9), witness(9)
+    pub = F.vec_to_ints(z[1:2])
+    pk, vk = backend.setup_resident(cr, seed=b"seed-staged")
+    r, s = F.random_element(), F.random_element()
+    blob = assignment.encode(z)
+    try:
+        want = prove(pk, cr, blob, backend=backend, r=r, s=s)
+        staged = backend.stage(blob, cr.num_variables)
+        assert getattr(staged, "is_staged_assignment", False) and staged.blob == blob
+        free = len(C._pool.free)
+        got = prove(pk, cr, staged, backend=backend, r=r, s=s)
+        assert backend.last_matvec_planes is (planes == "1")
+        assert got.to_bytes() == want.to_bytes()
+        assert verify(vk, pub, got) and not verify(vk, [pub[0] ^ 1], got)
+        assert staged.host is None and len(C._pool.free) == free + 1  # back in the pool
+        with DeviceBuffer(32 * cr.num_variables) as zb, \
+                pytest.raises(GpuError, match="staged assignment of .* \\(released\\)"):
+            C.expand_assignment(staged, cr.num_variables, zb)
+        # an unsatisfied witness staged ahead is still named by its constraint
+        bad = z.copy()
+        bad[1 + 1 + 1 + 3 * 4 + 1] = F.vec_from_ints([12345])[0]
+        with pytest.raises(UnsatisfiedConstraint) as e:
+            backend.prove_terms(pk, cr, backend.stage(assignment.encode(bad), cr.num_variables),
+                                _timer())
+        assert e.value.index == 1 + 3 * 4
+    finally:
+        backend.unload(pk.circuit_digest)
+    # a value >= r: refused while staging (before any device work), by its index
+    n = 1000
+    zr = random_z(n, np.random.default_rng())
+    good = assignment.encode(zr)
+    _, m, plane = assignment.read_header(good, n)
+    broken = bytearray(good)
+    off = assignment._HEADER.size + 2 * plane + 32 * (m - 1)
+    broken[off:off + 32] = F.MODULUS.to_bytes(32, "little")
+    with pytest.raises(F.FieldError, match=f"element {m - 1} is not"):
+        backend.stage(bytes(broken), n)
+    # the pool at its limit declines: the blob comes back as it is, the proof stages it itself
+    held = [C.stage_assignment(good, n) for _ in range(C._pool.MAX)]
+    held = [h for h in held if h is not None]
+    assert C._pool.count == C._pool.MAX and not C._pool.free
+    assert backend.stage(good, n) is good
+    for h in held:
+        h.release()
+    monkeypatch.setenv("ZKHIVE_STAGE_AHEAD", "0")
+    assert backend.stage(good, n) is good
+
+
 def test_device_setup_is_the_host_setup(backend):
     from gpu.backends import get_backend
     from gpu.groth16.setup import setup as host_setup

@@ -74,10 +74,12 @@ def test_prover_proves_ahead_and_every_proof_verifies(cluster, workers):
     ahead = [k for k, s in stages if s == "fetch_ahead"]
     # 6 partitions queue up behind a ~0.2 s proof each: the thread finds some of them waiting
     assert len(ahead) >= 1, stages
+    # each one staged by the backend after its fetch (Prover.stage: the CPU backend's is z)
+    assert sorted(k for k, s in stages if s == "stage_ahead") == sorted(ahead), stages
     assert "prove-ahead: " not in prover.log_text()  # the thread never failed
 
 
 def test_without_prove_ahead_no_partition_is_proved_ahead(cluster, workers):
     prover, stages = _run_jobs(cluster, workers, ahead="0")
-    assert not [s for _, s in stages if s == "fetch_ahead"]
+    assert not [s for _, s in stages if s in ("fetch_ahead", "stage_ahead")]
     assert any(s == "combine" for _, s in stages)
