@@ -672,8 +672,8 @@ class CudaBackend(Backend):
         (gpu.cuda.compact.stage_assignment: the checks and word offsets of the upload's host
         side), on the calling thread with this backend's context current, so that the proof's
         upload is one copy and the expansion; anything else, or with ZKHIVE_STAGE_AHEAD=0, or
-        when the pool has no buffer free, z as it is. A bad blob raises its AssignmentError
-        here, as the proof would."""
+        when the pool has no buffer free, z as it is. A bad blob raises here what the proof
+        would (AssignmentError; FieldError for a value >= r, by its index)."""
         if os.environ.get("ZKHIVE_STAGE_AHEAD", "1") == "0" or \
                 not isinstance(z, (bytes, bytearray, memoryview)):
             return z

@@ -310,7 +310,8 @@ class StagedAssignment:
 def stage_assignment(blob: bytes, num_vars: int) -> StagedAssignment | None:
     """The blob's planes laid out ahead in a pooled page-locked buffer (the backend's context
     current on the calling thread), or None where the pool has none to give (the proof then
-    stages as before). A bad blob raises planes_into's AssignmentError, as the proof would."""
+    stages as before). A bad blob raises what planes_into raises (AssignmentError, or FieldError
+    naming a value >= r by its index), as the proof would."""
     words, off, total = host.planes_layout(blob, num_vars)
     buf = _pool.take(total)
     if buf is None:
