@@ -12,14 +12,15 @@
 # tested, then timed alone and together against the default, with the H query's dense engine
 # profiled, in one process; 9: the GPU suite, the partition with its profile, the cluster's
 # 4 jobs (the musts, once call 8's winners are the defaults); 10 (any card): the steps' GPU
-# tests and the H query's dense engine alone at 2^27, each dense step timed and profiled.
+# tests and the H query's dense engine alone at 2^27, each dense step timed and profiled;
+# 11 (any card): a 32 GiB partition's matvec over z and over the planes, its upload both ways.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -129,7 +130,13 @@ PY
        $(for v in $more; do case "$v" in ZKHIVE_MATVEC_PLANES*|*:) ;; *) printf -- '--variant %s ' "$v" ;; esac; done) \
        --variant again: > "$OUT/run/dense-steps.log" 2>&1
    echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt" ;;
-*) echo "call $N: one of 1-6, 8 or 10" >&2; exit 2 ;;
+11) # any card (fits ~78 GiB): a 32 GiB partition's matvec over z and over the planes, and its
+   # upload from the blob and staged ahead (bench/gpu_matvec.py; no key)
+   timeout "${MATVEC_S:-240}" python3 bench/gpu_matvec.py --params filecoin-32g --runs 5 \
+       --out "$OUT/run/matvec.json" > "$OUT/run/matvec.log" 2>&1
+   echo "matvec: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/matvec.log" ;;
+*) echo "call $N: one of 1-6, 8, 10 or 11" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin
