@@ -91,36 +91,24 @@ case "$N" in
    echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    # early against the default in one process (one key; default, early, default again, serial)
    BIG_VARIANTS="early:ZKHIVE_SIDE_EARLY=1 again:ZKHIVE_SIDE_EARLY=0 serial:ZKHIVE_MSM_OVERLAP=0" RUNS=3 BIG_S=200 run big ;;
-8) # the H200's musts after call 10 (an H100) timed the dense steps, now on by default: the GPU
-   # suite, then in one process with one key the partition (default; the serial profile; the
-   # dense steps off; the matvec from the planes; a fifth round; the default again), then the
-   # cluster's 4 jobs, with the planes where they were faster
-   # (SKIP_TESTS=1: the suite ran on another card of this head already)
+8) # the H200's musts after calls 10 and 11 (an H100) timed the dense steps and the planes
+   # matvec, now on by default: the GPU suite, then in one process with one key the partition
+   # (default; the serial profile; the dense steps off; the matvec over z; the default again),
+   # then the cluster's 4 jobs (SKIP_TESTS=1: the suite ran on another card of this head;
+   # SKIP_CLUSTER=1: the partition alone)
    if [ "${SKIP_TESTS:-0}" != 1 ]; then
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    fi
-   planes="planes:ZKHIVE_MATVEC_PLANES=1"
-   grep -q "^FAILED.*planes" "$OUT/run/gpu-tests.log" 2>/dev/null && planes=""
+   planes="z:ZKHIVE_MATVEC_PLANES=0"   # the planes are the default since call 11 (H100)
    BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 $planes again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
-   if python3 - "$OUT/run/filecoin-big.json" <<'PY'
-import json, sys
-rep = json.load(open(sys.argv[1]))
-rep = rep[0] if isinstance(rep, list) else rep
-var = rep.get("variants", {})
-planes, base = var.get("planes", {}), rep
-ok = planes.get("verifies") and planes.get("prove_s", 9) < base.get("prove_s", 0)
-sys.exit(0 if ok else 1)
-PY
-   then export ZKHIVE_MATVEC_PLANES=1; echo "cluster with ZKHIVE_MATVEC_PLANES=1" | tee -a "$OUT/steps.txt"
-   fi
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed
    if grep -q "^FAILED.*staged_ahead" "$OUT/run/gpu-tests.log" 2>/dev/null; then
        export ZKHIVE_STAGE_AHEAD=0; echo "cluster with ZKHIVE_STAGE_AHEAD=0" | tee -a "$OUT/steps.txt"
    fi
-   JOBS=4 CONFIGS=1 CLUSTER_S=${CLUSTER_S:-270} run cluster ;;
+   [ "${SKIP_CLUSTER:-0}" = 1 ] || JOBS=4 CONFIGS=1 CLUSTER_S=${CLUSTER_S:-270} run cluster ;;
 10) # any card (fits ~78 GiB): the steps' GPU tests, then the H query's dense engine alone at
    # 2^27 (bench/gpu_dense_steps.py) with the dense steps alone, together and profiled
    step_tests

@@ -305,7 +305,10 @@ def test_filecoin_test_digests_agree_across_forms(fc_test):
 def test_the_matvec_reads_the_planes_only_where_asked_and_where_they_fit(monkeypatch):
     n, room = 1 << 27, C.PLANES_ROOM
     monkeypatch.delenv("ZKHIVE_MATVEC_PLANES", raising=False)
-    assert not C.matvec_reads_planes(n, 1_693_311, 87 << 20)   # off until timed on the device
+    assert C.matvec_reads_planes(n, 1_693_311, 87 << 20)       # auto: a PoRep partition's mix
+    assert not C.matvec_reads_planes(n, n // 4 + 1, 87 << 20)  # mostly field elements: z
+    monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", "0")
+    assert not C.matvec_reads_planes(n, 1_693_311, 87 << 20)
     monkeypatch.setenv("ZKHIVE_MATVEC_PLANES", "1")
     assert C.matvec_reads_planes(n, 1_693_311, 87 << 20)
     assert C.matvec_reads_planes(n, n // 2, room)
