@@ -373,7 +373,7 @@ class CudaBackend(Backend):
                                    capacity or int(total * CAPACITY_SHARE),
                                    free_bytes=self._free_now)
         with phase("cubins (NTT, prover)"):
-            self.ntt = NttEngine()
+            self._ntt = NttEngine()
             mod = loader.load_module("prover")
         self.k_spmv = loader.get_function(mod, "qap_spmv")
         self.k_inputs = loader.get_function(mod, "qap_place_inputs")
@@ -654,8 +654,21 @@ class CudaBackend(Backend):
         if self._flag is not None:
             self._flag.base.free()
             self._flag = None
-        self.ntt.close()
+        if self._ntt is not None:
+            self._ntt.close()
+        # the process-wide instance (gpu.backends.get_backend) stays usable after a release:
+        # its next proof makes the NTT's constants again (a proof after release() met "roots:
+        # used after free")
+        self._ntt = None
         self.budget.leave()
+
+    @property
+    def ntt(self) -> NttEngine:
+        """The NTT engine (its tables), made again on first use after release()."""
+        if self._ntt is None:
+            from gpu.cuda.ntt import NttEngine
+            self._ntt = NttEngine()
+        return self._ntt
 
     def _stage(self, z: np.ndarray) -> np.ndarray:
         if self._staging is None or len(self._staging) < len(z):

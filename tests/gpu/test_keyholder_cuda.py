@@ -47,6 +47,7 @@ def _free(be) -> None:
     if be._split is not None:
         be._split.close()
     be.ntt.close()
+    be._ntt = None  # made again at its next use
 
 
 def _attach(tmp_path, manifest, spec, *, kill=False, name="out", together=1):

@@ -176,3 +176,22 @@ def test_a_dense_witness_takes_the_dense_engine_behind_h(keyed, tmp_path, monkey
             assert not verify(vk, [pub[0] ^ 1, *pub[1:]], got)
     finally:
         small.release()
+
+
+def test_the_shared_backend_proves_again_after_release(backend):
+    """release() (a worker's shutdown) leaves the process-wide instance usable: the next proof
+    makes the NTT's constants again, where it met "roots: used after free" (a module after this
+    one gets the same instance from get_backend). Last in the module: it unloads the keys."""
+    from gpu.backends import get_backend
+    from synthesis import assignment
+    from tests.compact_circuits import toy, witness
+
+    assert get_backend("cuda:0") is backend
+    cr, z = toy(9), witness(9)
+    pub = F.vec_to_ints(z[1:2])
+    for _ in range(2):
+        pk, vk = backend.setup_resident(cr, seed=b"seed-release")
+        proof = prove(pk, cr, assignment.encode(z), backend=backend)
+        assert verify(vk, pub, proof) and not verify(vk, [pub[0] ^ 1], proof)
+        backend.release()
+    backend.release()  # twice: nothing left to free, no error
