@@ -7,13 +7,12 @@
 # (ZKHIVE_SIDE_EARLY=1) and beside the H MSM (the default), then the key holder's SIGKILL;
 # 4: G1 MSM at 2^24 / 2^26 (beside sppark's figures), the split/dense choice at 2^25, a
 # WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
-# 6: the GPU suite, then the partition under both side-stream schedules; 8: the seventh
-# session's opt-in steps (planes matvec, slice ranges, the tail into the running buckets)
-# tested, then timed alone and together against the default, with the H query's dense engine
-# profiled, in one process; 9: the GPU suite, the partition with its profile, the cluster's
-# 4 jobs (the musts, once call 8's winners are the defaults); 10 (any card): the steps' GPU
-# tests and the H query's dense engine alone at 2^27, each dense step timed and profiled;
-# 11 (any card): a 32 GiB partition's matvec over z and over the planes, its upload both ways.
+# 6: the GPU suite, then the partition under both side-stream schedules; 8 (H200): the GPU
+# suite, the partition with the current defaults against each recent step turned off (with the
+# H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts;
+# 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
+# engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
+# matvec over z and over the planes, and its upload from the blob and staged ahead.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
@@ -31,27 +30,6 @@ t0=$(date +%s)
 python3 -m gpu.cuda.precompile --all --jobs "$(nproc)" > "$OUT/run/precompile.log" 2>&1
 echo "precompile: rc=$? in $(( $(date +%s) - t0 )) s" | tee "$OUT/steps.txt"
 run() { OUT="$OUT/run" bash bench/filecoin_gpu_run.sh "$@"; }
-# the seventh session's steps' GPU tests; sets $more to the big/dense variants of the steps
-# whose tests passed (each alone, all, the profile of all, a fifth round with all)
-step_tests() {
-   timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_compact_cuda.py \
-       tests/gpu/test_split_msm.py tests/gpu/test_msm.py \
-       -k "compact_cuda or dense_engine or precomputed_tables_give" \
-       > "$OUT/run/step-tests.log" 2>&1
-   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
-   steps=""
-   grep -q "^FAILED.*planes" "$OUT/run/step-tests.log" || steps="ZKHIVE_MATVEC_PLANES=1"
-   grep -q "^FAILED.*range" "$OUT/run/step-tests.log" || steps="$steps,ZKHIVE_MSM_AFFINE_SLICE_RANGE=1"
-   grep -q "^FAILED.*into" "$OUT/run/step-tests.log" || steps="$steps,ZKHIVE_MSM_DENSE_FINAL_INTO=1"
-   steps=${steps#,}
-   echo "steps timed: ${steps:-none}" | tee -a "$OUT/steps.txt"
-   more=""
-   for st in ${steps//,/ }; do more="$more ${st%%=*}:$st"; done
-   [ -n "$steps" ] && more="$more all:$steps prof-all:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1,$steps"
-   # with the tail into the running buckets a fifth round leaves one point a bucket: one mixed
-   # addition a bucket and chunk instead of two, for 6.8 M affine pairs more a chunk
-   case "$steps" in *FINAL_INTO*) more="$more r5-all:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5,$steps" ;; esac
-}
 case "$N" in
 1) [ "${SKIP_TESTS:-0}" = 1 ] || TESTS_S=200 run tests
    # a schedule the suite found wrong is not what the curio run measures: the previous one
@@ -109,15 +87,22 @@ case "$N" in
        export ZKHIVE_STAGE_AHEAD=0; echo "cluster with ZKHIVE_STAGE_AHEAD=0" | tee -a "$OUT/steps.txt"
    fi
    [ "${SKIP_CLUSTER:-0}" = 1 ] || JOBS=4 CONFIGS=1 CLUSTER_S=${CLUSTER_S:-270} run cluster ;;
-10) # any card (fits ~78 GiB): the steps' GPU tests, then the H query's dense engine alone at
-   # 2^27 (bench/gpu_dense_steps.py) with the dense steps alone, together and profiled
-   step_tests
-   more=${more//ZKHIVE_MATVEC_PLANES=1/}
+10) # any card (fits ~78 GiB): the GPU tests of the dense engine and the compact matvec, then
+   # the H query's dense engine alone at 2^27 (bench/gpu_dense_steps.py): the defaults, each
+   # dense step off, a fifth round, profiled
+   timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_compact_cuda.py \
+       tests/gpu/test_split_msm.py tests/gpu/test_msm.py \
+       -k "compact_cuda or dense_engine or precomputed_tables_give" \
+       > "$OUT/run/step-tests.log" 2>&1
+   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
    timeout "${DENSE_S:-300}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
        --out "$OUT/run/dense-steps.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
-       $(for v in $more; do case "$v" in ZKHIVE_MATVEC_PLANES*|*:) ;; *) printf -- '--variant %s ' "$v" ;; esac; done) \
-       --variant again: > "$OUT/run/dense-steps.log" 2>&1
-   echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt" ;;
+       --variant no-range:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0 \
+       --variant no-into:ZKHIVE_MSM_DENSE_FINAL_INTO=0 \
+       --variant r5:ZKHIVE_MSM_DENSE_AFFINE_ROUNDS=5 --variant again: \
+       > "$OUT/run/dense-steps.log" 2>&1
+   echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/dense-steps.log" ;;
 11) # any card (fits ~78 GiB): a 32 GiB partition's matvec over z and over the planes, and its
    # upload from the blob and staged ahead (bench/gpu_matvec.py; no key)
    timeout "${MATVEC_S:-240}" python3 bench/gpu_matvec.py --params filecoin-32g --runs 5 \
