@@ -1,6 +1,6 @@
 """An assignment staged ahead (gpu.cuda.compact.StagedAssignment, duck-typed by
-``is_staged_assignment``) is taken everywhere a blob is: gpu.backends.forms reads its blob, the
-CPU backend's ``stage`` prepares nothing, and the Prover checks its count like a blob's."""
+``is_staged_assignment``) is taken everywhere a blob is: gpu.backends.forms reads its blob (its
+count checked as a blob's), and the CPU backend's ``stage`` prepares nothing."""
 from __future__ import annotations
 
 import numpy as np
