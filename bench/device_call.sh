@@ -78,8 +78,7 @@ case "$N" in
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    fi
-   planes="z:ZKHIVE_MATVEC_PLANES=0"   # the planes are the default since call 11 (H100)
-   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 $planes again:ZKHIVE_MSM_OVERLAP=1" \
+   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed

@@ -760,7 +760,7 @@ class CudaBackend(Backend):
             from synthesis.assignment import read_header
             staged = z if getattr(z, "is_staged_assignment", False) else None
             blob = assignment_blob(z)
-            nbytes = max(staged.total, 8) if staged is not None else planes_bytes(blob, res.num_vars)
+            nbytes = planes_bytes(blob, res.num_vars)  # the header's sizes: staged or not
             if res.compact is not None and not early and matvec_reads_planes(
                     res.num_vars, read_header(blob, res.num_vars)[1], nbytes):
                 keep = buf(nbytes, "assignment planes the matvec reads")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 
 import numpy as np
 
@@ -295,7 +296,6 @@ class StagedAssignment:
 
     def __init__(self, blob: bytes, num_vars: int, buf: np.ndarray, words: int, off: int,
                  total: int):
-        import weakref
         self.blob, self.num_vars = blob, int(num_vars)
         self.words, self.off, self.total = int(words), int(off), int(total)
         self.host = buf[:total]
