@@ -12,14 +12,16 @@
 # H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts;
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
-# matvec over z and over the planes, and its upload from the blob and staged ahead.
+# matvec over z and over the planes, and its upload from the blob and staged ahead; 12 (any
+# card): the dense engine's tests and the H query alone with the affine rounds' three opt-in
+# steps (ZKHIVE_MSM_INV_BLOCK, ZKHIVE_MSM_AFFINE_PREFIX_AHEAD, ZKHIVE_MSM_DENSE_FINAL_AHEAD).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10-12)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -78,7 +80,8 @@ case "$N" in
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    fi
-   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again:ZKHIVE_MSM_OVERLAP=1" \
+   # (steps: the ninth session's three opt-in steps of the affine rounds, call 12)
+   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 steps:ZKHIVE_MSM_INV_BLOCK=1,ZKHIVE_MSM_AFFINE_PREFIX_AHEAD=1,ZKHIVE_MSM_DENSE_FINAL_AHEAD=1 again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed
@@ -108,7 +111,23 @@ case "$N" in
        --out "$OUT/run/matvec.json" > "$OUT/run/matvec.log" 2>&1
    echo "matvec: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/matvec.log" ;;
-*) echo "call $N: one of 1-6, 8, 10 or 11" >&2; exit 2 ;;
+12) # any card (fits ~78 GiB): the dense engine's GPU tests with the three opt-in steps of
+   # the affine rounds (the inversion's top in one block, the prefix's loads one pair ahead,
+   # the tail's points loaded ahead), then the H query alone at 2^27 with each step on, all
+   # three, the profile of all three, the default again (bench/gpu_dense_steps.py)
+   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
+       -k "dense_engine" > "$OUT/run/step-tests.log" 2>&1
+   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
+   A=ZKHIVE_MSM_INV_BLOCK=1,ZKHIVE_MSM_AFFINE_PREFIX_AHEAD=1,ZKHIVE_MSM_DENSE_FINAL_AHEAD=1
+   timeout "${DENSE_S:-330}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
+       --out "$OUT/run/dense-steps.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
+       --variant block:ZKHIVE_MSM_INV_BLOCK=1 --variant ahead:ZKHIVE_MSM_AFFINE_PREFIX_AHEAD=1 \
+       --variant final:ZKHIVE_MSM_DENSE_FINAL_AHEAD=1 --variant all:$A \
+       --variant all-prof:$A,ZKHIVE_MSM_PROFILE=1 --variant again: \
+       > "$OUT/run/dense-steps.log" 2>&1
+   echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/dense-steps.log" ;;
+*) echo "call $N: one of 1-6, 8, 10, 11 or 12" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin

@@ -19,6 +19,10 @@ PAIRS_PER_THREAD = 16
 LEVEL_WIDTH = 16
 #: values the last level's single thread inverts (with one binary-Euclid inversion)
 TOP = 64
+#: the inversion's top levels in one thread block (ZKHIVE_MSM_INV_BLOCK): its threads (a power
+#: of two; ~70 registers a thread for the product, so 512 fit an SM) and the longest chain a
+#: thread walks before the product tree: the block takes the last <= 512 x 32 values
+BLOCK_THREADS, BLOCK_WIDTH = 512, 32
 #: bytes of an Fq value and of an affine G1 point (Montgomery limbs)
 FQ_BYTES, POINT_BYTES = 48, 96
 SCAN_CHUNK = 4096
@@ -64,6 +68,29 @@ def dense_final_into() -> bool:
     2026-12-06): 841.5 -> 801.3 ms (merge 60.3 ms gone, the tail 55.9 -> 74.2), both steps
     together 780.0."""
     return env_switch("ZKHIVE_MSM_DENSE_FINAL_INTO", default=True)
+
+
+def inv_block() -> bool:
+    """ZKHIVE_MSM_INV_BLOCK (default 0): the batched inversion's levels stop at BLOCK_THREADS x
+    BLOCK_WIDTH values and one thread block takes the rest (fq_batch_block: chains of at most
+    BLOCK_WIDTH, a product tree, one inversion, back down) instead of further levels of
+    LEVEL_WIDTH and one thread's TOP values: ~124 dependent products and five launches a round
+    of 2^26 pairs against ~176 and nine. The same inverses."""
+    return env_switch("ZKHIVE_MSM_INV_BLOCK", default=False)
+
+
+def prefix_ahead() -> bool:
+    """ZKHIVE_MSM_AFFINE_PREFIX_AHEAD (default 0): the rounds' prefix passes load the next
+    pair's slot and x coordinates before this pair's product (msm_affine.cuh
+    pair_prefix_ahead). The same products."""
+    return env_switch("ZKHIVE_MSM_AFFINE_PREFIX_AHEAD", default=False)
+
+
+def final_ahead() -> bool:
+    """ZKHIVE_MSM_DENSE_FINAL_AHEAD (default 0): the tail into the running buckets loads each
+    bucket's first two points beside its running sum, before the additions (msm_affine.cuh
+    bucket_final_into_ahead). The same sums."""
+    return env_switch("ZKHIVE_MSM_DENSE_FINAL_AHEAD", default=False)
 
 
 def _rounds(var: str, unset: int, auto: int) -> int:
@@ -150,10 +177,11 @@ def round_bounds(items: int, buckets: int, rounds: int) -> list[int]:
     return out
 
 
-def level_sizes(n: int) -> list[tuple[int, int]]:
-    """(values, threads) of each level of the inversion of n values, until TOP are left."""
+def level_sizes(n: int, top: int = TOP) -> list[tuple[int, int]]:
+    """(values, threads) of each level of the inversion of n values, until ``top`` are left
+    (TOP for one thread; BLOCK_THREADS x BLOCK_WIDTH for the block, inv_block)."""
     out = []
-    while n > TOP:
+    while n > top:
         t = -(-n // LEVEL_WIDTH)
         out.append((n, t))
         n = t
@@ -180,4 +208,5 @@ def estimate_bytes(items: int, buckets: int, rounds: int, *, slice_items: int | 
     total = 6 * 4 * buckets + 4 * -(-buckets // SCAN_CHUNK) + 8 * rounds
     total += 4 * b0 + 4 * (b0 + b1) + POINT_BYTES * (b0 + b1) + FQ_BYTES * b0 + FQ_BYTES * T0
     total += sum(FQ_BYTES * (n + t) for n, t in level_sizes(T0)) + FQ_BYTES * TOP
+    total += FQ_BYTES * BLOCK_THREADS * (BLOCK_WIDTH + 2)  # the block's prefixes and tree
     return total

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from gpu.affine_plan import (FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD, POINT_BYTES, SCAN_CHUNK,
-                              TOP, affine_slice_range, estimate_bytes, level_sizes, round_bounds,
+from gpu.affine_plan import (BLOCK_THREADS, BLOCK_WIDTH, FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD,
+                              POINT_BYTES, SCAN_CHUNK, TOP, affine_slice_range, estimate_bytes,
+                              final_ahead, inv_block, level_sizes, prefix_ahead, round_bounds,
                               threads)
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
@@ -56,7 +57,9 @@ class AffineBuckets:
         for k in ("msm_run_bounds", "msm_run_counts", "msm_run_halve", "msm_pair_layout",
                   "fq_batch_prefix", "fq_batch_back", "fq_batch_top", "g1_pair_prefix_table",
                   "g1_pair_prefix", "g1_pair_apply_table", "g1_pair_apply", "g1_bucket_final",
-                  "msm_slice_items", "msm_pair_layout_range", "g1_bucket_final_into"):
+                  "msm_slice_items", "msm_pair_layout_range", "g1_bucket_final_into",
+                  "fq_batch_block", "g1_pair_prefix_table_ahead", "g1_pair_prefix_ahead",
+                  "g1_bucket_final_into_ahead"):
             self._f[k] = loader.get_function(aff, k)
         scan = loader.load_module("msm")
         for k in ("msm_scan_chunks", "msm_scan_sums", "msm_scan_add"):
@@ -100,23 +103,33 @@ class AffineBuckets:
                         self._buf(FQ_BYTES * t, "inversion level products"))
                        for n, t in level_sizes(self.T0)]
         self.top = self._buf(FQ_BYTES * TOP, "inversion top scratch")
+        self.block_pre = self._buf(FQ_BYTES * BLOCK_THREADS * BLOCK_WIDTH,
+                                   "inversion block's prefixes")
+        self.tree = self._buf(FQ_BYTES * 2 * BLOCK_THREADS, "inversion block's product tree")
 
     def _launch(self, name: str, grid, *args, block: int = BLOCK, stream=None) -> None:
         with loader.guard(kernel=name, shape=self.items):
             self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
 
-    def _invert(self, v: int, n: int, stream) -> None:
+    def _invert(self, v: int, n: int, stream, *, block: bool = False) -> None:
         """v[0..n) (Fq, Montgomery, none zero) inverted in place: each level's thread products
-        go a level up, the top's few values are inverted by one thread, then each level's
+        go a level up, the top's few values are inverted by one thread (block: the last <=
+        BLOCK_THREADS x BLOCK_WIDTH by one thread block, fq_batch_block), then each level's
         inverses come back down (batch_back)."""
         stack = []
-        for (size, t), (pre, tot) in zip(level_sizes(n), self.levels):
+        for (size, t), (pre, tot) in zip(level_sizes(n, BLOCK_THREADS * BLOCK_WIDTH if block
+                                                     else TOP), self.levels):
             self._launch("fq_batch_prefix", _grid(t), np.int64(size), np.int64(t),
                          np.int32(LEVEL_WIDTH), np.uintp(v), _u(pre), _u(tot), stream=stream)
             stack.append((v, size, t, pre, tot))
             v, n = tot.ptr, t
-        self._launch("fq_batch_top", (1, 1), np.int64(n), np.uintp(v), _u(self.top), block=1,
-                     stream=stream)
+        if block:
+            width = -(-n // BLOCK_THREADS)
+            self._launch("fq_batch_block", (1, 1), np.int64(n), np.int32(width), np.uintp(v),
+                         _u(self.block_pre), _u(self.tree), block=BLOCK_THREADS, stream=stream)
+        else:
+            self._launch("fq_batch_top", (1, 1), np.int64(n), np.uintp(v), _u(self.top),
+                         block=1, stream=stream)
         for v_l, size, t, pre, tot in reversed(stack):
             self._launch("fq_batch_back", _grid(t), np.int64(size), np.int64(t),
                          np.int32(LEVEL_WIDTH), np.uintp(v_l), _u(pre), _u(tot), stream=stream)
@@ -129,8 +142,11 @@ class AffineBuckets:
         what buckets holds (the dense engine's running buckets) instead of written over it.
         The slices one after the other (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0
         over its own stretch of the sorted items and its own buckets, read at each run);
-        ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile."""
+        ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile. The steps
+        ZKHIVE_MSM_INV_BLOCK, ZKHIVE_MSM_AFFINE_PREFIX_AHEAD and ZKHIVE_MSM_DENSE_FINAL_AHEAD
+        (gpu/affine_plan.py) are read here too."""
         ranged = affine_slice_range()
+        steps = dict(block=inv_block(), ahead=prefix_ahead(), final_ahead=final_ahead())
         mark = StageMarks(stream)
         mark("start")
         B = self.B
@@ -143,13 +159,14 @@ class AffineBuckets:
         mark("runs")
         for lo in range(0, B, self.slice_buckets):
             self._slice(lo, min(B, lo + self.slice_buckets), keys, vals, m, bases, buckets,
-                        stream, mark, ranged=ranged, into=into)
+                        stream, mark, ranged=ranged, into=into, **steps)
         if mark.on:  # the stage times summed over the slices and rounds (each round's apart)
             self.last_profile = mark.times()
 
     def _slice(self, lo: int, hi: int, keys: int, vals: int, m: int, bases: int, buckets: int,
-               stream, mark, *, ranged: bool, into: bool) -> None:
-        """The rounds and the XYZZ tail of the buckets [lo, hi) (``run``'s ranged and into)."""
+               stream, mark, *, ranged: bool, into: bool, block: bool = False,
+               ahead: bool = False, final_ahead: bool = False) -> None:
+        """The rounds and the XYZZ tail of the buckets [lo, hi) (``run``'s settings)."""
         B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
         keys_in, m_in, bound_in = keys, m, self.items
         start_in, cnt_in = self.start0, self.cnt0
@@ -189,10 +206,12 @@ class AffineBuckets:
             else:
                 src = (_u(self.pts[(r - 1) % 2]),)
                 prefix, apply = "g1_pair_prefix", "g1_pair_apply"
+            if ahead:
+                prefix += "_ahead"
             self._launch(prefix, _grid(T), *head, *src, _u(self.pre), _u(self.tot),
                          stream=stream)
             mark(f"prefix{r}")
-            self._invert(self.tot.ptr, T, stream)
+            self._invert(self.tot.ptr, T, stream, block=block)
             mark("invert")
             self._launch(apply, _grid(T), *head, *src, _u(self.pre), _u(self.tot),
                          _u(self.pts[r % 2]), stream=stream)
@@ -200,6 +219,8 @@ class AffineBuckets:
             keys_in, m_in, bound_in = out_keys.ptr, m_out, self.bounds[r]
             start_in, cnt_in = start_out, cnt_out
         final = "g1_bucket_final_into" if into else "g1_bucket_final"
+        if into and final_ahead:
+            final += "_ahead"
         self._launch(final, _grid(hi - lo), np.int64(lo), np.int64(hi),
                      _u(start_in), _u(cnt_in), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
                      stream=stream)

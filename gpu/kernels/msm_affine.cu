@@ -70,6 +70,27 @@ extern "C" __global__ void fq_batch_top(i64 n, fq_t* v, fq_t* pre) {
     if (TID == 0) batch_top<fq_t>(n, v, pre);
 }
 
+// v[0 .. n) inverted in place by one block of BT = blockDim.x threads (a power of two),
+// n <= BT W: chains of W, the product tree, the root's inversion, back down (msm_affine.cuh,
+// "the inversion's top levels in one thread block"). pre: n scratch values; tree: 2 BT.
+// __syncthreads makes each level's global writes visible to the block's next level.
+extern "C" __global__ void fq_batch_block(i64 n, int W, fq_t* v, fq_t* pre, fq_t* tree) {
+    const i64 t = threadIdx.x, BT = blockDim.x;
+    batch_prefix<fq_t>(t, n, BT, W, v, pre, tree + BT);
+    __syncthreads();
+    for (i64 h = BT / 2; h >= 1; h >>= 1) {
+        if (t < h) tree_up<fq_t>(h + t, tree);
+        __syncthreads();
+    }
+    if (t == 0) store16(tree + 1, inv_top(load16(tree + 1)));
+    __syncthreads();
+    for (i64 h = 1; h < BT; h <<= 1) {
+        if (t < h) tree_down<fq_t>(h + t, tree);
+        __syncthreads();
+    }
+    batch_back<fq_t>(t, n, BT, W, v, pre, tree + BT);
+}
+
 extern "C" __global__ void g1_pair_prefix_table(const unsigned long long* m, i64 T, int K,
                                                 const uint32_t* src, const g1a* bases,
                                                 const uint32_t* vals, fq_t* pre, fq_t* tot) {
@@ -82,6 +103,23 @@ extern "C" __global__ void g1_pair_prefix(const unsigned long long* m, i64 T, in
                                           fq_t* tot) {
     i64 t = TID;
     if (t < T) pair_prefix<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, tot);
+}
+
+// the prefix passes with the next pair's loads issued ahead (ZKHIVE_MSM_AFFINE_PREFIX_AHEAD)
+extern "C" __global__ void g1_pair_prefix_table_ahead(const unsigned long long* m, i64 T, int K,
+                                                      const uint32_t* src, const g1a* bases,
+                                                      const uint32_t* vals, fq_t* pre,
+                                                      fq_t* tot) {
+    i64 t = TID;
+    if (t < T)
+        pair_prefix_ahead<fq_t>(t, (i64)*m, T, K, src, table_points<fq_t>{bases, vals}, pre, tot);
+}
+
+extern "C" __global__ void g1_pair_prefix_ahead(const unsigned long long* m, i64 T, int K,
+                                                const uint32_t* src, const g1a* pts, fq_t* pre,
+                                                fq_t* tot) {
+    i64 t = TID;
+    if (t < T) pair_prefix_ahead<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, tot);
 }
 
 extern "C" __global__ void g1_pair_apply_table(const unsigned long long* m, i64 T, int K,
@@ -114,4 +152,13 @@ extern "C" __global__ void g1_bucket_final_into(i64 lo, i64 hi, const uint32_t* 
                                                 xyzz_t<fq_t>* buckets) {
     i64 b = lo + TID;
     if (b < hi) bucket_final_into<fq_t>(b, start, cnt, pts, buckets);
+}
+
+// the same, each bucket's first two points loaded beside its running sum
+// (ZKHIVE_MSM_DENSE_FINAL_AHEAD)
+extern "C" __global__ void g1_bucket_final_into_ahead(i64 lo, i64 hi, const uint32_t* start,
+                                                      const uint32_t* cnt, const g1a* pts,
+                                                      xyzz_t<fq_t>* buckets) {
+    i64 b = lo + TID;
+    if (b < hi) bucket_final_into_ahead<fq_t>(b, start, cnt, pts, buckets);
 }

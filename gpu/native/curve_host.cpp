@@ -17,6 +17,12 @@
 #define MSM_HOST_LEAN 1
 #define MSM_HOST_SLICE_RANGE 2
 #define MSM_HOST_FINAL_INTO 4
+// the prefix passes' loads one pair ahead; the tail's first two points loaded ahead; the
+// inversion's top in one block (its threads' log2 in bits 8-15 of the flags, its chains' limit
+// in bits 16-30)
+#define MSM_HOST_PREFIX_AHEAD 8
+#define MSM_HOST_FINAL_AHEAD 16
+#define MSM_HOST_INV_BLOCK 32
 
 typedef int64_t i64;
 
@@ -43,11 +49,32 @@ i64 load_bases(i64 n, const uint32_t* raw, std::vector<affine_t<F>>& out) {
     return bad;
 }
 
-// v[0..n) inverted in place as gpu/cuda/affine_acc.py does it: levels of K2 items a thread
-// until at most `top` values are left for one thread (batch_top).
+// The inversion's top in one thread block of BT threads (the device's fq_batch_block, its
+// __syncthreads between the loops): chains of W, the product tree, the root, back down.
 template <class F>
-void batch_invert(std::vector<F>& v, i64 n, int K2, i64 top) {
-    if (n <= top) {
+void batch_invert_block(std::vector<F>& v, i64 n, i64 BT) {
+    i64 W = n / BT + (n % BT != 0);
+    if (W < 1) W = 1;
+    std::vector<F> pre(n > 0 ? n : 1), tree(2 * BT);
+    for (i64 t = 0; t < BT; t++) batch_prefix<F>(t, n, BT, (int)W, v.data(), pre.data(), tree.data() + BT);
+    for (i64 h = BT / 2; h >= 1; h >>= 1)
+        for (i64 t = 0; t < h; t++) tree_up<F>(h + t, tree.data());
+    tree[1] = inv_top(tree[1]);
+    for (i64 h = 1; h < BT; h <<= 1)
+        for (i64 t = 0; t < h; t++) tree_down<F>(h + t, tree.data());
+    for (i64 t = 0; t < BT; t++) batch_back<F>(t, n, BT, (int)W, v.data(), pre.data(), tree.data() + BT);
+}
+
+// v[0..n) inverted in place as gpu/cuda/affine_acc.py does it: levels of K2 items a thread
+// until at most `top` values are left for one thread (batch_top), or with block_log > 0 until
+// at most 2^block_log x block_w are left for one block (batch_invert_block).
+template <class F>
+void batch_invert(std::vector<F>& v, i64 n, int K2, i64 top, int block_log, i64 block_w) {
+    if (block_log > 0 && n <= ((i64)1 << block_log) * block_w) {
+        batch_invert_block<F>(v, n, (i64)1 << block_log);
+        return;
+    }
+    if (block_log == 0 && n <= top) {
         std::vector<F> pre(n > 0 ? n : 1);
         batch_top<F>(n, v.data(), pre.data());
         return;
@@ -55,7 +82,7 @@ void batch_invert(std::vector<F>& v, i64 n, int K2, i64 top) {
     i64 T = n / K2 + (n % K2 != 0);
     std::vector<F> pre(n), tot(T);
     for (i64 t = 0; t < T; t++) batch_prefix<F>(t, n, T, K2, v.data(), pre.data(), tot.data());
-    batch_invert<F>(tot, T, K2, top);
+    batch_invert<F>(tot, T, K2, top, block_log, block_w);
     for (i64 t = 0; t < T; t++) batch_back<F>(t, n, T, K2, v.data(), pre.data(), tot.data());
 }
 
@@ -70,7 +97,10 @@ void batch_invert(std::vector<F>& v, i64 n, int K2, i64 top) {
 template <class F>
 void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
                     const affine_t<F>* bases, i64 nb, int rounds, int K, int K2, i64 slice,
-                    bool ranged, bool into, std::vector<xyzz_t<F>>& buckets) {
+                    bool ranged, bool into, int flags, std::vector<xyzz_t<F>>& buckets) {
+    const bool ahead = flags & MSM_HOST_PREFIX_AHEAD, final_ahead = flags & MSM_HOST_FINAL_AHEAD;
+    const int block_log = (flags & MSM_HOST_INV_BLOCK) ? (flags >> 8) & 0xff : 0;
+    const i64 block_w = (flags >> 16) & 0x7fff;
     std::vector<uint32_t> start0(nb, 0), cnt0(nb, 0);
     for (i64 i = 0; i < M; i++) run_bounds(i, M, keys, start0.data(), cnt0.data());
     for (i64 b = 0; b < nb; b++) cnt0[b] -= start0[b];
@@ -111,10 +141,12 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             table_points<F> tp{bases, vals};
             array_points<F> ap{pts.data()};
             for (i64 t = 0; t < T; t++) {
-                if (r == 0) pair_prefix<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
+                if (r == 0 && ahead) pair_prefix_ahead<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
+                else if (r == 0) pair_prefix<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
+                else if (ahead) pair_prefix_ahead<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
                 else pair_prefix<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
             }
-            batch_invert<F>(tot, T, K2, 64);
+            batch_invert<F>(tot, T, K2, 64, block_log, block_w);
             for (i64 t = 0; t < T; t++) {
                 if (r == 0) pair_apply<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
                 else pair_apply<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
@@ -126,7 +158,9 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             Min = Mout;
         }
         for (i64 b = lo; b < hi; b++) {
-            if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
+            if (into && final_ahead)
+                bucket_final_into_ahead<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
+            else if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
             else bucket_final<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
         }
     }
@@ -178,7 +212,7 @@ void accumulate_chunk(i64 lo, i64 n, const std::vector<affine_t<F>>& bases,
         affine_buckets<F>(M, keys.data(), vals.data(), bases.data() + lo, W * B, affine & 0xff,
                           (affine >> 8) & 0xfff, affine >> 20, slice > 0 ? slice * B : W * B,
                           (flags & MSM_HOST_SLICE_RANGE) != 0, (flags & MSM_HOST_FINAL_INTO) != 0,
-                          buckets);
+                          flags, buckets);
         return;
     }
     std::vector<P> parts(2 * T1), next;

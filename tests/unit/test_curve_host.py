@@ -317,6 +317,42 @@ def test_host_dense_chunks_with_slice_ranges_and_the_tail_into_the_running_bucke
         curve.msm(g, xy, vec_from_ints(ints), chunk=n // 4, **opts)
 
 
+# the three opt-in steps of the rounds (gpu/affine_plan.py), the block's shapes: two threads
+# and chains of one (every level of LEVEL_WIDTH before it), a small block with uneven chains,
+# and the device's 512 x 32 (the whole inversion in the block at these sizes)
+@pytest.mark.parametrize("inv_block", [(1, 1), (2, 3), (9, 32), None],
+                         ids=["block-2x1", "block-4x3", "block-512x32", "no-block"])
+def test_host_affine_steps_loads_ahead_and_the_inversion_block(group, inv_block):
+    """ZKHIVE_MSM_AFFINE_PREFIX_AHEAD (the prefix passes' next pair loaded first),
+    ZKHIVE_MSM_DENSE_FINAL_AHEAD (the tail's first two points loaded first) and
+    ZKHIVE_MSM_INV_BLOCK (the inversion's top as one block's product tree) == arkworks through
+    the dense chunks and slices, random, skewed and edge scalars; with two rounds and K2 = 2 the
+    inversion has many levels above the block; a changed scalar changes the sum; the tail's
+    ahead form needs the tail into the running buckets."""
+    g, P = group
+    n = 96 if g == "g1" else 24
+    pts = rand_points(P, n)
+    xy = M.encode_points(pts, g)
+    opts = dict(slice_range=True, final_into=True, prefix_ahead=inv_block != (2, 3),
+                final_ahead=True, inv_block=inv_block)
+    cases = [("random", [rng.randrange(MODULUS) for _ in range(n)])] + list(edge_cases(n))
+    for name, ints in cases:
+        ref = reference(P, pts, ints)
+        for chunk, slice_ in ((n // 3 + 1, 1), (n, 0), (n // 2, 3)):
+            assert curve.msm(g, xy, vec_from_ints(ints), window=3, chunk=chunk, affine=(2, 2, 2),
+                             affine_slice=slice_, **opts) == ref, (name, chunk, slice_)
+        assert curve.msm(g, xy, vec_from_ints(ints), affine=AFFINE[0],
+                         prefix_ahead=True, inv_block=inv_block) == ref, name
+    ints = list(cases[0][1])
+    ints[n // 2] = (ints[n // 2] + 1) % MODULUS
+    assert curve.msm(g, xy, vec_from_ints(ints), window=3, chunk=n // 4, affine=(2, 2, 2),
+                     affine_slice=1, **opts) != reference(P, pts, cases[0][1])
+    with pytest.raises(ValueError, match="form of final_into"):
+        curve.msm(g, xy, vec_from_ints(ints), chunk=n // 4, affine=AFFINE[0], final_ahead=True)
+    with pytest.raises(ValueError, match="inv_block"):
+        curve.msm(g, xy, vec_from_ints(ints), affine=AFFINE[0], inv_block=(0, 4))
+
+
 def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
     """The pairs that are not chords: equal points (the doubling, denominator 2y), a point and
     its negation (zero sum, carried as the identity into later rounds), identity bases on
@@ -332,6 +368,9 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
         ref = reference(P, pts, ints)
         for affine in AFFINE:
             assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine) == ref, affine
+            # the prefix's loads one pair ahead decide the same kinds; the block's tree
+            assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine,
+                             prefix_ahead=True, inv_block=(2, 2)) == ref, affine
     xy = M.encode_points([zero] * 5, g)
     assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=AFFINE[1]) == zero
     with pytest.raises(ValueError, match="rounds, K, K2"):
