@@ -13,8 +13,8 @@
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 12 (any
-# card): the dense engine's tests and the H query alone with the affine rounds' three opt-in
-# steps (ZKHIVE_MSM_INV_BLOCK, ZKHIVE_MSM_AFFINE_PREFIX_AHEAD, ZKHIVE_MSM_DENSE_FINAL_AHEAD).
+# card): the dense engine's tests and the H query alone, the inversion's top in one block
+# against levels and one thread (ZKHIVE_MSM_INV_BLOCK).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
@@ -80,8 +80,8 @@ case "$N" in
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    fi
-   # (steps: the ninth session's three opt-in steps of the affine rounds, call 12)
-   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 steps:ZKHIVE_MSM_INV_BLOCK=1,ZKHIVE_MSM_AFFINE_PREFIX_AHEAD=1,ZKHIVE_MSM_DENSE_FINAL_AHEAD=1 again:ZKHIVE_MSM_OVERLAP=1" \
+   # (noblock: the inversion's top by levels and one thread, as before the ninth session)
+   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 noblock:ZKHIVE_MSM_INV_BLOCK=0 again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed
@@ -111,19 +111,16 @@ case "$N" in
        --out "$OUT/run/matvec.json" > "$OUT/run/matvec.log" 2>&1
    echo "matvec: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/matvec.log" ;;
-12) # any card (fits ~78 GiB): the dense engine's GPU tests with the three opt-in steps of
-   # the affine rounds (the inversion's top in one block, the prefix's loads one pair ahead,
-   # the tail's points loaded ahead), then the H query alone at 2^27 with each step on, all
-   # three, the profile of all three, the default again (bench/gpu_dense_steps.py)
+12) # any card (fits ~78 GiB): the dense engine's GPU tests, then the H query alone at 2^27
+   # with the inversion's top in one block (the default since call 12 of the ninth session)
+   # against levels and one thread, profiled (bench/gpu_dense_steps.py)
    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
        -k "dense_engine" > "$OUT/run/step-tests.log" 2>&1
    echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
-   A=ZKHIVE_MSM_INV_BLOCK=1,ZKHIVE_MSM_AFFINE_PREFIX_AHEAD=1,ZKHIVE_MSM_DENSE_FINAL_AHEAD=1
-   timeout "${DENSE_S:-330}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
+   timeout "${DENSE_S:-240}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
        --out "$OUT/run/dense-steps.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
-       --variant block:ZKHIVE_MSM_INV_BLOCK=1 --variant ahead:ZKHIVE_MSM_AFFINE_PREFIX_AHEAD=1 \
-       --variant final:ZKHIVE_MSM_DENSE_FINAL_AHEAD=1 --variant all:$A \
-       --variant all-prof:$A,ZKHIVE_MSM_PROFILE=1 --variant again: \
+       --variant noblock:ZKHIVE_MSM_INV_BLOCK=0 \
+       --variant noblock-prof:ZKHIVE_MSM_INV_BLOCK=0,ZKHIVE_MSM_PROFILE=1 --variant again: \
        > "$OUT/run/dense-steps.log" 2>&1
    echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-steps.log" ;;

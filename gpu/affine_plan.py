@@ -71,26 +71,14 @@ def dense_final_into() -> bool:
 
 
 def inv_block() -> bool:
-    """ZKHIVE_MSM_INV_BLOCK (default 0): the batched inversion's levels stop at BLOCK_THREADS x
+    """ZKHIVE_MSM_INV_BLOCK (default 1): the batched inversion's levels stop at BLOCK_THREADS x
     BLOCK_WIDTH values and one thread block takes the rest (fq_batch_block: chains of at most
     BLOCK_WIDTH, a product tree, one inversion, back down) instead of further levels of
     LEVEL_WIDTH and one thread's TOP values: ~124 dependent products and five launches a round
-    of 2^26 pairs against ~176 and nine. The same inverses."""
-    return env_switch("ZKHIVE_MSM_INV_BLOCK", default=False)
-
-
-def prefix_ahead() -> bool:
-    """ZKHIVE_MSM_AFFINE_PREFIX_AHEAD (default 0): the rounds' prefix passes load the next
-    pair's slot and x coordinates before this pair's product (msm_affine.cuh
-    pair_prefix_ahead). The same products."""
-    return env_switch("ZKHIVE_MSM_AFFINE_PREFIX_AHEAD", default=False)
-
-
-def final_ahead() -> bool:
-    """ZKHIVE_MSM_DENSE_FINAL_AHEAD (default 0): the tail into the running buckets loads each
-    bucket's first two points beside its running sum, before the additions (msm_affine.cuh
-    bucket_final_into_ahead). The same sums."""
-    return env_switch("ZKHIVE_MSM_DENSE_FINAL_AHEAD", default=False)
+    of 2^26 pairs against ~176 and nine. The same inverses. The H query alone at 2^27 on an
+    H100 (bench/gpu_dense_steps.py, 2026-12-06): 777.9 -> 771.9 ms, the inversions 50.4 -> 44.7;
+    0 takes the levels and the one thread."""
+    return env_switch("ZKHIVE_MSM_INV_BLOCK", default=True)
 
 
 def _rounds(var: str, unset: int, auto: int) -> int:

@@ -105,23 +105,6 @@ extern "C" __global__ void g1_pair_prefix(const unsigned long long* m, i64 T, in
     if (t < T) pair_prefix<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, tot);
 }
 
-// the prefix passes with the next pair's loads issued ahead (ZKHIVE_MSM_AFFINE_PREFIX_AHEAD)
-extern "C" __global__ void g1_pair_prefix_table_ahead(const unsigned long long* m, i64 T, int K,
-                                                      const uint32_t* src, const g1a* bases,
-                                                      const uint32_t* vals, fq_t* pre,
-                                                      fq_t* tot) {
-    i64 t = TID;
-    if (t < T)
-        pair_prefix_ahead<fq_t>(t, (i64)*m, T, K, src, table_points<fq_t>{bases, vals}, pre, tot);
-}
-
-extern "C" __global__ void g1_pair_prefix_ahead(const unsigned long long* m, i64 T, int K,
-                                                const uint32_t* src, const g1a* pts, fq_t* pre,
-                                                fq_t* tot) {
-    i64 t = TID;
-    if (t < T) pair_prefix_ahead<fq_t>(t, (i64)*m, T, K, src, array_points<fq_t>{pts}, pre, tot);
-}
-
 extern "C" __global__ void g1_pair_apply_table(const unsigned long long* m, i64 T, int K,
                                                const uint32_t* src, const g1a* bases,
                                                const uint32_t* vals, const fq_t* pre,
@@ -152,13 +135,4 @@ extern "C" __global__ void g1_bucket_final_into(i64 lo, i64 hi, const uint32_t* 
                                                 xyzz_t<fq_t>* buckets) {
     i64 b = lo + TID;
     if (b < hi) bucket_final_into<fq_t>(b, start, cnt, pts, buckets);
-}
-
-// the same, each bucket's first two points loaded beside its running sum
-// (ZKHIVE_MSM_DENSE_FINAL_AHEAD)
-extern "C" __global__ void g1_bucket_final_into_ahead(i64 lo, i64 hi, const uint32_t* start,
-                                                      const uint32_t* cnt, const g1a* pts,
-                                                      xyzz_t<fq_t>* buckets) {
-    i64 b = lo + TID;
-    if (b < hi) bucket_final_into_ahead<fq_t>(b, start, cnt, pts, buckets);
 }

@@ -389,25 +389,17 @@ CURVE_FN int pair_load(int64_t j, const uint32_t* src, const Src& pts, affine_t<
     return pair_kind<F>(p, q, has_q);
 }
 
-// The x coordinates of the pair in slot e (both 0 without a partner): what pair_kind_xs needs
-// but for rare pairs.
+// pair_kind and pair_den of pair j from the x coordinates, y read only where x cannot decide:
+// x = 0 (the identity's encoding, or one of the points (0, +-2)) and equal x (a doubling or a
+// zero sum). The same answers as pair_kind on the whole points, for two thirds of the reads
+// (x is the first 48 bytes of a 96-byte point: two of its three 32-byte sectors).
 template <class F, class Src>
-CURVE_FN void pair_xs(uint32_t e, const Src& pts, F& xp, F& xq) {
-    int64_t i = e & ~AFFINE_PARTNER;
-    bool has_q = (e & AFFINE_PARTNER) != 0;  // a lone item is carried: no read
-    xp = has_q ? pts.load_x(i) : F::zero();
-    xq = has_q ? pts.load_x(i + 1) : F::zero();
-}
-
-// pair_kind and pair_den of the pair in slot e from its x coordinates, y read only where x
-// cannot decide: x = 0 (the identity's encoding, or one of the points (0, +-2)) and equal x (a
-// doubling or a zero sum). The same answers as pair_kind on the whole points, for two thirds
-// of the reads (x is the first 48 bytes of a 96-byte point: two of its three 32-byte sectors).
-template <class F, class Src>
-CURVE_FN int pair_kind_xs(uint32_t e, const F& xp, const F& xq, const Src& pts, F& den) {
+CURVE_FN int pair_kind_lazy(int64_t j, const uint32_t* src, const Src& pts, F& den) {
     den = F::one();
+    uint32_t e = src[j];
     int64_t i = e & ~AFFINE_PARTNER;
     if (!(e & AFFINE_PARTNER)) return PAIR_P;
+    F xp = pts.load_x(i), xq = pts.load_x(i + 1);
     if (xq.is_zero() && pts.load_y(i + 1).is_zero()) return PAIR_P;
     if (xp.is_zero() && pts.load_y(i).is_zero()) return PAIR_Q;
     if (xp == xq) {
@@ -422,15 +414,6 @@ CURVE_FN int pair_kind_xs(uint32_t e, const F& xp, const F& xq, const Src& pts, 
     return PAIR_ADD;
 }
 
-// pair_kind_xs of round pair j, its x coordinates loaded here.
-template <class F, class Src>
-CURVE_FN int pair_kind_lazy(int64_t j, const uint32_t* src, const Src& pts, F& den) {
-    uint32_t e = src[j];
-    F xp, xq;
-    pair_xs<F>(e, pts, xp, xq);
-    return pair_kind_xs<F>(e, xp, xq, pts, den);
-}
-
 // batch_prefix over the round's pair denominators (the pairs j < M).
 template <class F, class Src>
 CURVE_FN void pair_prefix(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
@@ -442,39 +425,6 @@ CURVE_FN void pair_prefix(int64_t t, int64_t M, int64_t T, int K, const uint32_t
         F den;
         if (pair_kind_lazy<F>(j, src, pts, den) >= PAIR_ADD) acc = acc * den;
         store16(pre + j, acc);
-    }
-    store16(tot + t, acc);
-}
-
-// pair_prefix with the next pair's slot and x coordinates loaded before this pair's product
-// (ZKHIVE_MSM_AFFINE_PREFIX_AHEAD). Why: round 0's prefix pass runs at ~40% of its product
-// rate (H query at 2^27, H100: 90.4 ms against 38 counted): each pair's x waits on two
-// dependent loads (the slot, then vals[], then the base), and the loop's branches keep the
-// compiler from issuing the next pair's loads early. 24 registers more (two Fq values).
-template <class F, class Src>
-CURVE_FN void pair_prefix_ahead(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
-                                const Src& pts, F* pre, F* tot) {
-    F acc = F::one();
-    int64_t last = batch_last(t, M, T, K);
-    if (last >= 0) {
-        uint32_t e = src[t];
-        F xp, xq;
-        pair_xs<F>(e, pts, xp, xq);
-        for (int64_t k = 0; k <= last; k++) {
-            int64_t j = t + k * T;
-            uint32_t e_next = e;
-            F xp_next = xp, xq_next = xq;
-            if (k < last) {
-                e_next = src[j + T];
-                pair_xs<F>(e_next, pts, xp_next, xq_next);
-            }
-            F den;
-            if (pair_kind_xs<F>(e, xp, xq, pts, den) >= PAIR_ADD) acc = acc * den;
-            store16(pre + j, acc);
-            e = e_next;
-            xp = xp_next;
-            xq = xq_next;
-        }
     }
     store16(tot + t, acc);
 }
@@ -513,24 +463,6 @@ CURVE_FN void bucket_final_into(int64_t b, const uint32_t* start, const uint32_t
     xyzz_t<F> acc = load16(buckets + b);
     int64_t s = start[b], e = s + cnt[b];
     for (int64_t i = s; i < e; i++) acc.add_affine(load16(pts + i));
-    store16(buckets + b, acc);
-}
-
-// bucket_final_into with the bucket's first two points loaded beside its running sum, before
-// any addition (ZKHIVE_MSM_DENSE_FINAL_AHEAD). Why: the tail runs at ~64% of its product rate
-// (H query at 2^27, H100: 74.2 ms against 47 counted), each thread waiting on the running
-// sum's 192 bytes and then on each point's 96 in turn; after four rounds a bucket has ~2 left.
-template <class F>
-CURVE_FN void bucket_final_into_ahead(int64_t b, const uint32_t* start, const uint32_t* cnt,
-                                      const affine_t<F>* pts, xyzz_t<F>* buckets) {
-    int64_t s = start[b], e = s + cnt[b];
-    affine_t<F> p0 = affine_t<F>::identity(), p1 = affine_t<F>::identity();
-    if (s < e) p0 = load16(pts + s);
-    if (s + 1 < e) p1 = load16(pts + s + 1);
-    xyzz_t<F> acc = load16(buckets + b);
-    if (s < e) acc.add_affine(p0);
-    if (s + 1 < e) acc.add_affine(p1);
-    for (int64_t i = s + 2; i < e; i++) acc.add_affine(load16(pts + i));
     store16(buckets + b, acc);
 }
 

@@ -87,7 +87,6 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
         ranges: int = 64, level_width: int = 8, segment: int = 32, segment2: int = 8,
         chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0,
         lean: bool = False, slice_range: bool = False, final_into: bool = False,
-        prefix_ahead: bool = False, final_ahead: bool = False,
         inv_block: tuple[int, int] | None = None):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
@@ -105,11 +104,9 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     slice's round 0 over its own stretch of the sorted items, the halvings over its own
     buckets (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1). final_into (with chunk and affine): each chunk's
     affine tail added into the running buckets, no merge (ZKHIVE_MSM_DENSE_FINAL_INTO=1).
-    prefix_ahead: the rounds' prefix passes by pair_prefix_ahead (ZKHIVE_MSM_AFFINE_PREFIX_AHEAD);
-    final_ahead (with final_into): the tail by bucket_final_into_ahead
-    (ZKHIVE_MSM_DENSE_FINAL_AHEAD); inv_block = (log2 threads, longest chain): the inversion's
-    levels stop at that many values and one block's tree takes them (ZKHIVE_MSM_INV_BLOCK; the
-    device's is (9, 32), gpu/affine_plan.py BLOCK_THREADS, BLOCK_WIDTH).
+    inv_block = (log2 threads, longest chain): the inversion's levels stop at that many values
+    and one block's product tree takes them (ZKHIVE_MSM_INV_BLOCK, the device's default: (9,
+    32), gpu/affine_plan.py BLOCK_THREADS, BLOCK_WIDTH); None: levels and one thread.
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -124,18 +121,16 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
                          "power of two >= 2")
     if lean and affine is not None:
         raise ValueError("lean is level 1's XYZZ accumulation; affine replaces level 1")
-    if (slice_range or final_into or prefix_ahead or inv_block) and affine is None:
-        raise ValueError("slice_range, final_into, prefix_ahead and inv_block are steps of the "
-                         "affine rounds: give affine")
-    if final_ahead and not final_into:
-        raise ValueError("final_ahead is a form of final_into's tail: give final_into")
-    steps = 8 * bool(prefix_ahead) | 16 * bool(final_ahead)
+    if (slice_range or final_into or inv_block) and affine is None:
+        raise ValueError("slice_range, final_into and inv_block are steps of the affine rounds: "
+                         "give affine")
+    steps = 0
     if inv_block is not None:
         log_bt, width = (int(x) for x in inv_block)
         if not (1 <= log_bt <= 12 and 1 <= width < 1 << 15):
             raise ValueError(f"inv_block (log2 threads, chain) = {inv_block}: need 1..12, "
                              "1..32767")
-        steps |= 32 | log_bt << 8 | width << 16
+        steps = 8 | log_bt << 8 | width << 16
     packed = 0
     if affine is not None:
         rounds, k, k2 = (int(x) for x in affine)

@@ -17,12 +17,9 @@
 #define MSM_HOST_LEAN 1
 #define MSM_HOST_SLICE_RANGE 2
 #define MSM_HOST_FINAL_INTO 4
-// the prefix passes' loads one pair ahead; the tail's first two points loaded ahead; the
-// inversion's top in one block (its threads' log2 in bits 8-15 of the flags, its chains' limit
-// in bits 16-30)
-#define MSM_HOST_PREFIX_AHEAD 8
-#define MSM_HOST_FINAL_AHEAD 16
-#define MSM_HOST_INV_BLOCK 32
+// the inversion's top in one block (its threads' log2 in bits 8-15 of the flags, its chains'
+// limit in bits 16-30)
+#define MSM_HOST_INV_BLOCK 8
 
 typedef int64_t i64;
 
@@ -98,7 +95,6 @@ template <class F>
 void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
                     const affine_t<F>* bases, i64 nb, int rounds, int K, int K2, i64 slice,
                     bool ranged, bool into, int flags, std::vector<xyzz_t<F>>& buckets) {
-    const bool ahead = flags & MSM_HOST_PREFIX_AHEAD, final_ahead = flags & MSM_HOST_FINAL_AHEAD;
     const int block_log = (flags & MSM_HOST_INV_BLOCK) ? (flags >> 8) & 0xff : 0;
     const i64 block_w = (flags >> 16) & 0x7fff;
     std::vector<uint32_t> start0(nb, 0), cnt0(nb, 0);
@@ -141,9 +137,7 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             table_points<F> tp{bases, vals};
             array_points<F> ap{pts.data()};
             for (i64 t = 0; t < T; t++) {
-                if (r == 0 && ahead) pair_prefix_ahead<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
-                else if (r == 0) pair_prefix<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
-                else if (ahead) pair_prefix_ahead<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
+                if (r == 0) pair_prefix<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data());
                 else pair_prefix<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
             }
             batch_invert<F>(tot, T, K2, 64, block_log, block_w);
@@ -158,9 +152,7 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             Min = Mout;
         }
         for (i64 b = lo; b < hi; b++) {
-            if (into && final_ahead)
-                bucket_final_into_ahead<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
-            else if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
+            if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
             else bucket_final<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
         }
     }

@@ -124,7 +124,8 @@ def test_the_dense_setting_names_what_is_wrong(monkeypatch):
 
 
 @pytest.mark.parametrize("var,read", [("ZKHIVE_MSM_AFFINE_SLICE_RANGE", A.affine_slice_range),
-                                      ("ZKHIVE_MSM_DENSE_FINAL_INTO", A.dense_final_into)])
+                                      ("ZKHIVE_MSM_DENSE_FINAL_INTO", A.dense_final_into),
+                                      ("ZKHIVE_MSM_INV_BLOCK", A.inv_block)])
 def test_the_dense_steps_read_0_or_1_and_refuse_anything_else(monkeypatch, var, read):
     monkeypatch.delenv(var, raising=False)
     assert read() is True           # on since the device timed them (docs/performance.md)
@@ -135,3 +136,16 @@ def test_the_dense_steps_read_0_or_1_and_refuse_anything_else(monkeypatch, var, 
         monkeypatch.setenv(var, bad)
         with pytest.raises(GpuError, match=f"{var}={bad!r}: expected 0 or 1"):
             read()
+
+
+def test_the_inversion_block_takes_what_its_threads_chain():
+    """With the block, the levels stop at BLOCK_THREADS x BLOCK_WIDTH values (a round of 2^26
+    pairs: 2^22 thread products, two levels of 16, then the block's 16,384); without it they go
+    on to TOP; the block's threads fit an SM at ~70 registers a thread."""
+    top = A.BLOCK_THREADS * A.BLOCK_WIDTH
+    levels = A.level_sizes(1 << 22, top)
+    assert [t for _, t in levels] == [1 << 18, 1 << 14] and levels[-1][1] <= top
+    assert len(A.level_sizes(1 << 22)) == 4 and A.level_sizes(1 << 22)[-1][1] <= A.TOP
+    assert A.level_sizes(top, top) == [] and len(A.level_sizes(top + 1, top)) == 1
+    assert A.BLOCK_THREADS & (A.BLOCK_THREADS - 1) == 0 and A.BLOCK_THREADS * 72 <= 65536
+

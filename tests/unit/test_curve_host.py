@@ -317,24 +317,22 @@ def test_host_dense_chunks_with_slice_ranges_and_the_tail_into_the_running_bucke
         curve.msm(g, xy, vec_from_ints(ints), chunk=n // 4, **opts)
 
 
-# the three opt-in steps of the rounds (gpu/affine_plan.py), the block's shapes: two threads
-# and chains of one (every level of LEVEL_WIDTH before it), a small block with uneven chains,
-# and the device's 512 x 32 (the whole inversion in the block at these sizes)
-@pytest.mark.parametrize("inv_block", [(1, 1), (2, 3), (9, 32), None],
-                         ids=["block-2x1", "block-4x3", "block-512x32", "no-block"])
-def test_host_affine_steps_loads_ahead_and_the_inversion_block(group, inv_block):
-    """ZKHIVE_MSM_AFFINE_PREFIX_AHEAD (the prefix passes' next pair loaded first),
-    ZKHIVE_MSM_DENSE_FINAL_AHEAD (the tail's first two points loaded first) and
-    ZKHIVE_MSM_INV_BLOCK (the inversion's top as one block's product tree) == arkworks through
-    the dense chunks and slices, random, skewed and edge scalars; with two rounds and K2 = 2 the
-    inversion has many levels above the block; a changed scalar changes the sum; the tail's
-    ahead form needs the tail into the running buckets."""
+# the inversion's top in one block (ZKHIVE_MSM_INV_BLOCK): two threads and chains of one
+# (every level of K2 before it), a small block with uneven chains, the device's 512 x 32 (the
+# whole inversion in the block at these sizes)
+@pytest.mark.parametrize("inv_block", [(1, 1), (2, 3), (9, 32)],
+                         ids=["block-2x1", "block-4x3", "block-512x32"])
+def test_host_affine_inversion_in_one_block(group, inv_block):
+    """ZKHIVE_MSM_INV_BLOCK (the inversion's levels stop at the block's size, its threads'
+    chains, a product tree, the root, back down) == arkworks through the dense chunks and
+    slices with both other steps, and through one MSM with many levels above the block (two
+    rounds, K2 = 2), random, skewed and edge scalars; a changed scalar changes the sum; a block
+    of no threads is refused by name."""
     g, P = group
     n = 96 if g == "g1" else 24
     pts = rand_points(P, n)
     xy = M.encode_points(pts, g)
-    opts = dict(slice_range=True, final_into=True, prefix_ahead=inv_block != (2, 3),
-                final_ahead=True, inv_block=inv_block)
+    opts = dict(slice_range=True, final_into=True, inv_block=inv_block)
     cases = [("random", [rng.randrange(MODULUS) for _ in range(n)])] + list(edge_cases(n))
     for name, ints in cases:
         ref = reference(P, pts, ints)
@@ -342,15 +340,15 @@ def test_host_affine_steps_loads_ahead_and_the_inversion_block(group, inv_block)
             assert curve.msm(g, xy, vec_from_ints(ints), window=3, chunk=chunk, affine=(2, 2, 2),
                              affine_slice=slice_, **opts) == ref, (name, chunk, slice_)
         assert curve.msm(g, xy, vec_from_ints(ints), affine=AFFINE[0],
-                         prefix_ahead=True, inv_block=inv_block) == ref, name
+                         inv_block=inv_block) == ref, name
     ints = list(cases[0][1])
     ints[n // 2] = (ints[n // 2] + 1) % MODULUS
     assert curve.msm(g, xy, vec_from_ints(ints), window=3, chunk=n // 4, affine=(2, 2, 2),
                      affine_slice=1, **opts) != reference(P, pts, cases[0][1])
-    with pytest.raises(ValueError, match="form of final_into"):
-        curve.msm(g, xy, vec_from_ints(ints), chunk=n // 4, affine=AFFINE[0], final_ahead=True)
     with pytest.raises(ValueError, match="inv_block"):
         curve.msm(g, xy, vec_from_ints(ints), affine=AFFINE[0], inv_block=(0, 4))
+    with pytest.raises(ValueError, match="steps of the affine rounds"):
+        curve.msm(g, xy, vec_from_ints(ints), inv_block=inv_block)
 
 
 def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
@@ -368,9 +366,9 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
         ref = reference(P, pts, ints)
         for affine in AFFINE:
             assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine) == ref, affine
-            # the prefix's loads one pair ahead decide the same kinds; the block's tree
+            # the inversion's tree over the doublings' and zero sums' denominators (1s)
             assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine,
-                             prefix_ahead=True, inv_block=(2, 2)) == ref, affine
+                             inv_block=(2, 2)) == ref, affine
     xy = M.encode_points([zero] * 5, g)
     assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=AFFINE[1]) == zero
     with pytest.raises(ValueError, match="rounds, K, K2"):
