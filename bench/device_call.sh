@@ -14,8 +14,7 @@
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 12 (any
 # card): the dense engine's tests and the H query alone, the inversion's top in one block
-# against levels and one thread (ZKHIVE_MSM_INV_BLOCK), the tail's kernels
-# (ZKHIVE_MSM_DENSE_FINAL_FORM).
+# against levels and one thread (ZKHIVE_MSM_INV_BLOCK).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
@@ -114,17 +113,14 @@ case "$N" in
    cat "$OUT/run/matvec.log" ;;
 12) # any card (fits ~78 GiB): the dense engine's GPU tests, then the H query alone at 2^27
    # with the inversion's top in one block (the default since call 12 of the ninth session)
-   # against levels and one thread, and the tail's kernel at 128 registers (bounded, lean),
-   # profiled (bench/gpu_dense_steps.py)
+   # against levels and one thread, profiled (bench/gpu_dense_steps.py)
    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
        -k "dense_engine" > "$OUT/run/step-tests.log" 2>&1
    echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
    timeout "${DENSE_S:-240}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
        --out "$OUT/run/dense-steps.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
        --variant noblock:ZKHIVE_MSM_INV_BLOCK=0 \
-       --variant bounded:ZKHIVE_MSM_DENSE_FINAL_FORM=bounded \
-       --variant lean:ZKHIVE_MSM_DENSE_FINAL_FORM=lean \
-       --variant lean-prof:ZKHIVE_MSM_DENSE_FINAL_FORM=lean,ZKHIVE_MSM_PROFILE=1 --variant again: \
+       --variant noblock-prof:ZKHIVE_MSM_INV_BLOCK=0,ZKHIVE_MSM_PROFILE=1 --variant again: \
        > "$OUT/run/dense-steps.log" 2>&1
    echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-steps.log" ;;

@@ -81,22 +81,6 @@ def inv_block() -> bool:
     return env_switch("ZKHIVE_MSM_INV_BLOCK", default=True)
 
 
-#: the forms of the dense engine's tail into the running buckets (dense_final_form)
-FINAL_FORMS = ("plain", "bounded", "lean")
-
-
-def dense_final_form() -> str:
-    """ZKHIVE_MSM_DENSE_FINAL_FORM (default plain): the kernel of the tail into the running
-    buckets. plain: g1_bucket_final_into, 164 registers a thread (3 blocks of 128 an SM);
-    bounded: the same body held to 128 registers (4 blocks; 40 bytes of spills); lean: the lean
-    mixed addition at 128 (24 bytes). The same sums."""
-    v = os.environ.get("ZKHIVE_MSM_DENSE_FINAL_FORM", "") or "plain"
-    if v not in FINAL_FORMS:
-        raise GpuError(f"ZKHIVE_MSM_DENSE_FINAL_FORM={v!r}: expected one of "
-                       f"{', '.join(FINAL_FORMS)}")
-    return v
-
-
 def _rounds(var: str, unset: int, auto: int) -> int:
     """A count of rounds from the environment: unset or empty -> ``unset``, ``auto`` -> ``auto``,
     else a whole number 0..40 (0: the XYZZ accumulation)."""

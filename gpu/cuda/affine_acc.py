@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.affine_plan import (BLOCK_THREADS, BLOCK_WIDTH, FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD,
-                              POINT_BYTES, SCAN_CHUNK, TOP, affine_slice_range, dense_final_form,
-                              estimate_bytes, inv_block, level_sizes, round_bounds, threads)
+                              POINT_BYTES, SCAN_CHUNK, TOP, affine_slice_range, estimate_bytes,
+                              inv_block, level_sizes, round_bounds, threads)
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
@@ -57,8 +57,7 @@ class AffineBuckets:
                   "fq_batch_prefix", "fq_batch_back", "fq_batch_top", "g1_pair_prefix_table",
                   "g1_pair_prefix", "g1_pair_apply_table", "g1_pair_apply", "g1_bucket_final",
                   "msm_slice_items", "msm_pair_layout_range", "g1_bucket_final_into",
-                  "fq_batch_block", "g1_bucket_final_into_bounded",
-                  "g1_bucket_final_into_lean"):
+                  "fq_batch_block"):
             self._f[k] = loader.get_function(aff, k)
         scan = loader.load_module("msm")
         for k in ("msm_scan_chunks", "msm_scan_sums", "msm_scan_add"):
@@ -142,13 +141,8 @@ class AffineBuckets:
         The slices one after the other (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0
         over its own stretch of the sorted items and its own buckets, read at each run);
         ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile;
-        ZKHIVE_MSM_INV_BLOCK=0 inverts through levels and one thread;
-        ZKHIVE_MSM_DENSE_FINAL_FORM picks the tail's kernel with ``into`` (gpu/affine_plan.py)."""
+        ZKHIVE_MSM_INV_BLOCK=0 inverts through levels and one thread (gpu/affine_plan.py)."""
         ranged, block = affine_slice_range(), inv_block()
-        final = "g1_bucket_final_into" if into else "g1_bucket_final"
-        form = dense_final_form() if into else "plain"
-        if form != "plain":
-            final += "_" + form
         mark = StageMarks(stream)
         mark("start")
         B = self.B
@@ -161,12 +155,12 @@ class AffineBuckets:
         mark("runs")
         for lo in range(0, B, self.slice_buckets):
             self._slice(lo, min(B, lo + self.slice_buckets), keys, vals, m, bases, buckets,
-                        stream, mark, ranged=ranged, final=final, block=block)
+                        stream, mark, ranged=ranged, into=into, block=block)
         if mark.on:  # the stage times summed over the slices and rounds (each round's apart)
             self.last_profile = mark.times()
 
     def _slice(self, lo: int, hi: int, keys: int, vals: int, m: int, bases: int, buckets: int,
-               stream, mark, *, ranged: bool, final: str, block: bool) -> None:
+               stream, mark, *, ranged: bool, into: bool, block: bool) -> None:
         """The rounds and the XYZZ tail of the buckets [lo, hi) (``run``'s settings)."""
         B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
         keys_in, m_in, bound_in = keys, m, self.items
@@ -217,6 +211,7 @@ class AffineBuckets:
             mark(f"apply{r}")
             keys_in, m_in, bound_in = out_keys.ptr, m_out, self.bounds[r]
             start_in, cnt_in = start_out, cnt_out
+        final = "g1_bucket_final_into" if into else "g1_bucket_final"
         self._launch(final, _grid(hi - lo), np.int64(lo), np.int64(hi),
                      _u(start_in), _u(cnt_in), _u(self.pts[(R - 1) % 2]), np.uintp(buckets),
                      stream=stream)

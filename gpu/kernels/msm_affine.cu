@@ -136,20 +136,3 @@ extern "C" __global__ void g1_bucket_final_into(i64 lo, i64 hi, const uint32_t* 
     i64 b = lo + TID;
     if (b < hi) bucket_final_into<fq_t>(b, start, cnt, pts, buckets);
 }
-
-// the same at 128 registers a thread (4 blocks an SM against 3; ptxas: 40 / 32 bytes of spills),
-// by add_affine (bounded) or by the lean mixed addition (lean: 24 / 16), for
-// ZKHIVE_MSM_DENSE_FINAL_FORM=bounded | lean
-extern "C" __global__ void __launch_bounds__(128, 4)
-g1_bucket_final_into_bounded(i64 lo, i64 hi, const uint32_t* start, const uint32_t* cnt,
-                             const g1a* pts, xyzz_t<fq_t>* buckets) {
-    i64 b = lo + TID;
-    if (b < hi) bucket_final_into<fq_t>(b, start, cnt, pts, buckets);
-}
-
-extern "C" __global__ void __launch_bounds__(128, 4)
-g1_bucket_final_into_lean(i64 lo, i64 hi, const uint32_t* start, const uint32_t* cnt,
-                          const g1a* pts, xyzz_t<fq_t>* buckets) {
-    i64 b = lo + TID;
-    if (b < hi) bucket_final_into_lean<fq_t>(b, start, cnt, pts, buckets);
-}

@@ -466,23 +466,6 @@ CURVE_FN void bucket_final_into(int64_t b, const uint32_t* start, const uint32_t
     store16(buckets + b, acc);
 }
 
-// bucket_final_into by the lean mixed addition (curve.cuh add_affine_lean: at most 6 of the
-// addition's 9 values live at once against 8), for ZKHIVE_MSM_DENSE_FINAL_FORM=lean. Why: the
-// tail runs at ~64% of its product rate (H query at 2^27, H100: 74.1 ms against 47 counted) at
-// 164 registers a thread, 3 blocks of 128 an SM; the lean order fits 128 (4 blocks) with 24
-// bytes of spills where add_affine's takes 40.
-template <class F>
-CURVE_FN void bucket_final_into_lean(int64_t b, const uint32_t* start, const uint32_t* cnt,
-                                     const affine_t<F>* pts, xyzz_t<F>* buckets) {
-    xyzz_t<F> acc = load16(buckets + b);
-    int64_t s = start[b], e = s + cnt[b];
-    for (int64_t i = s; i < e; i++) {
-        affine_t<F> q = load16(pts + i);
-        acc.add_affine_lean(q, false);
-    }
-    store16(buckets + b, acc);
-}
-
 // After the rounds: bucket b's remaining points summed in XYZZ (every bucket written).
 template <class F>
 CURVE_FN void bucket_final(int64_t b, const uint32_t* start, const uint32_t* cnt,

@@ -87,7 +87,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
         ranges: int = 64, level_width: int = 8, segment: int = 32, segment2: int = 8,
         chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0,
         lean: bool = False, slice_range: bool = False, final_into: bool = False,
-        inv_block: tuple[int, int] | None = None, final_lean: bool = False):
+        inv_block: tuple[int, int] | None = None):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
@@ -107,8 +107,6 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     inv_block = (log2 threads, longest chain): the inversion's levels stop at that many values
     and one block's product tree takes them (ZKHIVE_MSM_INV_BLOCK, the device's default: (9,
     32), gpu/affine_plan.py BLOCK_THREADS, BLOCK_WIDTH); None: levels and one thread.
-    final_lean (with final_into): the tail by the lean mixed addition
-    (ZKHIVE_MSM_DENSE_FINAL_FORM=lean; its ``bounded`` form is the default body).
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -126,15 +124,13 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     if (slice_range or final_into or inv_block) and affine is None:
         raise ValueError("slice_range, final_into and inv_block are steps of the affine rounds: "
                          "give affine")
-    if final_lean and not final_into:
-        raise ValueError("final_lean is a form of final_into's tail: give final_into")
-    steps = 16 * bool(final_lean)
+    steps = 0
     if inv_block is not None:
         log_bt, width = (int(x) for x in inv_block)
         if not (1 <= log_bt <= 12 and 1 <= width < 1 << 15):
             raise ValueError(f"inv_block (log2 threads, chain) = {inv_block}: need 1..12, "
                              "1..32767")
-        steps |= 8 | log_bt << 8 | width << 16
+        steps = 8 | log_bt << 8 | width << 16
     packed = 0
     if affine is not None:
         rounds, k, k2 = (int(x) for x in affine)

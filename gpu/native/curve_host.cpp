@@ -20,8 +20,6 @@
 // the inversion's top in one block (its threads' log2 in bits 8-15 of the flags, its chains'
 // limit in bits 16-30)
 #define MSM_HOST_INV_BLOCK 8
-// the tail into the running buckets by the lean mixed addition (ZKHIVE_MSM_DENSE_FINAL_FORM=lean)
-#define MSM_HOST_FINAL_LEAN 16
 
 typedef int64_t i64;
 
@@ -154,9 +152,7 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             Min = Mout;
         }
         for (i64 b = lo; b < hi; b++) {
-            if (into && (flags & MSM_HOST_FINAL_LEAN))
-                bucket_final_into_lean<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
-            else if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
+            if (into) bucket_final_into<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
             else bucket_final<F>(b, start.data(), cnt.data(), pts.data(), buckets.data());
         }
     }

@@ -164,9 +164,7 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, mode, monkeypatch):
     ("radix", 3, "2", "range,into"), ("radix", 3, "", "into"), ("plain", 2, "1", "range"),
     # the inversion's top in one block (the default) and through levels and one thread
     ("radix", 3, "2", "range,into,block"), ("plain", 2, "1", "block"),
-    ("radix", 3, "", "range,into"),
-    # the tail's kernel at 128 registers: add_affine's body, the lean addition
-    ("radix", 3, "2", "range,into,block,bounded"), ("radix", 3, "", "range,into,block,lean")])
+    ("radix", 3, "", "range,into")])
 def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_, opts,
                                            monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
@@ -175,9 +173,8 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
     buckets summed in XYZZ or by batched affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS), all
     windows at once or a slice of 2 or 1 (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS), each slice over its
     own stretch (ZKHIVE_MSM_AFFINE_SLICE_RANGE) and the tail into the running buckets without a
-    merge (ZKHIVE_MSM_DENSE_FINAL_INTO) by each of its kernels (ZKHIVE_MSM_DENSE_FINAL_FORM), the
-    inversion's top in one block or through levels and one thread (ZKHIVE_MSM_INV_BLOCK); a
-    scalar >= r in a later chunk is named by its index
+    merge (ZKHIVE_MSM_DENSE_FINAL_INTO), the inversion's top in one block or through levels and
+    one thread (ZKHIVE_MSM_INV_BLOCK); a scalar >= r in a later chunk is named by its index
     in the whole vector, and the engine keeps serving."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
@@ -194,8 +191,6 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
     monkeypatch.setenv("ZKHIVE_MSM_AFFINE_SLICE_RANGE", "1" if "range" in opts else "0")
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_INTO", "1" if "into" in opts else "0")
     monkeypatch.setenv("ZKHIVE_MSM_INV_BLOCK", "1" if "block" in opts else "0")
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_FORM",
-                       "bounded" if "bounded" in opts else "lean" if "lean" in opts else "plain")
     n = len(xy)
     e = DenseEngine(group, chunk)
     e.warm()

@@ -149,14 +149,3 @@ def test_the_inversion_block_takes_what_its_threads_chain():
     assert A.level_sizes(top, top) == [] and len(A.level_sizes(top + 1, top)) == 1
     assert A.BLOCK_THREADS & (A.BLOCK_THREADS - 1) == 0 and A.BLOCK_THREADS * 72 <= 65536
 
-
-def test_the_tail_form_is_one_of_three_and_refuses_others(monkeypatch):
-    monkeypatch.delenv("ZKHIVE_MSM_DENSE_FINAL_FORM", raising=False)
-    assert A.dense_final_form() == "plain"
-    for v in A.FINAL_FORMS:
-        monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_FORM", v)
-        assert A.dense_final_form() == v
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_FORM", "fast")
-    with pytest.raises(GpuError, match="ZKHIVE_MSM_DENSE_FINAL_FORM='fast': expected one of"):
-        A.dense_final_form()
-

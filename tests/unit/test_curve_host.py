@@ -325,16 +325,14 @@ def test_host_dense_chunks_with_slice_ranges_and_the_tail_into_the_running_bucke
 def test_host_affine_inversion_in_one_block(group, inv_block):
     """ZKHIVE_MSM_INV_BLOCK (the inversion's levels stop at the block's size, its threads'
     chains, a product tree, the root, back down) == arkworks through the dense chunks and
-    slices with both other steps (and the lean tail, ZKHIVE_MSM_DENSE_FINAL_FORM=lean), and through one MSM with many levels above the block (two
+    slices with both other steps, and through one MSM with many levels above the block (two
     rounds, K2 = 2), random, skewed and edge scalars; a changed scalar changes the sum; a block
     of no threads is refused by name."""
     g, P = group
     n = 96 if g == "g1" else 24
     pts = rand_points(P, n)
     xy = M.encode_points(pts, g)
-    # the lean tail (ZKHIVE_MSM_DENSE_FINAL_FORM=lean) beside the smaller blocks
-    opts = dict(slice_range=True, final_into=True, inv_block=inv_block,
-                final_lean=inv_block != (9, 32))
+    opts = dict(slice_range=True, final_into=True, inv_block=inv_block)
     cases = [("random", [rng.randrange(MODULUS) for _ in range(n)])] + list(edge_cases(n))
     for name, ints in cases:
         ref = reference(P, pts, ints)
@@ -349,8 +347,6 @@ def test_host_affine_inversion_in_one_block(group, inv_block):
                      affine_slice=1, **opts) != reference(P, pts, cases[0][1])
     with pytest.raises(ValueError, match="inv_block"):
         curve.msm(g, xy, vec_from_ints(ints), affine=AFFINE[0], inv_block=(0, 4))
-    with pytest.raises(ValueError, match="form of final_into"):
-        curve.msm(g, xy, vec_from_ints(ints), chunk=n // 4, affine=AFFINE[0], final_lean=True)
     with pytest.raises(ValueError, match="steps of the affine rounds"):
         curve.msm(g, xy, vec_from_ints(ints), inv_block=inv_block)
 
