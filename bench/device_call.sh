@@ -75,12 +75,13 @@ case "$N" in
    # matvec, now on by default: the GPU suite, then in one process with one key the partition
    # (default; the serial profile; the dense steps off; the matvec over z; the default again),
    # then the cluster's 4 jobs (SKIP_TESTS=1: the suite ran on another card of this head;
-   # SKIP_CLUSTER=1: the partition alone)
+   # SKIP_CLUSTER=1: the partition alone; SKIP_BIG=1: the cluster alone)
    if [ "${SKIP_TESTS:-0}" != 1 ]; then
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    fi
    # (noblock: the inversion's top by levels and one thread, as before the ninth session)
+   [ "${SKIP_BIG:-0}" = 1 ] || \
    BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 noblock:ZKHIVE_MSM_INV_BLOCK=0 again:ZKHIVE_MSM_OVERLAP=1" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
