@@ -14,14 +14,15 @@
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 12 (any
 # card): the dense engine's tests and the H query alone, the inversion's top in one block
-# against levels and one thread (ZKHIVE_MSM_INV_BLOCK).
+# against levels and one thread (ZKHIVE_MSM_INV_BLOCK); 13 (any card): the H query alone in
+# chunks of 2^25 (ZKHIVE_DENSE_CHUNK_LOG) in slices of 2-4 windows.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10-12)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10-13)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -125,7 +126,19 @@ case "$N" in
        > "$OUT/run/dense-steps.log" 2>&1
    echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-steps.log" ;;
-*) echo "call $N: one of 1-6, 8, 10, 11 or 12" >&2; exit 2 ;;
+13) # any card (fits ~78 GiB): the H query alone at 2^27 in chunks of 2^25 (half the chunks:
+   # half the tail into the running buckets, a fifth affine round) in slices of 2, 3 and 4
+   # windows (the dense engine's bytes beside each: gpu.budget.dense_engine_bytes), profiled
+   timeout "${DENSE_S:-300}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
+       --out "$OUT/run/dense-chunks.json" \
+       --variant c25w2:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=2 \
+       --variant c25w3:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=3 \
+       --variant c25w4:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=4 \
+       --variant c25w3-prof:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=3,ZKHIVE_MSM_PROFILE=1 \
+       --variant again: > "$OUT/run/dense-chunks.log" 2>&1
+   echo "dense chunks: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/dense-chunks.log" ;;
+*) echo "call $N: one of 1-6, 8, 10-13" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin

@@ -121,6 +121,8 @@ def main() -> int:
                 row = {"variant": name, "env": env, "ms": statistics.median(times),
                        "all_ms": times, "correct": bool(ok), "window": e.window,
                        "affine_rounds": e.affine_rounds,
+                       "engine_gib": round(DenseEngine.estimate_bytes("g1", dense_chunk())
+                                           / 2**30, 2),
                        "profile_ms": dict(e.last_profile) if env.get("ZKHIVE_MSM_PROFILE") == "1"
                        else {}}
             except Exception as exc:  # a variant that fails is reported, the others still run
@@ -141,7 +143,8 @@ def main() -> int:
             else:
                 prof = "".join(f"\n    {k}: {v:.1f} ms" for k, v in row["profile_ms"].items())
                 print(f"{name}: {row['ms']:.1f} ms ({', '.join(f'{x:.1f}' for x in times)}), "
-                      f"correct={row['correct']}{prof}", flush=True)
+                      f"correct={row['correct']}, {row['affine_rounds']} rounds, engine "
+                      f"{row['engine_gib']} GiB{prof}", flush=True)
             Path(args.out).write_text(json.dumps(rows, indent=1))
     bases.close()
     return 0 if ok_all else 1
