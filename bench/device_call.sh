@@ -126,15 +126,18 @@ case "$N" in
        > "$OUT/run/dense-steps.log" 2>&1
    echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-steps.log" ;;
-13) # any card (fits ~78 GiB): the H query alone at 2^27 in chunks of 2^25 (half the chunks:
-   # half the tail into the running buckets, a fifth affine round) in slices of 2, 3 and 4
-   # windows (the dense engine's bytes beside each: gpu.budget.dense_engine_bytes), profiled
+13) # any card (fits ~78 GiB): the dense engine's GPU tests, then the H query alone at 2^27
+   # in the default chunks of 2^25 in 3-window slices (the prefix products in the radix sort's
+   # second list, the running sums in the workspace's buckets: gpu/affine_plan.py
+   # dense_sharing) against 2^24 in 5 (the default before), each engine's bytes planned and
+   # held beside it, profiled
+   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
+       -k "dense_engine" > "$OUT/run/step-tests.log" 2>&1
+   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
    timeout "${DENSE_S:-300}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
-       --out "$OUT/run/dense-chunks.json" \
-       --variant c25w2:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=2 \
-       --variant c25w3:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=3 \
-       --variant c25w4:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=4 \
-       --variant c25w3-prof:ZKHIVE_DENSE_CHUNK_LOG=25,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=3,ZKHIVE_MSM_PROFILE=1 \
+       --out "$OUT/run/dense-chunks.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
+       --variant c24w5:ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5 \
+       --variant c25w4:ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=4 \
        --variant again: > "$OUT/run/dense-chunks.log" 2>&1
    echo "dense chunks: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-chunks.log" ;;

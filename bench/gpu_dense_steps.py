@@ -110,7 +110,10 @@ def main() -> int:
             os.environ.update(env)
             e = None
             try:
+                live = DeviceBuffer.live
                 e = DenseEngine("g1", dense_chunk())
+                e.warm()
+                held = DeviceBuffer.live - live   # what the engine allocated, beside the plan
                 times, ok = [], True
                 for i in range(args.runs + 1):
                     t = time.perf_counter()
@@ -123,6 +126,7 @@ def main() -> int:
                        "affine_rounds": e.affine_rounds,
                        "engine_gib": round(DenseEngine.estimate_bytes("g1", dense_chunk())
                                            / 2**30, 2),
+                       "engine_held_gib": round(held / 2**30, 2),
                        "profile_ms": dict(e.last_profile) if env.get("ZKHIVE_MSM_PROFILE") == "1"
                        else {}}
             except Exception as exc:  # a variant that fails is reported, the others still run
@@ -144,7 +148,8 @@ def main() -> int:
                 prof = "".join(f"\n    {k}: {v:.1f} ms" for k, v in row["profile_ms"].items())
                 print(f"{name}: {row['ms']:.1f} ms ({', '.join(f'{x:.1f}' for x in times)}), "
                       f"correct={row['correct']}, {row['affine_rounds']} rounds, engine "
-                      f"{row['engine_gib']} GiB{prof}", flush=True)
+                      f"{row['engine_gib']} GiB planned, {row['engine_held_gib']} held{prof}",
+                      flush=True)
             Path(args.out).write_text(json.dumps(rows, indent=1))
     bases.close()
     return 0 if ok_all else 1

@@ -108,10 +108,11 @@ def rounds_from_env(items: int, buckets: int) -> int:
 
 #: the dense engine's windows a slice (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS): filecoin-32g on the
 #: H200 at 2^24 chunks, 4 rounds: 3 / 4 / 5 / 13 windows a slice gave 1,614.9 / 1,508.7 /
-#: 1,484.6 / 1,440.2 ms a partition (XYZZ at 2^25 chunks: 1,586.0); 5 is the
-#: widest whose buffers (8.9 GiB) fit the ledger next to the key and a proof (13: 22.2 GiB,
-#: 139.5 GiB planned against 128.6)
-DENSE_WINDOWS = 5
+#: 1,484.6 / 1,440.2 ms a partition (XYZZ at 2^25 chunks: 1,586.0); at 2^25 chunks (5
+#: rounds) the H query alone on an H100 (2026-12-06): 2 / 3 / 4 windows 758.1 / 741.2 / 734.5
+#: ms (2^24 in 5: 772.5). 3 is the widest whose buffers fit the ledger next to
+#: filecoin-32g's key and a proof on the H200 (dense_sharing; 4: 1.2 GiB over)
+DENSE_WINDOWS = 3
 
 
 def dense_affine_rounds(chunk: int, c: int) -> int:
@@ -142,9 +143,9 @@ def dense_affine_windows(W: int) -> int:
     return min(w, W)
 
 
-def dense_affine_bytes(chunk: int, c: int) -> int:
+def dense_affine_bytes(chunk: int, c: int, *, pre_elsewhere: bool = False) -> int:
     """The dense engine's affine buffers for chunks of ``chunk`` scalars at c-bit windows
-    (0 when its rounds are off)."""
+    (0 when its rounds are off); pre_elsewhere: less the prefix products (dense_sharing)."""
     from gpu.msm_input import windows
     rounds = dense_affine_rounds(chunk, c)
     if rounds <= 0:
@@ -152,7 +153,30 @@ def dense_affine_bytes(chunk: int, c: int) -> int:
     W, B = windows(c), 1 << (c - 1)
     wps = dense_affine_windows(W)
     return estimate_bytes(chunk * W, W * B, rounds, slice_items=chunk * wps,
-                          slice_buckets=wps * B)
+                          slice_buckets=wps * B, pre_elsewhere=pre_elsewhere)
+
+
+def dense_sharing(chunk: int, c: int, *, radix: bool) -> tuple[bool, bool]:
+    """What the dense engine's affine accumulation keeps in memory the engine already holds,
+    one rule for the engine (gpu/cuda/msm.py DenseEngine.warm) and the ledger
+    (gpu/budget.py dense_engine_bytes): (the prefix products in the radix sort's second
+    list, the running buckets in the workspace's own).
+
+    Why: the radix sort's passes end in the workspace's list, so its second list (8 bytes a
+    digit: 3.25 GiB at 2^25 chunks) lies idle while the chunk's rounds run, and the next
+    chunk's digits are written there only after them (one stream); with the tail into the
+    running buckets (ZKHIVE_MSM_DENSE_FINAL_INTO) the chunk's own buckets are never written
+    or read (1.22 GiB at c = 20). Together they let 2^25 chunks in 3-window slices fit beside
+    filecoin-32g's key on the H200."""
+    from gpu.msm_input import windows
+    rounds = dense_affine_rounds(chunk, c)
+    if rounds <= 0:
+        return False, False
+    W, B = windows(c), 1 << (c - 1)
+    wps = dense_affine_windows(W)
+    pre = prefix_bytes(chunk * W, W * B, rounds, slice_items=chunk * wps,
+                       slice_buckets=wps * B)
+    return bool(radix) and pre <= 8 * chunk * W, dense_final_into()
 
 
 def round_bounds(items: int, buckets: int, rounds: int) -> list[int]:
@@ -181,11 +205,23 @@ def threads(m: int) -> int:
     return max(1, -(-m // PAIRS_PER_THREAD))
 
 
+def prefix_bytes(items: int, buckets: int, rounds: int, *, slice_items: int | None = None,
+                 slice_buckets: int | None = None) -> int:
+    """Bytes of AffineBuckets' prefix products (one Fq a pair of round 0, the largest round):
+    what a caller may hand it in memory of its own (``pre=``), as the dense engine does."""
+    if rounds < 1:
+        return 0
+    si = items if slice_items is None else slice_items
+    sb = buckets if slice_buckets is None else slice_buckets
+    return FQ_BYTES * round_bounds(si, sb, rounds)[0]
+
+
 def estimate_bytes(items: int, buckets: int, rounds: int, *, slice_items: int | None = None,
-                   slice_buckets: int | None = None) -> int:
+                   slice_buckets: int | None = None, pre_elsewhere: bool = False) -> int:
     """Device bytes of AffineBuckets(items, buckets, rounds, slice_items=, slice_buckets=): six
     arrays over every bucket (the runs, two rounds' starts and lengths), the rest sized by one
-    slice's bounds."""
+    slice's bounds; pre_elsewhere: without the prefix products (prefix_bytes), which the
+    caller lends."""
     if rounds < 1:
         return 0
     si = items if slice_items is None else slice_items
@@ -194,7 +230,8 @@ def estimate_bytes(items: int, buckets: int, rounds: int, *, slice_items: int | 
     b0, b1 = b[0], b[1] if rounds > 1 else 1
     T0 = threads(b0)
     total = 6 * 4 * buckets + 4 * -(-buckets // SCAN_CHUNK) + 8 * rounds
-    total += 4 * b0 + 4 * (b0 + b1) + POINT_BYTES * (b0 + b1) + FQ_BYTES * b0 + FQ_BYTES * T0
+    total += 4 * b0 + 4 * (b0 + b1) + POINT_BYTES * (b0 + b1) + FQ_BYTES * T0
+    total += 0 if pre_elsewhere else FQ_BYTES * b0
     total += sum(FQ_BYTES * (n + t) for n, t in level_sizes(T0)) + FQ_BYTES * TOP
     total += FQ_BYTES * BLOCK_THREADS * (BLOCK_WIDTH + 2)  # the block's prefixes and tree
     return total

@@ -178,14 +178,17 @@ def chunk_capacity(group: str) -> int:
 
 def dense_chunk() -> int:
     """Scalars per chunk of the dense engine (the H query at 2^27): 2^ZKHIVE_DENSE_CHUNK_LOG,
-    default 2^24, for the affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS): their buffers grow
-    with the chunk, and 2^24 in 5-window slices is what fits beside the key (filecoin-32g on
-    the H200: 1,466.9 ms a partition; 2^23: 1,835.7). In XYZZ (rounds 0, or a key the ledger
+    default 2^25, for the affine rounds (ZKHIVE_MSM_DENSE_AFFINE_ROUNDS): their buffers grow
+    with the chunk; half the chunks halve the tails into the running buckets (the H query alone
+    at 2^27 on an H100, 2026-12-06: 772.5 ms at 2^24 in 5-window slices, 741.2 at 2^25 in 3,
+    the tail 74.1 -> 30.3 ms), and 2^25 in 3-window slices fits beside filecoin-32g's key on
+    the H200 with the memory the engine lends its rounds (gpu/affine_plan.py dense_sharing).
+    Earlier: 2^24 in 5-window slices, 1,466.9 ms a partition; 2^23: 1,835.7. In XYZZ (rounds 0, or a key the ledger
     admitted lean) a larger chunk merges its buckets into the running ones fewer times (3.5 ms a
     merge at c = 20) for 16 bytes a digit more of sorted lists: 1,636.8 / 1,610.7 / 1,613.1 ms
     at 2^24 / 2^25 / 2^26 before the sort's second pass; 1,606.0 at 2^24 and 1,586.0 at 2^25
     after it."""
-    return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "24"))
+    return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "25"))
 
 
 def pippenger_workspace(group: str, n: int, c: int | None = None, *, radix: bool = True) -> int:
@@ -225,8 +228,10 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
     at the chunk's window (ZKHIVE_MSM_DENSE_WINDOW overrides it), a second set of buckets, the
     running sums, the radix sort's second list (its page-locked window sums are host
     memory, not booked) and, with ``affine`` (where the setting has rounds), the affine
-    accumulation's buffers for one slice of windows."""
-    from gpu.affine_plan import dense_affine_bytes
+    accumulation's buffers for one slice of windows, less what the engine lends them
+    (gpu/affine_plan.py dense_sharing: the running sums in the workspace's buckets, the
+    prefix products in the second list)."""
+    from gpu.affine_plan import dense_affine_bytes, dense_sharing
     from gpu.msm_input import window_bits, windows
     from gpu.msm_sort import dense_sort, radix_sort_bytes, sort_kind
     c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
@@ -234,8 +239,10 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
     # the workspace books the radix list when the plain MSM sorts that way; else book it here
     radix = radix_sort_bytes(chunk, windows(c)) \
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
-    return pippenger_workspace(group, chunk, c) + K * XYZZ[group] + radix + \
-        (dense_affine_bytes(chunk, c) if affine else 0)
+    pre_in_list, acc_shared = dense_sharing(chunk, c, radix=dense_sort() == "radix") \
+        if affine else (False, False)
+    return pippenger_workspace(group, chunk, c) + (0 if acc_shared else K * XYZZ[group]) + \
+        radix + (dense_affine_bytes(chunk, c, pre_elsewhere=pre_in_list) if affine else 0)
 
 
 @dataclass(frozen=True)

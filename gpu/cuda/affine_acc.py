@@ -32,10 +32,12 @@ class AffineBuckets:
     """The buffers and launches of the affine accumulation of a sorted list of up to ``items``
     digits over ``buckets`` keys (G1), summed a slice of ``slice_buckets`` keys at a time
     (default: all at once), a slice holding at most ``slice_items`` digits (the buffers' size;
-    default ``items``)."""
+    default ``items``); ``pre``: device memory lent for the prefix products (gpu.affine_plan
+    prefix_bytes), idle whenever ``run`` is queued."""
 
     def __init__(self, items: int, buckets: int, rounds: int, *,
-                 slice_items: int | None = None, slice_buckets: int | None = None):
+                 slice_items: int | None = None, slice_buckets: int | None = None,
+                 pre: DeviceBuffer | None = None):
         if rounds < 1:
             raise GpuError(f"affine accumulation with {rounds} rounds: at least 1 (0 means the "
                            "XYZZ accumulation, which the caller runs instead)")
@@ -50,7 +52,12 @@ class AffineBuckets:
         self.last_profile: dict[str, float] = {}
         self.nbytes = estimate_bytes(self.items, self.B, self.rounds,
                                      slice_items=self.slice_items,
-                                     slice_buckets=self.slice_buckets)
+                                     slice_buckets=self.slice_buckets,
+                                     pre_elsewhere=pre is not None)
+        if pre is not None and pre.nbytes < FQ_BYTES * self.bounds[0]:
+            raise GpuError(f"affine accumulation: {pre.nbytes} bytes lent for the prefix "
+                           f"products, {FQ_BYTES * self.bounds[0]} needed")
+        self._lent_pre = pre
         self._f = {}
         aff = loader.load_module("msm_affine")
         for k in ("msm_run_bounds", "msm_run_counts", "msm_run_halve", "msm_pair_layout",
@@ -94,7 +101,10 @@ class AffineBuckets:
         self.keys = [self._buf(4 * b0, "affine keys"), self._buf(4 * b1, "affine keys")]
         self.pts = [self._buf(POINT_BYTES * b0, "affine sums"),
                     self._buf(POINT_BYTES * b1, "affine sums")]
-        self.pre = self._buf(FQ_BYTES * b0, "affine prefix products")
+        # the prefix products: memory the caller lends (the dense engine: its radix sort's idle
+        # second list; never freed here) or our own
+        self.pre = self._lent_pre if self._lent_pre is not None else \
+            self._buf(FQ_BYTES * b0, "affine prefix products")
         self.T0 = threads(b0)
         self.tot = self._buf(FQ_BYTES * self.T0, "affine thread products")
         self.levels = [(self._buf(FQ_BYTES * n, "inversion level prefixes"),

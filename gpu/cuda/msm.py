@@ -27,11 +27,12 @@ import os
 import numpy as np
 
 from gpu.affine_plan import (dense_affine_rounds, dense_affine_windows, dense_final_into,
+                              dense_sharing, prefix_bytes,
                               env_switch)
 from gpu.cuda import loader
 from gpu.cuda.launch import _SCAN_CHUNK, BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.cuda.marks import StageMarks
-from gpu.cuda.memory import DeviceBuffer
+from gpu.cuda.memory import DeviceBuffer, DeviceView
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
 from gpu.msm_sort import dense_sort, radix_blocks, radix_passes, sort_kind
@@ -214,8 +215,11 @@ class _RadixSort:
             owner.append(b)
             return b
         try:
-            self.keys = buf(4 * n * W, "msm radix keys")
-            self.vals = buf(4 * n * W, "msm radix values")
+            # one allocation: idle while the dense engine's rounds run, it lends them its bytes
+            # (gpu/affine_plan.py dense_sharing)
+            self.list = buf(8 * n * W, "msm radix second list")
+            self.keys = DeviceView(self.list, 0, 4 * n * W, "msm radix keys")
+            self.vals = DeviceView(self.list, 4 * n * W, 4 * n * W, "msm radix values")
             self.hist = buf(4 * 256 * blocks, "msm radix digit counts")
             self.offs = buf(4 * 256 * blocks, "msm radix digit offsets")
             self.sums = buf(4 * -(-256 * blocks // _SCAN_CHUNK), "msm radix scan totals")
@@ -620,17 +624,29 @@ class DenseEngine:
     def warm(self) -> None:
         if self.ws is None:
             self.ws = self.shell._workspace(self.window)
-            self.acc = DeviceBuffer(self.ws.K * self.shell.point_bytes, what="dense MSM running buckets")
-            self.ws.buffers.append(self.acc)
-            if dense_sort() == "radix":
-                self.ws.radix(self.chunk)
+            rs = self.ws.radix(self.chunk) if dense_sort() == "radix" else None
+            pre_in_list, acc_shared = dense_sharing(self.chunk, self.window, radix=rs is not None) \
+                if self.affine_rounds else (False, False)
+            # the running buckets: the workspace's own where the chunks' tails go into them
+            # (their own buckets then never used), else a second set (start() makes it where
+            # the setting changed since)
+            self.acc = self.ws.buckets if acc_shared else self._own_buckets()
             W = self.ws.W
             if self.affine_rounds:
                 from gpu.cuda.affine_acc import AffineBuckets
                 wps = dense_affine_windows(W)
+                shape = dict(slice_items=self.chunk * wps, slice_buckets=wps * self.ws.B)
+                pre = DeviceView(rs.list, 0, prefix_bytes(self.chunk * W, self.ws.K,
+                                                          self.affine_rounds, **shape),
+                                 "affine prefix products (the radix sort's second list)") \
+                    if pre_in_list else None
                 self.affine = AffineBuckets(self.chunk * W, self.ws.K, self.affine_rounds,
-                                            slice_items=self.chunk * wps,
-                                            slice_buckets=wps * self.ws.B)
+                                            pre=pre, **shape)
+
+    def _own_buckets(self) -> DeviceBuffer:
+        acc = DeviceBuffer(self.ws.K * self.shell.point_bytes, what="dense MSM running buckets")
+        self.ws.buffers.append(acc)
+        return acc
 
     def _host(self) -> np.ndarray:
         """A free page-locked buffer for one query's W window sums and its bad index."""
@@ -652,6 +668,8 @@ class DenseEngine:
         c, K, pb = self.window, ws.K, sh.point_bytes
         sort = dense_sort()
         into = dense_final_into()
+        if self.acc is ws.buckets and not (into and self.affine is not None):
+            self.acc = self._own_buckets()  # the chunks' buckets are merged into a second set
         mark = StageMarks(stream)  # ZKHIVE_MSM_PROFILE=1: each stage summed over the chunks
         mark("start")
         memset_words(self.acc.ptr, 0, K * pb // 4, stream)  # zero = the identity

@@ -82,30 +82,44 @@ def test_settings_name_what_is_wrong(monkeypatch):
 
 
 def test_the_ledger_books_the_dense_engines_affine_buffers_only_when_on(monkeypatch):
+    """With rounds the ledger books the affine buffers less what the engine lends them
+    (dense_sharing: at the default 2^25 chunks in 3-window slices, the prefix products in the
+    radix sort's second list and the running buckets in the workspace's own); without rounds,
+    nothing of theirs and a second set of buckets."""
     from gpu.budget import dense_engine_bytes
-    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", raising=False)
-    monkeypatch.delenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", raising=False)
-    default = dense_engine_bytes("g1", 1 << 24)       # the default: auto
+    for var in ("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "ZKHIVE_MSM_DENSE_AFFINE_ROUNDS",
+                "ZKHIVE_MSM_DENSE_FINAL_INTO", "ZKHIVE_MSM_DENSE_SORT"):
+        monkeypatch.delenv(var, raising=False)
+    K, running = 13 << 19, (13 << 19) * 192
+    shape = dict(slice_items=3 << 25, slice_buckets=3 << 19)
+    default = dense_engine_bytes("g1", 1 << 25)       # the default: auto
+    assert A.dense_affine_rounds(1 << 25, 20) == 5   # runs of 64
     assert A.dense_affine_rounds(1 << 24, 20) == 4   # runs of 32
     assert A.dense_affine_rounds(1000, 9) == 0       # runs of 3.9: no round pays
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "0")
-    off = dense_engine_bytes("g1", 1 << 24)           # XYZZ: nothing booked
-    assert A.dense_affine_rounds(1 << 24, 20) == 0
+    off = dense_engine_bytes("g1", 1 << 25)           # XYZZ: nothing booked, no sharing
+    assert A.dense_affine_rounds(1 << 25, 20) == 0
+    assert A.dense_sharing(1 << 25, 20, radix=True) == (False, False)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
-    auto = dense_engine_bytes("g1", 1 << 24)          # 4 rounds, 5-window slices
+    auto = dense_engine_bytes("g1", 1 << 25)          # 5 rounds, 3-window slices
     assert auto == default
-    assert auto - off == A.estimate_bytes(13 << 24, 13 << 19, 4, slice_items=5 << 24,
-                                          slice_buckets=5 << 19)
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "4")
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "13")
-    on = dense_engine_bytes("g1", 1 << 24)
-    assert on - off == A.estimate_bytes(13 << 24, 13 << 19, 4)
-    assert 20 * 2**30 < on - off < 23 * 2**30          # a whole chunk at once: too much
-    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "5")  # 5 of the 13 windows a slice
-    sliced = dense_engine_bytes("g1", 1 << 24)
-    assert sliced - off == A.estimate_bytes(13 << 24, 13 << 19, 4, slice_items=5 << 24,
-                                            slice_buckets=5 << 19)
-    assert sliced - off < 0.42 * (on - off)
+    assert A.dense_sharing(1 << 25, 20, radix=True) == (True, True)
+    lent = A.prefix_bytes(13 << 25, K, 5, **shape)
+    assert auto - off == A.estimate_bytes(13 << 25, K, 5, **shape) - lent - running
+    assert lent > 2 * 2**30 and lent <= 8 * 13 << 25  # 2.3 GiB in the 3.25 GiB second list
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "13")  # a whole chunk at once
+    on = dense_engine_bytes("g1", 1 << 25)
+    assert A.dense_sharing(1 << 25, 20, radix=True) == (False, True)   # its prefixes: too many
+    assert on - off == A.estimate_bytes(13 << 25, K, 5) - running
+    assert 40 * 2**30 < on - off < 46 * 2**30
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "3")
+    assert auto - off < 0.25 * (on - off)
+    # the tail merged instead (the chunk's buckets used): a second set of buckets again
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_INTO", "0")
+    assert dense_engine_bytes("g1", 1 << 25) == auto + running
+    # a one-level sort keeps no second list: the prefixes are the accumulation's own
+    monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_INTO", "1")
+    assert A.dense_sharing(1 << 25, 20, radix=False) == (False, True)
 
 
 def test_the_dense_setting_names_what_is_wrong(monkeypatch):
