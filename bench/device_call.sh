@@ -81,9 +81,10 @@ case "$N" in
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
    fi
-   # (noblock: the inversion's top by levels and one thread, as before the ninth session)
+   # (c24w5: the dense engine's 2^24 chunks in 5-window slices, the default before the ninth
+   # session; old-dense: the eighth session's dense steps off too; z: the matvec over z)
    [ "${SKIP_BIG:-0}" = 1 ] || \
-   BIG_VARIANTS="prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 old-dense:ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 noblock:ZKHIVE_MSM_INV_BLOCK=0 again:ZKHIVE_MSM_OVERLAP=1" \
+   BIG_VARIANTS="${BIG_VARIANTS:-prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 c24w5:ZKHIVE_MSM_OVERLAP=1,ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5 old-dense:ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5,ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again:}" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed
