@@ -8,7 +8,7 @@ one process on one set of resident bases: what the partition's msm_h stage runs,
 
 Bases with known discrete logs made on the device (gpu.cuda.msm.known_log_bases), 2^log_n - 1
 random canonical scalars (the H query's count at 2^27), the engine's chunk as the prover takes
-it (gpu.budget.dense_chunk, 2^24). Each variant (``name:VAR=V,VAR=V``; the first row is the
+it (gpu.budget.dense_chunk, 2^25). Each variant (``name:VAR=V,VAR=V``; the first row is the
 default, no variable set) runs in a fresh engine with its variables set, one warm-up and
 ``--runs`` timed MSMs (wall clock from the call to the point on the host; the device is idle
 before and after), and every result must be the known-log identity's point: a variant that gets
