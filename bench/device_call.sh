@@ -12,17 +12,17 @@
 # H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts;
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
-# matvec over z and over the planes, and its upload from the blob and staged ahead; 12 (any
-# card): the dense engine's tests and the H query alone, the inversion's top in one block
-# against levels and one thread (ZKHIVE_MSM_INV_BLOCK); 13 (any card): the H query alone in
-# chunks of 2^25 (ZKHIVE_DENSE_CHUNK_LOG) in slices of 2-4 windows.
+# matvec over z and over the planes, and its upload from the blob and staged ahead; 13 (any
+# card): the dense engine's tests and the H query alone at its default (2^25 chunks in 3-window
+# slices) against 2^24 in 5 and 2^25 in 4 (call 12, the inversion's block and the loads-ahead
+# and 128-register tail forms, ran in the ninth session: docs/performance.md).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10-13)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -114,19 +114,6 @@ case "$N" in
        --out "$OUT/run/matvec.json" > "$OUT/run/matvec.log" 2>&1
    echo "matvec: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/matvec.log" ;;
-12) # any card (fits ~78 GiB): the dense engine's GPU tests, then the H query alone at 2^27
-   # with the inversion's top in one block (the default since call 12 of the ninth session)
-   # against levels and one thread, profiled (bench/gpu_dense_steps.py)
-   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
-       -k "dense_engine" > "$OUT/run/step-tests.log" 2>&1
-   echo "step tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
-   timeout "${DENSE_S:-240}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
-       --out "$OUT/run/dense-steps.json" --variant prof:ZKHIVE_MSM_PROFILE=1 \
-       --variant noblock:ZKHIVE_MSM_INV_BLOCK=0 \
-       --variant noblock-prof:ZKHIVE_MSM_INV_BLOCK=0,ZKHIVE_MSM_PROFILE=1 --variant again: \
-       > "$OUT/run/dense-steps.log" 2>&1
-   echo "dense steps: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
-   cat "$OUT/run/dense-steps.log" ;;
 13) # any card (fits ~78 GiB): the dense engine's GPU tests, then the H query alone at 2^27
    # in the default chunks of 2^25 in 3-window slices (the prefix products in the radix sort's
    # second list, the running sums in the workspace's buckets: gpu/affine_plan.py
@@ -142,7 +129,7 @@ case "$N" in
        --variant again: > "$OUT/run/dense-chunks.log" 2>&1
    echo "dense chunks: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-chunks.log" ;;
-*) echo "call $N: one of 1-6, 8, 10-13" >&2; exit 2 ;;
+*) echo "call $N: one of 1-6, 8, 10, 11 or 13" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin
