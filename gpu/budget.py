@@ -183,11 +183,11 @@ def dense_chunk() -> int:
     at 2^27 on an H100, 2026-12-06: 772.5 ms at 2^24 in 5-window slices, 741.2 at 2^25 in 3,
     the tail 74.1 -> 30.3 ms), and 2^25 in 3-window slices fits beside filecoin-32g's key on
     the H200 with the memory the engine lends its rounds (gpu/affine_plan.py dense_sharing).
-    Earlier: 2^24 in 5-window slices, 1,466.9 ms a partition; 2^23: 1,835.7. In XYZZ (rounds 0, or a key the ledger
-    admitted lean) a larger chunk merges its buckets into the running ones fewer times (3.5 ms a
-    merge at c = 20) for 16 bytes a digit more of sorted lists: 1,636.8 / 1,610.7 / 1,613.1 ms
-    at 2^24 / 2^25 / 2^26 before the sort's second pass; 1,606.0 at 2^24 and 1,586.0 at 2^25
-    after it."""
+    Earlier: 2^24 in 5-window slices, 1,466.9 ms a partition; 2^23: 1,835.7. In XYZZ (rounds
+    0, or a key the ledger admitted lean) a larger chunk merges its buckets into the running
+    ones fewer times (3.5 ms a merge at c = 20) for 16 bytes a digit more of sorted lists:
+    1,636.8 / 1,610.7 / 1,613.1 ms at 2^24 / 2^25 / 2^26 before the sort's second pass; 1,606.0
+    at 2^24 and 1,586.0 at 2^25 after it."""
     return 1 << int(os.environ.get("ZKHIVE_DENSE_CHUNK_LOG", "25"))
 
 

@@ -27,8 +27,7 @@ import os
 import numpy as np
 
 from gpu.affine_plan import (dense_affine_rounds, dense_affine_windows, dense_final_into,
-                              dense_sharing, prefix_bytes,
-                              env_switch)
+                              dense_sharing, env_switch, prefix_bytes)
 from gpu.cuda import loader
 from gpu.cuda.launch import _SCAN_CHUNK, BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.cuda.marks import StageMarks

@@ -18,8 +18,8 @@
 //            pair's first item writes the pair's slot: src[j] = item | PARTNER, key_out[j];
 //   prefix   thread t takes the pairs j = t, t + T, ... (K of them): the pair's denominator
 //            d_j, the running product into pre[j], the thread's product into tot[t];
-//   invert   tot[] inverted by the same trick one level up (and up, until one thread
-//            inverts a few dozen values with one binary-Euclid inversion);
+//   invert   tot[] inverted by the same trick one level up (and up, until one thread block
+//            takes the last 512 x 32 values: a product tree and one binary-Euclid inversion);
 //   apply    thread t walks its pairs backwards: 1/d_j = (1 / (d_0..d_j)) * pre[j - T], then
 //            the affine sum of the pair into the round's output.
 // Products: 1 (prefix) + 2 (apply's inverse) + 3 (the addition) = 6 a pair, against 10.
