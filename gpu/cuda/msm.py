@@ -579,9 +579,11 @@ class DenseEngine:
 
     Accumulation: rounds of batched affine additions (gpu/cuda/affine_acc.py: 6 Fq products a
     point against XYZZ's 10; ZKHIVE_MSM_DENSE_AFFINE_ROUNDS, default auto), a slice of
-    DENSE_WINDOWS windows at a time so that their buffers fit beside the key (8.9 GiB at 2^24
-    chunks), then msm_core.cuh's XYZZ ranges over what is left of each run; with rounds 0 (or
-    ``affine=False``) the XYZZ ranges alone. filecoin-32g on the H200, key made on the device:
+    DENSE_WINDOWS windows at a time so that their buffers fit beside the key (at 2^25 chunks in
+    3-window slices, their prefix products in the radix sort's idle second list and the
+    running sums in the workspace's own buckets: gpu/affine_plan.py dense_sharing; the engine
+    15.85 GiB), then msm_core.cuh's XYZZ ranges over what is left of each run; with rounds 0
+    (or ``affine=False``) the XYZZ ranges alone. filecoin-32g on the H200, key made on the device:
     1,466.9 ms a partition against 1,606.0 in XYZZ at the same chunks (gpu/affine_plan.py has
     the slice measurements)."""
 
