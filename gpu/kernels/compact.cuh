@@ -76,14 +76,20 @@ FF_FN uint32_t rep_popc(uint32_t x) {
 // (32 random bytes a term: ~600 GB/s on the H200, 36 ms of the 42 ms matvec at 2^27), where
 // the planes are 2 bits a variable (32 MB at 2^27, mostly in L2) and a 0 or a 1 takes no
 // product at all: c * 1 is the canonical coefficient itself.
+// c z of one term into the row's sums: a unit coefficient adds z itself, another c z R^-1
+// (rep_finish moves those back)
+FF_FN void rep_add_term(const fr_t& zv, const fr_t& c, fr_t& plain, fr_t& mont,
+                        bool& any_mont) {
+    if (rep_is_one(c)) plain += zv;
+    else { mont += c * zv; any_mont = true; }
+}
 struct z_vec_t {
     const uint32_t* z;
     typedef fr_t fetch_t;
     FF_FN fetch_t fetch(i64 i) const { return rep_load(z + 8 * i); }
     FF_FN void add(const fetch_t& zv, i64, const fr_t& c, fr_t& plain, fr_t& mont,
                    bool& any_mont) const {
-        if (rep_is_one(c)) plain += zv;
-        else { mont += c * zv; any_mont = true; }
+        rep_add_term(zv, c, plain, mont, any_mont);
     }
 };
 struct z_planes_t {
@@ -102,9 +108,7 @@ struct z_planes_t {
         uint32_t b = (uint32_t)(i & 31);
         if ((f.other >> b) & 1u) {
             i64 k = (i64)offs[i >> 5] + rep_popc(f.other & ((1u << b) - 1u));
-            fr_t zv = rep_load(fes + 8 * k);
-            if (rep_is_one(c)) plain += zv;
-            else { mont += c * zv; any_mont = true; }
+            rep_add_term(rep_load(fes + 8 * k), c, plain, mont, any_mont);
         } else if ((f.one >> b) & 1u) {
             plain += c;
         }
