@@ -162,4 +162,3 @@ def test_the_inversion_block_takes_what_its_threads_chain():
     assert len(A.level_sizes(1 << 22)) == 4 and A.level_sizes(1 << 22)[-1][1] <= A.TOP
     assert A.level_sizes(top, top) == [] and len(A.level_sizes(top + 1, top)) == 1
     assert A.BLOCK_THREADS & (A.BLOCK_THREADS - 1) == 0 and A.BLOCK_THREADS * 72 <= 65536
-
