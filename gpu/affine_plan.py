@@ -156,11 +156,12 @@ def dense_affine_bytes(chunk: int, c: int, *, pre_elsewhere: bool = False) -> in
                           slice_buckets=wps * B, pre_elsewhere=pre_elsewhere)
 
 
-def dense_sharing(chunk: int, c: int, *, radix: bool) -> tuple[bool, bool]:
+def dense_sharing(chunk: int, c: int, *, radix: bool) -> tuple[int, bool]:
     """What the dense engine's affine accumulation keeps in memory the engine already holds,
     one rule for the engine (gpu/cuda/msm.py DenseEngine.warm) and the ledger
-    (gpu/budget.py dense_engine_bytes): (the prefix products in the radix sort's second
-    list, the running buckets in the workspace's own).
+    (gpu/budget.py dense_engine_bytes): (the bytes of the prefix products lent from the radix
+    sort's second list, 0 where they are the accumulation's own; whether the running buckets
+    are the workspace's own).
 
     Why: the radix sort's passes end in the workspace's list, so its second list (8 bytes a
     digit: 3.25 GiB at 2^25 chunks) lies idle while the chunk's rounds run, and the next
@@ -171,12 +172,12 @@ def dense_sharing(chunk: int, c: int, *, radix: bool) -> tuple[bool, bool]:
     from gpu.msm_input import windows
     rounds = dense_affine_rounds(chunk, c)
     if rounds <= 0:
-        return False, False
+        return 0, False
     W, B = windows(c), 1 << (c - 1)
     wps = dense_affine_windows(W)
     pre = prefix_bytes(chunk * W, W * B, rounds, slice_items=chunk * wps,
                        slice_buckets=wps * B)
-    return bool(radix) and pre <= 8 * chunk * W, dense_final_into()
+    return (pre if radix and pre <= 8 * chunk * W else 0), dense_final_into()
 
 
 def round_bounds(items: int, buckets: int, rounds: int) -> list[int]:

@@ -239,10 +239,10 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
     # the workspace books the radix list when the plain MSM sorts that way; else book it here
     radix = radix_sort_bytes(chunk, windows(c)) \
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
-    pre_in_list, acc_shared = dense_sharing(chunk, c, radix=dense_sort() == "radix") \
-        if affine else (False, False)
+    lent, acc_shared = dense_sharing(chunk, c, radix=dense_sort() == "radix") \
+        if affine else (0, False)
     return pippenger_workspace(group, chunk, c) + (0 if acc_shared else K * XYZZ[group]) + \
-        radix + (dense_affine_bytes(chunk, c, pre_elsewhere=pre_in_list) if affine else 0)
+        radix + (dense_affine_bytes(chunk, c, pre_elsewhere=lent > 0) if affine else 0)
 
 
 @dataclass(frozen=True)

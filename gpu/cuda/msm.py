@@ -27,7 +27,7 @@ import os
 import numpy as np
 
 from gpu.affine_plan import (dense_affine_rounds, dense_affine_windows, dense_final_into,
-                              dense_sharing, env_switch, prefix_bytes)
+                              dense_sharing, env_switch)
 from gpu.cuda import loader
 from gpu.cuda.launch import _SCAN_CHUNK, BLOCK, _grid, _u, exclusive_scan, memset_words
 from gpu.cuda.marks import StageMarks
@@ -626,8 +626,8 @@ class DenseEngine:
         if self.ws is None:
             self.ws = self.shell._workspace(self.window)
             rs = self.ws.radix(self.chunk) if dense_sort() == "radix" else None
-            pre_in_list, acc_shared = dense_sharing(self.chunk, self.window, radix=rs is not None) \
-                if self.affine_rounds else (False, False)
+            lent, acc_shared = dense_sharing(self.chunk, self.window, radix=rs is not None) \
+                if self.affine_rounds else (0, False)
             # the running buckets: the workspace's own where the chunks' tails go into them
             # (their own buckets then never used), else a second set (start() makes it where
             # the setting changed since)
@@ -636,13 +636,11 @@ class DenseEngine:
             if self.affine_rounds:
                 from gpu.cuda.affine_acc import AffineBuckets
                 wps = dense_affine_windows(W)
-                shape = dict(slice_items=self.chunk * wps, slice_buckets=wps * self.ws.B)
-                pre = DeviceView(rs.list, 0, prefix_bytes(self.chunk * W, self.ws.K,
-                                                          self.affine_rounds, **shape),
-                                 "affine prefix products (the radix sort's second list)") \
-                    if pre_in_list else None
+                pre = DeviceView(rs.list, 0, lent, "affine prefix products (the radix sort's "
+                                 "second list)") if lent else None
                 self.affine = AffineBuckets(self.chunk * W, self.ws.K, self.affine_rounds,
-                                            pre=pre, **shape)
+                                            slice_items=self.chunk * wps,
+                                            slice_buckets=wps * self.ws.B, pre=pre)
 
     def _own_buckets(self) -> DeviceBuffer:
         acc = DeviceBuffer(self.ws.K * self.shell.point_bytes, what="dense MSM running buckets")

@@ -68,6 +68,13 @@ FF_FN uint32_t rep_popc(uint32_t x) {
     return (uint32_t)__builtin_popcount(x);
 #endif
 }
+// c z of one term into the row's sums: a unit coefficient adds z itself, another c z R^-1
+// (rep_finish moves those back)
+FF_FN void rep_add_term(const fr_t& zv, const fr_t& c, fr_t& plain, fr_t& mont,
+                        bool& any_mont) {
+    if (rep_is_one(c)) plain += zv;
+    else { mont += c * zv; any_mont = true; }
+}
 // Where a product reads z. z_vec_t: the expanded vector (8 limbs an element). z_planes_t: the
 // compact assignment itself (synthesis/assignment.py, the buffer gpu/cuda/compact.py
 // expand_assignment uploads): bit i of `other` says "the next field element" (offs[w] = other
@@ -76,13 +83,6 @@ FF_FN uint32_t rep_popc(uint32_t x) {
 // (32 random bytes a term: ~600 GB/s on the H200, 36 ms of the 42 ms matvec at 2^27), where
 // the planes are 2 bits a variable (32 MB at 2^27, mostly in L2) and a 0 or a 1 takes no
 // product at all: c * 1 is the canonical coefficient itself.
-// c z of one term into the row's sums: a unit coefficient adds z itself, another c z R^-1
-// (rep_finish moves those back)
-FF_FN void rep_add_term(const fr_t& zv, const fr_t& c, fr_t& plain, fr_t& mont,
-                        bool& any_mont) {
-    if (rep_is_one(c)) plain += zv;
-    else { mont += c * zv; any_mont = true; }
-}
 struct z_vec_t {
     const uint32_t* z;
     typedef fr_t fetch_t;

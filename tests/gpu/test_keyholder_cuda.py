@@ -46,7 +46,8 @@ def _free(be) -> None:
         be.unload(digest)
     if be._split is not None:
         be._split.close()
-    be.ntt.close()
+    if be._ntt is not None:  # (the property would make one only to close it)
+        be._ntt.close()
     be._ntt = None  # made again at its next use
 
 

@@ -99,17 +99,17 @@ def test_the_ledger_books_the_dense_engines_affine_buffers_only_when_on(monkeypa
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "0")
     off = dense_engine_bytes("g1", 1 << 25)           # XYZZ: nothing booked, no sharing
     assert A.dense_affine_rounds(1 << 25, 20) == 0
-    assert A.dense_sharing(1 << 25, 20, radix=True) == (False, False)
+    assert A.dense_sharing(1 << 25, 20, radix=True) == (0, False)
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_ROUNDS", "auto")
     auto = dense_engine_bytes("g1", 1 << 25)          # 5 rounds, 3-window slices
     assert auto == default
-    assert A.dense_sharing(1 << 25, 20, radix=True) == (True, True)
     lent = A.prefix_bytes(13 << 25, K, 5, **shape)
+    assert A.dense_sharing(1 << 25, 20, radix=True) == (lent, True)
     assert auto - off == A.estimate_bytes(13 << 25, K, 5, **shape) - lent - running
     assert lent > 2 * 2**30 and lent <= 8 * 13 << 25  # 2.3 GiB in the 3.25 GiB second list
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "13")  # a whole chunk at once
     on = dense_engine_bytes("g1", 1 << 25)
-    assert A.dense_sharing(1 << 25, 20, radix=True) == (False, True)   # its prefixes: too many
+    assert A.dense_sharing(1 << 25, 20, radix=True) == (0, True)   # its prefixes: too many
     assert on - off == A.estimate_bytes(13 << 25, K, 5) - running
     assert 40 * 2**30 < on - off < 46 * 2**30
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_AFFINE_WINDOWS", "3")
@@ -119,7 +119,7 @@ def test_the_ledger_books_the_dense_engines_affine_buffers_only_when_on(monkeypa
     assert dense_engine_bytes("g1", 1 << 25) == auto + running
     # a one-level sort keeps no second list: the prefixes are the accumulation's own
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_INTO", "1")
-    assert A.dense_sharing(1 << 25, 20, radix=False) == (False, True)
+    assert A.dense_sharing(1 << 25, 20, radix=False) == (0, True)
 
 
 def test_the_dense_setting_names_what_is_wrong(monkeypatch):
