@@ -22,7 +22,7 @@
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -84,7 +84,7 @@ case "$N" in
    # (c24w5: the dense engine's 2^24 chunks in 5-window slices, the default before the ninth
    # session; old-dense: the eighth session's dense steps off too; z: the matvec over z)
    [ "${SKIP_BIG:-0}" = 1 ] || \
-   BIG_VARIANTS="${BIG_VARIANTS:-prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 c24w5:ZKHIVE_MSM_OVERLAP=1,ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5 old-dense:ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5,ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again:}" \
+   BIG_VARIANTS="${BIG_VARIANTS:-prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 c24w5:ZKHIVE_MSM_OVERLAP=1,ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5 old-dense:ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5,ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again: ones:ZKHIVE_MSM_ONES_AFFINE=1}" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed
@@ -129,7 +129,19 @@ case "$N" in
        --variant again: > "$OUT/run/dense-chunks.log" 2>&1
    echo "dense chunks: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-chunks.log" ;;
-*) echo "call $N: one of 1-6, 8, 10, 11 or 13" >&2; exit 2 ;;
+14) # any card (fits ~78 GiB): the split MSM's GPU tests (the 1s by affine chains among them),
+   # then the 1s at filecoin-32g's mix (61.5 M of 130 M at 2^27): G1 2^27 and G2 2^26, the XYZZ
+   # sum against the chains (ZKHIVE_MSM_ONES_AFFINE), every result checked by the known logs
+   timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
+       > "$OUT/run/step-tests.log" 2>&1
+   echo "split tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
+   grep -E "^(FAILED|ERROR)" "$OUT/run/step-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout "${ONES_S:-300}" python3 bench/gpu_split_msm.py --g1 "${ONES_G1:-27}" \
+       --g2 "${ONES_G2:-26}" --runs "${RUNS:-3}" --modes on,on+ones --mixes fil \
+       --out "$OUT/run/ones.json" > "$OUT/run/ones.log" 2>&1
+   echo "ones: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/ones.log" ;;
+*) echo "call $N: one of 1-6, 8, 10, 11, 13 or 14" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin

@@ -26,6 +26,16 @@ BLOCK_THREADS, BLOCK_WIDTH = 512, 32
 #: bytes of an Fq value and of an affine G1 point (Montgomery limbs)
 FQ_BYTES, POINT_BYTES = 48, 96
 SCAN_CHUNK = 4096
+#: the split MSM's 1s by affine chains (ones_affine.cu, ZKHIVE_MSM_ONES_AFFINE): threads a
+#: block (the kernel's ONES_BT: its tree's shared memory) and the chains each thread walks a
+#: step, so that a block's step is 4,096 additions for its one inversion (a binary-Euclid root
+#: on one thread, which the SM's other blocks hide)
+ONES_THREADS, ONES_CHAINS = 128, 32
+#: steps at least (else the XYZZ sum takes the 1s): a step's tree and inversion are paid once
+#: a block, and the An accumulators are summed in XYZZ after the chains
+ONES_MIN_STEPS = 4
+#: an accumulator's bytes on the device: its affine point and its prefix product
+ONES_ACC_BYTES = {"g1": 96 + 48, "g2": 192 + 96}
 
 
 def default_rounds(items: int, buckets: int) -> int:
@@ -79,6 +89,35 @@ def inv_block() -> bool:
     H100 (bench/gpu_dense_steps.py, 2026-12-06): 777.9 -> 771.9 ms, the inversions 50.4 -> 44.7;
     0 takes the levels and the one thread."""
     return env_switch("ZKHIVE_MSM_INV_BLOCK", default=True)
+
+
+def ones_affine() -> bool:
+    """ZKHIVE_MSM_ONES_AFFINE (default 0): the split MSM's 1s summed by chains of affine
+    additions (ones_affine.cu: 6 Fq products an addition, G2 17, against the XYZZ mixed
+    addition's 10 and 28), in memory lent by the group's tail engine; 0 takes the XYZZ sum."""
+    return env_switch("ZKHIVE_MSM_ONES_AFFINE", default=False)
+
+
+def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:
+    """Resident blocks an SM holds of a kernel with ``regs`` registers a thread and ``smem``
+    bytes of shared memory a block (sm_90: 64 K registers allocated 8 a thread at a time, 228
+    KiB of shared memory with 1 KiB reserved a block, 64 warps, 32 blocks)."""
+    by_regs = 65536 // (max(1, -(-int(regs) // 8) * 8) * threads)
+    by_smem = (228 << 10) // (int(smem) + 1024)
+    return max(1, min(by_regs, by_smem, 64 // -(-threads // 32), 32))
+
+
+def ones_plan(group: str, ones: int, sms: int, per_sm: int, room: int) -> tuple[int, int] | None:
+    """(blocks, steps) of the affine chains for ``ones`` points: at most ``per_sm`` blocks an
+    SM (blocks_per_sm), their accumulators within ``room`` bytes, at least ONES_MIN_STEPS
+    steps; None where that leaves fewer blocks than SMs (the XYZZ sum's 1,024 threads an SM
+    serve such a sum better)."""
+    per_block = ONES_THREADS * ONES_CHAINS
+    G = min(int(sms) * int(per_sm), int(room) // (per_block * ONES_ACC_BYTES[group]),
+            int(ones) // (ONES_MIN_STEPS * per_block))
+    if G < max(1, int(sms)):
+        return None
+    return G, -(-int(ones) // (G * per_block))
 
 
 def _rounds(var: str, unset: int, auto: int) -> int:

@@ -179,8 +179,12 @@ class TailEngine:
 class SplitMsm:
     """The split MSM over resident base sets (gpu.cuda.msm.DeviceBases) of one device."""
 
-    def __init__(self, capacity: dict | None = None, dense_chunk: int | None = None):
-        # dense_chunk: the dense engine's chunk (None: gpu.budget.dense_chunk(), read at use)
+    def __init__(self, capacity: dict | None = None, dense_chunk: int | None = None,
+                 ones_shape: tuple[int, int] | None = None):
+        # dense_chunk: the dense engine's chunk (None: gpu.budget.dense_chunk(), read at use);
+        # ones_shape: (blocks, chains a thread) of the 1s' affine chains in place of the plan's
+        # (tests: the plan needs millions of 1s before it fills the SMs)
+        self._ones_shape = ones_shape
         self._cuda = loader.driver()
         # modules: split_msm (classify, gather, G1), split_msm_g2 (G2's ones-sum),
         # split_msm_g2_parts (G2's folds and result): built in parallel
@@ -301,7 +305,7 @@ class SplitMsm:
             return pending.finish()
         total = None
         if cls.ones:
-            total = self._sum_ones(bases, cls, stream)
+            total = self._sum_ones(bases, cls, stream, info)
         if cls.tail:
             t = self.tail(g.name, cls.n)
             for lo in range(0, cls.tail, t.capacity):
@@ -317,10 +321,56 @@ class SplitMsm:
             total = G2Point.identity() if g.name == "g2" else G1Point.identity()
         return total
 
-    def _sum_ones(self, bases, cls: Classified, stream=None):
+    def _ones_chains(self, bases, cls: Classified, stream=None):
+        """ZKHIVE_MSM_ONES_AFFINE: the 1s by affine chains (ones_affine.cu) into accumulators
+        in the group's tail engine's compact bases, idle until the tail's gather after this sum
+        on the same stream (the engine is booked with the key: no memory of its own). Returns
+        (the accumulators' device address, their count, what the benchmark reports), or None
+        where the plan leaves the 1s to the XYZZ sum (gpu/affine_plan.py ones_plan)."""
+        from gpu.affine_plan import ONES_ACC_BYTES, ONES_CHAINS, ONES_THREADS, blocks_per_sm, \
+            ones_affine, ones_plan
+        g = bases.group.name
+        if not ones_affine():
+            return None
+        name = f"{g}_ones_chains"
+        f = self._f.get(name)
+        if f is None:
+            f = self._f[name] = loader.get_function(
+                loader.load_module("ones_affine" if g == "g1" else "ones_affine_g2"), name)
+        t = self.tail(g, cls.n)
+        if self._ones_shape:
+            G, W = self._ones_shape
+            S = -(-cls.ones // (G * ONES_THREADS * W))
+            if G * ONES_THREADS * W * ONES_ACC_BYTES[g] > t.bases.nbytes:
+                raise GpuError(f"{g} 1s: {G} x {ONES_THREADS} x {W} accumulators need more than "
+                               f"the tail engine's {t.bases.nbytes} bytes")
+        else:
+            plan = ones_plan(g, cls.ones, self._sms,
+                             blocks_per_sm(f.num_regs, f.shared_size_bytes), t.bases.nbytes)
+            if plan is None:
+                return None
+            (G, S), W = plan, ONES_CHAINS
+        An = G * ONES_THREADS * W
+        # An affine points (4 bytes a limb of x, y), then An prefix products (the rest of
+        # ONES_ACC_BYTES: one coordinate's)
+        accs = t.bases.ptr
+        pre = accs + An * 4 * bases.group.limbs  # ones_plan kept An ONES_ACC_BYTES in room
+        self._launch(name, (G, 1), np.int64(cls.ones), np.int64(S), np.int32(W),
+                     _u(cls.lists), _u(bases._bases), np.uintp(accs), np.uintp(pre),
+                     block=ONES_THREADS, shape=cls.ones, stream=stream)
+        return accs, An, {"ones_sum": "affine", "ones_blocks": G, "ones_chains": W,
+                          "ones_steps": S}
+
+    def _sum_ones(self, bases, cls: Classified, stream=None, info: dict | None = None):
         g = bases.group.name
         point = 8 * bases.group.limbs  # XYZZ: four coordinates
-        T = max(1, min(cls.ones, self._sms * 1024))
+        chains = self._ones_chains(bases, cls, stream)
+        # the XYZZ sum over the listed bases, or over the chains' accumulators (no list)
+        lists, pts, count = (0, chains[0], chains[1]) if chains else \
+            (_u(cls.lists), _u(bases._bases), cls.ones)
+        if info is not None:
+            info.update(chains[2] if chains else {"ones_sum": "xyzz"})
+        T = max(1, min(count, self._sms * 1024))
         parts = self._parts.get(g)
         if parts is None or parts[0].nbytes < point * T:
             if parts is not None:
@@ -328,8 +378,8 @@ class SplitMsm:
                     p.free()
             parts = self._parts[g] = (DeviceBuffer(point * self._sms * 1024, what=f"{g} ones partials"),
                                       DeviceBuffer(point * (self._sms * 32 + 1), what=f"{g} ones partials"))
-        self._launch(f"{g}_sum_ones", _grid(T, 128), np.int64(T), np.int64(cls.ones), _u(cls.lists),
-                     _u(bases._bases), _u(parts[0]), block=128, shape=T, stream=stream)
+        self._launch(f"{g}_sum_ones", _grid(T, 128), np.int64(T), np.int64(count), np.uintp(lists),
+                     np.uintp(pts), _u(parts[0]), block=128, shape=T, stream=stream)
         src, length = 0, T
         while length > 1:
             q = -(-length // 32)

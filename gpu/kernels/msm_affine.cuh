@@ -30,6 +30,7 @@
 // product never meets a zero.
 #pragma once
 #include <stdint.h>
+#include "fq2.cuh"
 #include "curve.cuh"
 #include "msm_core.cuh"
 
@@ -328,11 +329,17 @@ CURVE_FN ff<P> inv_binary(const ff<P>& a) {
     return r * (ff<P>::r2() * ff<P>::r2());
 }
 
-// The top's inversion: the binary algorithm for a prime field (ff), Fermat for others (Fq2).
+// The top's inversion: the binary algorithm for a prime field (ff) and for Fq2's norm,
+// 1 / (c0 + c1 u) = (c0 - c1 u) / (c0^2 + c1^2) (fq2_t::inv's formula; its Fermat inversion of
+// the norm is ~570 dependent products, paid once a step by the 1s' chains below).
 template <class F>
 CURVE_FN F inv_top(const F& a) { return a.inv(); }
 template <class P>
 CURVE_FN ff<P> inv_top(const ff<P>& a) { return inv_binary<P>(a); }
+CURVE_FN fq2_t inv_top(const fq2_t& a) {
+    fq_t t = inv_top(a.c0.sqr() + a.c1.sqr());
+    return fq2_t::make(a.c0 * t, -(a.c1 * t));
+}
 
 // v[0..n) inverted in place by one thread (pre: n scratch elements): the top of the levels.
 template <class F>
@@ -389,22 +396,22 @@ CURVE_FN int pair_load(int64_t j, const uint32_t* src, const Src& pts, affine_t<
     return pair_kind<F>(p, q, has_q);
 }
 
-// pair_kind and pair_den of pair j from the x coordinates, y read only where x cannot decide:
-// x = 0 (the identity's encoding, or one of the points (0, +-2)) and equal x (a doubling or a
-// zero sum). The same answers as pair_kind on the whole points, for two thirds of the reads
-// (x is the first 48 bytes of a 96-byte point: two of its three 32-byte sectors).
-template <class F, class Src>
-CURVE_FN int pair_kind_lazy(int64_t j, const uint32_t* src, const Src& pts, F& den) {
+// pair_kind and pair_den of p = ps[ip] and q = qs[iq] (has_q: q exists) from the x
+// coordinates, y read only where x cannot decide: x = 0 (the identity's encoding, or one of the
+// points (0, +-2)) and equal x (a doubling or a zero sum). The same answers as pair_kind on the
+// whole points, for two thirds of the reads (x is the first 48 bytes of a 96-byte point: two of
+// its three 32-byte sectors).
+template <class F, class SP, class SQ>
+CURVE_FN int pair_kind_lazy_at(const SP& ps, int64_t ip, const SQ& qs, int64_t iq, bool has_q,
+                               F& den) {
     den = F::one();
-    uint32_t e = src[j];
-    int64_t i = e & ~AFFINE_PARTNER;
-    if (!(e & AFFINE_PARTNER)) return PAIR_P;
-    F xp = pts.load_x(i), xq = pts.load_x(i + 1);
-    if (xq.is_zero() && pts.load_y(i + 1).is_zero()) return PAIR_P;
-    if (xp.is_zero() && pts.load_y(i).is_zero()) return PAIR_Q;
+    if (!has_q) return PAIR_P;
+    F xp = ps.load_x(ip), xq = qs.load_x(iq);
+    if (xq.is_zero() && qs.load_y(iq).is_zero()) return PAIR_P;
+    if (xp.is_zero() && ps.load_y(ip).is_zero()) return PAIR_Q;
     if (xp == xq) {
-        F yp = pts.load_y(i);
-        if (yp == pts.load_y(i + 1) && !yp.is_zero()) {
+        F yp = ps.load_y(ip);
+        if (yp == qs.load_y(iq) && !yp.is_zero()) {
             den = yp.dbl();
             return PAIR_DBL;
         }
@@ -412,6 +419,14 @@ CURVE_FN int pair_kind_lazy(int64_t j, const uint32_t* src, const Src& pts, F& d
     }
     den = xq - xp;
     return PAIR_ADD;
+}
+
+// The same for round pair j: its slot's items i and i + 1 of one source.
+template <class F, class Src>
+CURVE_FN int pair_kind_lazy(int64_t j, const uint32_t* src, const Src& pts, F& den) {
+    uint32_t e = src[j];
+    int64_t i = e & ~AFFINE_PARTNER;
+    return pair_kind_lazy_at<F>(pts, i, pts, i + 1, (e & AFFINE_PARTNER) != 0, den);
 }
 
 // batch_prefix over the round's pair denominators (the pairs j < M).
@@ -474,4 +489,68 @@ CURVE_FN void bucket_final(int64_t b, const uint32_t* start, const uint32_t* cnt
     int64_t s = start[b], e = s + cnt[b];
     for (int64_t i = s; i < e; i++) acc.add_affine(load16(pts + i));
     store16(buckets + b, acc);
+}
+
+// ---- a long sum by chains of affine additions (the split MSM's 1s) -------------------------
+
+// Why: the 1s of a 32 GiB partition's witness (61.5 M of each 130 M query) are summed into one
+// point; the mixed addition into an XYZZ sum costs 10 Fq products a point (G2: 28), the affine
+// addition 3 (G2: 8) and its share of a batched inversion 3 (G2: 9). The rounds above suit
+// many short runs; one long run gives them thousands of launches. Here one kernel holds An
+// affine accumulators, a = (blk W + w) BT + t (block blk of BT threads, W chains a thread), and
+// in step s accumulator a adds point s An + a (a warp's reads consecutive). A step's BT W
+// additions of a block share one inversion: thread t's chain of W denominators (prefix), the
+// product tree over the block's BT threads, the root by the binary algorithm, back down, the
+// chain walked back (apply): the shape of fq_batch_block, once a step. What is left (An
+// points) is summed in XYZZ by the split's own kernels. The order of the sum is irrelevant.
+
+CURVE_FN int64_t ones_acc(int64_t blk, int64_t t, int w, int64_t BT, int W) {
+    return (blk * W + w) * BT + t;
+}
+
+// Step 0: accumulator a starts as point a (the identity past the M points).
+template <class F, class Src>
+CURVE_FN void ones_init(int64_t blk, int64_t t, int64_t BT, int W, int64_t M, const Src& pts,
+                        affine_t<F>* accs) {
+    for (int w = 0; w < W; w++) {
+        int64_t a = ones_acc(blk, t, w, BT, W);
+        store16(accs + a, a < M ? pts.load(a) : affine_t<F>::identity());
+    }
+}
+
+// Step s's chain of thread t: each accumulator's denominator with its point s An + a, the
+// running product into pre[a]; returns the thread's product (1 when nothing needs inverting).
+template <class F, class Src>
+CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                       int64_t M, const Src& pts, const affine_t<F>* accs, F* pre) {
+    F acc = F::one();
+    array_points<F> held{accs};
+    for (int w = 0; w < W; w++) {
+        int64_t a = ones_acc(blk, t, w, BT, W), k = s * An + a;
+        F den;
+        if (pair_kind_lazy_at<F>(held, a, pts, k, k < M, den) >= PAIR_ADD) acc = acc * den;
+        store16(pre + a, acc);
+    }
+    return acc;
+}
+
+// Step s's additions, given itot = 1 / (the thread's product): the chain walked back, each
+// denominator's inverse from the running inverse and the prefix before it (batch_back).
+template <class F, class Src>
+CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                         int64_t M, const Src& pts, const F& itot, const F* pre,
+                         affine_t<F>* accs) {
+    F inv = itot;
+    for (int w = W - 1; w >= 0; w--) {
+        int64_t a = ones_acc(blk, t, w, BT, W), k = s * An + a;
+        if (k >= M) continue;  // past the points: the accumulator stays
+        affine_t<F> p = load16(accs + a), q = pts.load(k);
+        int kind = pair_kind<F>(p, q, true);
+        F dinv = F::one();
+        if (kind >= PAIR_ADD) {
+            dinv = w ? inv * load16(pre + a - BT) : inv;
+            inv = inv * pair_den<F>(p, q, kind);
+        }
+        store16(accs + a, pair_sum<F>(p, q, kind, dinv));
+    }
 }

@@ -18,11 +18,11 @@ __device__ void sum_ones_lean(i64 T, i64 M, const uint32_t* __restrict__ lists,
     xyzz_t<F> acc = xyzz_t<F>::identity();
     for (i64 k = lo; k < hi; k++) {
         if (k + 1 < hi) {
-            const char* p = (const char*)(bases + lists[k + 1]);
+            const char* p = (const char*)(bases + (lists ? lists[k + 1] : k + 1));
             prefetch_l1(p);
             prefetch_l1(p + sizeof(affine_t<F>) - 1);
         }
-        acc.add_affine_lean(bases[lists[k]], false);
+        acc.add_affine_lean(bases[lists ? lists[k] : k], false);
     }
     parts[t] = acc;
 }

@@ -66,7 +66,8 @@ extern "C" __global__ void split_gather(i64 k, i64 from, i64 n, const uint32_t* 
 
 #endif  // SPLIT_MSM_G2_ONLY
 
-// parts[t] = sum of bases[lists[k]] over range t of the M ones, T equal ranges.
+// parts[t] = sum of bases[lists[k]] over range t of the M ones, T equal ranges; no lists: of
+// bases[k] (the accumulators the 1s' affine chains leave, ones_affine.cu).
 template <class F>
 __device__ void sum_ones(i64 T, i64 M, const uint32_t* __restrict__ lists,
                          const affine_t<F>* __restrict__ bases, xyzz_t<F>* parts) {
@@ -76,10 +77,10 @@ __device__ void sum_ones(i64 T, i64 M, const uint32_t* __restrict__ lists,
     i64 lo = t * L, hi = lo + L < M ? lo + L : M;
     xyzz_t<F> acc = xyzz_t<F>::identity();
     if (lo < hi) {
-        affine_t<F> next = bases[lists[lo]];
+        affine_t<F> next = bases[lists ? lists[lo] : lo];
         for (i64 k = lo; k < hi; k++) {
             affine_t<F> cur = next;
-            if (k + 1 < hi) next = bases[lists[k + 1]];
+            if (k + 1 < hi) next = bases[lists ? lists[k + 1] : k + 1];
             acc.add_affine(cur);
         }
     }

@@ -47,6 +47,8 @@ def lib() -> ctypes.CDLL:
                                          _int, _p], _i64
                 f = getattr(L, f"{g}_combine")
                 f.argtypes, f.restype = [_int, _int, _p, _p], None
+                f = getattr(L, f"{g}_sum_ones_affine")
+                f.argtypes, f.restype = [_i64, _p, _i64, _p, _i64, _i64, _int, _p], _i64
             L.msm_digits.argtypes = [_p, _int, _p]
             _lib = L
     return _lib
@@ -146,6 +148,33 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))
+    return m.decode_point(out, g)
+
+
+def sum_ones_affine(group, bases: np.ndarray, lists, *, blocks: int, threads: int,
+                    chains: int):
+    """The split MSM's 1s on the CPU as the device's ones_affine.cu sums them: the bases at
+    ``lists`` (indices, repeats allowed) into blocks x threads x chains affine accumulators,
+    each step's additions of a block sharing one inversion (chains of ``chains`` a thread, a
+    product tree over the block's ``threads``), then the accumulators summed in XYZZ.
+    bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``)."""
+    from gpu import msm_input as m
+    g = m.group_of(group)
+    bases = m.check_bases(bases, g)
+    idx = np.ascontiguousarray(lists, dtype=np.int64)
+    if idx.ndim != 1 or (len(idx) and (idx.min() < 0 or idx.max() >= len(bases))):
+        raise ValueError(f"{g.name} 1s: every index must name one of the {len(bases)} bases")
+    if blocks < 1 or chains < 1 or threads < 1 or threads & (threads - 1):
+        raise ValueError(f"{g.name} 1s: blocks {blocks}, threads {threads}, chains {chains}: "
+                         "need blocks >= 1, chains >= 1 and threads a power of two")
+    idx = idx.astype(np.uint32)
+    out = np.zeros(g.limbs, dtype=np.uint32)
+    bad = getattr(lib(), f"{g.name}_sum_ones_affine")(len(bases), bases.ctypes.data, len(idx),
+                                                      idx.ctypes.data, int(blocks), int(threads),
+                                                      int(chains), out.ctypes.data)
+    if bad >= 0:
+        raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
+                              "not below the field modulus)", index=int(bad))
     return m.decode_point(out, g)
 
 

@@ -133,6 +133,66 @@ def test_split_msm_matches_arkworks(resident, split, monkeypatch):
         assert run(split, small, wrong)[1] != arkworks(group, xy[:n], s)
 
 
+#: the 1s' affine chains at test size (the plan needs millions of 1s before it fills the SMs):
+#: (blocks, chains a thread), so that each mix takes several steps, the last ragged
+ONES_SHAPE = {"g1": (3, 2), "g2": (2, 1)}
+
+
+@pytest.mark.parametrize("which", ["porep-like", "all one"])
+def test_ones_by_affine_chains(resident, which, monkeypatch):
+    """ZKHIVE_MSM_ONES_AFFINE=1: the 1s summed by ones_affine.cu's chains (each block's step
+    sharing one inversion), the accumulators then by the XYZZ kernels over no list == the
+    known-log identity; the XYZZ sum of the listed bases gives the same point; a changed 1
+    changes the sum."""
+    from gpu.cuda.split_msm import SplitMsm
+    group, t, xy, bases = resident
+    s = mix(len(xy), *MIXES[which])
+    split = SplitMsm(ones_shape=ONES_SHAPE[group])
+    try:
+        monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "on")
+        monkeypatch.setenv("ZKHIVE_MSM_ONES_AFFINE", "1")
+        cls, got = run(split, bases, s)
+        info = split.last["q"]
+        assert info["ones_sum"] == "affine" and info["ones_steps"] >= 4, info
+        assert got == t.expected(s)
+        one = int(np.flatnonzero((s[:, 0] == 1) & ~s[:, 1:].any(axis=1))[-1])
+        changed = s.copy()
+        changed[one] = 0
+        assert run(split, bases, changed)[1] != got
+        monkeypatch.setenv("ZKHIVE_MSM_ONES_AFFINE", "0")
+        assert run(split, bases, s)[1] == got and split.last["q"]["ones_sum"] == "xyzz"
+    finally:
+        split.close()
+
+
+def test_ones_by_affine_chains_double_cancel_and_meet_the_identity(resident, monkeypatch):
+    """The chains' additions that are not chords, on the device: one point listed hundreds of
+    times (doublings), its negation (zero sums, then sums from the identity), identity bases,
+    2P and -2P, among random points; all scalars 1 but a few 0s and a random tail == arkworks."""
+    from gpu import msm_input as m
+    from gpu.cuda.msm import DeviceBases
+    from gpu.cuda.split_msm import SplitMsm
+    group, t, xy, bases = resident
+    P = GROUPS[group]
+    p = t.pa[0]
+    pts = [p] * 300 + [-p] * 100 + [P.identity()] * 60 + [p + p] * 40 + [-(p + p)] * 40 + \
+        [t.pa[i % t.m] + t.pb[(3 * i) % t.m] for i in range(200)]
+    order = rng.permutation(len(pts))
+    pts = [pts[i] for i in order]
+    xy_e = m.encode_points(pts, group)
+    s = mix(len(pts), 0.05, 0.9)
+    monkeypatch.setenv("ZKHIVE_SPLIT_MSM", "on")
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_AFFINE", "1")
+    split = SplitMsm(ones_shape=(1, 1))
+    try:
+        with DeviceBases(xy_e, group) as eb:
+            got = run(split, eb, s)[1]
+            assert split.last["q"]["ones_steps"] >= 4
+            assert got == arkworks(group, xy_e, s)
+    finally:
+        split.close()
+
+
 @pytest.mark.parametrize("zeros,ones,mode", [(0.0, 0.0, "auto"), (0.2, 0.3, "auto"),
                                             (0.2, 0.3, "dense")])
 def test_tail_longer_than_one_chunk(resident, zeros, ones, mode, monkeypatch):

@@ -162,3 +162,46 @@ def test_the_inversion_block_takes_what_its_threads_chain():
     assert len(A.level_sizes(1 << 22)) == 4 and A.level_sizes(1 << 22)[-1][1] <= A.TOP
     assert A.level_sizes(top, top) == [] and len(A.level_sizes(top + 1, top)) == 1
     assert A.BLOCK_THREADS & (A.BLOCK_THREADS - 1) == 0 and A.BLOCK_THREADS * 72 <= 65536
+
+
+def test_the_ones_chains_plan_fills_the_sms_within_the_room_it_is_lent():
+    """The split MSM's 1s by affine chains (ones_affine.cu): filecoin-32g's 61.5 M 1s on 132
+    SMs take every resident block and dozens of steps, inside the tail engine's 2^24 compact
+    bases; less room, or fewer 1s than ONES_MIN_STEPS steps of one block an SM, leave them to
+    the XYZZ sum (None); the kernel's tree is sized for ONES_THREADS."""
+    from pathlib import Path
+    per_block = A.ONES_THREADS * A.ONES_CHAINS
+    G, S = A.ones_plan("g1", 61_541_694, 132, 4, 96 << 24)
+    assert G == 528 and S == -(-61_541_694 // (528 * per_block)) and S >= 20
+    G2, S2 = A.ones_plan("g2", 61_541_694, 132, 2, 192 << 24)
+    assert G2 == 264 and G2 * per_block * A.ONES_ACC_BYTES["g2"] <= 192 << 24
+    # room for 200 blocks: fewer blocks, more steps; room for fewer blocks than SMs: none
+    G, S = A.ones_plan("g1", 61_541_694, 132, 4, 200 * per_block * A.ONES_ACC_BYTES["g1"])
+    assert G == 200 and S == -(-61_541_694 // (200 * per_block))
+    assert A.ones_plan("g1", 61_541_694, 132, 4, 131 * per_block * A.ONES_ACC_BYTES["g1"]) is None
+    # too few 1s: fewer than ONES_MIN_STEPS steps of one block an SM
+    assert A.ones_plan("g1", A.ONES_MIN_STEPS * per_block * 132 - 1, 132, 4, 1 << 40) is None
+    assert A.ones_plan("g1", A.ONES_MIN_STEPS * per_block * 132, 132, 4, 1 << 40) == \
+        (132, A.ONES_MIN_STEPS)
+    src = (Path(A.__file__).parent / "kernels" / "ones_affine.cu").read_text()
+    assert f"#define ONES_BT {A.ONES_THREADS}\n" in src
+
+
+def test_blocks_an_sm_holds():
+    """Registers, shared memory or the warp limit bound the resident blocks (the ptxas counts
+    of the chains' kernels: G1 114 registers and 12 KiB, G2 254 and 24 KiB)."""
+    assert A.blocks_per_sm(114, 12288) == 4
+    assert A.blocks_per_sm(254, 24576) == 2
+    assert A.blocks_per_sm(32, 0) == 16          # 64 warps / 4 a block
+    assert A.blocks_per_sm(32, 100 << 10) == 2   # shared memory
+    assert A.blocks_per_sm(255, 0, threads=512) == 1
+
+
+def test_the_ones_chains_setting(monkeypatch):
+    monkeypatch.delenv("ZKHIVE_MSM_ONES_AFFINE", raising=False)
+    assert A.ones_affine() is False
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_AFFINE", "1")
+    assert A.ones_affine() is True
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_AFFINE", "yes")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_ONES_AFFINE='yes'"):
+        A.ones_affine()

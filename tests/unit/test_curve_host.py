@@ -375,6 +375,56 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
         curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=(0, 16, 32))
 
 
+# the split MSM's 1s by affine chains (ones_affine.cu): one step (fewer points than
+# accumulators), many steps with a ragged last one, chains of one, a tree of one thread
+@pytest.mark.parametrize("shape", [(2, 4, 3), (1, 2, 2), (3, 1, 1), (1, 8, 1)],
+                         ids=["2x4x3", "1x2x2", "3x1x1", "1x8x1"])
+def test_host_ones_by_affine_chains_match_arkworks(group, shape):
+    """curve.sum_ones_affine (the device's ones_affine.cu bodies: a block's step sharing one
+    inversion by a product tree over its threads' chains) == arkworks' sum of the listed bases,
+    for random lists and for lists whose additions double (a base listed twice in one
+    accumulator's steps), cancel (P and -P), and meet the identity (identity bases, sums that
+    went to zero and go on); a changed list changes the sum; bad shapes and indices are refused
+    by name."""
+    g, P = group
+    blocks, threads, chains = shape
+    An = blocks * threads * chains
+    pts = rand_points(P, 40 if g == "g1" else 16)
+    a = pts[0]
+    pts += [-a, P.identity(), a + a, -(a + a)]
+    xy = M.encode_points(pts, g)
+    n = len(pts)
+    cases = {
+        "random": [rng.randrange(n) for _ in range(5 * An + 3)],
+        "one step": [rng.randrange(n) for _ in range(max(1, An - 1))],
+        # accumulator 0's points a, a, -a, ...: a doubling, then 2a - a, then the identity's
+        "edges": [0] + [rng.randrange(n) for _ in range(An - 1)]
+                 + [0] + [rng.randrange(n) for _ in range(An - 1)]
+                 + [n - 4] + [n - 3] * (An - 1)
+                 + [n - 2] + [rng.randrange(n) for _ in range(An - 1)]
+                 + [n - 1, n - 3, n - 4],
+        "cancel": [0, n - 4] * (3 * An),
+    }
+    for name, lists in cases.items():
+        ref = P.identity()
+        for i in lists:
+            ref = ref + pts[i]
+        assert curve.sum_ones_affine(g, xy, lists, blocks=blocks, threads=threads,
+                                     chains=chains) == ref, name
+    lists = cases["random"]
+    changed = list(lists)
+    changed[-1] = (changed[-1] + 1) % (n - 4)  # never onto the identity or a point it cancels
+    ref = P.identity()
+    for i in lists:
+        ref = ref + pts[i]
+    assert curve.sum_ones_affine(g, xy, changed, blocks=blocks, threads=threads,
+                                 chains=chains) != ref
+    with pytest.raises(ValueError, match="threads a power of two"):
+        curve.sum_ones_affine(g, xy, lists, blocks=1, threads=3, chains=2)
+    with pytest.raises(ValueError, match=f"one of the {n} bases"):
+        curve.sum_ones_affine(g, xy, [0, n], blocks=1, threads=2, chains=2)
+
+
 def test_host_msm_rejects_bad_input(group):
     g, P = group
     pts = rand_points(P, 4)
