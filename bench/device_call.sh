@@ -84,7 +84,7 @@ case "$N" in
    # (c24w5: the dense engine's 2^24 chunks in 5-window slices, the default before the ninth
    # session; old-dense: the eighth session's dense steps off too; z: the matvec over z)
    [ "${SKIP_BIG:-0}" = 1 ] || \
-   BIG_VARIANTS="${BIG_VARIANTS:-prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 c24w5:ZKHIVE_MSM_OVERLAP=1,ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5 old-dense:ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5,ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again: ones:ZKHIVE_MSM_ONES_AFFINE=1}" \
+   BIG_VARIANTS="${BIG_VARIANTS:-prof:ZKHIVE_MSM_OVERLAP=0,ZKHIVE_MSM_PROFILE=1 c24w5:ZKHIVE_MSM_OVERLAP=1,ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5 old-dense:ZKHIVE_DENSE_CHUNK_LOG=24,ZKHIVE_MSM_DENSE_AFFINE_WINDOWS=5,ZKHIVE_MSM_AFFINE_SLICE_RANGE=0,ZKHIVE_MSM_DENSE_FINAL_INTO=0 z:ZKHIVE_MATVEC_PLANES=0 again: ones:ZKHIVE_MSM_ONES_AFFINE=1 ones-phase:ZKHIVE_MSM_ONES_AFFINE=1,ZKHIVE_MSM_ONES_PHASE=1}" \
        RUNS=${RUNS:-3} BIG_S=${BIG_S:-200} run big
    # the upload's host side staged by the prove-ahead fetcher (on by default): off where its
    # test failed
@@ -137,7 +137,8 @@ case "$N" in
    echo "split tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
    grep -E "^(FAILED|ERROR)" "$OUT/run/step-tests.log" | head -20 | tee -a "$OUT/steps.txt"
    timeout "${ONES_S:-300}" python3 bench/gpu_split_msm.py --g1 "${ONES_G1:-27}" \
-       --g2 "${ONES_G2:-26}" --runs "${RUNS:-3}" --modes on,on+ones --mixes fil \
+       --g2 "${ONES_G2:-26}" --runs "${RUNS:-3}" --modes "${ONES_MODES:-on,on+ones}" \
+       --mixes "${ONES_MIXES:-fil}" \
        --out "$OUT/run/ones.json" > "$OUT/run/ones.log" 2>&1
    echo "ones: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/ones.log" ;;

@@ -98,6 +98,13 @@ def ones_affine() -> bool:
     return env_switch("ZKHIVE_MSM_ONES_AFFINE", default=False)
 
 
+def ones_phase() -> bool:
+    """ZKHIVE_MSM_ONES_PHASE (default 0): half the blocks of the 1s' affine chains start half
+    their chains a step late, so that an SM's blocks reach their one-thread inversions at
+    different times (ones_affine.cu); the same sum."""
+    return env_switch("ZKHIVE_MSM_ONES_PHASE", default=False)
+
+
 def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:
     """Resident blocks an SM holds of a kernel with ``regs`` registers a thread and ``smem``
     bytes of shared memory a block (sm_90: 64 K registers allocated 8 a thread at a time, 228
@@ -107,12 +114,25 @@ def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:
     return max(1, min(by_regs, by_smem, 64 // -(-threads // 32), 32))
 
 
-def ones_plan(group: str, ones: int, sms: int, per_sm: int, room: int) -> tuple[int, int] | None:
-    """(blocks, steps) of the affine chains for ``ones`` points: at most ``per_sm`` blocks an
-    SM (blocks_per_sm), their accumulators within ``room`` bytes, at least ONES_MIN_STEPS
-    steps; None where that leaves fewer blocks than SMs (the XYZZ sum's 1,024 threads an SM
-    serve such a sum better)."""
-    per_block = ONES_THREADS * ONES_CHAINS
+def ones_chains() -> int:
+    """ZKHIVE_MSM_ONES_CHAINS (default ONES_CHAINS): the chains a thread walks each step of the
+    1s' affine chains: more chains, fewer steps (each a tree and an inversion a block) and more
+    accumulators left to the XYZZ sum after them."""
+    v = os.environ.get("ZKHIVE_MSM_ONES_CHAINS", "")
+    if v == "":
+        return ONES_CHAINS
+    if not v.isdigit() or not 1 <= int(v) <= 1024:
+        raise GpuError(f"ZKHIVE_MSM_ONES_CHAINS={v!r}: expected a count of chains, 1 to 1024")
+    return int(v)
+
+
+def ones_plan(group: str, ones: int, sms: int, per_sm: int, room: int,
+              chains: int = ONES_CHAINS) -> tuple[int, int] | None:
+    """(blocks, steps) of the affine chains for ``ones`` points, ``chains`` a thread: at most
+    ``per_sm`` blocks an SM (blocks_per_sm), their accumulators within ``room`` bytes, at
+    least ONES_MIN_STEPS steps; None where that leaves fewer blocks than SMs (the XYZZ sum's
+    1,024 threads an SM serve such a sum better)."""
+    per_block = ONES_THREADS * int(chains)
     G = min(int(sms) * int(per_sm), int(room) // (per_block * ONES_ACC_BYTES[group]),
             int(ones) // (ONES_MIN_STEPS * per_block))
     if G < max(1, int(sms)):

@@ -327,8 +327,8 @@ class SplitMsm:
         on the same stream (the engine is booked with the key: no memory of its own). Returns
         (the accumulators' device address, their count, what the benchmark reports), or None
         where the plan leaves the 1s to the XYZZ sum (gpu/affine_plan.py ones_plan)."""
-        from gpu.affine_plan import ONES_ACC_BYTES, ONES_CHAINS, ONES_THREADS, blocks_per_sm, \
-            ones_affine, ones_plan
+        from gpu.affine_plan import ONES_ACC_BYTES, ONES_THREADS, blocks_per_sm, ones_affine, \
+            ones_chains, ones_phase, ones_plan
         g = bases.group.name
         if not ones_affine():
             return None
@@ -345,21 +345,24 @@ class SplitMsm:
                 raise GpuError(f"{g} 1s: {G} x {ONES_THREADS} x {W} accumulators need more than "
                                f"the tail engine's {t.bases.nbytes} bytes")
         else:
+            W = ones_chains()
             plan = ones_plan(g, cls.ones, self._sms,
-                             blocks_per_sm(f.num_regs, f.shared_size_bytes), t.bases.nbytes)
+                             blocks_per_sm(f.num_regs, f.shared_size_bytes), t.bases.nbytes, W)
             if plan is None:
                 return None
-            (G, S), W = plan, ONES_CHAINS
+            G, S = plan
         An = G * ONES_THREADS * W
         # An affine points (4 bytes a limb of x, y), then An prefix products (the rest of
         # ONES_ACC_BYTES: one coordinate's)
         accs = t.bases.ptr
         pre = accs + An * 4 * bases.group.limbs  # ones_plan kept An ONES_ACC_BYTES in room
+        # the SM count: half of each SM's blocks lag (with a forced shape: every odd block)
+        phase = (1 if self._ones_shape else self._sms) if ones_phase() else 0
         self._launch(name, (G, 1), np.int64(cls.ones), np.int64(S), np.int32(W),
-                     _u(cls.lists), _u(bases._bases), np.uintp(accs), np.uintp(pre),
+                     np.int64(phase), _u(cls.lists), _u(bases._bases), np.uintp(accs), np.uintp(pre),
                      block=ONES_THREADS, shape=cls.ones, stream=stream)
         return accs, An, {"ones_sum": "affine", "ones_blocks": G, "ones_chains": W,
-                          "ones_steps": S}
+                          "ones_steps": S, "ones_phase": phase}
 
     def _sum_ones(self, bases, cls: Classified, stream=None, info: dict | None = None):
         g = bases.group.name
