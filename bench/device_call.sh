@@ -133,7 +133,7 @@ case "$N" in
    # then the 1s at filecoin-32g's mix (61.5 M of 130 M at 2^27): G1 2^27 and G2 2^26, the XYZZ
    # sum against the chains (ZKHIVE_MSM_ONES_AFFINE), every result checked by the known logs
    timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
-       > "$OUT/run/step-tests.log" 2>&1
+       -k "${ONES_TESTS_K:-}" > "$OUT/run/step-tests.log" 2>&1
    echo "split tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
    grep -E "^(FAILED|ERROR)" "$OUT/run/step-tests.log" | head -20 | tee -a "$OUT/steps.txt"
    timeout "${ONES_S:-300}" python3 bench/gpu_split_msm.py --g1 "${ONES_G1:-27}" \
