@@ -13,8 +13,7 @@ rest 0 or 1 half and half). --modes: ZKHIVE_SPLIT_MSM for each row (off: plain P
 the query fits a chunk; on: the split, its tail in chunks; dense: the chunked dense engine for
 G1 above a chunk; auto: the choice, by the counts; a ``+ones`` suffix, e.g. ``on+ones``: the
 1s by affine chains, ZKHIVE_MSM_ONES_AFFINE=1, else 0; ``on+ones64``: 64 chains a thread,
-ZKHIVE_MSM_ONES_CHAINS; ``on+ones+phase``: half of each SM's blocks lagging,
-ZKHIVE_MSM_ONES_PHASE=1). Bases with known discrete logs made on
+ZKHIVE_MSM_ONES_CHAINS). Bases with known discrete logs made on
 the device (gpu.cuda.msm.known_log_bases), so every result is checked by the identity
 MSM(P, s) = (sum s_i k_i) G. Times: wall clock of the call after one warm-up, median of --runs
 (each call ends with the point on the host: the device is idle before and after).
@@ -122,8 +121,7 @@ def main() -> int:
                     base, _, ones = mode.partition("+ones")
                     os.environ["ZKHIVE_SPLIT_MSM"] = "auto" if mode == "lean" else base
                     os.environ["ZKHIVE_MSM_ONES_AFFINE"] = "1" if "+ones" in mode else "0"
-                    os.environ["ZKHIVE_MSM_ONES_PHASE"] = "1" if ones.endswith("+phase") else "0"
-                    os.environ["ZKHIVE_MSM_ONES_CHAINS"] = ones.removesuffix("+phase")
+                    os.environ["ZKHIVE_MSM_ONES_CHAINS"] = ones
                     sp, bs = lean if mode == "lean" else (split, bases)
                     times, ok = [], True
                     for i in range(args.runs + 1):

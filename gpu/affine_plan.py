@@ -28,9 +28,12 @@ FQ_BYTES, POINT_BYTES = 48, 96
 SCAN_CHUNK = 4096
 #: the split MSM's 1s by affine chains (ones_affine.cu, ZKHIVE_MSM_ONES_AFFINE): threads a
 #: block (the kernel's ONES_BT: its tree's shared memory) and the chains each thread walks a
-#: step, so that a block's step is 4,096 additions for its one inversion (a binary-Euclid root
-#: on one thread, which the SM's other blocks hide)
-ONES_THREADS, ONES_CHAINS = 128, 32
+#: step: a block's step is 8,192 additions for its one inversion (a binary-Euclid root on one
+#: thread). H100, 2^26 G1 / 2^25 G2 1s (bench/gpu_split_msm.py --mixes bits, 2026-12-06):
+#: 16 / 32 / 64 chains 19.9 / 17.8 / 17.3 ms G1 and 30.4 / 28.9 / 27.4 ms G2 against the
+#: XYZZ sum's 18.8 and 30.0; half the blocks of each SM a step late (their inversions apart)
+#: 18.0 and 29.3 at 32: not kept
+ONES_THREADS, ONES_CHAINS = 128, 64
 #: steps at least (else the XYZZ sum takes the 1s): a step's tree and inversion are paid once
 #: a block, and the An accumulators are summed in XYZZ after the chains
 ONES_MIN_STEPS = 4
@@ -92,17 +95,14 @@ def inv_block() -> bool:
 
 
 def ones_affine() -> bool:
-    """ZKHIVE_MSM_ONES_AFFINE (default 0): the split MSM's 1s summed by chains of affine
+    """ZKHIVE_MSM_ONES_AFFINE (default 1): the split MSM's 1s summed by chains of affine
     additions (ones_affine.cu: 6 Fq products an addition, G2 17, against the XYZZ mixed
-    addition's 10 and 28), in memory lent by the group's tail engine; 0 takes the XYZZ sum."""
-    return env_switch("ZKHIVE_MSM_ONES_AFFINE", default=False)
-
-
-def ones_phase() -> bool:
-    """ZKHIVE_MSM_ONES_PHASE (default 0): half the blocks of the 1s' affine chains start half
-    their chains a step late, so that an SM's blocks reach their one-thread inversions at
-    different times (ones_affine.cu); the same sum."""
-    return env_switch("ZKHIVE_MSM_ONES_PHASE", default=False)
+    addition's 10 and 28), in memory lent by the group's tail engine; 0 takes the XYZZ sum.
+    H100 (bench/gpu_split_msm.py, 2026-12-06): 1s only, G1 2^26 18.8 -> 17.3 ms, G2 2^25
+    30.0 -> 27.4 (64 chains); filecoin-32g's mix at G1 2^27 53.9 -> 51.6, G2 2^26 85.9 ->
+    82.8 (32 chains). The kernel runs at about half the product rate the counts allow (its
+    chains are latency-bound at 16 warps an SM), so the gain is a fraction of the products'."""
+    return env_switch("ZKHIVE_MSM_ONES_AFFINE", default=True)
 
 
 def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:

@@ -1,6 +1,7 @@
-"""The split MSM: zero scalars skipped, scalars equal to 1 summed by a batch-addition kernel,
-the rest ("the tail") through the Pippenger MSM of gpu/cuda/msm.py (kernels:
-gpu/kernels/split_msm.cu, whose header says why).
+"""The split MSM: zero scalars skipped, scalars equal to 1 summed by a batch-addition kernel
+(millions of them first by chains of affine additions, ones_affine.cu), the rest ("the tail")
+through the Pippenger MSM of gpu/cuda/msm.py (kernels: gpu/kernels/split_msm.cu, whose header
+says why).
 
     split = SplitMsm()                              # per backend, per device context
     cls = split.classify(z_device, n, lists)        # one pass: counts of 0, 1 and the rest
@@ -328,7 +329,7 @@ class SplitMsm:
         (the accumulators' device address, their count, what the benchmark reports), or None
         where the plan leaves the 1s to the XYZZ sum (gpu/affine_plan.py ones_plan)."""
         from gpu.affine_plan import ONES_ACC_BYTES, ONES_THREADS, blocks_per_sm, ones_affine, \
-            ones_chains, ones_phase, ones_plan
+            ones_chains, ones_plan
         g = bases.group.name
         if not ones_affine():
             return None
@@ -356,13 +357,11 @@ class SplitMsm:
         # ONES_ACC_BYTES: one coordinate's)
         accs = t.bases.ptr
         pre = accs + An * 4 * bases.group.limbs  # ones_plan kept An ONES_ACC_BYTES in room
-        # the SM count: half of each SM's blocks lag (with a forced shape: every odd block)
-        phase = (1 if self._ones_shape else self._sms) if ones_phase() else 0
         self._launch(name, (G, 1), np.int64(cls.ones), np.int64(S), np.int32(W),
-                     np.int64(phase), _u(cls.lists), _u(bases._bases), np.uintp(accs), np.uintp(pre),
+                     _u(cls.lists), _u(bases._bases), np.uintp(accs), np.uintp(pre),
                      block=ONES_THREADS, shape=cls.ones, stream=stream)
         return accs, An, {"ones_sum": "affine", "ones_blocks": G, "ones_chains": W,
-                          "ones_steps": S, "ones_phase": phase}
+                          "ones_steps": S}
 
     def _sum_ones(self, bases, cls: Classified, stream=None, info: dict | None = None):
         g = bases.group.name

@@ -508,13 +508,10 @@ CURVE_FN int64_t ones_acc(int64_t blk, int64_t t, int w, int64_t BT, int W) {
     return (blk * W + w) * BT + t;
 }
 
-// The point chain w of a lagging block adds at step s, or -1: a block with lag = 1 starts its
-// upper half of chains a step late (and ends a step late), so that it reaches its trees and
-// its root inversion half a step apart from the blocks without: the SM's other blocks compute
-// while one block's thread inverts (ones_affine.cu).
-CURVE_FN int64_t ones_point(int64_t a, int w, int W, int lag, int64_t An, int64_t s, int64_t M) {
-    int64_t step = s - (lag && 2 * w >= W ? 1 : 0), k = step * An + a;
-    return step >= 1 && k < M ? k : -1;
+// The point accumulator a adds at step s >= 1, or -1 past the M points.
+CURVE_FN int64_t ones_point(int64_t a, int64_t An, int64_t s, int64_t M) {
+    int64_t k = s * An + a;
+    return k < M ? k : -1;
 }
 
 // Step 0: accumulator a starts as point a (the identity past the M points).
@@ -530,12 +527,12 @@ CURVE_FN void ones_init(int64_t blk, int64_t t, int64_t BT, int W, int64_t M, co
 // Step s's chain of thread t: each accumulator's denominator with its point (ones_point), the
 // running product into pre[a]; returns the thread's product (1 when nothing needs inverting).
 template <class F, class Src>
-CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int lag, int64_t An,
-                       int64_t s, int64_t M, const Src& pts, const affine_t<F>* accs, F* pre) {
+CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                       int64_t M, const Src& pts, const affine_t<F>* accs, F* pre) {
     F acc = F::one();
     array_points<F> held{accs};
     for (int w = 0; w < W; w++) {
-        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, w, W, lag, An, s, M);
+        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
         F den;
         if (pair_kind_lazy_at<F>(held, a, pts, k, k >= 0, den) >= PAIR_ADD) acc = acc * den;
         store16(pre + a, acc);
@@ -546,13 +543,13 @@ CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int lag, int64
 // Step s's additions, given itot = 1 / (the thread's product): the chain walked back, each
 // denominator's inverse from the running inverse and the prefix before it (batch_back).
 template <class F, class Src>
-CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int lag, int64_t An,
-                         int64_t s, int64_t M, const Src& pts, const F& itot, const F* pre,
+CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                         int64_t M, const Src& pts, const F& itot, const F* pre,
                          affine_t<F>* accs) {
     F inv = itot;
     for (int w = W - 1; w >= 0; w--) {
-        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, w, W, lag, An, s, M);
-        if (k < 0) continue;  // no point this step: the accumulator stays
+        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
+        if (k < 0) continue;  // past the points: the accumulator stays
         affine_t<F> p = load16(accs + a), q = pts.load(k);
         int kind = pair_kind<F>(p, q, true);
         F dinv = F::one();

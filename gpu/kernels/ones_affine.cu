@@ -12,21 +12,17 @@ typedef int64_t i64;
 
 // M points bases[lists[k]], k < M, into accs[0 .. An), An = gridDim.x BT W, in S steps (step 0
 // loads, each later step adds one point an accumulator; S = ceil(M / An)). pre: An values.
-// phase > 0: blocks (blk / phase) odd lag (ones_point) and take one step more; phase = the SM
-// count puts half the blocks of each SM half a step behind the others (blocks are handed to
-// the SMs a wave of one an SM at a time); 0: none lags.
 template <class F>
-__device__ void ones_chains(i64 M, i64 S, int W, i64 phase, const uint32_t* lists,
+__device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
                             const affine_t<F>* bases, affine_t<F>* accs, F* pre) {
     __shared__ __align__(16) uint32_t words[2 * ONES_BT * sizeof(F) / 4];
     F* tree = reinterpret_cast<F*>(words);  // heap: node i's children 2i, 2i + 1; leaves BT + t
     const i64 blk = blockIdx.x, BT = blockDim.x, t = threadIdx.x;
     const i64 An = (i64)gridDim.x * BT * W;
     const table_points<F> pts{bases, lists};
-    const int lag = phase > 0 && (blk / phase) % 2 == 1;
     ones_init<F>(blk, t, BT, W, M, pts, accs);
-    for (i64 s = 1; s < S + lag; s++) {
-        store16(tree + BT + t, ones_prefix<F>(blk, t, BT, W, lag, An, s, M, pts, accs, pre));
+    for (i64 s = 1; s < S; s++) {
+        store16(tree + BT + t, ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs, pre));
         __syncthreads();
         for (i64 h = BT / 2; h >= 1; h >>= 1) {
             if (t < h) tree_up<F>(h + t, tree);
@@ -38,21 +34,21 @@ __device__ void ones_chains(i64 M, i64 S, int W, i64 phase, const uint32_t* list
             if (t < h) tree_down<F>(h + t, tree);
             __syncthreads();
         }
-        ones_apply<F>(blk, t, BT, W, lag, An, s, M, pts, load16(tree + BT + t), pre, accs);
+        ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
         __syncthreads();  // the tree is the next step's
     }
 }
 
 #ifdef ONES_G2
 extern "C" __global__ void __launch_bounds__(ONES_BT)
-g2_ones_chains(i64 M, i64 S, int W, i64 phase, const uint32_t* lists,
+g2_ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
                const affine_t<fq2_t>* bases, affine_t<fq2_t>* accs, fq2_t* pre) {
-    ones_chains<fq2_t>(M, S, W, phase, lists, bases, accs, pre);
+    ones_chains<fq2_t>(M, S, W, lists, bases, accs, pre);
 }
 #else
 extern "C" __global__ void __launch_bounds__(ONES_BT)
-g1_ones_chains(i64 M, i64 S, int W, i64 phase, const uint32_t* lists,
+g1_ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
                const affine_t<fq_t>* bases, affine_t<fq_t>* accs, fq_t* pre) {
-    ones_chains<fq_t>(M, S, W, phase, lists, bases, accs, pre);
+    ones_chains<fq_t>(M, S, W, lists, bases, accs, pre);
 }
 #endif

@@ -301,12 +301,11 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
 
 // The split MSM's 1s by the device's affine chains (ones_affine.cu): G blocks of BT threads, W
 // chains a thread, a block's steps each with fq_batch_block's tree, the blocks one after the
-// other (they share nothing; phase > 0: blocks (blk / phase) odd lag a step on half their
-// chains); then the G BT W accumulators summed in XYZZ. -1, or the first base that is not a
-// reduced point on the curve.
+// other (they share nothing); then the G BT W accumulators summed in XYZZ. -1, or the first
+// base that is not a reduced point on the curve.
 template <class F>
 i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i64 G, i64 BT,
-                    int W, i64 phase, uint32_t* out) {
+                    int W, uint32_t* out) {
     std::vector<affine_t<F>> bases;
     i64 bad = load_bases<F>(n, raw, bases);
     if (bad >= 0) return bad;
@@ -315,11 +314,10 @@ i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i6
     std::vector<F> pre(An), tree(2 * BT);
     const table_points<F> pts{bases.data(), lists};
     for (i64 blk = 0; blk < G; blk++) {
-        const int lag = phase > 0 && (blk / phase) % 2 == 1;
         for (i64 t = 0; t < BT; t++) ones_init<F>(blk, t, BT, W, M, pts, accs.data());
-        for (i64 s = 1; s < S + lag; s++) {
+        for (i64 s = 1; s < S; s++) {
             for (i64 t = 0; t < BT; t++)
-                tree[BT + t] = ones_prefix<F>(blk, t, BT, W, lag, An, s, M, pts, accs.data(),
+                tree[BT + t] = ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs.data(),
                                               pre.data());
             for (i64 h = BT / 2; h >= 1; h >>= 1)
                 for (i64 t = 0; t < h; t++) tree_up<F>(h + t, tree.data());
@@ -327,7 +325,7 @@ i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i6
             for (i64 h = 1; h < BT; h <<= 1)
                 for (i64 t = 0; t < h; t++) tree_down<F>(h + t, tree.data());
             for (i64 t = 0; t < BT; t++)
-                ones_apply<F>(blk, t, BT, W, lag, An, s, M, pts, tree[BT + t], pre.data(),
+                ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
                               accs.data());
         }
     }
@@ -399,12 +397,12 @@ i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1,
 }
 // sum of bases[lists[k]], k < M (n bases, xy limbs), by the device's affine chains
 i64 g1_sum_ones_affine(i64 n, const uint32_t* bases, i64 M, const uint32_t* lists, i64 G, i64 BT,
-                       int W, i64 phase, uint32_t* out) {
-    return sum_ones_affine<fq_t>(n, bases, M, lists, G, BT, W, phase, out);
+                       int W, uint32_t* out) {
+    return sum_ones_affine<fq_t>(n, bases, M, lists, G, BT, W, out);
 }
 i64 g2_sum_ones_affine(i64 n, const uint32_t* bases, i64 M, const uint32_t* lists, i64 G, i64 BT,
-                       int W, i64 phase, uint32_t* out) {
-    return sum_ones_affine<fq2_t>(n, bases, M, lists, G, BT, W, phase, out);
+                       int W, uint32_t* out) {
+    return sum_ones_affine<fq2_t>(n, bases, M, lists, G, BT, W, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {
