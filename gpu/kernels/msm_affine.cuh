@@ -540,50 +540,23 @@ CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, in
     return acc;
 }
 
-// One point held in registers, as a source for pair_kind_lazy_at (the accumulator a step just
-// made, paired with its next point).
-template <class F>
-struct held_point {
-    const affine_t<F>& p;
-    CURVE_FN F load_x(int64_t) const { return p.x; }
-    CURVE_FN F load_y(int64_t) const { return p.y; }
-};
-
 // Step s's additions, given itot = 1 / (the thread's product): the chain walked back, each
-// denominator's inverse from the running inverse and the prefix of the element before it in
-// the chain (batch_back). The chain was built in the order opposite to this walk: descending
-// w for step 1's (ones_prefix), then each step's walk builds the next step's chain (next):
-// with the accumulator just made, still in registers, and its next point's x, into the pre
-// slot this walk has just passed (read only by the element walked before it); returns that
-// chain's product. So after step 1 a step is one pass over the accumulators, not two.
+// denominator's inverse from the running inverse and the prefix before it (batch_back).
 template <class F, class Src>
-CURVE_FN F ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
-                      int64_t M, const Src& pts, const F& itot, F* pre, affine_t<F>* accs,
-                      bool up, bool next) {
-    F inv = itot, chain = F::one();
-    for (int i = 0; i < W; i++) {
-        const int w = up ? i : W - 1 - i;
-        const int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
-        affine_t<F> p = load16(accs + a);
-        if (k >= 0) {
-            affine_t<F> q = pts.load(k);
-            int kind = pair_kind<F>(p, q, true);
-            F dinv = F::one();
-            if (kind >= PAIR_ADD) {
-                // the chain's element before this one is the one this walk visits next
-                dinv = i + 1 < W ? inv * load16(pre + (up ? a + BT : a - BT)) : inv;
-                inv = inv * pair_den<F>(p, q, kind);
-            }
-            p = pair_sum<F>(p, q, kind, dinv);
-            store16(accs + a, p);
+CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                         int64_t M, const Src& pts, const F& itot, const F* pre,
+                         affine_t<F>* accs) {
+    F inv = itot;
+    for (int w = W - 1; w >= 0; w--) {
+        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
+        if (k < 0) continue;  // past the points: the accumulator stays
+        affine_t<F> p = load16(accs + a), q = pts.load(k);
+        int kind = pair_kind<F>(p, q, true);
+        F dinv = F::one();
+        if (kind >= PAIR_ADD) {
+            dinv = w ? inv * load16(pre + a - BT) : inv;
+            inv = inv * pair_den<F>(p, q, kind);
         }
-        if (next) {
-            int64_t k2 = ones_point(a, An, s + 1, M);
-            F den;
-            if (pair_kind_lazy_at<F>(held_point<F>{p}, 0, pts, k2, k2 >= 0, den) >= PAIR_ADD)
-                chain = chain * den;
-            store16(pre + a, chain);
-        }
+        store16(accs + a, pair_sum<F>(p, q, kind, dinv));
     }
-    return chain;
 }

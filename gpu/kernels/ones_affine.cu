@@ -21,10 +21,8 @@ __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
     const i64 An = (i64)gridDim.x * BT * W;
     const table_points<F> pts{bases, lists};
     ones_init<F>(blk, t, BT, W, M, pts, accs);
-    // step 1's chain by its own pass; each later step's by the walk of the step before
-    F chain = S > 1 ? ones_prefix<F>(blk, t, BT, W, An, 1, M, pts, accs, pre) : F::one();
     for (i64 s = 1; s < S; s++) {
-        store16(tree + BT + t, chain);
+        store16(tree + BT + t, ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs, pre));
         __syncthreads();
         for (i64 h = BT / 2; h >= 1; h >>= 1) {
             if (t < h) tree_up<F>(h + t, tree);
@@ -36,9 +34,7 @@ __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
             if (t < h) tree_down<F>(h + t, tree);
             __syncthreads();
         }
-        // step 1's chain ascends, so its walk descends; the walks alternate from there
-        chain = ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs,
-                              s % 2 == 0, s + 1 < S);
+        ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
         __syncthreads();  // the tree is the next step's
     }
 }

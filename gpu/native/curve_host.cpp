@@ -314,21 +314,19 @@ i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i6
     std::vector<F> pre(An), tree(2 * BT);
     const table_points<F> pts{bases.data(), lists};
     for (i64 blk = 0; blk < G; blk++) {
-        for (i64 t = 0; t < BT; t++) {
-            ones_init<F>(blk, t, BT, W, M, pts, accs.data());
-            if (S > 1)
-                tree[BT + t] = ones_prefix<F>(blk, t, BT, W, An, 1, M, pts, accs.data(),
-                                              pre.data());
-        }
+        for (i64 t = 0; t < BT; t++) ones_init<F>(blk, t, BT, W, M, pts, accs.data());
         for (i64 s = 1; s < S; s++) {
+            for (i64 t = 0; t < BT; t++)
+                tree[BT + t] = ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs.data(),
+                                              pre.data());
             for (i64 h = BT / 2; h >= 1; h >>= 1)
                 for (i64 t = 0; t < h; t++) tree_up<F>(h + t, tree.data());
             tree[1] = inv_top(tree[1]);
             for (i64 h = 1; h < BT; h <<= 1)
                 for (i64 t = 0; t < h; t++) tree_down<F>(h + t, tree.data());
             for (i64 t = 0; t < BT; t++)
-                tree[BT + t] = ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t],
-                                             pre.data(), accs.data(), s % 2 == 0, s + 1 < S);
+                ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
+                              accs.data());
         }
     }
     xyzz_t<F> acc = xyzz_t<F>::identity();
