@@ -77,17 +77,7 @@ extern "C" __global__ void fq_batch_top(i64 n, fq_t* v, fq_t* pre) {
 extern "C" __global__ void fq_batch_block(i64 n, int W, fq_t* v, fq_t* pre, fq_t* tree) {
     const i64 t = threadIdx.x, BT = blockDim.x;
     batch_prefix<fq_t>(t, n, BT, W, v, pre, tree + BT);
-    __syncthreads();
-    for (i64 h = BT / 2; h >= 1; h >>= 1) {
-        if (t < h) tree_up<fq_t>(h + t, tree);
-        __syncthreads();
-    }
-    if (t == 0) store16(tree + 1, inv_top(load16(tree + 1)));
-    __syncthreads();
-    for (i64 h = 1; h < BT; h <<= 1) {
-        if (t < h) tree_down<fq_t>(h + t, tree);
-        __syncthreads();
-    }
+    block_tree_invert<fq_t>(t, BT, tree);
     batch_back<fq_t>(t, n, BT, W, v, pre, tree + BT);
 }
 

@@ -382,6 +382,27 @@ CURVE_FN void tree_down(int64_t i, F* tree) {
     store16(tree + 2 * i + 1, inv * l);
 }
 
+#if defined(__CUDACC__)
+// The block's leaves tree[BT + t] (each thread's product, written before the call) become
+// their inverses: the tree up, the root by inv_top on thread 0, back down. Every thread of the
+// block calls it; each level's writes are visible to the next through the barriers (shared or
+// global memory alike). fq_batch_block and ones_affine.cu's steps.
+template <class F>
+__device__ void block_tree_invert(int64_t t, int64_t BT, F* tree) {
+    __syncthreads();
+    for (int64_t h = BT / 2; h >= 1; h >>= 1) {
+        if (t < h) tree_up<F>(h + t, tree);
+        __syncthreads();
+    }
+    if (t == 0) store16(tree + 1, inv_top(load16(tree + 1)));
+    __syncthreads();
+    for (int64_t h = 1; h < BT; h <<= 1) {
+        if (t < h) tree_down<F>(h + t, tree);
+        __syncthreads();
+    }
+}
+#endif
+
 // ---- one round's pairs ----------------------------------------------------------------------
 
 // Round pair j's two points and what they make.

@@ -23,17 +23,7 @@ __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
     ones_init<F>(blk, t, BT, W, M, pts, accs);
     for (i64 s = 1; s < S; s++) {
         store16(tree + BT + t, ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs, pre));
-        __syncthreads();
-        for (i64 h = BT / 2; h >= 1; h >>= 1) {
-            if (t < h) tree_up<F>(h + t, tree);
-            __syncthreads();
-        }
-        if (t == 0) store16(tree + 1, inv_top(load16(tree + 1)));
-        __syncthreads();
-        for (i64 h = 1; h < BT; h <<= 1) {
-            if (t < h) tree_down<F>(h + t, tree);
-            __syncthreads();
-        }
+        block_tree_invert<F>(t, BT, tree);
         ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
         __syncthreads();  // the tree is the next step's
     }

@@ -46,19 +46,26 @@ i64 load_bases(i64 n, const uint32_t* raw, std::vector<affine_t<F>>& out) {
     return bad;
 }
 
-// The inversion's top in one thread block of BT threads (the device's fq_batch_block, its
-// __syncthreads between the loops): chains of W, the product tree, the root, back down.
+// The device's block_tree_invert, its barriers between the loops: the leaves tree[BT + t]
+// become their inverses (the tree up, the root, back down).
+template <class F>
+void block_tree_invert(std::vector<F>& tree, i64 BT) {
+    for (i64 h = BT / 2; h >= 1; h >>= 1)
+        for (i64 t = 0; t < h; t++) tree_up<F>(h + t, tree.data());
+    tree[1] = inv_top(tree[1]);
+    for (i64 h = 1; h < BT; h <<= 1)
+        for (i64 t = 0; t < h; t++) tree_down<F>(h + t, tree.data());
+}
+
+// The inversion's top in one thread block of BT threads (the device's fq_batch_block): chains
+// of W, the block's tree, back along the chains.
 template <class F>
 void batch_invert_block(std::vector<F>& v, i64 n, i64 BT) {
     i64 W = n / BT + (n % BT != 0);
     if (W < 1) W = 1;
     std::vector<F> pre(n > 0 ? n : 1), tree(2 * BT);
     for (i64 t = 0; t < BT; t++) batch_prefix<F>(t, n, BT, (int)W, v.data(), pre.data(), tree.data() + BT);
-    for (i64 h = BT / 2; h >= 1; h >>= 1)
-        for (i64 t = 0; t < h; t++) tree_up<F>(h + t, tree.data());
-    tree[1] = inv_top(tree[1]);
-    for (i64 h = 1; h < BT; h <<= 1)
-        for (i64 t = 0; t < h; t++) tree_down<F>(h + t, tree.data());
+    block_tree_invert<F>(tree, BT);
     for (i64 t = 0; t < BT; t++) batch_back<F>(t, n, BT, (int)W, v.data(), pre.data(), tree.data() + BT);
 }
 
@@ -319,11 +326,7 @@ i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i6
             for (i64 t = 0; t < BT; t++)
                 tree[BT + t] = ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs.data(),
                                               pre.data());
-            for (i64 h = BT / 2; h >= 1; h >>= 1)
-                for (i64 t = 0; t < h; t++) tree_up<F>(h + t, tree.data());
-            tree[1] = inv_top(tree[1]);
-            for (i64 h = 1; h < BT; h <<= 1)
-                for (i64 t = 0; t < h; t++) tree_down<F>(h + t, tree.data());
+            block_tree_invert<F>(tree, BT);
             for (i64 t = 0; t < BT; t++)
                 ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
                               accs.data());
