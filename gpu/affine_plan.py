@@ -100,8 +100,9 @@ def ones_affine() -> bool:
     addition's 10 and 28), in memory lent by the group's tail engine; 0 takes the XYZZ sum.
     H100 (bench/gpu_split_msm.py, 2026-12-06): 1s only, G1 2^26 18.8 -> 17.3 ms, G2 2^25
     30.0 -> 27.4 (64 chains); filecoin-32g's mix at G1 2^27 53.9 -> 51.6, G2 2^26 85.9 ->
-    82.8 (32 chains). The kernel runs at about half the product rate the counts allow (its
-    chains are latency-bound at 16 warps an SM), so the gain is a fraction of the products'."""
+    82.8 (32 chains). The chains reach ~12 G Fq products/s where the XYZZ sum reaches ~19
+    (16 warps an SM; what holds them is not profiled), so the gain is a fraction of the
+    products'."""
     return env_switch("ZKHIVE_MSM_ONES_AFFINE", default=True)
 
 
