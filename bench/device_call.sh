@@ -15,7 +15,9 @@
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 13 (any
 # card): the dense engine's tests and the H query alone at its default (2^25 chunks in 3-window
 # slices) against 2^24 in 5 and 2^25 in 4 (call 12, the inversion's block and the loads-ahead
-# and 128-register tail forms, ran in the ninth session: docs/performance.md).
+# and 128-register tail forms, ran in the ninth session: docs/performance.md); 14 (any card):
+# the split MSM's GPU tests, then the 1s by the XYZZ sum against the affine chains
+# (bench/gpu_split_msm.py; ONES_MODES, ONES_MIXES, ONES_G1, ONES_G2, ONES_TESTS_K).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
