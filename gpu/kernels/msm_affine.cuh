@@ -518,12 +518,12 @@ CURVE_FN void bucket_final(int64_t b, const uint32_t* start, const uint32_t* cnt
 // point; the mixed addition into an XYZZ sum costs 10 Fq products a point (G2: 28), the affine
 // addition 3 (G2: 8) and its share of a batched inversion 3 (G2: 9). The rounds above suit
 // many short runs; one long run gives them thousands of launches. Here one kernel holds An
-// affine accumulators, a = (blk W + w) BT + t (block blk of BT threads, W chains a thread), and
-// in step s accumulator a adds point s An + a (a warp's reads consecutive; ones_point). A step's BT W
-// additions of a block share one inversion: thread t's chain of W denominators (prefix), the
-// product tree over the block's BT threads, the root by the binary algorithm, back down, the
-// chain walked back (apply): the shape of fq_batch_block, once a step. What is left (An
-// points) is summed in XYZZ by the split's own kernels. The order of the sum is irrelevant.
+// affine accumulators, a = (blk W + w) BT + t (block blk of BT threads, W chains a thread),
+// and in step s accumulator a adds point s An + a (ones_point: a warp's reads consecutive). A
+// step's BT W additions of a block share one inversion: thread t's chain of W denominators
+// (prefix), the product tree over the block's BT threads, the root by the binary algorithm,
+// back down, the chain walked back (apply): the shape of fq_batch_block, once a step. What is
+// left (An points) is summed in XYZZ by the split's own kernels. The sum's order is irrelevant.
 
 CURVE_FN int64_t ones_acc(int64_t blk, int64_t t, int w, int64_t BT, int W) {
     return (blk * W + w) * BT + t;
