@@ -37,8 +37,9 @@ ONES_THREADS, ONES_CHAINS = 128, 64
 #: steps at least (else the XYZZ sum takes the 1s): a step's tree and inversion are paid once
 #: a block, and the An accumulators are summed in XYZZ after the chains
 ONES_MIN_STEPS = 4
-#: an accumulator's bytes on the device: its affine point and its prefix product
-ONES_ACC_BYTES = {"g1": 96 + 48, "g2": 192 + 96}
+#: an accumulator's bytes on the device: its affine point and its prefix product (G2: Fq2,
+#: twice G1's)
+ONES_ACC_BYTES = {"g1": POINT_BYTES + FQ_BYTES, "g2": 2 * (POINT_BYTES + FQ_BYTES)}
 
 
 def default_rounds(items: int, buckets: int) -> int:
