@@ -24,7 +24,7 @@
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 15)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -144,17 +144,6 @@ case "$N" in
        --out "$OUT/run/ones.json" > "$OUT/run/ones.log" 2>&1
    echo "ones: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/ones.log" ;;
-15) # any card (fits ~78 GiB): the NTT's GPU tests (compute_h fused and unfused against the
-   # host), then compute_h at 2^24 and 2^27 with the fused turns against the unfused passes
-   # (bench/gpu_ntt.py --h-fused: one process, alternating, the two H equal word for word)
-   ZKHIVE_TEST_BIG=1 timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider \
-       tests/gpu/test_ntt.py > "$OUT/run/ntt-tests.log" 2>&1
-   echo "ntt tests: rc=$? $(tail -1 "$OUT/run/ntt-tests.log")" | tee -a "$OUT/steps.txt"
-   grep -E "^(FAILED|ERROR)" "$OUT/run/ntt-tests.log" | head -20 | tee -a "$OUT/steps.txt"
-   timeout "${H_S:-200}" python3 bench/gpu_ntt.py --h-fused --sizes "${H_SIZES:-20,24,27}" \
-       --out "$OUT/run/h-fused.json" > "$OUT/run/h-fused.log" 2>&1
-   echo "h fused: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
-   cat "$OUT/run/h-fused.log" ;;
 *) echo "call $N: one of 1-6, 8, 10, 11, 13 or 14" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null

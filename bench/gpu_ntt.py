@@ -205,58 +205,6 @@ def bench_h(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
     return rows
 
 
-def bench_h_fused(cuda, eng, sizes, runs=5) -> list[dict]:
-    """compute_h_device with the fused turns (ZKHIVE_NTT_H_FUSED=1) against the unfused passes,
-    in one process on the same inputs, alternating; the two H must be equal word for word
-    (and equal to the host's where the host is quick: 2^20 and below)."""
-    from arith import native
-    rows = []
-    for log_n in sizes:
-        n = 1 << log_n
-        a, b = rand_vec(n), rand_vec(n)
-        c = native.mul(a, b) if log_n <= 24 else rand_vec(n)  # unsatisfied at 2^27: any H
-        eng.prepare_h(log_n)
-        bufs = [DeviceBuffer(32 * n) for _ in range(3)]
-        times = {"0": [], "1": []}
-        outs = {}
-        try:
-            for i in range(2 * (runs + 1)):
-                mode = "01"[i % 2]
-                os.environ["ZKHIVE_NTT_H_FUSED"] = mode
-                for buf, v in zip(bufs, (a, b, c)):
-                    buf.upload(v)
-                cuda.Context.synchronize()
-                start, end = cuda.Event(), cuda.Event()
-                start.record()
-                eng.compute_h_device(*bufs, log_n)
-                end.record()
-                end.synchronize()
-                if i >= 2:
-                    times[mode].append(end.time_since(start))
-                if mode not in outs:
-                    outs[mode] = np.empty_like(a)
-                    bufs[0].download(outs[mode])
-        finally:
-            os.environ.pop("ZKHIVE_NTT_H_FUSED", None)
-            for buf in bufs:
-                buf.free()
-        same = bool(np.array_equal(outs["0"], outs["1"]))
-        host = None
-        if log_n <= 20:
-            host = bool(np.array_equal(outs["1"], native.compute_h(a, b, c)))
-        row = {"op": "compute_h fused/unfused", "log_n": log_n,
-               "ms": statistics.median(times["1"]), "unfused_ms": statistics.median(times["0"]),
-               "fused_runs": times["1"], "unfused_runs": times["0"], "equal": same,
-               "equal_host": host}
-        print(f"compute_h 2^{log_n}: unfused {row['unfused_ms']:.3f} ms, fused {row['ms']:.3f} ms"
-              f" ({row['ms'] - row['unfused_ms']:+.3f}); H equal: {same}"
-              + ("" if host is None else f", equal to the host's: {host}"), flush=True)
-        if not same or host is False:
-            raise SystemExit(f"compute_h 2^{log_n}: the fused H differs")
-        rows.append(row)
-    return rows
-
-
 def table(res: dict) -> str:
     c = res["ceilings"]
     lines = [f"device {res['device']}  copy {c['copy_GBps']:.0f} GB/s  h2d(pinned) "
@@ -277,8 +225,6 @@ def main() -> int:
                     help="check against the host, then NTT and compute_h at 2^24 only")
     ap.add_argument("--label", default="default (radix-4 t9, even/odd product)")
     ap.add_argument("--variants", action="store_true", help="also run each build variant")
-    ap.add_argument("--h-fused", action="store_true",
-                    help="only compute_h, fused turns against unfused, at --sizes")
     ap.add_argument("--sizes", default="16,20,24",
                     help="log2 sizes of the full run (27: the 32 GiB partition's domain, 4 GiB a vector)")
     args = ap.parse_args()
@@ -288,14 +234,8 @@ def main() -> int:
     res = {"device": loader.device_name(), "arch": loader.device_arch(), "label": args.label,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     # quick runs (the variants) skip the ceilings: their floors are the main run's
-    res["ceilings"] = QUICK_CEILINGS if args.quick or args.h_fused else \
-        ceilings(cuda, cuda.Context.get_device())
+    res["ceilings"] = QUICK_CEILINGS if args.quick else ceilings(cuda, cuda.Context.get_device())
     with NttEngine() as eng:
-        if args.h_fused:
-            res["rows"] = bench_h_fused(cuda, eng, [int(x) for x in args.sizes.split(",")])
-            if args.out:
-                args.out.write_text(json.dumps(res, indent=1))
-            return 0
         if args.quick:
             check(eng)
             res["rows"] = bench_ntt(cuda, eng, [24], res["ceilings"], quick=True)

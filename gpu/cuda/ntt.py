@@ -35,15 +35,6 @@ COALESCE_BITS = 3
 #: Radix-4 passes (ntt.cu pass4: two stages in registers per trip through shared memory).
 #: ZKHIVE_NTT_RADIX4=0 runs the radix-2 passes (bench/gpu_ntt.py compares them).
 RADIX4 = os.environ.get("ZKHIVE_NTT_RADIX4", "1") != "0"
-
-
-def h_fused() -> bool:
-    """compute_h through the fused turns (NttEngine._h_fused); ZKHIVE_NTT_H_FUSED=0 takes the
-    unfused passes. Read at each call, so a benchmark times both in one process."""
-    v = os.environ.get("ZKHIVE_NTT_H_FUSED", "1")
-    if v not in ("0", "1"):
-        raise ValueError(f"ZKHIVE_NTT_H_FUSED={v!r}: must be 0 or 1")
-    return v == "1"
 _R = 1 << 256
 _U32 = np.uint32
 
@@ -129,9 +120,6 @@ class NttEngine:
         self.k_bitrev = f("ntt_bit_reverse", "Pi")
         self.k_point = f("ntt_h_pointwise", "PPiP")
         self.k_sub = f("ntt_h_sub_coeffs", "PPi")
-        self.k_turn = f("ntt_h_turn", "PiiiiPPPP")
-        self.k_middle = f("ntt_h_middle", "PPiiiiPPPPPi")
-        self.k_sub_rev = f("ntt_h_sub_rev", "PPi")
         self.k_check = f("ntt_check_canonical", "PIP")
         self.domains: dict[int, Domain] = {}
         # omega_{2^k} for k = 0..32 and their inverses, Montgomery form, on the device
@@ -196,15 +184,13 @@ class NttEngine:
     # --- transforms on device buffers ------------------------------------------------------
 
     def _run(self, dit: bool, ptr: int, log_n: int, inverse: bool, scale: str | None,
-             rev: bool, mode: int, stream=None, passes=None) -> None:
-        """All passes of one DIF (natural->reversed) or DIT (reversed->natural) run, or the
-        given ones in the order given; the scale kind applies on load (mode 1) of the first
-        pass or on store (mode 2) of the last."""
+             rev: bool, mode: int, stream=None) -> None:
+        """All passes of one DIF (natural->reversed) or DIT (reversed->natural) run; the scale
+        kind applies on load (mode 1) of the first pass or on store (mode 2) of the last."""
         d = self.domain(log_n)
-        if passes is None:
-            passes = plan(log_n)
-            if not dit:
-                passes = passes[::-1]  # DIF goes from the top bits down
+        passes = plan(log_n)
+        if not dit:
+            passes = passes[::-1]  # DIF goes from the top bits down
         s_lo = s_hi = 0
         if scale:
             lo, hi = self._scale(d, scale)
@@ -283,10 +269,6 @@ class NttEngine:
             raise GpuInputError("compute_h: the domain needs at least 2 points")
         sa, sb, sc = streams or (None, None, None)
         z_r2 = self.prepare_h(log_n)
-        passes = plan(log_n)  # ascending: passes[0] the lowest bits, passes[-1] the highest
-        if h_fused() and RADIX4 and all(kb + cb >= 2 for _, kb, cb in passes):
-            self._h_fused(a, b, c, log_n, passes, z_r2, streams, events)
-            return a
         for buf, s in ((a, sa), (b, sb)):
             self._run(False, buf.ptr, log_n, True, "h_pre", True, 2, s)
             self._run(True, buf.ptr, log_n, False, None, False, 0, s)
@@ -304,57 +286,6 @@ class NttEngine:
         with loader.guard(kernel="ntt_h_sub_coeffs", shape=n):
             self.k_sub.prepared_async_call(grid, (256, 1, 1), sa, a.ptr, c.ptr, np.int32(log_n))
         return a
-
-    def _h_fused(self, a, b, c, log_n, passes, z_r2, streams, events) -> None:
-        """compute_h_device with two turns through memory fused away at each end of a's and
-        b's transforms (ntt.cu ntt_h_turn, ntt_h_middle): the same H, in the passes
-        a, b: inverse DIF of every pass but the lowest; the turn (the lowest pass's inverse
-          DIF, the h_pre scale, its forward DIT); the forward DIT of the passes between;
-        c: inverse DIF, scaled by n^-1 Z(g)^-1 (as the unfused);
-        the middle (the highest pass's forward DIT of a and b, a b / Z(g), the inverse coset
-          DIF's highest pass) into a; the inverse coset DIF's other passes, H bit-reversed;
-        h[k] <- h[bitrev k] - c'[bitrev k] (ntt_h_sub_rev).
-        One pass (log_n <= TILE_BITS): the inverse DIF of a and b, then the middle, which also
-        scales H on store. Counted at 2^27 (4 passes): 44 reads or writes of a 4 GiB vector
-        where there were 53 (the pointwise kernel's three among them)."""
-        n = 1 << log_n
-        d = self.domain(log_n)
-        sa, sb, sc = streams or (None, None, None)
-        top, low = passes[-1], passes[0]
-        tile = lambda p: 1 << (p[1] + p[2])  # noqa: E731
-        h_lo, h_hi = self._scale(d, "h_pre")
-        ic_lo, ic_hi = self._scale(d, "inv_coset")
-        for buf, s in ((a, sa), (b, sb)):
-            if len(passes) == 1:
-                self._run(False, buf.ptr, log_n, True, "h_pre", True, 2, s)
-                continue
-            self._run(False, buf.ptr, log_n, True, None, False, 0, s, passes[:0:-1])
-            lo_bit, kb, cb = low
-            with loader.guard(kernel="ntt_h_turn", shape=n):
-                self.k_turn.prepared_async_call(
-                    (n // tile(low), 1), (tile(low) // 4, 1, 1), s, buf.ptr, np.int32(log_n),
-                    np.int32(lo_bit), np.int32(kb), np.int32(cb), d.tw[True].ptr,
-                    d.tw[False].ptr, h_lo.ptr, h_hi.ptr, shared_size=32 * tile(low))
-            self._run(True, buf.ptr, log_n, False, None, False, 0, s, passes[1:-1])
-        self._run(False, c.ptr, log_n, True, "inv_z", True, 2, sc)
-        if streams:
-            events[0].record(sb)
-            sa.wait_for_event(events[0])
-        lo_bit, kb, cb = top
-        with loader.guard(kernel="ntt_h_middle", shape=n):
-            self.k_middle.prepared_async_call(
-                (n // tile(top), 1), (tile(top) // 4, 1, 1), sa, a.ptr, b.ptr, np.int32(log_n),
-                np.int32(lo_bit), np.int32(kb), np.int32(cb), d.tw[False].ptr, d.tw[True].ptr,
-                z_r2.ptr, ic_lo.ptr, ic_hi.ptr, np.int32(2 if len(passes) == 1 else 0),
-                shared_size=32 * tile(top))
-        if len(passes) > 1:
-            self._run(False, a.ptr, log_n, True, "inv_coset", True, 2, sa, passes[-2::-1])
-        if streams:
-            events[1].record(sc)
-            sa.wait_for_event(events[1])
-        with loader.guard(kernel="ntt_h_sub_rev", shape=n):
-            self.k_sub_rev.prepared_async_call(((n + 255) // 256, 1), (256, 1, 1), sa, a.ptr,
-                                               c.ptr, np.int32(log_n))
 
     def prepare_h(self, log_n: int) -> DeviceBuffer:
         """Build every table compute_h_device uses for 2^log_n (synchronously, so none is made

@@ -5,7 +5,7 @@
 // time (DIT, Cooley-Tukey), bit-reversed in, natural out. Either runs with omega or omega^-1,
 // so each direction is available in both orders, and compute_h chains them with no separate
 // bit-reversal pass (gpu/cuda/ntt.py: the bit reversal the odd number of transforms needs is
-// folded into the pointwise kernel, or, through the fused turns, into the last subtraction).
+// folded into the pointwise kernel).
 //
 // Values stay canonical (x, not x R) in device memory: every constant that multiplies them
 // (twiddles, coset powers, 1/n) is in Montgomery form, and mont_mul(x, c R) = x c, so the
@@ -218,16 +218,8 @@ __device__ __forceinline__ void bfly(fr_t& u, fr_t& v, const fr_t& w) {
     }
 }
 
-// One radix-4 pass as a body: FROM_MEM, the first group loads its elements from data (else x
-// holds them at the first group's positions, left there by the body before); TO_MEM, the last
-// group stores them (else they stay in x, at the last group's positions, with their global
-// indices in g). Why bodies chain in registers: a DIF pass's last group and a DIT pass's first
-// cover the same lowest bits of L, a DIT pass's last group and a DIF pass's first the same
-// highest bits, so at those turns each thread already holds the elements the next body's first
-// group needs (compute_h's fused kernels below).
-template <bool DIT, bool FROM_MEM, bool TO_MEM>
-__device__ __forceinline__ void pass4_body(fr_t x[4], u32 g[4], fr_t* data, int log_n, int lo,
-                                           int kb, int cb, const fr_t* tw, scale_t s) {
+template <bool DIT>
+__device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, scale_t s) {
     extern __shared__ u32 sh[];
     const int T = 1 << (kb + cb), Q = T >> 2;
     const u32 t = blockIdx.x, k = threadIdx.x;
@@ -260,16 +252,16 @@ __device__ __forceinline__ void pass4_body(fr_t x[4], u32 g[4], fr_t* data, int 
             L[2] = b;
             L[3] = b + (1u << sl);
         }
+        u32 g[4];
+        fr_t x[4];
 #pragma unroll
         for (int j = 0; j < 4; j++) g[j] = tile_index(t, L[j], log_n, lo, kb, cb);
         if (first) {  // the first group reads memory: its bits are >= cb, so k's low cb bits
                       // stay L's low bits and a warp reads runs of 2^cb consecutive elements
-            if (FROM_MEM) {
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    x[j] = load_elem(data + g[j]);
-                    if (s.mode == 1) x[j] = x[j] * factor(s, g[j], log_n);
-                }
+            for (int j = 0; j < 4; j++) {
+                x[j] = load_elem(data + g[j]);
+                if (s.mode == 1) x[j] = x[j] * factor(s, g[j], log_n);
             }
         } else {
 #pragma unroll
@@ -293,12 +285,10 @@ __device__ __forceinline__ void pass4_body(fr_t x[4], u32 g[4], fr_t* data, int 
             bfly<DIT>(x[2], x[3], twiddle(tw, g[2], b0));
         }
         if (last) {
-            if (TO_MEM) {
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    if (s.mode == 2) x[j] = x[j] * factor(s, g[j], log_n);
-                    store_elem(data + g[j], x[j]);
-                }
+            for (int j = 0; j < 4; j++) {
+                if (s.mode == 2) x[j] = x[j] * factor(s, g[j], log_n);
+                store_elem(data + g[j], x[j]);
             }
         } else {
 #pragma unroll
@@ -306,16 +296,6 @@ __device__ __forceinline__ void pass4_body(fr_t x[4], u32 g[4], fr_t* data, int 
             __syncthreads();
         }
     }
-    // a body that follows in this block writes the tile in its first group: every thread's
-    // last reads of it come first
-    if (!TO_MEM && groups > 1) __syncthreads();
-}
-
-template <bool DIT>
-__device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, scale_t s) {
-    fr_t x[4];
-    u32 g[4];
-    pass4_body<DIT, true, true>(x, g, data, log_n, lo, kb, cb, tw, s);
 }
 
 }  // namespace
@@ -344,62 +324,6 @@ __global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
 ntt_dit_pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
               const fr_t* s_hi, int s_rev, int s_mode) {
     pass4<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
-}
-
-// compute_h's fused passes (gpu/cuda/ntt.py compute_h_device). Grid, block and shared memory
-// as the radix-4 pass of (lo, kb, cb).
-//
-// The turn of a and b at the lowest bits: the inverse DIF's last pass, the scale by s (h_pre:
-// n^-1 g^k of coefficient k = bitrev(i)), the forward DIT's first pass, one trip through memory
-// where two were.
-__global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
-ntt_h_turn(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw_inv, const fr_t* tw_fwd,
-           const fr_t* s_lo, const fr_t* s_hi) {
-    fr_t x[4];
-    u32 g[4];
-    const scale_t none{nullptr, nullptr, 0, 0};
-    pass4_body<false, true, false>(x, g, data, log_n, lo, kb, cb, tw_inv, none);
-    const scale_t s{s_lo, s_hi, 1, 2};
-#pragma unroll
-    for (int j = 0; j < 4; j++) x[j] = x[j] * factor(s, g[j], log_n);
-    pass4_body<true, false, true>(x, g, data, log_n, lo, kb, cb, tw_fwd, none);
-}
-
-// The middle of H at the highest bits: the forward DIT's last pass of a and of b (their
-// evaluations on the coset g H, natural order), the pointwise a b / Z(g) (z_r2 = Z(g)^-1 R^2,
-// as ntt_h_pointwise), and the inverse coset DIF's first pass of the product, written to a.
-// Where this is the transform's only pass (s_mode 2) the inverse coset's scale goes on store.
-// Three trips of a, two of b and the pointwise kernel's three, in one of a and b and one of a.
-__global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
-ntt_h_middle(fr_t* a, const fr_t* b, int log_n, int lo, int kb, int cb, const fr_t* tw_fwd,
-             const fr_t* tw_inv, const fr_t* z_r2, const fr_t* s_lo, const fr_t* s_hi,
-             int s_mode) {
-    fr_t xa[4], xb[4];
-    u32 g[4];
-    const scale_t none{nullptr, nullptr, 0, 0};
-    pass4_body<true, true, false>(xa, g, a, log_n, lo, kb, cb, tw_fwd, none);
-    pass4_body<true, true, false>(xb, g, const_cast<fr_t*>(b), log_n, lo, kb, cb, tw_fwd, none);
-    const fr_t z = *z_r2;
-#pragma unroll
-    for (int j = 0; j < 4; j++) xa[j] = (xa[j] * xb[j]) * z;
-    pass4_body<false, false, true>(xa, g, a, log_n, lo, kb, cb, tw_inv,
-                                   scale_t{s_lo, s_hi, 1, s_mode});
-}
-
-// The last step of the fused H: h holds H's coefficients bit-reversed (the inverse coset DIF),
-// c' C's coefficients times Z(g)^-1, bit-reversed too; h[k] <- h[bitrev k] - c'[bitrev k] in
-// natural order. Each thread owns the pair (i, bitrev(i)), i <= bitrev(i).
-__global__ void ntt_h_sub_rev(fr_t* h, const fr_t* c, int log_n) {
-    u32 i = blockIdx.x * blockDim.x + threadIdx.x;
-    if (i >= (1u << log_n)) return;
-    u32 j = bit_rev(i, log_n);
-    if (j < i) return;
-    fr_t hi = load_elem(h + i) - load_elem(c + i);
-    if (j != i) {
-        fr_t hj = load_elem(h + j) - load_elem(c + j);
-        store_elem(h + i, hj);
-    }
-    store_elem(h + j, hi);
 }
 
 // Per-stage twiddle tables for a transform of 2^log_n: tw[2^b - 1 + j] = omega_{2^(b+1)}^j for

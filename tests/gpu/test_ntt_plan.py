@@ -32,15 +32,3 @@ def test_plan_rejects_unsupported_sizes():
     with pytest.raises(GpuInputError, match="exceeds"):
         ntt.log2_size(1 << 28)
     assert ntt.log2_size(1 << 27) == 27
-
-
-def test_fused_h_setting(monkeypatch):
-    """compute_h's fused turns: on unless ZKHIVE_NTT_H_FUSED=0, read at each call, and a value
-    that is neither refused by name."""
-    monkeypatch.delenv("ZKHIVE_NTT_H_FUSED", raising=False)
-    assert ntt.h_fused() is True
-    monkeypatch.setenv("ZKHIVE_NTT_H_FUSED", "0")
-    assert ntt.h_fused() is False
-    monkeypatch.setenv("ZKHIVE_NTT_H_FUSED", "yes")
-    with pytest.raises(ValueError, match="ZKHIVE_NTT_H_FUSED='yes'"):
-        ntt.h_fused()
