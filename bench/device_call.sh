@@ -17,14 +17,15 @@
 # slices) against 2^24 in 5 and 2^25 in 4 (call 12, the inversion's block and the loads-ahead
 # and 128-register tail forms, ran in the ninth session: docs/performance.md); 14 (any card):
 # the split MSM's GPU tests, then the 1s by the XYZZ sum against the affine chains
-# (bench/gpu_split_msm.py; ONES_MODES, ONES_MIXES, ONES_G1, ONES_G2, ONES_TESTS_K).
+# (bench/gpu_split_msm.py; ONES_MODES, ONES_MIXES, ONES_G1, ONES_G2, ONES_TESTS_K); 16 (any
+# card): the NTT's tests, then compute_h trimmed against the full products (gpu_ntt.py --trim-ab).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -79,6 +80,16 @@ case "$N" in
    # (default; the serial profile; the dense steps off; the matvec over z; the default again),
    # then the cluster's 4 jobs (SKIP_TESTS=1: the suite ran on another card of this head;
    # SKIP_CLUSTER=1: the partition alone; SKIP_BIG=1: the cluster alone)
+   # the NTT's tests first where asked (NTT_TESTS=1, ~30 s): the partition is timed with the
+   # trimmed products (ZKHIVE_NTT_TRIM) only where they gave the host's results
+   if [ "${NTT_TESTS:-0}" = 1 ]; then
+       timeout 120 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_ntt.py \
+           > "$OUT/run/ntt-tests.log" 2>&1
+       echo "ntt tests: rc=$? $(tail -1 "$OUT/run/ntt-tests.log")" | tee -a "$OUT/steps.txt"
+       if grep -q "^FAILED" "$OUT/run/ntt-tests.log"; then
+           export ZKHIVE_NTT_TRIM=0; echo "ZKHIVE_NTT_TRIM=0 from here" | tee -a "$OUT/steps.txt"
+       fi
+   fi
    if [ "${SKIP_TESTS:-0}" != 1 ]; then
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"
@@ -144,7 +155,17 @@ case "$N" in
        --out "$OUT/run/ones.json" > "$OUT/run/ones.log" 2>&1
    echo "ones: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/ones.log" ;;
-*) echo "call $N: one of 1-6, 8, 10, 11, 13 or 14" >&2; exit 2 ;;
+16) # any card: the NTT's GPU tests (both ZKHIVE_NTT_TRIM settings, the 2^24 check too), then
+   # compute_h and a forward NTT trimmed against the full products, alternating in one process
+   ZKHIVE_TEST_BIG=1 timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider \
+       tests/gpu/test_ntt.py > "$OUT/run/step-tests.log" 2>&1
+   echo "ntt tests: rc=$? $(tail -1 "$OUT/run/step-tests.log")" | tee -a "$OUT/steps.txt"
+   grep -E "^(FAILED|ERROR)" "$OUT/run/step-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout "${TRIM_S:-200}" python3 bench/gpu_ntt.py --trim-ab --sizes "${TRIM_SIZES:-20,24,27}" \
+       --out "$OUT/run/trim.json" > "$OUT/run/trim.log" 2>&1
+   echo "trim: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/trim.log" ;;
+*) echo "call $N: one of 1-6, 8, 10, 11, 13, 14 or 16" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin

@@ -177,8 +177,14 @@ def bench_h(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
             for buf in bufs:
                 buf.free()
         # six NTTs (gpu/cuda/ntt.py compute_h_device): n/2 log n butterflies each; the scalings
-        # on store (a, b, c, the last inverse) and the pointwise a b / Z (2 products)
-        muls = 6 * (n // 2 * log_n) + n * (4 + 2)
+        # on store (a, b, the last inverse: a factor built and applied, 2 products; c: 2) and
+        # the pointwise a b / Z (2). Trimmed (the default): bit 0's n/2 products by 1 left out
+        # of each NTT, c's constant factor 1 product, the pointwise step 1.
+        from gpu.cuda.ntt import trimmed
+        if trimmed():
+            muls = 6 * (n // 2 * (log_n - 1)) + n * (2 + 2 + 2 + 1 + 1)
+        else:
+            muls = 6 * (n // 2 * log_n) + n * (2 + 2 + 2 + 2 + 2)
         passes = len(plan(log_n))
         row = {"op": "compute_h (device)", "log_n": log_n, "ms": ms, "fr_muls": muls,
                "floor_ops_ms": muls * IMAD_PER_FR_MUL / ceil["imad_per_s"] * 1e3,
@@ -205,6 +211,62 @@ def bench_h(cuda, eng, sizes, ceil, quick=False) -> list[dict]:
     return rows
 
 
+def bench_trim_ab(cuda, eng, sizes, runs=5) -> list[dict]:
+    """compute_h_device and one forward NTT with the trimmed products (ZKHIVE_NTT_TRIM=1, the
+    default) against all of them (=0), in one process on the same inputs, alternating; the two
+    H must be equal word for word (and equal to the host's at 2^20 and below)."""
+    from arith import native
+    rows = []
+    for log_n in sizes:
+        n = 1 << log_n
+        a, b = rand_vec(n), rand_vec(n)
+        c = native.mul(a, b) if log_n <= 24 else rand_vec(n)  # unsatisfied at 2^27: any H
+        bufs = [DeviceBuffer(32 * n) for _ in range(3)]
+        times = {"h0": [], "h1": [], "ntt0": [], "ntt1": []}
+        outs = {}
+        try:
+            for i in range(2 * (runs + 1)):
+                mode = "01"[i % 2]
+                os.environ["ZKHIVE_NTT_TRIM"] = mode
+                eng.prepare_h(log_n)  # this mode's tables, outside the timing
+                for buf, v in zip(bufs, (a, b, c)):
+                    buf.upload(v)
+                cuda.Context.synchronize()
+                ev = [cuda.Event() for _ in range(3)]
+                ev[0].record()
+                eng.compute_h_device(*bufs, log_n)
+                ev[1].record()
+                eng.transform(bufs[1], log_n, order="NR")
+                ev[2].record()
+                ev[2].synchronize()
+                if i >= 2:
+                    times["h" + mode].append(ev[1].time_since(ev[0]))
+                    times["ntt" + mode].append(ev[2].time_since(ev[1]))
+                if mode not in outs:
+                    outs[mode] = np.empty_like(a)
+                    bufs[0].download(outs[mode])
+        finally:
+            os.environ.pop("ZKHIVE_NTT_TRIM", None)
+            for buf in bufs:
+                buf.free()
+        same = bool(np.array_equal(outs["0"], outs["1"]))
+        host = None
+        if log_n <= 20:
+            host = bool(np.array_equal(outs["1"], native.compute_h(a, b, c)))
+        med = {k: statistics.median(v) for k, v in times.items()}
+        row = {"op": "compute_h trimmed/full", "log_n": log_n, "ms": med["h1"],
+               "full_ms": med["h0"], "ntt_ms": med["ntt1"], "ntt_full_ms": med["ntt0"],
+               "runs": times, "equal": same, "equal_host": host}
+        print(f"2^{log_n}: compute_h full {med['h0']:.3f} ms, trimmed {med['h1']:.3f} ms "
+              f"({med['h1'] - med['h0']:+.3f}); forward NTT full {med['ntt0']:.3f}, trimmed "
+              f"{med['ntt1']:.3f} ({med['ntt1'] - med['ntt0']:+.3f}); H equal: {same}"
+              + ("" if host is None else f", equal to the host's: {host}"), flush=True)
+        if not same or host is False:
+            raise SystemExit(f"compute_h 2^{log_n}: the trimmed H differs")
+        rows.append(row)
+    return rows
+
+
 def table(res: dict) -> str:
     c = res["ceilings"]
     lines = [f"device {res['device']}  copy {c['copy_GBps']:.0f} GB/s  h2d(pinned) "
@@ -225,6 +287,8 @@ def main() -> int:
                     help="check against the host, then NTT and compute_h at 2^24 only")
     ap.add_argument("--label", default="default (radix-4 t9, even/odd product)")
     ap.add_argument("--variants", action="store_true", help="also run each build variant")
+    ap.add_argument("--trim-ab", action="store_true",
+                    help="only compute_h and a forward NTT, ZKHIVE_NTT_TRIM=1 against =0, at --sizes")
     ap.add_argument("--sizes", default="16,20,24",
                     help="log2 sizes of the full run (27: the 32 GiB partition's domain, 4 GiB a vector)")
     args = ap.parse_args()
@@ -234,8 +298,14 @@ def main() -> int:
     res = {"device": loader.device_name(), "arch": loader.device_arch(), "label": args.label,
            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     # quick runs (the variants) skip the ceilings: their floors are the main run's
-    res["ceilings"] = QUICK_CEILINGS if args.quick else ceilings(cuda, cuda.Context.get_device())
+    res["ceilings"] = QUICK_CEILINGS if args.quick or args.trim_ab else \
+        ceilings(cuda, cuda.Context.get_device())
     with NttEngine() as eng:
+        if args.trim_ab:
+            res["rows"] = bench_trim_ab(cuda, eng, [int(x) for x in args.sizes.split(",")])
+            if args.out:
+                args.out.write_text(json.dumps(res, indent=1))
+            return 0
         if args.quick:
             check(eng)
             res["rows"] = bench_ntt(cuda, eng, [24], res["ceilings"], quick=True)

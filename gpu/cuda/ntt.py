@@ -35,6 +35,15 @@ COALESCE_BITS = 3
 #: Radix-4 passes (ntt.cu pass4: two stages in registers per trip through shared memory).
 #: ZKHIVE_NTT_RADIX4=0 runs the radix-2 passes (bench/gpu_ntt.py compares them).
 RADIX4 = os.environ.get("ZKHIVE_NTT_RADIX4", "1") != "0"
+
+
+def trimmed() -> bool:
+    """The products by 1 and the constants' products left out (ZKHIVE_NTT_TRIM, default on;
+    read at each call, so bench/gpu_ntt.py --trim-ab times both in one process): bit 0's stage
+    of every radix-4 transform without its twiddles (ntt.cu pass4), compute_h's pointwise step
+    in one product with Z(g)^-1 on the inverse coset NTT's last scale ("inv_coset_h"), and C's
+    constant scale without a product to build it. 5 of compute_h's ~91 products an element."""
+    return os.environ.get("ZKHIVE_NTT_TRIM", "1") != "0"
 _R = 1 << 256
 _U32 = np.uint32
 
@@ -73,6 +82,17 @@ def z_inv(log_n: int) -> int:
     return fr.inv((pow(fr.GENERATOR, 1 << log_n, fr.MODULUS) - 1) % fr.MODULUS)
 
 
+def scale_kind(kind: str, log_n: int) -> tuple[int, int]:
+    """(g, c) of a scale kind, factor(e) = c g^e (NttEngine._scale lists them)."""
+    n = 1 << log_n
+    zn = fr.inv(n) * z_inv(log_n) % fr.MODULUS
+    return {"coset": (fr.GENERATOR, 1), "inv": (1, fr.inv(n)),
+            "inv_coset": (fr.inv(fr.GENERATOR), fr.inv(n)),
+            "h_pre": (fr.GENERATOR, fr.inv(n)),
+            "inv_z": (1, zn),
+            "inv_coset_h": (fr.inv(fr.GENERATOR), zn * _R % fr.MODULUS)}[kind]
+
+
 def log2_size(n: int, what: str = "vector") -> int:
     if n < 1 or n & (n - 1):
         raise GpuInputError(f"{what}: length {n} is not a power of two")
@@ -87,7 +107,8 @@ class Domain:
     """Device tables of one size: twiddles per direction, scale tables per kind."""
     log_n: int
     tw: dict[bool, DeviceBuffer] = field(default_factory=dict)       # inverse -> table
-    scales: dict[str, tuple[DeviceBuffer, DeviceBuffer]] = field(default_factory=dict)
+    # kind -> (lo, hi); lo None: a constant factor, hi its one element
+    scales: dict[str, tuple[DeviceBuffer | None, DeviceBuffer]] = field(default_factory=dict)
     z_r2: DeviceBuffer | None = None  # Z(g)^-1 R^2 for the pointwise step of H
 
     def free(self) -> None:
@@ -97,7 +118,8 @@ class Domain:
             self.z_r2.free()
             self.z_r2 = None
         for lo, hi in self.scales.values():
-            lo.free()
+            if lo is not None:
+                lo.free()
             hi.free()
         self.tw.clear()
         self.scales.clear()
@@ -113,8 +135,8 @@ class NttEngine:
         f = lambda name, sig: self._prepare(name, sig)  # noqa: E731
         self.k_dif = f("ntt_dif_pass", "PiiiiPPPii")
         self.k_dit = f("ntt_dit_pass", "PiiiiPPPii")
-        self.k_dif4 = f("ntt_dif_pass4", "PiiiiPPPii")
-        self.k_dit4 = f("ntt_dit_pass4", "PiiiiPPPii")
+        self.k_dif4 = f("ntt_dif_pass4", "PiiiiPPPiii")
+        self.k_dit4 = f("ntt_dit_pass4", "PiiiiPPPiii")
         self.k_twiddles = f("ntt_twiddles", "PiP")
         self.k_scales = f("ntt_scale_tables", "PPiPP")
         self.k_bitrev = f("ntt_bit_reverse", "Pi")
@@ -157,16 +179,18 @@ class NttEngine:
             self.domains[log_n] = d
         return d
 
-    def _scale(self, d: Domain, kind: str) -> tuple[DeviceBuffer, DeviceBuffer]:
+    def _scale(self, d: Domain, kind: str) -> tuple[DeviceBuffer | None, DeviceBuffer]:
         """(lo, hi) tables with factor(e) = c g^e for one kind:
         "coset" g=7, c=1; "inv" g=1, c=1/n; "inv_coset" g=7^-1, c=1/n; "h_pre" g=7, c=1/n;
-        "inv_z" g=1, c=1/(n Z(7)) (C's coefficients over Z, compute_h_device)."""
+        "inv_z" g=1, c=1/(n Z(7)) (C's coefficients over Z, compute_h_device);
+        "inv_coset_h" g=7^-1, c=R/(n Z(7)) (after the pointwise step's a b R^-1, trimmed());
+        "inv_z_const": inv_z's constant alone, lo None (ntt.cu factor(): no product)."""
+        if kind == "inv_z_const" and kind not in d.scales:
+            d.scales[kind] = (None, self._const(mont(scale_kind("inv_z", d.log_n)[1]),
+                                                "scale constant"))
         if kind not in d.scales:
             n = 1 << d.log_n
-            g, c = {"coset": (fr.GENERATOR, 1), "inv": (1, fr.inv(n)),
-                    "inv_coset": (fr.inv(fr.GENERATOR), fr.inv(n)),
-                    "h_pre": (fr.GENERATOR, fr.inv(n)),
-                    "inv_z": (1, fr.inv(n) * z_inv(d.log_n) % fr.MODULUS)}[kind]
+            g, c = scale_kind(kind, d.log_n)
             count_hi = ((n - 1) >> 10) + 1
             lo, hi = DeviceBuffer(32 * 1024, what="scale lo"), DeviceBuffer(32 * count_hi,
                                                                             what="scale hi")
@@ -194,20 +218,22 @@ class NttEngine:
         s_lo = s_hi = 0
         if scale:
             lo, hi = self._scale(d, scale)
-            s_lo, s_hi = lo.ptr, hi.ptr
+            s_lo, s_hi = (lo.ptr if lo is not None else 0), hi.ptr
+        trim = np.int32(trimmed())
         with loader.guard(kernel="ntt_dit_pass" if dit else "ntt_dif_pass", shape=1 << log_n):
             for idx, (lo_bit, kb, cb) in enumerate(passes):
                 m = mode if scale and ((mode == 1 and idx == 0) or
                                        (mode == 2 and idx == len(passes) - 1)) else 0
                 tile = 1 << (kb + cb)
+                args = (ptr, np.int32(log_n), np.int32(lo_bit), np.int32(kb), np.int32(cb),
+                        d.tw[inverse].ptr, s_lo, s_hi, np.int32(rev), np.int32(m))
                 if RADIX4 and tile >= 4:  # four elements a thread
                     kern, threads = (self.k_dit4 if dit else self.k_dif4), tile // 4
+                    args += (trim,)
                 else:
                     kern, threads = (self.k_dit if dit else self.k_dif), tile // 2
                 kern.prepared_async_call(((1 << log_n) // tile, 1), (threads, 1, 1), stream,
-                                         ptr, np.int32(log_n), np.int32(lo_bit), np.int32(kb),
-                                         np.int32(cb), d.tw[inverse].ptr, s_lo, s_hi,
-                                         np.int32(rev), np.int32(m), shared_size=32 * tile)
+                                         *args, shared_size=32 * tile)
 
     def bit_reverse(self, buf: DeviceBuffer, log_n: int, stream=None) -> None:
         n = 1 << log_n
@@ -269,10 +295,11 @@ class NttEngine:
             raise GpuInputError("compute_h: the domain needs at least 2 points")
         sa, sb, sc = streams or (None, None, None)
         z_r2 = self.prepare_h(log_n)
+        trim = trimmed()
         for buf, s in ((a, sa), (b, sb)):
             self._run(False, buf.ptr, log_n, True, "h_pre", True, 2, s)
             self._run(True, buf.ptr, log_n, False, None, False, 0, s)
-        self._run(False, c.ptr, log_n, True, "inv_z", True, 2, sc)
+        self._run(False, c.ptr, log_n, True, "inv_z_const" if trim else "inv_z", True, 2, sc)
         if streams:
             events[0].record(sb)
             events[1].record(sc)
@@ -281,8 +308,8 @@ class NttEngine:
         grid = ((n + 255) // 256, 1)
         with loader.guard(kernel="ntt_h_pointwise", shape=n):
             self.k_point.prepared_async_call(grid, (256, 1, 1), sa, a.ptr, b.ptr,
-                                             np.int32(log_n), z_r2.ptr)
-        self._run(True, a.ptr, log_n, True, "inv_coset", False, 2, sa)
+                                             np.int32(log_n), 0 if trim else z_r2.ptr)
+        self._run(True, a.ptr, log_n, True, "inv_coset_h" if trim else "inv_coset", False, 2, sa)
         with loader.guard(kernel="ntt_h_sub_coeffs", shape=n):
             self.k_sub.prepared_async_call(grid, (256, 1, 1), sa, a.ptr, c.ptr, np.int32(log_n))
         return a
@@ -292,8 +319,8 @@ class NttEngine:
         while its streams run); returns the Z(g)^-1 R^2 constant."""
         d = self.domain(log_n)
         self._scale(d, "h_pre")
-        self._scale(d, "inv_coset")
-        self._scale(d, "inv_z")
+        for kind in (("inv_coset_h", "inv_z_const") if trimmed() else ("inv_coset", "inv_z")):
+            self._scale(d, kind)
         if d.z_r2 is None:
             d.z_r2 = self._const(mont(z_inv(log_n) * _R), "Z^-1 R^2")  # mont() adds the second R
         return d.z_r2

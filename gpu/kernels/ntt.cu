@@ -57,16 +57,12 @@ __device__ __forceinline__ u32 bit_rev(u32 i, int log_n) {
 // e = i or bitrev(i). Two small tables instead of one of n entries: 2^log_n / 1024 + 1024
 // elements per kind, one extra product per element.
 struct scale_t {
-    const fr_t* lo;
+    const fr_t* lo;  // null: the factor is the constant hi[0] (g = 1), no product to build it
     const fr_t* hi;
     int rev;   // 1: the factor belongs to bitrev(i) (data in bit-reversed order)
     int mode;  // 0 none, 1 on load (before the first stage), 2 on store (after the last)
 };
 
-__device__ __forceinline__ fr_t factor(const scale_t& s, u32 i, int log_n) {
-    u32 e = s.rev ? bit_rev(i, log_n) : i;
-    return s.hi[e >> 10] * s.lo[e & 1023];
-}
 
 __device__ __forceinline__ fr_t load_elem(const fr_t* p) {
     const uint4* q = reinterpret_cast<const uint4*>(p);
@@ -88,6 +84,12 @@ __device__ __forceinline__ fr_t ldg_elem(const fr_t* p) {
     r.v[0] = a.x; r.v[1] = a.y; r.v[2] = a.z; r.v[3] = a.w;
     r.v[4] = b.x; r.v[5] = b.y; r.v[6] = b.z; r.v[7] = b.w;
     return r;
+}
+
+__device__ __forceinline__ fr_t factor(const scale_t& s, u32 i, int log_n) {
+    if (s.lo == nullptr) return ldg_elem(s.hi);
+    u32 e = s.rev ? bit_rev(i, log_n) : i;
+    return s.hi[e >> 10] * s.lo[e & 1023];
 }
 
 // Shared memory holds the tile limb-major (limb l of element L at sh[l * T + L]): a warp
@@ -218,8 +220,22 @@ __device__ __forceinline__ void bfly(fr_t& u, fr_t& v, const fr_t& w) {
     }
 }
 
+// A butterfly whose twiddle is 1: (u + v, u - v) in either order, no product.
+__device__ __forceinline__ void bfly1(fr_t& u, fr_t& v) {
+    fr_t d = u - v;
+    u = u + v;
+    v = d;
+}
+
+// trim = 1: the stage of global bit 0 takes no product. Its twiddle is tw[0] = omega_2^0 = 1
+// for every butterfly, and in a group of bits 0 and 1 the pair (0, 2) of bit 1 has
+// omega_4^0 = 1 too (g[0]'s bit 0 is 0): three products of four, or both of a lone stage's two,
+// are multiplications by 1. The condition is the same for the whole grid (only the lowest
+// pass, lo = 0 and cb = 0, has b0 = 0), so no warp diverges. n / 2 products of an NTT's
+// n / 2 log n (27: 3.7%).
 template <bool DIT>
-__device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, scale_t s) {
+__device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, scale_t s,
+                      int trim) {
     extern __shared__ u32 sh[];
     const int T = 1 << (kb + cb), Q = T >> 2;
     const u32 t = blockIdx.x, k = threadIdx.x;
@@ -268,21 +284,43 @@ __device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t*
             for (int j = 0; j < 4; j++) x[j] = sh_get(sh, T, L[j]);
         }
         int b0 = lo + sl - cb;  // global bit of the group's lower L bit
-        if (width == 2) {
+        // (0,1) and (2,3) share their twiddle at bit b0: g[2] = g[0] + 2^(b0+1) has the same
+        // bits below b0, so it is loaded once.
+        if (trim && b0 == 0) {   // bit 0's stage (and bit 1's pair (0, 2)): twiddles of 1
+            if (width == 2) {
+                if (!DIT) {
+                    bfly1(x[0], x[2]);
+                    bfly<false>(x[1], x[3], twiddle(tw, g[1], 1));
+                    bfly1(x[0], x[1]);
+                    bfly1(x[2], x[3]);
+                } else {
+                    bfly1(x[0], x[1]);
+                    bfly1(x[2], x[3]);
+                    bfly1(x[0], x[2]);
+                    bfly<true>(x[1], x[3], twiddle(tw, g[1], 1));
+                }
+            } else {
+                bfly1(x[0], x[1]);
+                bfly1(x[2], x[3]);
+            }
+        } else if (width == 2) {
             if (!DIT) {  // bit b0 + 1 first: (0,2), (1,3); then bit b0: (0,1), (2,3)
                 bfly<false>(x[0], x[2], twiddle(tw, g[0], b0 + 1));
                 bfly<false>(x[1], x[3], twiddle(tw, g[1], b0 + 1));
-                bfly<false>(x[0], x[1], twiddle(tw, g[0], b0));
-                bfly<false>(x[2], x[3], twiddle(tw, g[2], b0));
+                fr_t w = twiddle(tw, g[0], b0);
+                bfly<false>(x[0], x[1], w);
+                bfly<false>(x[2], x[3], w);
             } else {     // bit b0 first: (0,1), (2,3); then bit b0 + 1: (0,2), (1,3)
-                bfly<true>(x[0], x[1], twiddle(tw, g[0], b0));
-                bfly<true>(x[2], x[3], twiddle(tw, g[2], b0));
+                fr_t w = twiddle(tw, g[0], b0);
+                bfly<true>(x[0], x[1], w);
+                bfly<true>(x[2], x[3], w);
                 bfly<true>(x[0], x[2], twiddle(tw, g[0], b0 + 1));
                 bfly<true>(x[1], x[3], twiddle(tw, g[1], b0 + 1));
             }
         } else {
-            bfly<DIT>(x[0], x[1], twiddle(tw, g[0], b0));
-            bfly<DIT>(x[2], x[3], twiddle(tw, g[2], b0));
+            fr_t w = twiddle(tw, g[0], b0);
+            bfly<DIT>(x[0], x[1], w);
+            bfly<DIT>(x[2], x[3], w);
         }
         if (last) {
 #pragma unroll
@@ -314,16 +352,17 @@ ntt_dit_pass(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, cons
     pass<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
 }
 
-// Radix-4 passes (pass4): grid as above, block = 2^(kb + cb - 2) (kb + cb >= 2), same shared.
+// Radix-4 passes (pass4): grid as above, block = 2^(kb + cb - 2) (kb + cb >= 2), same shared;
+// trim 1: bit 0's stage without its products by 1 (pass4 says which).
 __global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
 ntt_dif_pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
-              const fr_t* s_hi, int s_rev, int s_mode) {
-    pass4<false>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
+              const fr_t* s_hi, int s_rev, int s_mode, int trim) {
+    pass4<false>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode}, trim);
 }
 __global__ void __launch_bounds__(NTT_MAX_THREADS, NTT_MIN_BLOCKS)
 ntt_dit_pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t* tw, const fr_t* s_lo,
-              const fr_t* s_hi, int s_rev, int s_mode) {
-    pass4<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode});
+              const fr_t* s_hi, int s_rev, int s_mode, int trim) {
+    pass4<true>(data, log_n, lo, kb, cb, tw, scale_t{s_lo, s_hi, s_rev, s_mode}, trim);
 }
 
 // Per-stage twiddle tables for a transform of 2^log_n: tw[2^b - 1 + j] = omega_{2^(b+1)}^j for
@@ -377,21 +416,24 @@ __global__ void ntt_bit_reverse(fr_t* data, int log_n) {
     }
 }
 
-// The pointwise step of H on the coset: a[i] <- a b / Z(g) with z_r2 = Z(g)^-1 R^2 (so
-// mont_mul(mont_mul(a, b), z_r2) = a b / Z in canonical form), written to position bitrev(i): the
-// coset evaluations arrive in natural order, and the inverse DIT that follows wants them
-// bit-reversed. Each thread owns the pair (i, bitrev(i)), i <= bitrev(i). C is not here: its
-// coefficients are subtracted after the inverse coset NTT (ntt_h_sub_coeffs; gpu/cuda/ntt.py
-// compute_h_device says why that is the same H with one NTT fewer).
+// The pointwise step of H on the coset, written to position bitrev(i): the coset evaluations
+// arrive in natural order, and the inverse DIT that follows wants them bit-reversed. Each
+// thread owns the pair (i, bitrev(i)), i <= bitrev(i). With z_r2 = Z(g)^-1 R^2, a[i] <- a b / Z
+// (mont_mul(mont_mul(a, b), z_r2)); with z_r2 null, a[i] <- a b R^-1, one product, and the
+// inverse coset NTT's scale on store carries Z(g)^-1 R instead ("inv_coset_h" in
+// gpu/cuda/ntt.py: the transform is linear, so the constant may ride on its last factor). C
+// is not here: its coefficients are subtracted after the inverse coset NTT (ntt_h_sub_coeffs;
+// gpu/cuda/ntt.py compute_h_device says why that is the same H with one NTT fewer).
 __global__ void ntt_h_pointwise(fr_t* a, const fr_t* b, int log_n, const fr_t* z_r2) {
     u32 i = blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (1u << log_n)) return;
     u32 j = bit_rev(i, log_n);
     if (j < i) return;
-    fr_t z = *z_r2;
-    fr_t hi = (load_elem(a + i) * load_elem(b + i)) * z;
+    fr_t hi = load_elem(a + i) * load_elem(b + i);
+    if (z_r2) hi = hi * ldg_elem(z_r2);
     if (j != i) {
-        fr_t hj = (load_elem(a + j) * load_elem(b + j)) * z;
+        fr_t hj = load_elem(a + j) * load_elem(b + j);
+        if (z_r2) hj = hj * ldg_elem(z_r2);
         store_elem(a + i, hj);
     }
     store_elem(a + j, hi);

@@ -29,8 +29,15 @@ def eng(cuda_ctx):
         yield e
 
 
+# ZKHIVE_NTT_TRIM (gpu.cuda.ntt.trimmed): "1" leaves out bit 0's products by 1 and compute_h's
+# constant products (the default), "0" runs them: both must be the host's, to the bit.
+TRIM = ["1", "0"]
+
+
+@pytest.mark.parametrize("trim", TRIM)
 @pytest.mark.parametrize("log_n", SIZES)
-def test_ntt_matches_host(eng, log_n):
+def test_ntt_matches_host(eng, log_n, trim, monkeypatch):
+    monkeypatch.setenv("ZKHIVE_NTT_TRIM", trim)
     a = fr.vec_random(1 << log_n)
     for inverse in (False, True):
         for coset in (False, True):
@@ -56,8 +63,10 @@ def test_round_trips_in_every_order(eng, log_n):
                 assert np.array_equal(out, a), f"2^{log_n} {fwd}/{back} coset={coset}"
 
 
+@pytest.mark.parametrize("trim", TRIM)
 @pytest.mark.parametrize("log_n", SIZES)
-def test_compute_h_matches_host(eng, log_n):
+def test_compute_h_matches_host(eng, log_n, trim, monkeypatch):
+    monkeypatch.setenv("ZKHIVE_NTT_TRIM", trim)
     n = 1 << log_n
     a, b, c = fr.vec_random(n), fr.vec_random(n), fr.vec_random(n)
     assert np.array_equal(eng.compute_h(a, b, c), native.compute_h(a, b, c))
