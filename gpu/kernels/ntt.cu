@@ -284,8 +284,8 @@ __device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t*
             for (int j = 0; j < 4; j++) x[j] = sh_get(sh, T, L[j]);
         }
         int b0 = lo + sl - cb;  // global bit of the group's lower L bit
-        // (0,1) and (2,3) share their twiddle at bit b0: g[2] = g[0] + 2^(b0+1) has the same
-        // bits below b0, so it is loaded once.
+        // In a group of two stages (0,1) and (2,3) share their twiddle at bit b0: g[2] =
+        // g[0] + 2^(b0+1) has the same bits below b0, so it is loaded once.
         if (trim && b0 == 0) {   // bit 0's stage (and bit 1's pair (0, 2)): twiddles of 1
             if (width == 2) {
                 if (!DIT) {
@@ -318,9 +318,12 @@ __device__ void pass4(fr_t* data, int log_n, int lo, int kb, int cb, const fr_t*
                 bfly<true>(x[1], x[3], twiddle(tw, g[1], b0 + 1));
             }
         } else {
+            // a lone stage's pairs k and k + Q: k + Q keeps k's bits below sl = cb (so the
+            // twiddle) only when Q = 2^(kb + cb - 2) >= 2^cb; a pass of one bit (kb = 1, at
+            // 2^10) has Q = 2^(cb - 1), and its two pairs need their own twiddles
             fr_t w = twiddle(tw, g[0], b0);
             bfly<DIT>(x[0], x[1], w);
-            bfly<DIT>(x[2], x[3], w);
+            bfly<DIT>(x[2], x[3], kb > 1 ? w : twiddle(tw, g[2], b0));
         }
         if (last) {
 #pragma unroll
