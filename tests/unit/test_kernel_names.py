@@ -92,3 +92,50 @@ def test_every_looked_up_kernel_is_in_its_module():
 def test_a_kernel_looked_up_in_the_wrong_module_is_found():
     """The check itself bites: the lookup params.py had after the split."""
     assert "g1_load_bases" not in kernels_of("msm") and "g1_load_bases" in kernels_of("msm_g1")
+
+
+def kernel_arity(module: str, name: str) -> int:
+    """The number of parameters of kernel ``name`` in ``module``.cu (preprocessed)."""
+    kernels_of(module)  # skips without a preprocessor
+    res = subprocess.run([shutil.which("g++") or shutil.which("c++"), "-E", "-P", "-x", "c++",
+                          f"-I{KERNELS}", f"-I{ROOT / 'arith' / 'include'}",
+                          str(KERNELS / f"{module}.cu")], capture_output=True, text=True)
+    m = re.search(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?' + name + r'\s*\(', res.stdout)
+    assert m, f"{name} not found in {module}.cu"
+    depth, params, start = 1, [], m.end()
+    i = start
+    while depth:
+        c = res.stdout[i]
+        if c in "(<":
+            depth += 1
+        elif c in ")>":
+            depth -= 1
+        if (c == "," and depth == 1) or depth == 0:
+            params.append(res.stdout[start:i].strip())
+            start = i + 1
+        i += 1
+    return len([p for p in params if p])
+
+
+def prepared_signatures() -> list[tuple[int, str, str]]:
+    """(line, kernel, PyCUDA signature) of NttEngine's prepared launches (gpu/cuda/ntt.py)."""
+    tree = ast.parse((ROOT / "gpu" / "cuda" / "ntt.py").read_text())
+    out = []
+    for call in ast.walk(tree):
+        if (isinstance(call, ast.Call) and ast.unparse(call.func) == "f" and len(call.args) == 2
+                and all(isinstance(a, ast.Constant) for a in call.args)):
+            out.append((call.lineno, call.args[0].value, call.args[1].value))
+    return out
+
+
+def test_prepared_signatures_have_the_kernels_arity():
+    """A prepared launch packs exactly its signature's arguments: one letter short or over and
+    every argument after it lands in the wrong parameter, with no error (a8bbd05 gave the
+    radix-4 passes an 11th parameter)."""
+    sigs = prepared_signatures()
+    assert {k for _, k, _ in sigs} >= {"ntt_dif_pass4", "ntt_dit_pass4", "ntt_h_pointwise"}
+    wrong = [f"ntt.py:{line}: {name} prepared with {len(sig)} arguments ({sig}), the kernel "
+             f"takes {kernel_arity('ntt', name)}"
+             for line, name, sig in sigs if len(sig) != kernel_arity("ntt", name)]
+    assert not wrong, "\n".join(wrong)
+    assert kernel_arity("ntt", "ntt_dif_pass4") == 11 and kernel_arity("ntt", "ntt_dif_pass") == 10
