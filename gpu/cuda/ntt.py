@@ -44,6 +44,8 @@ def trimmed() -> bool:
     in one product with Z(g)^-1 on the inverse coset NTT's last scale ("inv_coset_h"), and C's
     constant scale without a product to build it. 5 of compute_h's ~91 products an element."""
     return os.environ.get("ZKHIVE_NTT_TRIM", "1") != "0"
+
+
 _R = 1 << 256
 _U32 = np.uint32
 

@@ -63,7 +63,6 @@ struct scale_t {
     int mode;  // 0 none, 1 on load (before the first stage), 2 on store (after the last)
 };
 
-
 __device__ __forceinline__ fr_t load_elem(const fr_t* p) {
     const uint4* q = reinterpret_cast<const uint4*>(p);
     uint4 a = q[0], b = q[1];
