@@ -26,14 +26,20 @@ GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+([A-Za-z0-9_]+)')
 
 
 @functools.cache
-def kernels_of(module: str) -> frozenset[str]:
+def preprocessed(module: str) -> str:
+    """``module``.cu after the C preprocessor (skips without one)."""
     cxx = shutil.which("g++") or shutil.which("c++")
     if cxx is None:
         pytest.skip("no C++ preprocessor (g++)")
     res = subprocess.run([cxx, "-E", "-P", "-x", "c++", f"-I{KERNELS}", f"-I{ROOT / 'arith' / 'include'}",
                           str(KERNELS / f"{module}.cu")], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr[-2000:]
-    return frozenset(GLOBAL.findall(res.stdout))
+    return res.stdout
+
+
+@functools.cache
+def kernels_of(module: str) -> frozenset[str]:
+    return frozenset(GLOBAL.findall(preprocessed(module)))
 
 
 def _names(node: ast.expr) -> list[str] | None:
@@ -96,22 +102,19 @@ def test_a_kernel_looked_up_in_the_wrong_module_is_found():
 
 def kernel_arity(module: str, name: str) -> int:
     """The number of parameters of kernel ``name`` in ``module``.cu (preprocessed)."""
-    kernels_of(module)  # skips without a preprocessor
-    res = subprocess.run([shutil.which("g++") or shutil.which("c++"), "-E", "-P", "-x", "c++",
-                          f"-I{KERNELS}", f"-I{ROOT / 'arith' / 'include'}",
-                          str(KERNELS / f"{module}.cu")], capture_output=True, text=True)
-    m = re.search(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?' + name + r'\s*\(', res.stdout)
+    text = preprocessed(module)
+    m = re.search(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?' + name + r'\s*\(', text)
     assert m, f"{name} not found in {module}.cu"
     depth, params, start = 1, [], m.end()
     i = start
     while depth:
-        c = res.stdout[i]
+        c = text[i]
         if c in "(<":
             depth += 1
         elif c in ")>":
             depth -= 1
         if (c == "," and depth == 1) or depth == 0:
-            params.append(res.stdout[start:i].strip())
+            params.append(text[start:i].strip())
             start = i + 1
         i += 1
     return len([p for p in params if p])
@@ -134,8 +137,8 @@ def test_prepared_signatures_have_the_kernels_arity():
     radix-4 passes an 11th parameter)."""
     sigs = prepared_signatures()
     assert {k for _, k, _ in sigs} >= {"ntt_dif_pass4", "ntt_dit_pass4", "ntt_h_pointwise"}
+    arity = {name: kernel_arity("ntt", name) for _, name, _ in sigs}
     wrong = [f"ntt.py:{line}: {name} prepared with {len(sig)} arguments ({sig}), the kernel "
-             f"takes {kernel_arity('ntt', name)}"
-             for line, name, sig in sigs if len(sig) != kernel_arity("ntt", name)]
+             f"takes {arity[name]}" for line, name, sig in sigs if len(sig) != arity[name]]
     assert not wrong, "\n".join(wrong)
     assert kernel_arity("ntt", "ntt_dif_pass4") == 11 and kernel_arity("ntt", "ntt_dif_pass") == 10
