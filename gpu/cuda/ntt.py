@@ -13,6 +13,7 @@ Sizes 2^1 .. 2^27 (``MAX_LOG_N``); 2^0 is the identity and handled here.
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 
@@ -41,8 +42,9 @@ def trimmed() -> bool:
     """The products by 1 and the constants' products left out (ZKHIVE_NTT_TRIM, default on;
     read at each call, so bench/gpu_ntt.py --trim-ab times both in one process): bit 0's stage
     of every radix-4 transform without its twiddles (ntt.cu pass4), compute_h's pointwise step
-    in one product with Z(g)^-1 on the inverse coset NTT's last scale ("inv_coset_h"), and C's
-    constant scale without a product to build it. 5 of compute_h's ~91 products an element."""
+    in one product with Z(g)^-1 on the inverse coset NTT's last scale ("inv_coset_h"), and a
+    constant scale (g = 1: C's 1/(n Z(g)), a plain inverse's 1/n) without a product to build
+    it. 5 of compute_h's ~91 products an element."""
     return os.environ.get("ZKHIVE_NTT_TRIM", "1") != "0"
 
 
@@ -84,8 +86,10 @@ def z_inv(log_n: int) -> int:
     return fr.inv((pow(fr.GENERATOR, 1 << log_n, fr.MODULUS) - 1) % fr.MODULUS)
 
 
+@functools.cache
 def scale_kind(kind: str, log_n: int) -> tuple[int, int]:
-    """(g, c) of a scale kind, factor(e) = c g^e (NttEngine._scale lists them)."""
+    """(g, c) of a scale kind, factor(e) = c g^e (NttEngine._scale lists them); cached, as
+    every transform asks for its kind's."""
     n = 1 << log_n
     zn = fr.inv(n) * z_inv(log_n) % fr.MODULUS
     return {"coset": (fr.GENERATOR, 1), "inv": (1, fr.inv(n)),
@@ -109,7 +113,7 @@ class Domain:
     """Device tables of one size: twiddles per direction, scale tables per kind."""
     log_n: int
     tw: dict[bool, DeviceBuffer] = field(default_factory=dict)       # inverse -> table
-    # kind -> (lo, hi); lo None: a constant factor, hi its one element
+    # kind -> (lo, hi); "<kind> const" -> (None, its one element) under trimmed()
     scales: dict[str, tuple[DeviceBuffer | None, DeviceBuffer]] = field(default_factory=dict)
     z_r2: DeviceBuffer | None = None  # Z(g)^-1 R^2 for the pointwise step of H
 
@@ -185,14 +189,18 @@ class NttEngine:
         """(lo, hi) tables with factor(e) = c g^e for one kind:
         "coset" g=7, c=1; "inv" g=1, c=1/n; "inv_coset" g=7^-1, c=1/n; "h_pre" g=7, c=1/n;
         "inv_z" g=1, c=1/(n Z(7)) (C's coefficients over Z, compute_h_device);
-        "inv_coset_h" g=7^-1, c=R/(n Z(7)) (after the pointwise step's a b R^-1, trimmed());
-        "inv_z_const": inv_z's constant alone, lo None (ntt.cu factor(): no product)."""
-        if kind == "inv_z_const" and kind not in d.scales:
-            d.scales[kind] = (None, self._const(mont(scale_kind("inv_z", d.log_n)[1]),
-                                                "scale constant"))
-        if kind not in d.scales:
+        "inv_coset_h" g=7^-1, c=R/(n Z(7)) (after the pointwise step's a b R^-1, trimmed()).
+        Under trimmed() a kind with g = 1 is its constant alone: (None, [c]), which ntt.cu's
+        factor() reads with no product to build it."""
+        g, c = scale_kind(kind, d.log_n)
+        const = g == 1 and trimmed()
+        key = f"{kind} const" if const else kind
+        if key in d.scales:
+            return d.scales[key]
+        if const:
+            d.scales[key] = (None, self._const(mont(c), "scale constant"))
+        else:
             n = 1 << d.log_n
-            g, c = scale_kind(kind, d.log_n)
             count_hi = ((n - 1) >> 10) + 1
             lo, hi = DeviceBuffer(32 * 1024, what="scale lo"), DeviceBuffer(32 * count_hi,
                                                                             what="scale hi")
@@ -204,8 +212,8 @@ class NttEngine:
                     self.k_scales.prepared_call((blocks, 1), (256, 1, 1), lo.ptr, hi.ptr,
                                                 np.int32(count_hi), gb.ptr, cb.ptr)
                     loader.driver().Context.synchronize()
-            d.scales[kind] = (lo, hi)
-        return d.scales[kind]
+            d.scales[key] = (lo, hi)
+        return d.scales[key]
 
     # --- transforms on device buffers ------------------------------------------------------
 
@@ -301,7 +309,7 @@ class NttEngine:
         for buf, s in ((a, sa), (b, sb)):
             self._run(False, buf.ptr, log_n, True, "h_pre", True, 2, s)
             self._run(True, buf.ptr, log_n, False, None, False, 0, s)
-        self._run(False, c.ptr, log_n, True, "inv_z_const" if trim else "inv_z", True, 2, sc)
+        self._run(False, c.ptr, log_n, True, "inv_z", True, 2, sc)
         if streams:
             events[0].record(sb)
             events[1].record(sc)
@@ -320,8 +328,7 @@ class NttEngine:
         """Build every table compute_h_device uses for 2^log_n (synchronously, so none is made
         while its streams run); returns the Z(g)^-1 R^2 constant."""
         d = self.domain(log_n)
-        self._scale(d, "h_pre")
-        for kind in (("inv_coset_h", "inv_z_const") if trimmed() else ("inv_coset", "inv_z")):
+        for kind in ("h_pre", "inv_coset_h" if trimmed() else "inv_coset", "inv_z"):
             self._scale(d, kind)
         if d.z_r2 is None:
             d.z_r2 = self._const(mont(z_inv(log_n) * _R), "Z^-1 R^2")  # mont() adds the second R
