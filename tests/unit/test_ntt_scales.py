@@ -14,7 +14,7 @@ from __future__ import annotations
 import pytest
 
 from arith import native
-from gpu.cuda.ntt import scale_kind
+from gpu.cuda.ntt import scale_kind, z_inv
 from synthesis import field as fr
 
 r = fr.MODULUS
@@ -43,7 +43,7 @@ def device_h(a: list[int], b: list[int], c: list[int], log_n: int, trim: bool,
     if trim:  # one Montgomery product: a b R^-1
         p = [x * y * R_INV % r for x, y in zip(ae, be)]
     else:     # mont(mont(a, b), Z^-1 R^2) = a b / Z
-        z_r2 = scale_kind("inv_z", log_n)[1] * n % r * pow(2, 512, r) % r
+        z_r2 = z_inv(log_n) * pow(2, 512, r) % r
         p = [x * y * R_INV % r * z_r2 * R_INV % r for x, y in zip(ae, be)]
     kind = last or ("inv_coset_h" if trim else "inv_coset")
     h = scaled(dft(p, w_inv), kind, log_n)
