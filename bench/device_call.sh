@@ -90,6 +90,11 @@ case "$N" in
            export ZKHIVE_NTT_TRIM=0; echo "ZKHIVE_NTT_TRIM=0 from here" | tee -a "$OUT/steps.txt"
        fi
    fi
+   if [ "${ONES_TESTS:-0}" = 1 ]; then  # the 1s' chains in each kernel form
+       timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
+           -k "ones_by_affine" > "$OUT/run/ones-tests.log" 2>&1
+       echo "ones tests: rc=$? $(tail -1 "$OUT/run/ones-tests.log")" | tee -a "$OUT/steps.txt"
+   fi
    if [ "${SKIP_TESTS:-0}" != 1 ]; then
        TESTS_S=${TESTS_S:-150} run tests
        echo "gpu suite: $(tail -1 "$OUT/run/gpu-tests.log")" | tee -a "$OUT/steps.txt"

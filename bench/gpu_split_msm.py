@@ -13,7 +13,8 @@ rest 0 or 1 half and half). --modes: ZKHIVE_SPLIT_MSM for each row (off: plain P
 the query fits a chunk; on: the split, its tail in chunks; dense: the chunked dense engine for
 G1 above a chunk; auto: the choice, by the counts; a ``+ones`` suffix, e.g. ``on+ones``: the
 1s by affine chains, ZKHIVE_MSM_ONES_AFFINE=1, else 0; ``on+ones64``: 64 chains a thread,
-ZKHIVE_MSM_ONES_CHAINS). Bases with known discrete logs made on
+ZKHIVE_MSM_ONES_CHAINS; ``on+ones64@lean3``: the chains' kernel form, ZKHIVE_MSM_ONES_KERNEL
+set for the row's group, gpu/affine_plan.py ONES_KERNELS). Bases with known discrete logs made on
 the device (gpu.cuda.msm.known_log_bases), so every result is checked by the identity
 MSM(P, s) = (sum s_i k_i) G. Times: wall clock of the call after one warm-up, median of --runs
 (each call ends with the point on the host: the device is idle before and after).
@@ -118,10 +119,12 @@ def main() -> int:
                 row = {"group": group, "log_n": logn, "mix": mix}
                 modes = args.modes.split(",")
                 for mode in modes + (["lean"] if lean else []):
-                    base, _, ones = mode.partition("+ones")
+                    spec, _, form = mode.partition("@")
+                    base, _, ones = spec.partition("+ones")
                     os.environ["ZKHIVE_SPLIT_MSM"] = "auto" if mode == "lean" else base
-                    os.environ["ZKHIVE_MSM_ONES_AFFINE"] = "1" if "+ones" in mode else "0"
+                    os.environ["ZKHIVE_MSM_ONES_AFFINE"] = "1" if "+ones" in spec else "0"
                     os.environ["ZKHIVE_MSM_ONES_CHAINS"] = ones
+                    os.environ["ZKHIVE_MSM_ONES_KERNEL"] = f"{group}={form}" if form else ""
                     sp, bs = lean if mode == "lean" else (split, bases)
                     times, ok = [], True
                     for i in range(args.runs + 1):

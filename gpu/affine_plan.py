@@ -107,6 +107,35 @@ def ones_affine() -> bool:
     return env_switch("ZKHIVE_MSM_ONES_AFFINE", default=True)
 
 
+#: the 1s' chains' kernel forms a group has (ones_affine.cu's default "whole";
+#: ones_affine*_variants.cu the others): "lean" the apply a coordinate at a time (ptxas: G2 230
+#: registers against 254, G1 118 against 126, the same blocks an SM), a digit the blocks an SM
+#: its registers are held to (G2 "lean3" / "whole3": 168 registers, 3 blocks where 2 run, with
+#: spills; G1 "lean5": 96, 5 blocks where 4 run)
+ONES_KERNELS = {"g1": ("whole", "lean", "lean5"), "g2": ("whole", "lean", "lean3", "whole3")}
+
+
+def ones_kernel(group: str) -> str:
+    """ZKHIVE_MSM_ONES_KERNEL: the form of ``group``'s 1s' chains kernel (ONES_KERNELS): one
+    form for both groups ("lean") or one a group ("g1=lean5,g2=lean3"; a group not named keeps
+    "whole"). A form a group lacks is refused by name."""
+    v = os.environ.get("ZKHIVE_MSM_ONES_KERNEL", "").strip()
+    if not v:
+        return "whole"
+    forms = {}
+    for part in v.split(","):
+        g, sep, form = part.strip().partition("=")
+        if not sep:
+            g, form = "*", g
+        forms[g.strip().lower()] = form.strip()
+    form = forms.get(group, forms.get("*", "whole"))
+    bad = [g for g in forms if g not in ("*", "g1", "g2")]
+    if bad or form not in ONES_KERNELS[group]:
+        raise GpuError(f"ZKHIVE_MSM_ONES_KERNEL={v!r}: {group}'s forms are "
+                       f"{', '.join(ONES_KERNELS[group])} (groups g1, g2)")
+    return form
+
+
 def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:
     """Resident blocks an SM holds of a kernel with ``regs`` registers a thread and ``smem``
     bytes of shared memory a block (sm_90: 64 K registers allocated 8 a thread at a time, 228

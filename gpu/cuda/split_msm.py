@@ -329,15 +329,18 @@ class SplitMsm:
         (the accumulators' device address, their count, what the benchmark reports), or None
         where the plan leaves the 1s to the XYZZ sum (gpu/affine_plan.py ones_plan)."""
         from gpu.affine_plan import ONES_ACC_BYTES, ONES_THREADS, blocks_per_sm, ones_affine, \
-            ones_chains, ones_plan
+            ones_chains, ones_kernel, ones_plan
         g = bases.group.name
         if not ones_affine():
             return None
+        form = ones_kernel(g)
+        module = "ones_affine" if g == "g1" else "ones_affine_g2"
         name = f"{g}_ones_chains"
+        if form != "whole":  # the benchmark's forms (ZKHIVE_MSM_ONES_KERNEL)
+            module, name = f"{module}_variants", f"{name}_{form}"
         f = self._f.get(name)
         if f is None:
-            f = self._f[name] = loader.get_function(
-                loader.load_module("ones_affine" if g == "g1" else "ones_affine_g2"), name)
+            f = self._f[name] = loader.get_function(loader.load_module(module), name)
         t = self.tail(g, cls.n)
         if self._ones_shape:
             G, W = self._ones_shape
@@ -361,7 +364,7 @@ class SplitMsm:
                      _u(cls.lists), _u(bases._bases), np.uintp(accs), np.uintp(pre),
                      block=ONES_THREADS, shape=cls.ones, stream=stream)
         return accs, An, {"ones_sum": "affine", "ones_blocks": G, "ones_chains": W,
-                          "ones_steps": S}
+                          "ones_steps": S, "ones_kernel": form, "ones_regs": f.num_regs}
 
     def _sum_ones(self, bases, cls: Classified, stream=None, info: dict | None = None):
         g = bases.group.name

@@ -563,6 +563,44 @@ CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, in
 
 // Step s's additions, given itot = 1 / (the thread's product): the chain walked back, each
 // denominator's inverse from the running inverse and the prefix before it (batch_back).
+//
+// Why in this order: the chord (all but a few additions) is read and computed a coordinate at
+// a time, x's first (the denominator, the running inverse's product: then x_Q - x_P and the
+// prefix are dead), y's after (l: then y_Q and 1/d are dead), so that no more than x_P, x_Q,
+// y_P, l, the running inverse and one product's temporaries are live at once. Loading both
+// points whole first (pair_kind's form) holds 4 coordinates, the inverse, 1/d and the
+// denominator together: G2's kernel at 254 registers, two blocks an SM (Nsight Compute: the
+// multiply-add pipe 54% busy). The rare kinds (an identity, a doubling, a zero sum) load the
+// points whole, as pair_kind_lazy_at decided them in ones_prefix.
+template <class F, class Src>
+CURVE_FN void ones_apply_lean(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                              int64_t M, const Src& pts, const F& itot, const F* pre,
+                              affine_t<F>* accs) {
+    F inv = itot;
+    array_points<F> held{accs};
+    for (int w = W - 1; w >= 0; w--) {
+        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
+        if (k < 0) continue;  // past the points: the accumulator stays
+        F den;
+        int kind = pair_kind_lazy_at<F>(held, a, pts, k, true, den);
+        F dinv = F::one();
+        if (kind >= PAIR_ADD) {
+            dinv = w ? inv * load16(pre + a - BT) : inv;
+            inv = inv * den;
+        }
+        if (kind != PAIR_ADD) {  // rare: the points whole
+            store16(accs + a, pair_sum<F>(held.load(a), pts.load(k), kind, dinv));
+            continue;
+        }
+        F xp = held.load_x(a), xq = pts.load_x(k);
+        F l = (pts.load_y(k) - held.load_y(a)) * dinv;
+        affine_t<F> r;
+        r.x = l.sqr() - xp - xq;
+        r.y = l * (xp - r.x) - held.load_y(a);
+        store16(accs + a, r);
+    }
+}
+
 template <class F, class Src>
 CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
                          int64_t M, const Src& pts, const F& itot, const F* pre,

@@ -12,7 +12,8 @@ typedef int64_t i64;
 
 // M points bases[lists[k]], k < M, into accs[0 .. An), An = gridDim.x BT W, in S steps (step 0
 // loads, each later step adds one point an accumulator; S = ceil(M / An)). pre: An values.
-template <class F>
+// Lean: each step's additions by ones_apply_lean (a coordinate at a time), else ones_apply.
+template <class F, bool Lean>
 __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
                             const affine_t<F>* bases, affine_t<F>* accs, F* pre) {
     __shared__ __align__(16) uint32_t words[2 * ONES_BT * sizeof(F) / 4];
@@ -24,21 +25,27 @@ __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
     for (i64 s = 1; s < S; s++) {
         store16(tree + BT + t, ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs, pre));
         block_tree_invert<F>(t, BT, tree);
-        ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
+        if (Lean)
+            ones_apply_lean<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
+        else
+            ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
         __syncthreads();  // the tree is the next step's
     }
 }
 
+// A kernel NAME of the group's field F: the apply's form (LEAN) and the blocks an SM its
+// registers are held to (MINB; __launch_bounds__'s second argument).
+#define ONES_KERNEL(NAME, F, LEAN, MINB)                                                         \
+    extern "C" __global__ void __launch_bounds__(ONES_BT, MINB)                                  \
+    NAME(i64 M, i64 S, int W, const uint32_t* lists, const affine_t<F>* bases, affine_t<F>* accs, \
+         F* pre) {                                                                               \
+        ones_chains<F, LEAN>(M, S, W, lists, bases, accs, pre);                                  \
+    }
+
+#ifndef ONES_VARIANTS
 #ifdef ONES_G2
-extern "C" __global__ void __launch_bounds__(ONES_BT)
-g2_ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
-               const affine_t<fq2_t>* bases, affine_t<fq2_t>* accs, fq2_t* pre) {
-    ones_chains<fq2_t>(M, S, W, lists, bases, accs, pre);
-}
+ONES_KERNEL(g2_ones_chains, fq2_t, false, 1)
 #else
-extern "C" __global__ void __launch_bounds__(ONES_BT)
-g1_ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
-               const affine_t<fq_t>* bases, affine_t<fq_t>* accs, fq_t* pre) {
-    ones_chains<fq_t>(M, S, W, lists, bases, accs, pre);
-}
+ONES_KERNEL(g1_ones_chains, fq_t, false, 1)
+#endif
 #endif

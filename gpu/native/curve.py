@@ -48,7 +48,7 @@ def lib() -> ctypes.CDLL:
                 f = getattr(L, f"{g}_combine")
                 f.argtypes, f.restype = [_int, _int, _p, _p], None
                 f = getattr(L, f"{g}_sum_ones_affine")
-                f.argtypes, f.restype = [_i64, _p, _i64, _p, _i64, _i64, _int, _p], _i64
+                f.argtypes, f.restype = [_i64, _p, _i64, _p, _i64, _i64, _int, _int, _p], _i64
             L.msm_digits.argtypes = [_p, _int, _p]
             _lib = L
     return _lib
@@ -152,11 +152,12 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
 
 
 def sum_ones_affine(group, bases: np.ndarray, lists, *, blocks: int, threads: int,
-                    chains: int):
+                    chains: int, lean: bool = False):
     """The split MSM's 1s on the CPU as the device's ones_affine.cu sums them: the bases at
     ``lists`` (indices, repeats allowed) into blocks x threads x chains affine accumulators,
     each step's additions of a block sharing one inversion (chains of ``chains`` a thread, a
-    product tree over the block's ``threads``), then the accumulators summed in XYZZ.
+    product tree over the block's ``threads``), then the accumulators summed in XYZZ. ``lean``:
+    each step's additions by ones_apply_lean (a coordinate at a time), else ones_apply.
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``)."""
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -171,7 +172,8 @@ def sum_ones_affine(group, bases: np.ndarray, lists, *, blocks: int, threads: in
     out = np.zeros(g.limbs, dtype=np.uint32)
     bad = getattr(lib(), f"{g.name}_sum_ones_affine")(len(bases), bases.ctypes.data, len(idx),
                                                       idx.ctypes.data, int(blocks), int(threads),
-                                                      int(chains), out.ctypes.data)
+                                                      int(chains), int(bool(lean)),
+                                                      out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                               "not below the field modulus)", index=int(bad))

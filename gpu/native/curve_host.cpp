@@ -312,7 +312,7 @@ i64 msm(i64 n, const uint32_t* raw_bases, const uint32_t* scalars, int c, i64 T1
 // base that is not a reduced point on the curve.
 template <class F>
 i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i64 G, i64 BT,
-                    int W, uint32_t* out) {
+                    int W, int lean, uint32_t* out) {
     std::vector<affine_t<F>> bases;
     i64 bad = load_bases<F>(n, raw, bases);
     if (bad >= 0) return bad;
@@ -327,9 +327,14 @@ i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i6
                 tree[BT + t] = ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs.data(),
                                               pre.data());
             block_tree_invert<F>(tree, BT);
-            for (i64 t = 0; t < BT; t++)
-                ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
-                              accs.data());
+            for (i64 t = 0; t < BT; t++) {
+                if (lean)
+                    ones_apply_lean<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
+                                       accs.data());
+                else
+                    ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
+                                  accs.data());
+            }
         }
     }
     xyzz_t<F> acc = xyzz_t<F>::identity();
@@ -398,14 +403,15 @@ i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1,
            i64 G2, i64 chunk, int affine, int slice, int flags, uint32_t* out) {
     return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, flags, out);
 }
-// sum of bases[lists[k]], k < M (n bases, xy limbs), by the device's affine chains
+// sum of bases[lists[k]], k < M (n bases, xy limbs), by the device's affine chains (lean: the
+// apply a coordinate at a time, ones_apply_lean)
 i64 g1_sum_ones_affine(i64 n, const uint32_t* bases, i64 M, const uint32_t* lists, i64 G, i64 BT,
-                       int W, uint32_t* out) {
-    return sum_ones_affine<fq_t>(n, bases, M, lists, G, BT, W, out);
+                       int W, int lean, uint32_t* out) {
+    return sum_ones_affine<fq_t>(n, bases, M, lists, G, BT, W, lean, out);
 }
 i64 g2_sum_ones_affine(i64 n, const uint32_t* bases, i64 M, const uint32_t* lists, i64 G, i64 BT,
-                       int W, uint32_t* out) {
-    return sum_ones_affine<fq2_t>(n, bases, M, lists, G, BT, W, out);
+                       int W, int lean, uint32_t* out) {
+    return sum_ones_affine<fq2_t>(n, bases, M, lists, G, BT, W, lean, out);
 }
 // The signed digits of one scalar (tests): W values |d| | sign << 31.
 void msm_digits(const uint32_t* scalar, int c, uint32_t* out) {

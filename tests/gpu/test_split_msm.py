@@ -165,14 +165,19 @@ def test_ones_by_affine_chains(resident, which, monkeypatch):
         split.close()
 
 
-def test_ones_by_affine_chains_double_cancel_and_meet_the_identity(resident, monkeypatch):
+@pytest.mark.parametrize("form", ["whole", "lean", "held"])
+def test_ones_by_affine_chains_double_cancel_and_meet_the_identity(resident, form, monkeypatch):
     """The chains' additions that are not chords, on the device: one point listed hundreds of
     times (doublings), its negation (zero sums, then sums from the identity), identity bases,
-    2P and -2P, among random points; all scalars 1 but a few 0s and a random tail == arkworks."""
+    2P and -2P, among random points; all scalars 1 but a few 0s and a random tail == arkworks;
+    in each kernel form (ZKHIVE_MSM_ONES_KERNEL: "held" the group's form held to more blocks an
+    SM, G1 lean5, G2 lean3), the form the run took reported."""
     from gpu import msm_input as m
     from gpu.cuda.msm import DeviceBases
     from gpu.cuda.split_msm import SplitMsm
     group, t, xy, bases = resident
+    form = {"g1": "lean5", "g2": "lean3"}[group] if form == "held" else form
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", f"{group}={form}")
     P = GROUPS[group]
     p = t.pa[0]
     pts = [p] * 300 + [-p] * 100 + [P.identity()] * 60 + [p + p] * 40 + [-(p + p)] * 40 + \
@@ -188,6 +193,7 @@ def test_ones_by_affine_chains_double_cancel_and_meet_the_identity(resident, mon
         with DeviceBases(xy_e, group) as eb:
             got = run(split, eb, s)[1]
             assert split.last["q"]["ones_steps"] >= 4
+            assert split.last["q"]["ones_kernel"] == form
             assert got == arkworks(group, xy_e, s)
     finally:
         split.close()

@@ -215,3 +215,24 @@ def test_the_ones_chains_settings(monkeypatch):
         monkeypatch.setenv("ZKHIVE_MSM_ONES_CHAINS", bad)
         with pytest.raises(GpuError, match=f"ZKHIVE_MSM_ONES_CHAINS={bad!r}"):
             A.ones_chains()
+
+
+def test_the_ones_chains_kernel_form(monkeypatch):
+    """ZKHIVE_MSM_ONES_KERNEL: "whole" unless set; one form for both groups or one a group;
+    a form the group lacks, or a group that is not one, refused by name."""
+    monkeypatch.delenv("ZKHIVE_MSM_ONES_KERNEL", raising=False)
+    assert A.ones_kernel("g1") == A.ones_kernel("g2") == "whole"
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "lean")
+    assert A.ones_kernel("g1") == A.ones_kernel("g2") == "lean"
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "g2=lean3")
+    assert (A.ones_kernel("g1"), A.ones_kernel("g2")) == ("whole", "lean3")
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "g1=lean5, g2=whole3")
+    assert (A.ones_kernel("g1"), A.ones_kernel("g2")) == ("lean5", "whole3")
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "lean3")
+    assert A.ones_kernel("g2") == "lean3"
+    with pytest.raises(GpuError, match="g1's forms are whole, lean, lean5"):
+        A.ones_kernel("g1")
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "g3=lean")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_ONES_KERNEL='g3=lean'"):
+        A.ones_kernel("g1")
+

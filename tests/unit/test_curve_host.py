@@ -379,13 +379,14 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
 # accumulators), many steps with a ragged last one, chains of one, a tree of one thread
 @pytest.mark.parametrize("shape", [(2, 4, 3), (1, 2, 2), (3, 1, 1), (1, 8, 1)],
                          ids=["2x4x3", "1x2x2", "3x1x1", "1x8x1"])
-def test_host_ones_by_affine_chains_match_arkworks(group, shape):
+@pytest.mark.parametrize("lean", [False, True], ids=["whole", "lean"])
+def test_host_ones_by_affine_chains_match_arkworks(group, shape, lean):
     """curve.sum_ones_affine (the device's ones_affine.cu bodies: a block's step sharing one
-    inversion by a product tree over its threads' chains) == arkworks' sum of the listed bases,
-    for random lists and for lists whose additions double (a base listed twice in one
-    accumulator's steps), cancel (P and -P), and meet the identity (identity bases, sums that
-    went to zero and go on); a changed list changes the sum; bad shapes and indices are refused
-    by name."""
+    inversion by a product tree over its threads' chains; each step's additions by
+    ones_apply or ones_apply_lean) == arkworks' sum of the listed bases, for random lists and
+    for lists whose additions double (a base listed twice in one accumulator's steps), cancel
+    (P and -P), and meet the identity (identity bases, sums that went to zero and go on); a
+    changed list changes the sum; bad shapes and indices are refused by name."""
     g, P = group
     blocks, threads, chains = shape
     An = blocks * threads * chains
@@ -410,7 +411,7 @@ def test_host_ones_by_affine_chains_match_arkworks(group, shape):
         for i in lists:
             ref = ref + pts[i]
         assert curve.sum_ones_affine(g, xy, lists, blocks=blocks, threads=threads,
-                                     chains=chains) == ref, name
+                                     chains=chains, lean=lean) == ref, name
     lists = cases["random"]
     changed = list(lists)
     changed[-1] = (changed[-1] + 1) % (n - 4)  # never onto the identity or a point it cancels
@@ -418,7 +419,7 @@ def test_host_ones_by_affine_chains_match_arkworks(group, shape):
     for i in lists:
         ref = ref + pts[i]
     assert curve.sum_ones_affine(g, xy, changed, blocks=blocks, threads=threads,
-                                 chains=chains) != ref
+                                 chains=chains, lean=lean) != ref
     with pytest.raises(ValueError, match="threads a power of two"):
         curve.sum_ones_affine(g, xy, lists, blocks=1, threads=3, chains=2)
     with pytest.raises(ValueError, match=f"one of the {n} bases"):

@@ -22,7 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "gpu" / "kernels"
-GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+([A-Za-z0-9_]+)')
+# the name after __launch_bounds__(...), where a kernel has them
+GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
+                    r'([A-Za-z0-9_]+)')
 
 
 @functools.cache
@@ -142,3 +144,16 @@ def test_prepared_signatures_have_the_kernels_arity():
              f"takes {arity[name]}" for line, name, sig in sigs if len(sig) != arity[name]]
     assert not wrong, "\n".join(wrong)
     assert kernel_arity("ntt", "ntt_dif_pass4") == 11 and kernel_arity("ntt", "ntt_dif_pass") == 10
+
+
+def test_every_ones_chains_form_is_a_kernel_of_its_module():
+    """Each form of gpu/affine_plan.py ONES_KERNELS names a kernel its module defines
+    (gpu/cuda/split_msm.py builds module and name from the form, which the lookups above cannot
+    read): "whole" in ones_affine.cu / ones_affine_g2.cu, the others in their *_variants.cu."""
+    from gpu.affine_plan import ONES_KERNELS
+    for g, forms in ONES_KERNELS.items():
+        module = "ones_affine" if g == "g1" else "ones_affine_g2"
+        for form in forms:
+            mod, name = (module, f"{g}_ones_chains") if form == "whole" else \
+                (f"{module}_variants", f"{g}_ones_chains_{form}")
+            assert name in kernels_of(mod), (form, mod, sorted(kernels_of(mod)))
