@@ -18,14 +18,15 @@
 # and 128-register tail forms, ran in the ninth session: docs/performance.md); 14 (any card):
 # the split MSM's GPU tests, then the 1s by the XYZZ sum against the affine chains
 # (bench/gpu_split_msm.py; ONES_MODES, ONES_MIXES, ONES_G1, ONES_G2, ONES_TESTS_K); 16 (any
-# card): the NTT's tests, then compute_h trimmed against the full products (gpu_ntt.py --trim-ab).
+# card): the NTT's tests, then compute_h trimmed against the full products (gpu_ntt.py --trim-ab);
+# 17 (any card): the NTT's tests, the 1s' chains in each kernel form (ZKHIVE_MSM_ONES_KERNEL).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16, 17)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -176,7 +177,28 @@ case "$N" in
        --out "$OUT/run/trim-bounds.json" > "$OUT/run/trim-bounds.log" 2>&1
    echo "trim, 128x5 bounds: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/trim.log" "$OUT/run/trim-bounds.log" ;;
-*) echo "call $N: one of 1-6, 8, 10, 11, 13, 14 or 16" >&2; exit 2 ;;
+17) # any card: the NTT's GPU tests (the twelfth session's mends: 2^10's one-bit pass, the
+   # constant scale of the plain inverse), the 1s' chains' tests in each kernel form, then the
+   # forms timed on the 1s alone (bench/gpu_split_msm.py --mixes bits): G1 2^26, G2 2^25
+   ZKHIVE_TEST_BIG=1 timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider \
+       tests/gpu/test_ntt.py > "$OUT/run/ntt-tests.log" 2>&1
+   echo "ntt tests: rc=$? $(tail -1 "$OUT/run/ntt-tests.log")" | tee -a "$OUT/steps.txt"
+   grep -E "^(FAILED|ERROR)" "$OUT/run/ntt-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
+       -k "ones_by_affine" > "$OUT/run/ones-tests.log" 2>&1
+   echo "ones tests: rc=$? $(tail -1 "$OUT/run/ones-tests.log")" | tee -a "$OUT/steps.txt"
+   grep -E "^(FAILED|ERROR)" "$OUT/run/ones-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout "${ONES_S:-120}" python3 bench/gpu_split_msm.py --g1 "${ONES_G1:-26}" --g2 0 \
+       --runs "${RUNS:-3}" --modes "${ONES_MODES_G1:-on+ones64,on+ones64@lean,on+ones64@lean5,on+ones64@whole}" \
+       --mixes bits --out "$OUT/run/ones-g1.json" > "$OUT/run/ones-g1.log" 2>&1
+   echo "ones g1: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   timeout "${ONES_S:-120}" python3 bench/gpu_split_msm.py --g1 0 --g2 "${ONES_G2:-25}" \
+       --runs "${RUNS:-3}" \
+       --modes "${ONES_MODES_G2:-on+ones64,on+ones64@lean,on+ones64@lean3,on+ones64@whole3,on+ones64@whole}" \
+       --mixes bits --out "$OUT/run/ones-g2.json" > "$OUT/run/ones-g2.log" 2>&1
+   echo "ones g2: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/ones-g1.log" "$OUT/run/ones-g2.log" ;;
+*) echo "call $N: one of 1-6, 8, 10, 11, 13, 14, 16 or 17" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null
 tar cJf "$OUT/cubin.txz" -C .zkcache cubin
