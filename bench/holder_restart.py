@@ -164,10 +164,19 @@ def main() -> int:
             rep["restart_command_s"] = round(time.time() - t_cmd, 2)
             rep["restart_output"] = (res.stdout + res.stderr).strip()[-500:]
             new2 = record(run_dir, prover_name)
-            proved = first_after(rt, [h.job_id], "prove_end", new2["create_time"], args.timeout)
+            after = [h]
+            st = h.status()
+            if st["partitions_done"] >= st["num_partitions"]:
+                # the warm stop proved the job's last partitions (a circuit of few partitions,
+                # the CPU check's): the new process's first proof is a job submitted now
+                after.append(submit(docs[0], job_id=f"restart-next-{args.params}-{stamp}"))
+                rep["restart_next_job"] = True
+            proved = first_after(rt, [a.job_id for a in after], "prove_end", new2["create_time"],
+                                 args.timeout)
             rep["restart_to_first_proved_s"] = round(proved - new2["create_time"], 3) if proved else None
-            rep["restart_job_verified"] = all_verify(circuit, vk, [docs[-1]], [h.result(timeout=args.timeout)])
-            ids.append(h.job_id)
+            rep["restart_job_verified"] = all_verify(circuit, vk, [docs[-1], docs[0]][:len(after)],
+                                                     [a.result(timeout=args.timeout) for a in after])
+            ids.extend(a.job_id for a in after)
             if holder_pid is not None:
                 rep["holder_same_pid_after_restart"] = record(run_dir, holder_name)["pid"] == holder_pid
         from cluster.pipeline import timeline
