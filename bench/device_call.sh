@@ -19,7 +19,8 @@
 # the split MSM's GPU tests, then the 1s by the XYZZ sum against the affine chains
 # (bench/gpu_split_msm.py; ONES_MODES, ONES_MIXES, ONES_G1, ONES_G2, ONES_TESTS_K); 16 (any
 # card): the NTT's tests, then compute_h trimmed against the full products (gpu_ntt.py --trim-ab);
-# 17 (any card): the NTT's tests, the 1s' chains in each kernel form (ZKHIVE_MSM_ONES_KERNEL).
+# 17 (any card): the NTT's tests, the 1s' chains in each kernel form (ZKHIVE_MSM_ONES_KERNEL),
+# the H query's dense engine in each apply form (ZKHIVE_MSM_APPLY_KERNEL).
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
@@ -91,9 +92,10 @@ case "$N" in
            export ZKHIVE_NTT_TRIM=0; echo "ZKHIVE_NTT_TRIM=0 from here" | tee -a "$OUT/steps.txt"
        fi
    fi
-   if [ "${ONES_TESTS:-0}" = 1 ]; then  # the 1s' chains in each kernel form
+   if [ "${ONES_TESTS:-0}" = 1 ]; then  # the 1s' chains and the affine apply in each form
        timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
-           -k "ones_by_affine" > "$OUT/run/ones-tests.log" 2>&1
+           tests/gpu/test_msm.py -k "ones_by_affine or (dense_engine_chunks and lean) or \
+           precomputed_affine_rounds_double" > "$OUT/run/ones-tests.log" 2>&1
        echo "ones tests: rc=$? $(tail -1 "$OUT/run/ones-tests.log")" | tee -a "$OUT/steps.txt"
    fi
    if [ "${SKIP_TESTS:-0}" != 1 ]; then
@@ -185,9 +187,16 @@ case "$N" in
    echo "ntt tests: rc=$? $(tail -1 "$OUT/run/ntt-tests.log")" | tee -a "$OUT/steps.txt"
    grep -E "^(FAILED|ERROR)" "$OUT/run/ntt-tests.log" | head -20 | tee -a "$OUT/steps.txt"
    timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
-       -k "ones_by_affine" > "$OUT/run/ones-tests.log" 2>&1
+       tests/gpu/test_msm.py -k "ones_by_affine or (dense_engine_chunks and lean) or \
+       precomputed_affine_rounds_double" > "$OUT/run/ones-tests.log" 2>&1
    echo "ones tests: rc=$? $(tail -1 "$OUT/run/ones-tests.log")" | tee -a "$OUT/steps.txt"
    grep -E "^(FAILED|ERROR)" "$OUT/run/ones-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout "${DENSE_S:-150}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
+       --out "$OUT/run/dense-apply.json" --variant lean:ZKHIVE_MSM_APPLY_KERNEL=lean \
+       --variant lean5:ZKHIVE_MSM_APPLY_KERNEL=lean5 --variant again: \
+       --variant prof5:ZKHIVE_MSM_APPLY_KERNEL=lean5,ZKHIVE_MSM_PROFILE=1 \
+       --variant prof:ZKHIVE_MSM_PROFILE=1 > "$OUT/run/dense-apply.log" 2>&1
+   echo "dense apply: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    timeout "${ONES_S:-120}" python3 bench/gpu_split_msm.py --g1 "${ONES_G1:-26}" --g2 0 \
        --runs "${RUNS:-3}" --modes "${ONES_MODES_G1:-on+ones64,on+ones64@lean,on+ones64@lean5,on+ones64@whole}" \
        --mixes bits --out "$OUT/run/ones-g1.json" > "$OUT/run/ones-g1.log" 2>&1
@@ -197,7 +206,7 @@ case "$N" in
        --modes "${ONES_MODES_G2:-on+ones64,on+ones64@lean,on+ones64@lean3,on+ones64@whole3,on+ones64@whole}" \
        --mixes bits --out "$OUT/run/ones-g2.json" > "$OUT/run/ones-g2.log" 2>&1
    echo "ones g2: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
-   cat "$OUT/run/ones-g1.log" "$OUT/run/ones-g2.log" ;;
+   cat "$OUT/run/ones-g1.log" "$OUT/run/ones-g2.log" "$OUT/run/dense-apply.log" ;;
 *) echo "call $N: one of 1-6, 8, 10, 11, 13, 14, 16 or 17" >&2; exit 2 ;;
 esac
 cat "$OUT/run/steps.txt" >> "$OUT/steps.txt" 2>/dev/null

@@ -117,13 +117,14 @@ ONES_KERNELS = {"g1": ("whole", "lean", "lean5"), "g2": ("whole", "lean", "lean3
 
 def ones_kernel(group: str) -> str:
     """ZKHIVE_MSM_ONES_KERNEL: the form of ``group``'s 1s' chains kernel (ONES_KERNELS): one
-    form for both groups ("lean") or one a group ("g1=lean5,g2=lean3"; a group not named keeps
-    "whole"). A form a group lacks is refused by name."""
+    form for both groups ("lean") or one a group ("g1=lean5,g2=lean3", or with ";" where a
+    comma separates settings; a group not named keeps "whole"). A form a group lacks is refused
+    by name."""
     v = os.environ.get("ZKHIVE_MSM_ONES_KERNEL", "").strip()
     if not v:
         return "whole"
     forms = {}
-    for part in v.split(","):
+    for part in v.replace(";", ",").split(","):
         g, sep, form = part.strip().partition("=")
         if not sep:
             g, form = "*", g
@@ -134,6 +135,23 @@ def ones_kernel(group: str) -> str:
         raise GpuError(f"ZKHIVE_MSM_ONES_KERNEL={v!r}: {group}'s forms are "
                        f"{', '.join(ONES_KERNELS[group])} (groups g1, g2)")
     return form
+
+
+#: the affine rounds' apply kernel forms (msm_affine.cu's default "whole";
+#: msm_affine_variants.cu the others): "lean" the chord a coordinate at a time
+#: (pair_apply_lean; ptxas: 123 registers against 120), "lean5" held to 5 blocks of 128
+#: threads an SM (96 registers, 88 / 96 bytes of spills a thread against the whole form's 232
+#: / 144 held so; the default runs 4 blocks)
+APPLY_KERNELS = ("whole", "lean", "lean5")
+
+
+def apply_kernel() -> str:
+    """ZKHIVE_MSM_APPLY_KERNEL: the form of the affine rounds' apply (APPLY_KERNELS), read at
+    each AffineBuckets run; a form that is not one is refused by name."""
+    v = os.environ.get("ZKHIVE_MSM_APPLY_KERNEL", "").strip() or "whole"
+    if v not in APPLY_KERNELS:
+        raise GpuError(f"ZKHIVE_MSM_APPLY_KERNEL={v!r}: use one of {', '.join(APPLY_KERNELS)}")
+    return v
 
 
 def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.affine_plan import (BLOCK_THREADS, BLOCK_WIDTH, FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD,
-                              POINT_BYTES, SCAN_CHUNK, TOP, affine_slice_range, estimate_bytes,
-                              inv_block, level_sizes, round_bounds, threads)
+                              POINT_BYTES, SCAN_CHUNK, TOP, affine_slice_range, apply_kernel,
+                              estimate_bytes, inv_block, level_sizes, round_bounds, threads)
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
@@ -66,6 +66,7 @@ class AffineBuckets:
                   "msm_slice_items", "msm_pair_layout_range", "g1_bucket_final_into",
                   "fq_batch_block"):
             self._f[k] = loader.get_function(aff, k)
+        self.apply_form = apply_kernel()  # the form of the last run (each run reads it)
         scan = loader.load_module("msm")
         for k in ("msm_scan_chunks", "msm_scan_sums", "msm_scan_add"):
             self._f[k] = loader.get_function(scan, k)
@@ -115,6 +116,16 @@ class AffineBuckets:
                                    "inversion block's prefixes")
         self.tree = self._buf(FQ_BYTES * 2 * BLOCK_THREADS, "inversion block's product tree")
 
+    def _apply_kernel(self, name: str, form: str) -> str:
+        """The apply kernel ``name`` in ``form`` (ZKHIVE_MSM_APPLY_KERNEL; the benchmark's forms
+        from msm_affine_variants.cu, loaded on first use): the key for ``_launch``."""
+        if form == "whole":
+            return name
+        key = f"{name}_{form}"
+        if key not in self._f:
+            self._f[key] = loader.get_function(loader.load_module("msm_affine_variants"), key)
+        return key
+
     def _launch(self, name: str, grid, *args, block: int = BLOCK, stream=None) -> None:
         with loader.guard(kernel=name, shape=self.items):
             self._f[name](*args, block=(block, 1, 1), grid=grid, stream=stream)
@@ -151,8 +162,10 @@ class AffineBuckets:
         The slices one after the other (ZKHIVE_MSM_AFFINE_SLICE_RANGE=1: each slice's round 0
         over its own stretch of the sorted items and its own buckets, read at each run);
         ZKHIVE_MSM_PROFILE=1 keeps each stage's time, summed, in last_profile;
-        ZKHIVE_MSM_INV_BLOCK=0 inverts through levels and one thread (gpu/affine_plan.py)."""
+        ZKHIVE_MSM_INV_BLOCK=0 inverts through levels and one thread, ZKHIVE_MSM_APPLY_KERNEL
+        picks the apply's kernel form (gpu/affine_plan.py; each read at each run)."""
         ranged, block = affine_slice_range(), inv_block()
+        self.apply_form = form = apply_kernel()
         mark = StageMarks(stream)
         mark("start")
         B = self.B
@@ -165,12 +178,12 @@ class AffineBuckets:
         mark("runs")
         for lo in range(0, B, self.slice_buckets):
             self._slice(lo, min(B, lo + self.slice_buckets), keys, vals, m, bases, buckets,
-                        stream, mark, ranged=ranged, into=into, block=block)
+                        stream, mark, ranged=ranged, into=into, block=block, form=form)
         if mark.on:  # the stage times summed over the slices and rounds (each round's apart)
             self.last_profile = mark.times()
 
     def _slice(self, lo: int, hi: int, keys: int, vals: int, m: int, bases: int, buckets: int,
-               stream, mark, *, ranged: bool, into: bool, block: bool) -> None:
+               stream, mark, *, ranged: bool, into: bool, block: bool, form: str) -> None:
         """The rounds and the XYZZ tail of the buckets [lo, hi) (``run``'s settings)."""
         B, K, R = self.B, PAIRS_PER_THREAD, self.rounds
         keys_in, m_in, bound_in = keys, m, self.items
@@ -211,6 +224,7 @@ class AffineBuckets:
             else:
                 src = (_u(self.pts[(r - 1) % 2]),)
                 prefix, apply = "g1_pair_prefix", "g1_pair_apply"
+            apply = self._apply_kernel(apply, form)
             self._launch(prefix, _grid(T), *head, *src, _u(self.pre), _u(self.tot),
                          stream=stream)
             mark(f"prefix{r}")

@@ -512,6 +512,41 @@ CURVE_FN void bucket_final(int64_t b, const uint32_t* start, const uint32_t* cnt
     store16(buckets + b, acc);
 }
 
+// pair_apply with the chord a coordinate at a time (the reasons of ones_apply_lean below): x's
+// first (the kind and denominator as pair_prefix found them, the running inverse's product),
+// then y's; the rare kinds load their points whole.
+template <class F, class Src>
+CURVE_FN void pair_apply_lean(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
+                              const Src& pts, const F* pre, const F* itot, affine_t<F>* out) {
+    int64_t last = batch_last(t, M, T, K);
+    if (last < 0) return;
+    F inv = load16(itot + t);
+    for (int64_t k = last; k >= 0; k--) {
+        int64_t j = t + k * T;
+        uint32_t e = src[j];
+        int64_t i = e & ~AFFINE_PARTNER;
+        bool has_q = (e & AFFINE_PARTNER) != 0;
+        F den;
+        int kind = pair_kind_lazy_at<F>(pts, i, pts, i + 1, has_q, den);
+        F dinv = F::one();
+        if (kind >= PAIR_ADD) {
+            dinv = k ? inv * load16(pre + j - T) : inv;
+            inv = inv * den;
+        }
+        if (kind != PAIR_ADD) {  // rare: the points whole
+            affine_t<F> q = has_q ? pts.load(i + 1) : affine_t<F>::identity();
+            store16(out + j, pair_sum<F>(pts.load(i), q, kind, dinv));
+            continue;
+        }
+        F xp = pts.load_x(i), xq = pts.load_x(i + 1);
+        F l = (pts.load_y(i + 1) - pts.load_y(i)) * dinv;
+        affine_t<F> r;
+        r.x = l.sqr() - xp - xq;
+        r.y = l * (xp - r.x) - pts.load_y(i);
+        store16(out + j, r);
+    }
+}
+
 // ---- a long sum by chains of affine additions (the split MSM's 1s) -------------------------
 
 // Why: the 1s of a 32 GiB partition's witness (61.5 M of each 130 M query) are summed into one

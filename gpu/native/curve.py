@@ -89,7 +89,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
         ranges: int = 64, level_width: int = 8, segment: int = 32, segment2: int = 8,
         chunk: int = 0, affine: tuple[int, int, int] | None = None, affine_slice: int = 0,
         lean: bool = False, slice_range: bool = False, final_into: bool = False,
-        inv_block: tuple[int, int] | None = None):
+        inv_block: tuple[int, int] | None = None, apply_lean: bool = False):
     """The device MSM's algorithm on the CPU: sum scalars[i] * bases[i].
 
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``); scalars: Fr vector.
@@ -109,6 +109,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     inv_block = (log2 threads, longest chain): the inversion's levels stop at that many values
     and one block's product tree takes them (ZKHIVE_MSM_INV_BLOCK, the device's default: (9,
     32), gpu/affine_plan.py BLOCK_THREADS, BLOCK_WIDTH); None: levels and one thread.
+    apply_lean: the rounds' additions by pair_apply_lean (ZKHIVE_MSM_APPLY_KERNEL's forms).
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -123,9 +124,9 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
                          "power of two >= 2")
     if lean and affine is not None:
         raise ValueError("lean is level 1's XYZZ accumulation; affine replaces level 1")
-    if (slice_range or final_into or inv_block) and affine is None:
-        raise ValueError("slice_range, final_into and inv_block are steps of the affine rounds: "
-                         "give affine")
+    if (slice_range or final_into or inv_block or apply_lean) and affine is None:
+        raise ValueError("slice_range, final_into, inv_block and apply_lean are steps of the "
+                         "affine rounds: give affine")
     steps = 0
     if inv_block is not None:
         log_bt, width = (int(x) for x in inv_block)
@@ -144,7 +145,8 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
                                           ranges, level_width, segment, segment2, int(chunk),
                                           packed, int(affine_slice),
                                           int(bool(lean)) | 2 * bool(slice_range)
-                                          | 4 * bool(final_into) | steps, out.ctypes.data)
+                                          | 4 * bool(final_into) | 16 * bool(apply_lean)
+                                          | steps, out.ctypes.data)
     if bad >= 0:
         raise m.MsmInputError(f"{g.name} base {bad} is not a point on the curve (or a coordinate is "
                           "not below the field modulus)", index=int(bad))

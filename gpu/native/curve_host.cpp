@@ -20,6 +20,8 @@
 // the inversion's top in one block (its threads' log2 in bits 8-15 of the flags, its chains'
 // limit in bits 16-30)
 #define MSM_HOST_INV_BLOCK 8
+// the rounds' apply by pair_apply_lean (the device's ZKHIVE_MSM_APPLY_KERNEL forms)
+#define MSM_HOST_APPLY_LEAN 16
 
 typedef int64_t i64;
 
@@ -148,9 +150,16 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
                 else pair_prefix<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data());
             }
             batch_invert<F>(tot, T, K2, 64, block_log, block_w);
+            const bool lean_apply = (flags & MSM_HOST_APPLY_LEAN) != 0;
             for (i64 t = 0; t < T; t++) {
-                if (r == 0) pair_apply<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
-                else pair_apply<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
+                if (lean_apply && r == 0)
+                    pair_apply_lean<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
+                else if (lean_apply)
+                    pair_apply_lean<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
+                else if (r == 0)
+                    pair_apply<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
+                else
+                    pair_apply<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
             }
             pts.swap(out);
             key_in.swap(key_out);

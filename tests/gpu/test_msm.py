@@ -307,16 +307,19 @@ def test_precomputed_tables_give_the_same_msm(setup, c, rounds, ranged, monkeypa
             PrecomputedBases(bases, 25)
 
 
-def test_precomputed_affine_rounds_double_cancel_and_pass_identities(setup):
+@pytest.mark.parametrize("form", ["whole", "lean", "lean5"])
+def test_precomputed_affine_rounds_double_cancel_and_pass_identities(setup, form, monkeypatch):
     """The affine rounds' pairs that are not chords, on the device: repeated bases (equal points
     in one bucket: the doubling), a base and its negation (a zero sum, carried as the identity
     into later rounds) and identity bases, with all-equal scalars (every digit of a window in
-    one bucket) and random ones == arkworks and the XYZZ accumulation."""
+    one bucket) and random ones == arkworks and the XYZZ accumulation; the apply in each kernel
+    form (ZKHIVE_MSM_APPLY_KERNEL)."""
     from gpu.cuda.msm import DeviceBases
     from gpu.cuda.precomputed import PrecomputedBases
     group, t, xy = setup
     if group != "g1":
         pytest.skip("precomputed tables are G1 only")
+    monkeypatch.setenv("ZKHIVE_MSM_APPLY_KERNEL", form)
     P = GROUPS[group]
     a, b = P() * Scalar(prng.randrange(MODULUS)), P() * Scalar(prng.randrange(MODULUS))
     pts = [a] * 600 + [b, -b, P.identity(), a, a + a, -(a + a)] * 100 + [a + b] * 200
@@ -328,6 +331,7 @@ def test_precomputed_affine_rounds_double_cancel_and_pass_identities(setup):
                   random_scalars(len(pts))):
             want = arkworks(group, enc, s)
             assert pre.msm(s) == want == xyzz.msm(s)
+            assert pre.affine.apply_form == form
 
 
 def test_backends_agree_through_the_api(setup):

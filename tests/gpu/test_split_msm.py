@@ -230,7 +230,9 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, mode, monkeypatch):
     ("radix", 3, "2", "range,into"), ("radix", 3, "", "into"), ("plain", 2, "1", "range"),
     # the inversion's top in one block (the default) and through levels and one thread
     ("radix", 3, "2", "range,into,block"), ("plain", 2, "1", "block"),
-    ("radix", 3, "", "range,into")])
+    ("radix", 3, "", "range,into"),
+    # the apply's other kernel forms (ZKHIVE_MSM_APPLY_KERNEL)
+    ("radix", 3, "2", "range,into,block,lean"), ("plain", 2, "1", "block,lean5")])
 def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_, opts,
                                            monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
@@ -240,7 +242,8 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
     windows at once or a slice of 2 or 1 (ZKHIVE_MSM_DENSE_AFFINE_WINDOWS), each slice over its
     own stretch (ZKHIVE_MSM_AFFINE_SLICE_RANGE) and the tail into the running buckets without a
     merge (ZKHIVE_MSM_DENSE_FINAL_INTO), the inversion's top in one block or through levels and
-    one thread (ZKHIVE_MSM_INV_BLOCK); a scalar >= r in a later chunk is named by its index
+    one thread (ZKHIVE_MSM_INV_BLOCK), the apply in each kernel form (ZKHIVE_MSM_APPLY_KERNEL);
+    a scalar >= r in a later chunk is named by its index
     in the whole vector, and the engine keeps serving."""
     from gpu.cuda import loader
     from gpu.cuda.memory import DeviceBuffer
@@ -257,6 +260,8 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
     monkeypatch.setenv("ZKHIVE_MSM_AFFINE_SLICE_RANGE", "1" if "range" in opts else "0")
     monkeypatch.setenv("ZKHIVE_MSM_DENSE_FINAL_INTO", "1" if "into" in opts else "0")
     monkeypatch.setenv("ZKHIVE_MSM_INV_BLOCK", "1" if "block" in opts else "0")
+    form = "lean5" if "lean5" in opts else "lean" if "lean" in opts else "whole"
+    monkeypatch.setenv("ZKHIVE_MSM_APPLY_KERNEL", form)
     n = len(xy)
     e = DenseEngine(group, chunk)
     e.warm()
@@ -271,6 +276,7 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
                 pending = e.start(bases, sb, n, stream)
                 assert pending.chunks == -(-n // chunk)
                 assert pending.finish() == t.expected(s)
+                assert e.affine is None or e.affine.apply_form == form
                 assert e.msm(bases, sb, n - 1) == t.expected(s[: n - 1])
         s = mix(n, 0.0, 0.0)
         s[n - 3] = R

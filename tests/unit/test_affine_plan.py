@@ -228,6 +228,8 @@ def test_the_ones_chains_kernel_form(monkeypatch):
     assert (A.ones_kernel("g1"), A.ones_kernel("g2")) == ("whole", "lean3")
     monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "g1=lean5, g2=whole3")
     assert (A.ones_kernel("g1"), A.ones_kernel("g2")) == ("lean5", "whole3")
+    monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "g1=lean;g2=lean3")
+    assert (A.ones_kernel("g1"), A.ones_kernel("g2")) == ("lean", "lean3")
     monkeypatch.setenv("ZKHIVE_MSM_ONES_KERNEL", "lean3")
     assert A.ones_kernel("g2") == "lean3"
     with pytest.raises(GpuError, match="g1's forms are whole, lean, lean5"):
@@ -236,3 +238,16 @@ def test_the_ones_chains_kernel_form(monkeypatch):
     with pytest.raises(GpuError, match="ZKHIVE_MSM_ONES_KERNEL='g3=lean'"):
         A.ones_kernel("g1")
 
+
+
+def test_the_apply_kernel_form(monkeypatch):
+    """ZKHIVE_MSM_APPLY_KERNEL: "whole" unless set, each form of APPLY_KERNELS read, anything
+    else refused by name."""
+    monkeypatch.delenv("ZKHIVE_MSM_APPLY_KERNEL", raising=False)
+    assert A.apply_kernel() == "whole"
+    for form in A.APPLY_KERNELS:
+        monkeypatch.setenv("ZKHIVE_MSM_APPLY_KERNEL", form)
+        assert A.apply_kernel() == form
+    monkeypatch.setenv("ZKHIVE_MSM_APPLY_KERNEL", "lean3")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_APPLY_KERNEL='lean3': use one of whole, lean"):
+        A.apply_kernel()

@@ -261,11 +261,14 @@ AFFINE = [(1, 16, 32), (6, 1, 2), (12, 3, 5)]
 
 
 @pytest.mark.parametrize("affine", AFFINE, ids=["one-round", "deep-levels", "past-the-runs"])
-def test_host_affine_buckets_match_arkworks(group, affine):
+@pytest.mark.parametrize("apply_lean", [False, True], ids=["whole", "lean"])
+def test_host_affine_buckets_match_arkworks(group, affine, apply_lean):
     """Bucket sums by rounds of batched affine additions (msm_affine.cuh, the steps of
-    gpu/cuda/affine_acc.py) == arkworks, for random and edge scalars: long runs in one bucket,
-    empty buckets, odd run lengths carried, small windows with many rounds."""
+    gpu/cuda/affine_acc.py; the apply by pair_apply or pair_apply_lean) == arkworks, for random
+    and edge scalars: long runs in one bucket, empty buckets, odd run lengths carried, small
+    windows with many rounds."""
     g, P = group
+    lean = dict(apply_lean=apply_lean)
     n = 96 if g == "g1" else 24
     pts = rand_points(P, n)
     xy = M.encode_points(pts, g)
@@ -273,15 +276,16 @@ def test_host_affine_buckets_match_arkworks(group, affine):
     for name, ints in cases:
         ref = reference(P, pts, ints)
         for window in (None, 3):
-            assert curve.msm(g, xy, vec_from_ints(ints), window=window, affine=affine) == ref, \
-                (name, window)
+            assert curve.msm(g, xy, vec_from_ints(ints), window=window, affine=affine,
+                             **lean) == ref, (name, window)
         # the buckets a few windows at a time (slices of 1 and 3 of window 3's 86 windows)
         for slice_ in (1, 3):
             assert curve.msm(g, xy, vec_from_ints(ints), window=3, affine=affine,
-                             affine_slice=slice_) == ref, (name, slice_)
+                             affine_slice=slice_, **lean) == ref, (name, slice_)
     ints = list(cases[0][1])
     ints[5] = (ints[5] + 1) % MODULUS
-    assert curve.msm(g, xy, vec_from_ints(ints), affine=affine) != reference(P, pts, cases[0][1])
+    assert curve.msm(g, xy, vec_from_ints(ints), affine=affine, **lean) != \
+        reference(P, pts, cases[0][1])
 
 
 @pytest.mark.parametrize("slice_range,final_into", [(True, False), (False, True), (True, True)],
@@ -351,12 +355,15 @@ def test_host_affine_inversion_in_one_block(group, inv_block):
         curve.msm(g, xy, vec_from_ints(ints), inv_block=inv_block)
 
 
-def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
+@pytest.mark.parametrize("apply_lean", [False, True], ids=["whole", "lean"])
+def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group, apply_lean):
     """The pairs that are not chords: equal points (the doubling, denominator 2y), a point and
     its negation (zero sum, carried as the identity into later rounds), identity bases on
     either side; all in one bucket (scalars all equal) and mixed with random ones, with the
-    doubling's and the zero's results paired again in later rounds."""
+    doubling's and the zero's results paired again in later rounds; the apply by pair_apply and
+    by pair_apply_lean."""
     g, P = group
+    lean = dict(apply_lean=apply_lean)
     a, b = rand_points(P, 2)
     zero = P.identity()
     pts = [a, a, b, -b, zero, a, a + a, -(a + a), a, zero, zero, b, b, b, b, a] * 2
@@ -365,12 +372,16 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group):
                  [rng.randrange(MODULUS) for _ in pts]):
         ref = reference(P, pts, ints)
         for affine in AFFINE:
-            assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine) == ref, affine
+            assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine,
+                             **lean) == ref, affine
             # the inversion's tree over the doublings' and zero sums' denominators (1s)
             assert curve.msm(g, xy, vec_from_ints(ints), window=4, affine=affine,
-                             inv_block=(2, 2)) == ref, affine
+                             inv_block=(2, 2), **lean) == ref, affine
     xy = M.encode_points([zero] * 5, g)
-    assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=AFFINE[1]) == zero
+    assert curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=AFFINE[1], **lean) == zero
+    with pytest.raises(ValueError, match="steps of the affine rounds"):
+        curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), **lean) if apply_lean else \
+            curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), slice_range=True)
     with pytest.raises(ValueError, match="rounds, K, K2"):
         curve.msm(g, xy, vec_from_ints([3, 1, 4, 1, 5]), affine=(0, 16, 32))
 

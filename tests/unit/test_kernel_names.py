@@ -157,3 +157,15 @@ def test_every_ones_chains_form_is_a_kernel_of_its_module():
             mod, name = (module, f"{g}_ones_chains") if form == "whole" else \
                 (f"{module}_variants", f"{g}_ones_chains_{form}")
             assert name in kernels_of(mod), (form, mod, sorted(kernels_of(mod)))
+
+
+def test_every_apply_form_is_a_kernel_of_the_variants_module():
+    """Each form of gpu/affine_plan.py APPLY_KERNELS but the default names both apply kernels
+    in msm_affine_variants.cu (gpu/cuda/affine_acc.py builds the names from the form)."""
+    from gpu.affine_plan import APPLY_KERNELS
+    for form in APPLY_KERNELS:
+        if form == "whole":
+            assert {"g1_pair_apply_table", "g1_pair_apply"} <= kernels_of("msm_affine")
+            continue
+        for k in ("g1_pair_apply_table", "g1_pair_apply"):
+            assert f"{k}_{form}" in kernels_of("msm_affine_variants"), (form, k)
