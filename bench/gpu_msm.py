@@ -79,12 +79,13 @@ def timed(cuda, fn, repeat=5) -> list[float]:
     return times
 
 
-def fq_mul_rate(cuda) -> float:
+def fq_mul_rate(cuda, name: str = "fq_mul_rate") -> float:
+    """Fq products a second (``fq_sqr_rate``: squares, ff_eo::mont_sqr)."""
     dev = cuda.Context.get_device()
     sms = dev.get_attribute(cuda.device_attribute.MULTIPROCESSOR_COUNT)
     threads, block, iters = sms * 1024, 256, 256
     from gpu.cuda.msm import kernel
-    k = kernel("fq_mul_rate")
+    k = kernel(name)
     rng = np.random.default_rng()
     data = rng.integers(0, 2**32, size=(threads * 4, 12), dtype=np.uint32)
     data[:, 11] &= 0x0FFFFFFF  # below p
@@ -317,6 +318,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", help="write all results as JSON here")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--rates", action="store_true",
+                    help="only the Fq product and square rates (median of the timed runs)")
     ap.add_argument("--sweep", default="16,18,19,20,21", help="window sizes tried at G1 2^24")
     ap.add_argument("--plan", help="comma list of group:log_n[:s][:v][:d][:r][:w=c/c/c][:p=c/c]"
                     "[:a=r/r] (s: skewed scalars too, v: kernel variants, d: the chunked dense "
@@ -359,7 +362,14 @@ def main() -> None:
         b = [prng.randrange(1, MODULUS) for _ in range(m)]
         tables[group] = (m, a, b, [P() * Scalar(x) for x in a], [P() * Scalar(x) for x in b])
     rate = fq_mul_rate(cuda)
-    print(f"device {dev.name()}, Fq product rate {rate / 1e9:.2f} G/s", flush=True)
+    sqr_rate = fq_mul_rate(cuda, "fq_sqr_rate")
+    print(f"device {dev.name()}, Fq product rate {rate / 1e9:.2f} G/s, square rate "
+          f"{sqr_rate / 1e9:.2f} G/s", flush=True)
+    if args.rates:
+        if args.out:
+            Path(args.out).write_text(json.dumps({"device": dev.name(), "fq_mul_per_s": rate,
+                                                  "fq_sqr_per_s": sqr_rate}, indent=1))
+        return
     for group, log_n, windows, skewed, variants, dense, sorts, pre, rounds in plan:
         rows += run_size(cuda, group, log_n, tables, rate, windows, skewed, variants, dense,
                          sorts, pre, rounds)

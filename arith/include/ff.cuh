@@ -178,7 +178,17 @@ struct ff {
         return r;
 #endif
     }
-    FF_FN ff sqr() const { return *this * *this; }
+    // a^2 R^-1: on the device the square written out and reduced (ff_eo::mont_sqr: 3N^2 + N
+    // limb products against the product's 4N^2); elsewhere the product
+    FF_FN ff sqr() const {
+#if defined(FF_USE_PTX) && !defined(FF_CIOS) && !defined(FF_SQR_MUL)
+        ff o;
+        ff_eo::mont_sqr<P, N>(o.v, v);  // contract: as the product's a (ff_ptx.cuh)
+        return o;
+#else
+        return *this * *this;
+#endif
+    }
     FF_FN ff& operator+=(const ff& o) { return *this = *this + o; }
     FF_FN ff& operator-=(const ff& o) { return *this = *this - o; }
     FF_FN ff& operator*=(const ff& o) { return *this = *this * o; }

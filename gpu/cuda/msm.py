@@ -95,8 +95,9 @@ def g2_lean() -> bool:
 
 
 def module_of(name: str) -> str:
-    """The module of gpu/kernels that holds MSM kernel ``name``: msm_* and fq_mul_rate in
-    msm.cu, g1_*/g2_* in msm_g1.cu / msm_g2.cu unless ``_MODULE_OF`` names another."""
+    """The module of gpu/kernels that holds MSM kernel ``name``: msm_*, fq_mul_rate and
+    fq_sqr_rate in msm.cu, g1_*/g2_* in msm_g1.cu / msm_g2.cu unless ``_MODULE_OF`` names
+    another."""
     mod = _MODULE_OF.get(name)
     if mod is None:
         mod = "msm_g1" if name.startswith("g1_") else "msm_g2" if name.startswith("g2_") else "msm"

@@ -25,6 +25,8 @@ def lib():
     L = ctypes.CDLL(str(so))
     L.eo_mul.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
     L.eo_mul.restype = ctypes.c_int
+    L.eo_sqr.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
+    L.eo_sqr.restype = ctypes.c_int
     return L
 
 
@@ -37,6 +39,14 @@ def mul(lib, field: str, a: int, b: int) -> tuple[int, int]:
     out = np.zeros(n, dtype=np.uint32)
     la, lb = limbs(a, n), limbs(b, n)  # kept alive across the call
     lost = lib.eo_mul(code, la.ctypes.data, lb.ctypes.data, out.ctypes.data)
+    return sum(int(v) << (32 * i) for i, v in enumerate(out)), lost
+
+
+def sqr(lib, field: str, a: int) -> tuple[int, int]:
+    code, _, n = FIELDS[field]
+    out = np.zeros(n, dtype=np.uint32)
+    la = limbs(a, n)
+    lost = lib.eo_sqr(code, la.ctypes.data, out.ctypes.data)
     return sum(int(v) << (32 * i) for i, v in enumerate(out)), lost
 
 
@@ -102,3 +112,41 @@ def test_lazy_operands_below_2p_give_a_reduced_product(lib):
     got = [mul(lib, "fq", a, b)[0] for a, b in wide]
     assert all(g % p == a * b * rinv % p for g, (a, b) in zip(got, wide)), seed
     assert any(g >= p for g in got), seed  # not reduced: the < 2p bound is what reduces
+
+
+@pytest.mark.parametrize("field", list(FIELDS))
+def test_the_square_is_the_product_of_a_value_with_itself(lib, field):
+    """ff_eo::mont_sqr (cross products once, doubled, then reduced) == mont_mul(a, a) word for
+    word, == a^2 R^-1 mod p, inside the product's contract (a <= R - p: the lazy operands in
+    [0, 2p) among them) and at its edges: all-ones limbs, one limb set, p - 1, R - p; no step the
+    bounds rule out carries out; fully reduced when a < 2p (the lazy operands' bound)."""
+    _, p, n = FIELDS[field]
+    R = 1 << (32 * n)
+    rinv = pow(R, -1, p)
+    edge = [0, 1, 2, p - 1, p - 2, p, p + 1, 2 * p - 1, R - p, R - p - 1, (1 << 32) - 1]
+    edge += [((1 << 32) - 1) << (32 * k) for k in range(n - 1)]
+    edge += [int("ff" * 4 * k or "0", 16) for k in range(1, n)]  # low k limbs all ones
+    vals = [a for a in edge if a <= R - p] + [rng.randrange(p) for _ in range(3000)] + \
+        [rng.randrange(R - p + 1) for _ in range(1000)] + \
+        [rng.randrange(min(2 * p, R - p + 1)) for _ in range(500)]
+    assert len(vals) > 4500 + len(edge) - 4
+    for a in vals:
+        r, lost = sqr(lib, field, a)
+        assert not lost, hex(a)
+        assert (r, 0) == mul(lib, field, a, a), hex(a)
+        assert r % p == a * a * rinv % p, hex(a)
+        assert r < a + p, hex(a)
+        if a < 2 * p:
+            assert r < p, hex(a)
+
+
+def test_the_square_reports_wrong_answers(lib):
+    """The square's check can fail: 3 R squared is exactly 9 R, and outside the contract
+    (a = R - 1) the sequence gives a wrong square, which the comparison says."""
+    for field in FIELDS:
+        _, p, n = FIELDS[field]
+        R = 1 << (32 * n)
+        rinv = pow(R, -1, p)
+        assert sqr(lib, field, 3 * R % p) == (9 * R % p, 0)
+        r, _ = sqr(lib, field, R - 1)
+        assert r % p != (R - 1) ** 2 * rinv % p or r >= R - 1 + p, field
