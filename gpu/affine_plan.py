@@ -108,10 +108,11 @@ def ones_affine() -> bool:
 
 
 #: the 1s' chains' kernel forms a group has (ones_affine.cu's default "whole";
-#: ones_affine*_variants.cu the others): "lean" the apply a coordinate at a time (ptxas: G2 230
-#: registers against 254, G1 118 against 126, the same blocks an SM), a digit the blocks an SM
+#: ones_affine*_variants.cu the others): "lean" the apply a coordinate at a time (ptxas: G2 226
+#: registers against 255, G1 118 against 126, the same blocks an SM), a digit the blocks an SM
 #: its registers are held to (G2 "lean3" / "whole3": 168 registers, 3 blocks where 2 run, with
-#: spills; G1 "lean5": 96, 5 blocks where 4 run)
+#: spills of 344 / 432 and 196 / 700 bytes a thread; G1 "lean5": 96, 5 blocks where 4 run, 36
+#: / 72)
 ONES_KERNELS = {"g1": ("whole", "lean", "lean5"), "g2": ("whole", "lean", "lean3", "whole3")}
 
 
@@ -139,8 +140,8 @@ def ones_kernel(group: str) -> str:
 
 #: the affine rounds' apply kernel forms (msm_affine.cu's default "whole";
 #: msm_affine_variants.cu the others): "lean" the chord a coordinate at a time
-#: (pair_apply_lean; ptxas: 123 registers against 120), "lean5" held to 5 blocks of 128
-#: threads an SM (96 registers, 88 / 96 bytes of spills a thread against the whole form's 232
+#: (pair_apply's Lean; ptxas: 123 registers against 120), "lean5" held to 5 blocks of 128
+#: threads an SM (96 registers, 100 / 104 bytes of spills a thread against the whole form's 232
 #: / 144 held so; the default runs 4 blocks)
 APPLY_KERNELS = ("whole", "lean", "lean5")
 

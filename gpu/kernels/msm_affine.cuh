@@ -465,11 +465,26 @@ CURVE_FN void pair_prefix(int64_t t, int64_t M, int64_t T, int K, const uint32_t
     store16(tot + t, acc);
 }
 
+// The chord's sum a coordinate at a time, given 1/(x_Q - x_P): x's read first (the caller's
+// denominator came from them), y's after, y_P read again for y3 rather than held (ones_apply
+// says why).
+template <class F, class SP, class SQ>
+CURVE_FN affine_t<F> chord_lean(const SP& ps, int64_t ip, const SQ& qs, int64_t iq,
+                                const F& dinv) {
+    F xp = ps.load_x(ip), xq = qs.load_x(iq);
+    F l = (qs.load_y(iq) - ps.load_y(ip)) * dinv;
+    affine_t<F> r;
+    r.x = l.sqr() - xp - xq;
+    r.y = l * (xp - r.x) - ps.load_y(ip);
+    return r;
+}
+
 // batch_back fused with the additions: out[j] = the pair's sum. (Loading the next pair's points
 // before this pair's products, as the XYZZ accumulation's prefetch does, measured slower on the
 // H200: 93.7 against 89.8 ms at G1 2^24, its 48 more registers costing more occupancy than
-// the hidden latency gained.)
-template <class F, class Src>
+// the hidden latency gained.) Lean: the kind and denominator from the x's (as pair_prefix found
+// them) and the chord a coordinate at a time (chord_lean); the rare kinds load the points whole.
+template <class F, bool Lean = false, class Src>
 CURVE_FN void pair_apply(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
                          const Src& pts, const F* pre, const F* itot, affine_t<F>* out) {
     int64_t last = batch_last(t, M, T, K);
@@ -477,12 +492,25 @@ CURVE_FN void pair_apply(int64_t t, int64_t M, int64_t T, int K, const uint32_t*
     F inv = load16(itot + t);
     for (int64_t k = last; k >= 0; k--) {
         int64_t j = t + k * T;
+        uint32_t e = src[j];
+        int64_t i = e & ~AFFINE_PARTNER;
+        bool has_q = (e & AFFINE_PARTNER) != 0;
         affine_t<F> p, q;
-        int kind = pair_load<F>(j, src, pts, p, q);
+        F den;
+        int kind = Lean ? pair_kind_lazy_at<F>(pts, i, pts, i + 1, has_q, den)
+                        : pair_load<F>(j, src, pts, p, q);
         F dinv = F::one();
         if (kind >= PAIR_ADD) {
             dinv = k ? inv * load16(pre + j - T) : inv;
-            inv = inv * pair_den<F>(p, q, kind);
+            inv = inv * (Lean ? den : pair_den<F>(p, q, kind));
+        }
+        if (Lean && kind == PAIR_ADD) {
+            store16(out + j, chord_lean<F>(pts, i, pts, i + 1, dinv));
+            continue;
+        }
+        if (Lean) {  // rare: the points whole
+            p = pts.load(i);
+            q = has_q ? pts.load(i + 1) : affine_t<F>::identity();
         }
         store16(out + j, pair_sum<F>(p, q, kind, dinv));
     }
@@ -510,41 +538,6 @@ CURVE_FN void bucket_final(int64_t b, const uint32_t* start, const uint32_t* cnt
     int64_t s = start[b], e = s + cnt[b];
     for (int64_t i = s; i < e; i++) acc.add_affine(load16(pts + i));
     store16(buckets + b, acc);
-}
-
-// pair_apply with the chord a coordinate at a time (the reasons of ones_apply_lean below): x's
-// first (the kind and denominator as pair_prefix found them, the running inverse's product),
-// then y's; the rare kinds load their points whole.
-template <class F, class Src>
-CURVE_FN void pair_apply_lean(int64_t t, int64_t M, int64_t T, int K, const uint32_t* src,
-                              const Src& pts, const F* pre, const F* itot, affine_t<F>* out) {
-    int64_t last = batch_last(t, M, T, K);
-    if (last < 0) return;
-    F inv = load16(itot + t);
-    for (int64_t k = last; k >= 0; k--) {
-        int64_t j = t + k * T;
-        uint32_t e = src[j];
-        int64_t i = e & ~AFFINE_PARTNER;
-        bool has_q = (e & AFFINE_PARTNER) != 0;
-        F den;
-        int kind = pair_kind_lazy_at<F>(pts, i, pts, i + 1, has_q, den);
-        F dinv = F::one();
-        if (kind >= PAIR_ADD) {
-            dinv = k ? inv * load16(pre + j - T) : inv;
-            inv = inv * den;
-        }
-        if (kind != PAIR_ADD) {  // rare: the points whole
-            affine_t<F> q = has_q ? pts.load(i + 1) : affine_t<F>::identity();
-            store16(out + j, pair_sum<F>(pts.load(i), q, kind, dinv));
-            continue;
-        }
-        F xp = pts.load_x(i), xq = pts.load_x(i + 1);
-        F l = (pts.load_y(i + 1) - pts.load_y(i)) * dinv;
-        affine_t<F> r;
-        r.x = l.sqr() - xp - xq;
-        r.y = l * (xp - r.x) - pts.load_y(i);
-        store16(out + j, r);
-    }
 }
 
 // ---- a long sum by chains of affine additions (the split MSM's 1s) -------------------------
@@ -599,58 +592,42 @@ CURVE_FN F ones_prefix(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, in
 // Step s's additions, given itot = 1 / (the thread's product): the chain walked back, each
 // denominator's inverse from the running inverse and the prefix before it (batch_back).
 //
-// Why in this order: the chord (all but a few additions) is read and computed a coordinate at
-// a time, x's first (the denominator, the running inverse's product: then x_Q - x_P and the
-// prefix are dead), y's after (l: then y_Q and 1/d are dead), so that no more than x_P, x_Q,
-// y_P, l, the running inverse and one product's temporaries are live at once. Loading both
-// points whole first (pair_kind's form) holds 4 coordinates, the inverse, 1/d and the
-// denominator together: G2's kernel at 254 registers, two blocks an SM (Nsight Compute: the
-// multiply-add pipe 54% busy). The rare kinds (an identity, a doubling, a zero sum) load the
-// points whole, as pair_kind_lazy_at decided them in ones_prefix.
-template <class F, class Src>
-CURVE_FN void ones_apply_lean(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
-                              int64_t M, const Src& pts, const F& itot, const F* pre,
-                              affine_t<F>* accs) {
+// Lean: the chord (all but a few additions) read and computed a coordinate at a time
+// (chord_lean), x's first (the denominator, the running inverse's product: then x_Q - x_P and
+// the prefix are dead), y's after (l: then y_Q and 1/d are dead), so that no more than x_P,
+// x_Q, y_P, l, the running inverse and one product's temporaries are live at once. Loading
+// both points whole first holds 4 coordinates, the inverse, 1/d and the denominator together:
+// G2's kernel at 254 registers, two blocks an SM (Nsight Compute: the multiply-add pipe 54%
+// busy). The rare kinds (an identity, a doubling, a zero sum) load the points whole, as
+// pair_kind_lazy_at decided them in ones_prefix.
+template <class F, bool Lean = false, class Src>
+CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
+                         int64_t M, const Src& pts, const F& itot, const F* pre,
+                         affine_t<F>* accs) {
     F inv = itot;
     array_points<F> held{accs};
     for (int w = W - 1; w >= 0; w--) {
         int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
         if (k < 0) continue;  // past the points: the accumulator stays
+        affine_t<F> p, q;
         F den;
-        int kind = pair_kind_lazy_at<F>(held, a, pts, k, true, den);
+        int kind;
+        if (Lean) {
+            kind = pair_kind_lazy_at<F>(held, a, pts, k, true, den);
+        } else {
+            p = load16(accs + a), q = pts.load(k);
+            kind = pair_kind<F>(p, q, true);
+        }
         F dinv = F::one();
         if (kind >= PAIR_ADD) {
             dinv = w ? inv * load16(pre + a - BT) : inv;
-            inv = inv * den;
+            inv = inv * (Lean ? den : pair_den<F>(p, q, kind));
         }
-        if (kind != PAIR_ADD) {  // rare: the points whole
-            store16(accs + a, pair_sum<F>(held.load(a), pts.load(k), kind, dinv));
+        if (Lean && kind == PAIR_ADD) {
+            store16(accs + a, chord_lean<F>(held, a, pts, k, dinv));
             continue;
         }
-        F xp = held.load_x(a), xq = pts.load_x(k);
-        F l = (pts.load_y(k) - held.load_y(a)) * dinv;
-        affine_t<F> r;
-        r.x = l.sqr() - xp - xq;
-        r.y = l * (xp - r.x) - held.load_y(a);
-        store16(accs + a, r);
-    }
-}
-
-template <class F, class Src>
-CURVE_FN void ones_apply(int64_t blk, int64_t t, int64_t BT, int W, int64_t An, int64_t s,
-                         int64_t M, const Src& pts, const F& itot, const F* pre,
-                         affine_t<F>* accs) {
-    F inv = itot;
-    for (int w = W - 1; w >= 0; w--) {
-        int64_t a = ones_acc(blk, t, w, BT, W), k = ones_point(a, An, s, M);
-        if (k < 0) continue;  // past the points: the accumulator stays
-        affine_t<F> p = load16(accs + a), q = pts.load(k);
-        int kind = pair_kind<F>(p, q, true);
-        F dinv = F::one();
-        if (kind >= PAIR_ADD) {
-            dinv = w ? inv * load16(pre + a - BT) : inv;
-            inv = inv * pair_den<F>(p, q, kind);
-        }
+        if (Lean) p = held.load(a), q = pts.load(k);  // rare: the points whole
         store16(accs + a, pair_sum<F>(p, q, kind, dinv));
     }
 }

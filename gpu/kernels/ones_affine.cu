@@ -12,7 +12,7 @@ typedef int64_t i64;
 
 // M points bases[lists[k]], k < M, into accs[0 .. An), An = gridDim.x BT W, in S steps (step 0
 // loads, each later step adds one point an accumulator; S = ceil(M / An)). pre: An values.
-// Lean: each step's additions by ones_apply_lean (a coordinate at a time), else ones_apply.
+// Lean: each step's additions a coordinate at a time (ones_apply's Lean), else points whole.
 template <class F, bool Lean>
 __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
                             const affine_t<F>* bases, affine_t<F>* accs, F* pre) {
@@ -25,10 +25,7 @@ __device__ void ones_chains(i64 M, i64 S, int W, const uint32_t* lists,
     for (i64 s = 1; s < S; s++) {
         store16(tree + BT + t, ones_prefix<F>(blk, t, BT, W, An, s, M, pts, accs, pre));
         block_tree_invert<F>(t, BT, tree);
-        if (Lean)
-            ones_apply_lean<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
-        else
-            ones_apply<F>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
+        ones_apply<F, Lean>(blk, t, BT, W, An, s, M, pts, load16(tree + BT + t), pre, accs);
         __syncthreads();  // the tree is the next step's
     }
 }

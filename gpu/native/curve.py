@@ -109,7 +109,7 @@ def msm(group, bases: np.ndarray, scalars: np.ndarray, *, window: int | None = N
     inv_block = (log2 threads, longest chain): the inversion's levels stop at that many values
     and one block's product tree takes them (ZKHIVE_MSM_INV_BLOCK, the device's default: (9,
     32), gpu/affine_plan.py BLOCK_THREADS, BLOCK_WIDTH); None: levels and one thread.
-    apply_lean: the rounds' additions by pair_apply_lean (ZKHIVE_MSM_APPLY_KERNEL's forms).
+    apply_lean: the rounds' additions by pair_apply's lean form (ZKHIVE_MSM_APPLY_KERNEL's forms).
     """
     from gpu import msm_input as m
     g = m.group_of(group)
@@ -159,7 +159,7 @@ def sum_ones_affine(group, bases: np.ndarray, lists, *, blocks: int, threads: in
     ``lists`` (indices, repeats allowed) into blocks x threads x chains affine accumulators,
     each step's additions of a block sharing one inversion (chains of ``chains`` a thread, a
     product tree over the block's ``threads``), then the accumulators summed in XYZZ. ``lean``:
-    each step's additions by ones_apply_lean (a coordinate at a time), else ones_apply.
+    each step's additions a coordinate at a time (ones_apply's Lean), else points whole.
     bases: xy limbs (n, 24 | 48) uint32 (``gpu.msm.encode_points``)."""
     from gpu import msm_input as m
     g = m.group_of(group)

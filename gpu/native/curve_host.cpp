@@ -20,7 +20,7 @@
 // the inversion's top in one block (its threads' log2 in bits 8-15 of the flags, its chains'
 // limit in bits 16-30)
 #define MSM_HOST_INV_BLOCK 8
-// the rounds' apply by pair_apply_lean (the device's ZKHIVE_MSM_APPLY_KERNEL forms)
+// the rounds' apply in its lean form (pair_apply<F, true>: the device's ZKHIVE_MSM_APPLY_KERNEL forms)
 #define MSM_HOST_APPLY_LEAN 16
 
 typedef int64_t i64;
@@ -153,9 +153,9 @@ void affine_buckets(i64 M, const uint32_t* keys, const uint32_t* vals,
             const bool lean_apply = (flags & MSM_HOST_APPLY_LEAN) != 0;
             for (i64 t = 0; t < T; t++) {
                 if (lean_apply && r == 0)
-                    pair_apply_lean<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
+                    pair_apply<F, true>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
                 else if (lean_apply)
-                    pair_apply_lean<F>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
+                    pair_apply<F, true>(t, Mout, T, K, src.data(), ap, pre.data(), tot.data(), out.data());
                 else if (r == 0)
                     pair_apply<F>(t, Mout, T, K, src.data(), tp, pre.data(), tot.data(), out.data());
                 else
@@ -338,8 +338,8 @@ i64 sum_ones_affine(i64 n, const uint32_t* raw, i64 M, const uint32_t* lists, i6
             block_tree_invert<F>(tree, BT);
             for (i64 t = 0; t < BT; t++) {
                 if (lean)
-                    ones_apply_lean<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
-                                       accs.data());
+                    ones_apply<F, true>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
+                                        accs.data());
                 else
                     ones_apply<F>(blk, t, BT, W, An, s, M, pts, tree[BT + t], pre.data(),
                                   accs.data());
@@ -413,7 +413,7 @@ i64 g2_msm(i64 n, const uint32_t* bases, const uint32_t* scalars, int c, i64 T1,
     return msm<fq2_t>(n, bases, scalars, c, T1, L2, G, G2, chunk, affine, slice, flags, out);
 }
 // sum of bases[lists[k]], k < M (n bases, xy limbs), by the device's affine chains (lean: the
-// apply a coordinate at a time, ones_apply_lean)
+// apply a coordinate at a time, ones_apply's Lean)
 i64 g1_sum_ones_affine(i64 n, const uint32_t* bases, i64 M, const uint32_t* lists, i64 G, i64 BT,
                        int W, int lean, uint32_t* out) {
     return sum_ones_affine<fq_t>(n, bases, M, lists, G, BT, W, lean, out);

@@ -264,7 +264,7 @@ AFFINE = [(1, 16, 32), (6, 1, 2), (12, 3, 5)]
 @pytest.mark.parametrize("apply_lean", [False, True], ids=["whole", "lean"])
 def test_host_affine_buckets_match_arkworks(group, affine, apply_lean):
     """Bucket sums by rounds of batched affine additions (msm_affine.cuh, the steps of
-    gpu/cuda/affine_acc.py; the apply by pair_apply or pair_apply_lean) == arkworks, for random
+    gpu/cuda/affine_acc.py; the apply by pair_apply, whole or lean) == arkworks, for random
     and edge scalars: long runs in one bucket, empty buckets, odd run lengths carried, small
     windows with many rounds."""
     g, P = group
@@ -361,7 +361,7 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group, apply_
     its negation (zero sum, carried as the identity into later rounds), identity bases on
     either side; all in one bucket (scalars all equal) and mixed with random ones, with the
     doubling's and the zero's results paired again in later rounds; the apply by pair_apply and
-    by pair_apply_lean."""
+    by the lean pair_apply."""
     g, P = group
     lean = dict(apply_lean=apply_lean)
     a, b = rand_points(P, 2)
@@ -394,7 +394,7 @@ def test_host_affine_pairs_that_double_cancel_or_meet_the_identity(group, apply_
 def test_host_ones_by_affine_chains_match_arkworks(group, shape, lean):
     """curve.sum_ones_affine (the device's ones_affine.cu bodies: a block's step sharing one
     inversion by a product tree over its threads' chains; each step's additions by
-    ones_apply or ones_apply_lean) == arkworks' sum of the listed bases, for random lists and
+    ones_apply, whole or lean) == arkworks' sum of the listed bases, for random lists and
     for lists whose additions double (a base listed twice in one accumulator's steps), cancel
     (P and -P), and meet the identity (identity bases, sums that went to zero and go on); a
     changed list changes the sum; bad shapes and indices are refused by name."""
