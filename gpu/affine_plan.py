@@ -112,7 +112,8 @@ def ones_affine() -> bool:
 #: registers against 255, G1 118 against 126, the same blocks an SM), a digit the blocks an SM
 #: its registers are held to (G2 "lean3" / "whole3": 168 registers, 3 blocks where 2 run, with
 #: spills of 344 / 432 and 196 / 700 bytes a thread; G1 "lean5": 96, 5 blocks where 4 run, 36
-#: / 72)
+#: / 72). H200 (2026-12-06), G2 2^25 1s: whole 26.6-26.9 ms, lean 26.7, lean3 28.1, whole3
+#: 29.0; in the partition all held forms together 1,304 against 1,254 ms: "whole" stays
 ONES_KERNELS = {"g1": ("whole", "lean", "lean5"), "g2": ("whole", "lean", "lean3", "whole3")}
 
 
@@ -142,7 +143,8 @@ def ones_kernel(group: str) -> str:
 #: msm_affine_variants.cu the others): "lean" the chord a coordinate at a time
 #: (pair_apply's Lean; ptxas: 123 registers against 120), "lean5" held to 5 blocks of 128
 #: threads an SM (96 registers, 100 / 104 bytes of spills a thread against the whole form's 232
-#: / 144 held so; the default runs 4 blocks)
+#: / 144 held so; the default runs 4 blocks). H200 (2026-12-06), the H query alone at 2^27:
+#: whole 692.4 ms, lean5 724.6: "whole" stays
 APPLY_KERNELS = ("whole", "lean", "lean5")
 
 
