@@ -187,16 +187,18 @@ extern "C" __global__ void msm_scan_add(i64 K, uint32_t* offsets, const uint32_t
 }
 
 // The Fq multiplication rate (bench/gpu_msm.py: the arithmetic floor): 4 iters products per
-// thread in two independent chains, on the thread's 4 elements (48 limbs), written back.
-extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
+// thread in two independent chains, on the thread's 4 elements (48 limbs), written back; Sqr:
+// 4 iters squares in four chains (ff.cuh sqr: ff_eo::mont_sqr on the device).
+template <bool Sqr>
+__device__ void fq_rate(int iters, uint32_t* data) {
     uint32_t* p = data + 48 * ((i64)blockIdx.x * blockDim.x + threadIdx.x);
     fq_t a = fq_t::from_limbs(p), b = fq_t::from_limbs(p + 12);
     fq_t c = fq_t::from_limbs(p + 24), d = fq_t::from_limbs(p + 36);
     for (int k = 0; k < iters; k++) {
-        a = a * b;
-        c = c * d;
-        b = b * a;
-        d = d * c;
+        a = Sqr ? a.sqr() : a * b;
+        c = Sqr ? c.sqr() : c * d;
+        b = Sqr ? b.sqr() : b * a;
+        d = Sqr ? d.sqr() : d * c;
     }
     store_limbs(a, p);
     store_limbs(b, p + 12);
@@ -204,20 +206,5 @@ extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) {
     store_limbs(d, p + 36);
 }
 
-// The Fq squaring rate beside it (ff.cuh sqr: ff_eo::mont_sqr on the device), the same shape:
-// 4 iters squares per thread in four independent chains.
-extern "C" __global__ void fq_sqr_rate(int iters, uint32_t* data) {
-    uint32_t* p = data + 48 * ((i64)blockIdx.x * blockDim.x + threadIdx.x);
-    fq_t a = fq_t::from_limbs(p), b = fq_t::from_limbs(p + 12);
-    fq_t c = fq_t::from_limbs(p + 24), d = fq_t::from_limbs(p + 36);
-    for (int k = 0; k < iters; k++) {
-        a = a.sqr();
-        c = c.sqr();
-        b = b.sqr();
-        d = d.sqr();
-    }
-    store_limbs(a, p);
-    store_limbs(b, p + 12);
-    store_limbs(c, p + 24);
-    store_limbs(d, p + 36);
-}
+extern "C" __global__ void fq_mul_rate(int iters, uint32_t* data) { fq_rate<false>(iters, data); }
+extern "C" __global__ void fq_sqr_rate(int iters, uint32_t* data) { fq_rate<true>(iters, data); }
