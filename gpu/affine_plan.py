@@ -139,6 +139,13 @@ def ones_kernel(group: str) -> str:
     return form
 
 
+def ones_chains_kernel(group: str, form: str) -> tuple[str, str]:
+    """(module, kernel) of ``group``'s 1s' chains in ``form``: the default in ones_affine.cu /
+    ones_affine_g2.cu, the others in the *_variants.cu beside them."""
+    module, name = ("ones_affine" if group == "g1" else "ones_affine_g2"), f"{group}_ones_chains"
+    return (module, name) if form == "whole" else (f"{module}_variants", f"{name}_{form}")
+
+
 #: the affine rounds' apply kernel forms (msm_affine.cu's default "whole";
 #: msm_affine_variants.cu the others): "lean" the chord a coordinate at a time
 #: (pair_apply's Lean; ptxas: 123 registers against 120), "lean5" held to 5 blocks of 128
@@ -155,6 +162,12 @@ def apply_kernel() -> str:
     if v not in APPLY_KERNELS:
         raise GpuError(f"ZKHIVE_MSM_APPLY_KERNEL={v!r}: use one of {', '.join(APPLY_KERNELS)}")
     return v
+
+
+def apply_kernel_of(name: str, form: str) -> tuple[str, str]:
+    """(module, kernel) of the rounds' apply ``name`` (g1_pair_apply_table, g1_pair_apply) in
+    ``form``: msm_affine.cu's, or msm_affine_variants.cu's ``name_form``."""
+    return ("msm_affine", name) if form == "whole" else ("msm_affine_variants", f"{name}_{form}")
 
 
 def blocks_per_sm(regs: int, smem: int, threads: int = ONES_THREADS) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 
 from gpu.affine_plan import (BLOCK_THREADS, BLOCK_WIDTH, FQ_BYTES, LEVEL_WIDTH, PAIRS_PER_THREAD,
                               POINT_BYTES, SCAN_CHUNK, TOP, affine_slice_range, apply_kernel,
-                              estimate_bytes, inv_block, level_sizes, round_bounds, threads)
+                              apply_kernel_of, estimate_bytes, inv_block, level_sizes, round_bounds, threads)
 from gpu.cuda import loader
 from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer
@@ -119,11 +119,9 @@ class AffineBuckets:
     def _apply_kernel(self, name: str, form: str) -> str:
         """The apply kernel ``name`` in ``form`` (ZKHIVE_MSM_APPLY_KERNEL; the benchmark's forms
         from msm_affine_variants.cu, loaded on first use): the key for ``_launch``."""
-        if form == "whole":
-            return name
-        key = f"{name}_{form}"
-        if key not in self._f:
-            self._f[key] = loader.get_function(loader.load_module("msm_affine_variants"), key)
+        module, key = apply_kernel_of(name, form)
+        if key not in self._f:  # the default's were loaded with the module's others
+            self._f[key] = loader.get_function(loader.load_module(module), key)
         return key
 
     def _launch(self, name: str, grid, *args, block: int = BLOCK, stream=None) -> None:

@@ -329,15 +329,12 @@ class SplitMsm:
         (the accumulators' device address, their count, what the benchmark reports), or None
         where the plan leaves the 1s to the XYZZ sum (gpu/affine_plan.py ones_plan)."""
         from gpu.affine_plan import ONES_ACC_BYTES, ONES_THREADS, blocks_per_sm, ones_affine, \
-            ones_chains, ones_kernel, ones_plan
+            ones_chains, ones_chains_kernel, ones_kernel, ones_plan
         g = bases.group.name
         if not ones_affine():
             return None
-        form = ones_kernel(g)
-        module = "ones_affine" if g == "g1" else "ones_affine_g2"
-        name = f"{g}_ones_chains"
-        if form != "whole":  # the benchmark's forms (ZKHIVE_MSM_ONES_KERNEL)
-            module, name = f"{module}_variants", f"{name}_{form}"
+        form = ones_kernel(g)  # "whole" unless a benchmark sets ZKHIVE_MSM_ONES_KERNEL
+        module, name = ones_chains_kernel(g, form)
         f = self._f.get(name)
         if f is None:
             f = self._f[name] = loader.get_function(loader.load_module(module), name)

@@ -150,22 +150,18 @@ def test_every_ones_chains_form_is_a_kernel_of_its_module():
     """Each form of gpu/affine_plan.py ONES_KERNELS names a kernel its module defines
     (gpu/cuda/split_msm.py builds module and name from the form, which the lookups above cannot
     read): "whole" in ones_affine.cu / ones_affine_g2.cu, the others in their *_variants.cu."""
-    from gpu.affine_plan import ONES_KERNELS
+    from gpu.affine_plan import ONES_KERNELS, ones_chains_kernel
     for g, forms in ONES_KERNELS.items():
-        module = "ones_affine" if g == "g1" else "ones_affine_g2"
         for form in forms:
-            mod, name = (module, f"{g}_ones_chains") if form == "whole" else \
-                (f"{module}_variants", f"{g}_ones_chains_{form}")
+            mod, name = ones_chains_kernel(g, form)
             assert name in kernels_of(mod), (form, mod, sorted(kernels_of(mod)))
 
 
-def test_every_apply_form_is_a_kernel_of_the_variants_module():
-    """Each form of gpu/affine_plan.py APPLY_KERNELS but the default names both apply kernels
-    in msm_affine_variants.cu (gpu/cuda/affine_acc.py builds the names from the form)."""
-    from gpu.affine_plan import APPLY_KERNELS
+def test_every_apply_form_is_a_kernel_of_its_module():
+    """Each form of gpu/affine_plan.py APPLY_KERNELS names both apply kernels in the module
+    apply_kernel_of gives (gpu/cuda/affine_acc.py loads them by it)."""
+    from gpu.affine_plan import APPLY_KERNELS, apply_kernel_of
     for form in APPLY_KERNELS:
-        if form == "whole":
-            assert {"g1_pair_apply_table", "g1_pair_apply"} <= kernels_of("msm_affine")
-            continue
         for k in ("g1_pair_apply_table", "g1_pair_apply"):
-            assert f"{k}_{form}" in kernels_of("msm_affine_variants"), (form, k)
+            mod, name = apply_kernel_of(k, form)
+            assert name in kernels_of(mod), (form, mod, name)
