@@ -22,9 +22,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNELS = ROOT / "gpu" / "kernels"
-# the name after __launch_bounds__(...), where a kernel has them
-GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\s*\([^)]*\)\s*)?'
-                    r'([A-Za-z0-9_]+)')
+# a kernel's name comes after its __launch_bounds__(...), where it has them
+BOUNDS = r'(?:__launch_bounds__\s*\([^)]*\)\s*)?'
+GLOBAL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+' + BOUNDS + r'([A-Za-z0-9_]+)')
 
 
 @functools.cache
@@ -105,7 +105,7 @@ def test_a_kernel_looked_up_in_the_wrong_module_is_found():
 def kernel_arity(module: str, name: str) -> int:
     """The number of parameters of kernel ``name`` in ``module``.cu (preprocessed)."""
     text = preprocessed(module)
-    m = re.search(r'__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?' + name + r'\s*\(', text)
+    m = re.search(r'__global__\s+void\s+' + BOUNDS + name + r'\s*\(', text)
     assert m, f"{name} not found in {module}.cu"
     depth, params, start = 1, [], m.end()
     i = start
