@@ -121,11 +121,19 @@ def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> di
         results = [h.result(timeout=args.timeout) for h in handles]
         rep["wall_s"] = time.time() - t_submit
         rep["all_verify"] = all_verify(circuit, vk, docs, results)
-        done, iv, synth, dev_sum, fetch = [], [], [], [], []
+        done, iv, synth, dev_sum, fetch, tails = [], [], [], [], [], []
         for h in handles:
             ev = timeline.load(rt.redis, h.job_id)
             (out / f"timeline-{h.job_id}.txt").write_text(timeline.format_text(h.job_id, ev))
             done += [e["t"] for e in ev if e["event"] == "aggregated"]
+            # the job's tail: its last partition proved to its proof stored (the aggregation:
+            # every partition verified against the public inputs stored at submission)
+            ends = [e["t"] for e in ev if e["event"] == "prove_end"]
+            agg = [e for e in ev if e["event"] in ("aggregate_start", "aggregated")]
+            if ends and agg and agg[-1]["event"] == "aggregated":
+                tails.append({"job": h.job_id, "after_last_partition_s": round(agg[-1]["t"] - max(ends), 3),
+                              "aggregate_s": round(agg[-1]["t"] - agg[0]["t"], 3),
+                              "publics": [e.get("publics") for e in agg if e["event"] == "aggregate_start"]})
             per_part: dict = {}
             for e in ev:
                 if e["event"] == "stage" and e.get("stage") in DEVICE_STAGES:
@@ -142,6 +150,7 @@ def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> di
         rep["job_done_s"] = [round(x - t_submit, 2) for x in done]
         rep["first_job_s"] = done[0] - t_submit if done else None
         rep["s_per_proof_steady"] = (done[-1] - done[0]) / (len(done) - 1) if len(done) > 1 else None
+        rep["aggregation_tails"] = tails
         if iv:
             lo, hi = min(a for a, _ in iv), max(b for _, b in iv)
             rep["device_busy_s"] = union_seconds(iv)
@@ -210,6 +219,10 @@ def main() -> int:
               f"{f('synthesis_s_per_partition'):>12} {f('fetch_s_per_partition', '{:.3f}'):>8} {str(r.get('all_verify', '-')):>6}")
         for n in r.get("up_notes", []):
             print(f"{'':>11} {n}")
+        tails = r.get("aggregation_tails") or []
+        if tails:
+            print(f"{'':>11} after each job's last partition: "
+                  + ", ".join(f"{t['after_last_partition_s']:.2f} s ({'/'.join(map(str, t['publics']))})" for t in tails))
         if r.get("error"):
             print(f"{'':>11} error: {r['error'][:300]}")
     return 0 if reps and all(r.get("all_verify") for r in reps) else 1

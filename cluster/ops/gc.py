@@ -2,9 +2,9 @@
 
 Blobs in Redis expire with their key (``blobs.ttl_s``); files in the ``dir`` store did not (issue
 27: "blobs are never collected"). A file is removed when it is older than ``blobs.ttl_s`` (or
-``--older-than``) **and** no job record still in Redis references it (its C1, an assignment, its
-result): a job's records expire after ``delivery.result_ttl_s``, so a blob outlives every job that
-names it. Half-written ``.tmp-*`` files older than an hour go too (a worker killed mid-write).
+``--older-than``) **and** no job record still in Redis references it (its C1 and public inputs,
+an assignment, its result): a job's records expire after ``delivery.result_ttl_s``, so a blob
+outlives every job that names it. Half-written ``.tmp-*`` files older than an hour go too (a worker killed mid-write).
 """
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def referenced(r) -> set[str]:
                 doc = json.loads(raw) if raw else None
             except (ValueError, UnicodeDecodeError):
                 continue
-            for ref in (doc, (doc or {}).get("c1") if isinstance(doc, dict) else None):
+            named = [doc.get(f) for f in ("c1", "publics")] if isinstance(doc, dict) else []
+            for ref in (doc, *named):
                 if isinstance(ref, dict) and isinstance(ref.get("sha256"), str):
                     shas.add(ref["sha256"])
     return shas

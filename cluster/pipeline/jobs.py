@@ -100,6 +100,9 @@ class JobRecord(BaseModel):
     kind: str = Field(PROOF_KIND_DEFAULT, max_length=32)
     #: the setting ``deadline_at`` came from (``deadlines.winning_post_s``...), named when it passes
     deadline_from: str = "delivery.job_deadline_s"
+    #: each partition's public inputs, computed from the C1 at submission (cluster.pipeline.publics):
+    #: the aggregation verifies against them without parsing the C1; None in records written before
+    publics: BlobRef | None = None
 
 
 def priority_value(priority: str | int) -> int:

@@ -33,7 +33,7 @@ from typing import Callable, NoReturn
 
 from synthesis import assignment
 
-from cluster.errors import BlobStoreFull, JobError, JobFailed
+from cluster.errors import BlobError, BlobStoreFull, JobError, JobFailed
 
 from . import retry as policy
 from .app import app, runtime
@@ -88,6 +88,21 @@ def _parsed_c1(rt, rec):
     while len(_c1_cache) > 4:
         _c1_cache.popitem(last=False)
     return c1
+
+
+def _job_publics(rt, rec, circuit) -> tuple[list[list[int]], str]:
+    """(each partition's public inputs, where they came from): stored at submission
+    (cluster.pipeline.publics: no C1 to read and parse, seconds for 32 GiB), else from the C1 (a
+    record written before, or the blob gone: the event says which)."""
+    from . import publics
+
+    if rec.publics is not None:
+        try:
+            return publics.read(rt.blobs, rec.publics, rec.params, rec.num_partitions), "stored"
+        except BlobError as e:
+            log.warning("job %s: %s; the public inputs from its C1", rec.job_id, e)
+    c1 = _parsed_c1(rt, rec)
+    return publics.compute(circuit, c1), "c1"
 
 
 def _fail(rt, job_id: str, message: str, partition: int | None = None) -> NoReturn:
@@ -554,8 +569,9 @@ def _aggregate(rt, job_id: str) -> dict:
         rt.jobs.event(job_id, "aggregate_waiting", missing=missing)
         rt.jobs.flag(job_id, OUTSIDE_CHORD)
         return {"waiting": missing}
-    rt.jobs.event(job_id, "aggregate_start", **_worker_fields(rt))
     circuit = get_circuit(rec.params)
+    publics, source = _job_publics(rt, rec, circuit)
+    rt.jobs.event(job_id, "aggregate_start", publics=source, **_worker_fields(rt))
     try:
         vk = rt.keys.load_vk(circuit)
     except Exception as e:
@@ -565,13 +581,10 @@ def _aggregate(rt, job_id: str) -> dict:
         if verdict.transient:
             raise
         _fail(rt, job_id, f"cannot verify: {verdict.message()}")
-    c1 = _parsed_c1(rt, rec)
-    publics, bad = [], []
+    bad = []
     for k in range(n):
-        pub = circuit.public_inputs(c1, k)
-        publics.append(pub)
         try:
-            ok = verify(vk, pub, Proof.from_bytes(bytes.fromhex(parts[k]["proof"])))
+            ok = verify(vk, publics[k], Proof.from_bytes(bytes.fromhex(parts[k]["proof"])))
         except (ProofFormatError, ValueError):
             ok = False
         if not ok:

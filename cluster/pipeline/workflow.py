@@ -26,6 +26,7 @@ from cluster.errors import JobConflict, JobError, cli_name
 
 from synthesis.limits import clip
 
+from . import publics
 from .jobs import CANCELLED, FAILED, OWN_DEADLINE, JobRecord, check_job_id, priority_value
 
 SYNTHESIZE = "zkhive.synthesize_partition"
@@ -189,7 +190,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     kind = job_kind(circuit, kind)
     seconds, source = job_deadline(rt.settings, kind, deadline_s)
     job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
-    _check_schema(circuit, doc)
+    pubs = _check_schema(circuit, doc)
     c1_sha = hashlib.sha256(c1).hexdigest()
 
     existing = rt.jobs.get(job_id)
@@ -204,7 +205,8 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
             ref = rt.blobs.put(c1, kind="c1")
             rec = JobRecord(job_id=job_id, params=params, circuit_digest=circuit.digest(),
                             num_partitions=circuit.num_partitions(), priority=prio, c1=ref,
-                            submitted_at=now, deadline_at=now + seconds, kind=kind, deadline_from=source)
+                            submitted_at=now, deadline_at=now + seconds, kind=kind, deadline_from=source,
+                            publics=publics.store(rt.blobs, circuit.name, pubs))
             if rt.jobs.create(rec):
                 created = True
                 rt.dispatch.job(rec)
@@ -219,7 +221,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobConflict(f"job {job_id} already exists with another C1 input "
                           f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
     if rt.jobs.status(job_id) in (FAILED, CANCELLED):  # the same input again: a new attempt
-        return _new_attempt(rt, circuit, existing, c1, prio, deadline_s, kind)
+        return _new_attempt(rt, circuit, existing, c1, pubs, prio, deadline_s, kind)
     return existing, False
 
 
@@ -243,7 +245,7 @@ def job_deadline(s, kind: str, deadline_s: float | None) -> tuple[float, str]:
     return s.deadlines.for_kind(kind, s.delivery)
 
 
-def _new_attempt(rt, circuit, old: JobRecord, c1: bytes, prio: int,
+def _new_attempt(rt, circuit, old: JobRecord, c1: bytes, pubs: list[list[int]], prio: int,
                  deadline_s: float | None, kind: str) -> tuple[JobRecord, bool]:
     """Resubmission of a failed or cancelled job with the same input: attempt n+1 under the same
     id (Curio retries with the same request_id), its history kept in the timeline (issue 39).
@@ -257,14 +259,16 @@ def _new_attempt(rt, circuit, old: JobRecord, c1: bytes, prio: int,
     check_room = getattr(rt.blobs, "check_room", None)
     if check_room is not None:
         check_room(rt.settings.blobs.min_free_bytes)
-    try:  # the input again: `zkhive gc` may have removed it while the job stood failed
+    try:  # the input and its public inputs again: `zkhive gc` may have removed them meanwhile
         ref = rt.blobs.put(c1, kind="c1")
+        pubs_ref = publics.store(rt.blobs, circuit.name, pubs)
     except BlobStoreFull as e:
         raise BlobStoreFull(f"{e}: job {old.job_id} not resubmitted; free space and submit again") from None
     now = time.time()
     seconds, source = job_deadline(rt.settings, kind, deadline_s)
-    rec = old.model_copy(update={"c1": ref, "priority": prio, "submitted_at": now, "attempt": old.attempt + 1,
-                                 "deadline_at": now + seconds, "kind": kind, "deadline_from": source})
+    rec = old.model_copy(update={"c1": ref, "publics": pubs_ref, "priority": prio, "submitted_at": now,
+                                 "attempt": old.attempt + 1, "deadline_at": now + seconds, "kind": kind,
+                                 "deadline_from": source})
     if not rt.jobs.new_attempt(old, rec):
         return rt.jobs.get(old.job_id) or old, False
     try:
@@ -292,15 +296,16 @@ def cancel_job(rt, job_id: str) -> bool:
     return True
 
 
-def _check_schema(circuit, doc) -> None:
-    """Everything the C1 schema checks (types, hex, sizes, partition and challenge counts) is
-    checked before the job is accepted, and named at the job's level (``field
-    partitions[1].challenges[0].column[0]: ...``), not as the failure of its partition 0
-    (issue 27). What needs the vanilla proof (Merkle paths, labels) is synthesis's."""
+def _check_schema(circuit, doc) -> list[list[int]]:
+    """Each partition's public inputs, kept with the job (cluster.pipeline.publics). Everything
+    the C1 schema checks (types, hex, sizes, partition and challenge counts) is checked before the
+    job is accepted, and named at the job's level (``field partitions[1].challenges[0].column[0]:
+    ...``), not as the failure of its partition 0 (issue 27); so is a C1 whose public inputs
+    cannot be formed. What needs the vanilla proof (Merkle paths, labels) is synthesis's."""
     from synthesis.circuits import C1Error
 
     try:
-        circuit.parse_c1(doc)
+        return publics.compute(circuit, circuit.parse_c1(doc))
     except C1Error as e:
         where = f"field {e.field}: " if e.field else ""
         raise JobError(f"bad C1 input: {where}{e.message}") from None

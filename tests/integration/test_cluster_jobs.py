@@ -52,6 +52,12 @@ def test_multi_partition_job_completes_and_verifies(cluster, standard):
     assert not verify(vk, res.public_inputs[1], Proof.from_bytes(res.partition_proofs()[0]))
     st = job.status()
     assert (st["status"], st["partitions_done"], st["num_partitions"]) == ("done", 3, 3)
+    # the aggregate worker checked them against the public inputs stored at submission, without
+    # reading the C1 (cluster.pipeline.publics)
+    from cluster.pipeline import timeline
+
+    starts = [e for e in timeline.load(cluster.runtime().redis, "multi-1") if e["event"] == "aggregate_start"]
+    assert [e["publics"] for e in starts] == ["stored"]
 
 
 def test_jobs_of_two_circuits_route_to_the_workers_holding_their_keys(cluster, standard):

@@ -174,6 +174,63 @@ def test_unverifiable_partition_is_reproved_on_another_device(stub, tmp_path):
     assert all(e["exclude"] == ["cpu:0"] for e in stub.events("reprove", "redispatched"))
 
 
+# -- the public inputs the aggregation checks against (cluster.pipeline.publics) ----------------------------
+
+def _rewrite_record(stub, job_id, **update):
+    from cluster.pipeline.jobs import key
+
+    rec = stub.jobs.get(job_id).model_copy(update=update)
+    stub.redis.set(key(job_id), rec.model_dump_json())
+    return rec
+
+
+def test_the_aggregation_verifies_against_the_public_inputs_stored_at_submission(stub):
+    from cluster.pipeline import publics
+
+    stub.add_prover("cpu:0")
+    doc = make_c1(SQUARES_A, seed=20)
+    rec = submit(stub, doc, "pubs")
+    assert rec.publics is not None and rec.publics.kind == "publics"
+    c1 = SQUARES_A.parse_c1(doc)
+    want = [SQUARES_A.public_inputs(c1, k) for k in range(rec.num_partitions)]
+    assert publics.read(stub.blobs, rec.publics, rec.params, rec.num_partitions) == want
+    stub.drain()
+    res = verify_job(stub, SQUARES_A, doc, "pubs")
+    assert [e["publics"] for e in stub.events("pubs", "aggregate_start")] == ["stored"]
+    assert res.public_inputs == want
+
+
+def test_stored_public_inputs_of_another_input_fail_verification(stub):
+    """The stored public inputs are what binds: another job's (same circuit, another sector) in
+    the record make every partition's proof fail the check, and each is re-proved."""
+    stub.add_prover("cpu:0")
+    other = submit(stub, make_c1(SQUARES_A, seed=22), "other")
+    submit(stub, make_c1(SQUARES_A, seed=21), "swapped")
+    _rewrite_record(stub, "swapped", publics=other.publics)
+    stub.drain()
+    assert {e["partition"] for e in stub.events("swapped", "verify_failed")} == {0, 1}
+    assert stub.jobs.status("other") == "done"
+
+
+@pytest.mark.parametrize("case", ["old-record", "blob-gone", "another-params"])
+def test_without_usable_stored_public_inputs_the_aggregation_takes_them_from_the_c1(stub, case):
+    stub.add_prover("cpu:0")
+    doc = make_c1(SQUARES_A, seed=23)
+    rec = submit(stub, doc, "fallback")
+    if case == "old-record":  # written before the field: no publics
+        _rewrite_record(stub, "fallback", publics=None)
+    elif case == "blob-gone":  # expired or collected
+        stub.blobs.delete(rec.publics)
+    else:  # a blob that is not this job's shape: read() refuses it, named
+        from cluster.pipeline import publics
+
+        _rewrite_record(stub, "fallback", publics=publics.store(stub.blobs, SQUARES_B.name, [[1]] * 2))
+    stub.drain()
+    verify_job(stub, SQUARES_A, doc, "fallback")
+    assert [e["publics"] for e in stub.events("fallback", "aggregate_start")] == ["c1"]
+    assert not stub.events("fallback", "verify_failed")
+
+
 def test_a_key_whose_proofs_never_verify_fails_the_job_naming_the_key(key_dir, tmp_path):
     """Every proof refused by the verifying key (here: the prover's .params are another setup's)
     until the budget is spent: the job fails naming the key files and the check to run, not as
