@@ -8,7 +8,11 @@ under ``$ZKHIVE_CACHE_DIR/budget/`` and guarded by ``flock``:
   message that says what is in use and by whom, when they would not fit;
 - each proof's *working set* is booked for the length of the proof; a proof whose working set
   does not fit now waits until others finish (or times out), and one that can never fit is
-  refused at once.
+  refused at once;
+- *pooled* bytes: a prover that keeps its last proof's buffers for the next one (allocating
+  and freeing ~17 GiB at 2^27 costs ~40 ms a proof with the device idle: gpu/cuda/memory.py
+  ``BufferPool``) books them between its proofs, and gives them up as soon as another
+  process waits for room (``waiting`` in the ledger: ``pool_wanted``).
 
 Entries are keyed by (pid, process start time), so the booking of a process that died (SIGKILL,
 OOM killer) is dropped the next time anyone reads the ledger, and a recycled PID is never
@@ -95,7 +99,8 @@ class DeviceBudget:
 
     @staticmethod
     def _used(book) -> int:
-        return sum(e.get("resident", 0) + sum(e.get("working", {}).values()) for e in book.values())
+        return sum(e.get("resident", 0) + e.get("pooled", 0) + sum(e.get("working", {}).values())
+                   for e in book.values())
 
     def usage(self) -> dict:
         with self._ledger() as book:
@@ -104,7 +109,9 @@ class DeviceBudget:
 
     def _describe(self, book) -> str:
         parts = [f"pid {k.split(':')[0]}: {_fmt(v.get('resident', 0))} resident, "
-                 f"{_fmt(sum(v.get('working', {}).values()))} in proofs" for k, v in book.items()]
+                 f"{_fmt(sum(v.get('working', {}).values()))} in proofs"
+                 + (f", {_fmt(v['pooled'])} pooled for its next proof" if v.get("pooled") else "")
+                 for k, v in book.items()]
         return "; ".join(parts) or "nothing booked"
 
     # -- resident data ------------------------------------------------------------------------
@@ -127,39 +134,89 @@ class DeviceBudget:
 
     # -- per-proof working sets ---------------------------------------------------------------
     @contextmanager
-    def working_set(self, nbytes: int, what: str, *, timeout: float = 600.0, poll: float = 0.05):
-        """Book ``nbytes`` for the duration of the block; wait while it does not fit."""
+    def working_set(self, nbytes: int, what: str, *, timeout: float = 600.0, poll: float = 0.05,
+                    pooled: int = 0):
+        """Book ``nbytes`` for the duration of the block; wait while it does not fit (marked
+        ``waiting`` in the ledger meanwhile: a process that pools gives its pool up). ``pooled``:
+        bytes of this process's pool the block takes over (already on the device: they are
+        counted into ``nbytes``, not again). Yields a ``WorkingSet``: ``keep(n)`` before the
+        block ends books n of its bytes as pooled after it (the buffers kept for the next
+        proof) in the same ledger write that releases the rest."""
         token = f"{what}:{time.monotonic_ns()}"
         deadline = time.monotonic() + timeout
         while True:
             with self._ledger() as book:
-                used = self._used(book)
-                own_resident = book.get(self._key, {}).get("resident", 0)
+                mine = book.setdefault(self._key, {})
+                reuse = min(int(pooled), mine.get("pooled", 0))
+                used = self._used(book) - reuse
+                own_resident = mine.get("resident", 0)
                 if nbytes > self.capacity - own_resident:
+                    mine.pop("waiting", None)
                     raise DeviceMemoryExhausted(
                         f"{what} needs a working set of {_fmt(nbytes)}, more than device "
                         f"{self.device_id} can ever give it ({_fmt(self.capacity)} budget, "
                         f"{_fmt(own_resident)} resident in this worker)",
                         device=self.device_id, shape=nbytes)
                 real_free = self._free_bytes() if self._free_bytes else None
-                if used + nbytes <= self.capacity and (real_free is None or nbytes <= real_free):
-                    book.setdefault(self._key, {}).setdefault("working", {})[token] = int(nbytes)
+                if used + nbytes <= self.capacity and (real_free is None or nbytes <= real_free + reuse):
+                    mine.pop("waiting", None)
+                    if reuse:
+                        mine["pooled"] = mine["pooled"] - reuse
+                    mine.setdefault("working", {})[token] = int(nbytes)
                     break
-            if time.monotonic() > deadline:
-                raise DeviceMemoryExhausted(
-                    f"{what}: waited {timeout:.0f} s for {_fmt(nbytes)} on device {self.device_id} "
-                    f"({self._describe(book)})", device=self.device_id, shape=nbytes)
+                if time.monotonic() > deadline:
+                    mine.pop("waiting", None)
+                    raise DeviceMemoryExhausted(
+                        f"{what}: waited {timeout:.0f} s for {_fmt(nbytes)} on device {self.device_id} "
+                        f"({self._describe(book)})", device=self.device_id, shape=nbytes)
+                mine["waiting"] = int(nbytes)
             time.sleep(poll)
+        held = WorkingSet(int(nbytes))
         try:
-            yield
+            yield held
         finally:
             with self._ledger() as book:
-                book.setdefault(self._key, {}).setdefault("working", {}).pop(token, None)
+                mine = book.setdefault(self._key, {})
+                mine.setdefault("working", {}).pop(token, None)
+                if held.kept:
+                    mine["pooled"] = mine.get("pooled", 0) + held.kept
+
+    def pool_wanted(self) -> bool:
+        """Whether another process waits for room (its working set did not fit): this one's
+        pool goes then, whether or not it alone is in the way."""
+        with self._ledger() as book:
+            return any(v.get("waiting") for k, v in book.items() if k != self._key)
+
+    def unpool(self, nbytes: int) -> None:
+        """Release ``nbytes`` of this process's pooled booking (its buffers were freed)."""
+        with self._ledger() as book:
+            mine = book.setdefault(self._key, {})
+            left = mine.get("pooled", 0) - int(nbytes)
+            if left > 0:
+                mine["pooled"] = left
+            else:
+                mine.pop("pooled", None)
+
+    def pooled(self) -> int:
+        """This process's pooled booking."""
+        with self._ledger() as book:
+            return book.get(self._key, {}).get("pooled", 0)
 
     def leave(self) -> None:
         """Drop every booking of this process (worker shutdown)."""
         with self._ledger() as book:
             book.pop(self._key, None)
+
+
+@dataclass
+class WorkingSet:
+    """A booked working set (``DeviceBudget.working_set``)."""
+    nbytes: int
+    kept: int = 0
+
+    def keep(self, nbytes: int) -> None:
+        """Book ``nbytes`` (at most the working set) as pooled when the block ends."""
+        self.kept = max(0, min(int(nbytes), self.nbytes))
 
 
 # -- what a proving key and a proof take on the device --------------------------------------------

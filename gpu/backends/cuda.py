@@ -19,6 +19,7 @@ worker keeps serving and the task layer can retry the partition elsewhere.
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 import threading
@@ -30,7 +31,7 @@ import numpy as np
 from gpu.budget import DeviceBudget
 from gpu.cuda import loader
 from gpu.cuda.launch import memset_words
-from gpu.cuda.memory import DeviceBuffer, DeviceView
+from gpu.cuda.memory import BufferPool, DeviceBuffer, DeviceView
 from gpu.errors import GpuError
 from gpu.groth16.bellperson import FileQuery
 from gpu.groth16.errors import BackendError, CircuitMismatch
@@ -46,6 +47,10 @@ BLOCK = 256
 MANIFEST_VERSION = 1
 #: Share of the device's memory zkhive may book (the rest: contexts, the driver, fragmentation).
 CAPACITY_SHARE = float(os.environ.get("ZKHIVE_DEVICE_MEMORY_SHARE", "0.92"))
+#: seconds between looks, while a proof's buffers are kept, for another process waiting for room
+POOL_WATCH_S = 0.5
+
+log = logging.getLogger(__name__)
 
 
 def _grid(n: int) -> tuple:
@@ -389,6 +394,11 @@ class CudaBackend(Backend):
         self._flag = None     # page-locked: the first unsatisfied row, read back async
         #: seconds a proof waits for its working set before giving up (GpuOutOfMemory)
         self.admission_timeout = float(os.environ.get("ZKHIVE_ADMISSION_TIMEOUT_S", "600"))
+        #: the last proof's buffers, kept for the next (gpu/cuda/memory.py BufferPool; booked as
+        #: pooled in the ledger); the lock serialises the proving thread and the pool's watcher
+        self._pool = BufferPool()
+        self._pool_lock = threading.RLock()
+        self._pool_watcher = None
 
     @contextmanager
     def current(self):
@@ -457,6 +467,7 @@ class CudaBackend(Backend):
         hit = self._on_device.get(pk.circuit_digest)
         if hit is not None:
             return hit[0]
+        self._drop_pool()  # the key books against the room the kept buffers took
         if getattr(pk, "on_device", False) or pk.a_query is None:
             raise BackendError(f"proving key {pk.circuit_digest.hex()[:16]} was made on the device "
                                "and is no longer resident (unloaded): make it again (setup_resident)")
@@ -498,6 +509,7 @@ class CudaBackend(Backend):
         return res
 
     def unload(self, digest: bytes) -> None:
+        self._drop_pool()  # whatever is (un)loaded next books against the room it took
         hit = self._on_device.pop(digest, None)
         if hit is not None:
             hit[0].free()
@@ -641,8 +653,59 @@ class CudaBackend(Backend):
             with self.current():
                 self._split.close_engines_since(before)
 
+    # -- the proof's buffers, kept between proofs --------------------------------------------
+    @staticmethod
+    def _pooling() -> bool:
+        """Whether a proof's buffers are kept for the next (ZKHIVE_PROOF_POOL=0: freed after
+        each proof, as before; for comparison)."""
+        return os.environ.get("ZKHIVE_PROOF_POOL", "1") != "0"
+
+    def _drop_pool(self) -> int:
+        """Free the kept buffers and their booking; returns the bytes freed."""
+        with self._pool_lock:
+            bufs = self._pool.drain()
+            if not bufs:
+                return 0
+            with self.current():
+                for b in bufs:
+                    try:
+                        b.free()
+                    except Exception:  # a dead context: its memory went with it
+                        pass
+            freed = sum(b.nbytes for b in bufs)
+            self.budget.unpool(freed)
+            return freed
+
+    def _pool_wanted(self) -> bool:
+        try:
+            return self.budget.pool_wanted()
+        except Exception as e:  # the ledger unreadable: keep nothing rather than guess
+            log.warning("buffer pool: the ledger: %s", e)
+            return True
+
+    def _watch_pool(self) -> None:
+        """While buffers are kept, look every POOL_WATCH_S whether another process waits for
+        room and give them up if so (between proofs nothing else would: a proof in progress
+        holds the lock and decides at its end by the same rule)."""
+        if self._pool_watcher is not None and self._pool_watcher.is_alive():
+            return
+
+        def watch():
+            while True:
+                time.sleep(POOL_WATCH_S)
+                with self._pool_lock:
+                    if not len(self._pool):
+                        self._pool_watcher = None
+                        return
+                    if self._pool_wanted():
+                        self._drop_pool()
+
+        self._pool_watcher = threading.Thread(target=watch, name="zkhive-pool-watch", daemon=True)
+        self._pool_watcher.start()
+
     def release(self) -> None:
         """Free everything this backend holds on the device (worker shutdown)."""
+        self._drop_pool()
         for digest in list(self._on_device):
             self.unload(digest)
         if self._split is not None:
@@ -710,24 +773,40 @@ class CudaBackend(Backend):
         if not is_compact_assignment(z) and len(z) != res.num_vars:
             from synthesis.r1cs import R1CSError
             raise R1CSError(f"assignment has {len(z)} values, the circuit has {res.num_vars} variables")
-        with self.budget.working_set(self.working_set_bytes(pk), f"proof of {m} constraints",
-                                     timeout=self.admission_timeout):
-            bufs = []
+        with self._pool_lock:
+            pool = self._pool
+            if pool.tag != pk.circuit_digest:
+                self._drop_pool()  # another key's sizes: nothing in it fits this proof
+            with self.budget.working_set(self.working_set_bytes(pk), f"proof of {m} constraints",
+                                         timeout=self.admission_timeout, pooled=pool.nbytes) as held:
+                bufs = []
 
-            def buf(nbytes, what):
-                b = DeviceBuffer(nbytes, what=what)  # GpuOutOfMemory names the buffer
-                bufs.append(b)
-                return b
-            try:
-                return self._prove(res, r1cs, z, timer, buf, n, m, log_n)
-            finally:
-                # whatever happened, the attempt's buffers go now: the worker keeps serving
+                def buf(nbytes, what):
+                    b = pool.take(nbytes, what) or DeviceBuffer(nbytes, what=what)  # OOM names it
+                    bufs.append(b)
+                    return b
+                proved = False
                 try:
-                    self.cuda.Context.synchronize()
-                except Exception:
-                    pass
-                for b in bufs:
-                    b.free()
+                    out = self._prove(res, r1cs, z, timer, buf, n, m, log_n)
+                    proved = True
+                    return out
+                finally:
+                    try:
+                        self.cuda.Context.synchronize()
+                    except Exception:
+                        proved = False  # a fault: nothing of this context is kept
+                    unused = pool.drain()  # what this proof did not take (none, for one key)
+                    # after a proof the buffers stay for the next one, unless another process
+                    # waits for room; after a failure they go now: the worker keeps serving
+                    keep = proved and self._pooling() and not self._pool_wanted()
+                    for b in unused + ([] if keep else bufs):
+                        try:
+                            b.free()
+                        except Exception:
+                            pass
+                    if keep:
+                        held.keep(pool.fill(pk.circuit_digest, bufs))
+                        self._watch_pool()
 
     def _prove(self, res, r1cs, z, timer, buf, n, m, log_n) -> ProofTerms:
         cuda = self.cuda
@@ -1025,6 +1104,7 @@ class CudaBackend(Backend):
         out = PointArray.empty(kind, len(scalars))
         if not len(scalars):
             return out
+        self._drop_pool()
         mod = loader.load_module("fixed_base")
         fn = loader.get_function(mod, "fixed_base_g1" if out.width == 96 else "fixed_base_g2")
         t = table(base)

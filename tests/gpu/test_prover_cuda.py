@@ -128,6 +128,69 @@ def test_an_out_of_memory_proof_frees_everything_and_the_next_one_succeeds(keyed
     assert verify(vk, circuit.public_inputs(c1, 0), proof)
 
 
+def _wait_for_room(device_id, capacity, ledger_dir, nbytes, out):
+    """Another prover's proof on the same device: its working set waits for room."""
+    import time
+
+    from gpu.budget import DeviceBudget
+    b = DeviceBudget(device_id, capacity, ledger_dir=ledger_dir)
+    t = time.monotonic()
+    with b.working_set(nbytes, "the other prover's proof", timeout=30):
+        out.put(time.monotonic() - t)
+
+
+def test_a_proofs_buffers_serve_the_next_proof_until_another_process_needs_the_room(keyed, backend,
+                                                                                  monkeypatch):
+    """The buffers of a proof (z, a, b, c, the lists) are kept, booked as pooled, and the next
+    proof of the key takes the same allocations (nothing allocated); a failed proof, a proof
+    with ZKHIVE_PROOF_POOL=0 and another process waiting for room each leave nothing kept."""
+    import multiprocessing as mp
+
+    from gpu.cuda.memory import DeviceBuffer
+    from synthesis.r1cs import UnsatisfiedConstraint
+
+    circuit, r1cs, pk, vk, c1 = keyed["porep-lite-64k"]
+    z = circuit.synthesize(c1, 0)
+    pub = circuit.public_inputs(c1, 0)
+    prove(pk, r1cs, z, backend=backend)
+    kept = backend._pool.nbytes
+    assert kept >= 32 * (3 * pk.domain_size) and backend.budget.pooled() == kept
+    ptrs, live = sorted(b.ptr for b in backend._pool._bufs), DeviceBuffer.live
+    proof = prove(pk, r1cs, z, backend=backend)
+    assert verify(vk, pub, proof) and not verify(vk, [pub[0] ^ 1, *pub[1:]], proof)
+    assert sorted(b.ptr for b in backend._pool._bufs) == ptrs and DeviceBuffer.live == live
+
+    bad = z.copy()
+    bad[r1cs.num_variables - 5] = F.vec_from_ints([12345])[0]
+    with pytest.raises(UnsatisfiedConstraint):
+        prove(pk, r1cs, bad, backend=backend)
+    assert backend._pool.nbytes == 0 and backend.budget.pooled() == 0
+    assert DeviceBuffer.live <= live - kept  # freed, not only unbooked
+
+    monkeypatch.setenv("ZKHIVE_PROOF_POOL", "0")
+    assert verify(vk, pub, prove(pk, r1cs, z, backend=backend))
+    assert backend._pool.nbytes == 0 and backend.budget.pooled() == 0
+    monkeypatch.delenv("ZKHIVE_PROOF_POOL")
+
+    prove(pk, r1cs, z, backend=backend)
+    assert backend.budget.pooled() == kept
+    usage = backend.budget.usage()
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    # fits only once the pool is given up (the ledger alone: no free-memory reading there)
+    other = ctx.Process(target=_wait_for_room, args=(backend.budget.device_id, usage["capacity"],
+                                                      backend.budget.path.parent,
+                                                      usage["capacity"] - usage["used"] + kept // 2, out))
+    other.start()
+    try:
+        waited = out.get(timeout=30)
+    finally:
+        other.join(30)
+    assert other.exitcode == 0 and waited < 5
+    assert backend._pool.nbytes == 0 and backend.budget.pooled() == 0
+    assert verify(vk, pub, prove(pk, r1cs, z, backend=backend))  # and it proves on
+
+
 @pytest.mark.parametrize("group", ["g1", "g2"])
 def test_device_fixed_base_matches_the_host(backend, group):
     from gpu.groth16 import curve

@@ -81,6 +81,62 @@ def test_bookings_of_a_killed_process_are_dropped(tmp_path):
     assert me.usage()["used"] == 8 * GiB
 
 
+def _wait_for(ledger_dir, nbytes, out):
+    b = DeviceBudget("dev0", 16 * GiB, ledger_dir=ledger_dir)
+    t = time.monotonic()
+    with b.working_set(nbytes, "the other prover's proof", timeout=30):
+        out.put(time.monotonic() - t)
+
+
+def test_a_pool_is_booked_between_proofs_and_taken_over_by_the_next(tmp_path):
+    """keep() books a working set's kept buffers as pooled when the block ends; the next proof
+    that takes them over (pooled=) needs only the rest, where one that does not must find the
+    whole working set beside them; unpool() gives the booking back."""
+    free = [14 * GiB]   # what the device reports free (the key's 2 GiB taken)
+    me = DeviceBudget("dev0", 16 * GiB, ledger_dir=tmp_path, free_bytes=lambda: free[0])
+    me.reserve_resident(2 * GiB, "key")
+    with me.working_set(10 * GiB, "proof 0", timeout=5) as held:
+        held.keep(12 * GiB)          # at most the working set
+    free[0] = 4 * GiB   # the kept buffers are on the device
+    assert me.pooled() == 10 * GiB and me.usage()["used"] == 12 * GiB
+    with pytest.raises(DeviceMemoryExhausted, match="10.00 GiB pooled for its next proof"):
+        me.reserve_resident(5 * GiB, "key B")  # the pool counts, and the refusal says so
+    # the device's free memory and the ledger (4 GiB left each) admit it only with the pool
+    with pytest.raises(DeviceMemoryExhausted, match="waited"):
+        with me.working_set(10 * GiB, "proof 1", timeout=0.2):
+            pass
+    with me.working_set(10 * GiB, "proof 1", pooled=10 * GiB, timeout=5) as held:
+        assert me.pooled() == 0 and me.usage()["used"] == 12 * GiB
+    assert me.pooled() == 0      # nothing kept: the block did not keep()
+    free[0] = 14 * GiB
+    with me.working_set(10 * GiB, "proof 2", timeout=5) as held:
+        held.keep(6 * GiB)
+    me.unpool(6 * GiB)
+    assert me.pooled() == 0 and me.usage()["used"] == 2 * GiB
+
+
+def test_a_process_waiting_for_room_is_seen_and_gets_it_once_the_pool_goes(tmp_path):
+    ctx = mp.get_context("spawn")
+    me = DeviceBudget("dev0", 16 * GiB, ledger_dir=tmp_path)
+    with me.working_set(12 * GiB, "proof 0", timeout=5) as held:
+        held.keep(12 * GiB)
+    assert not me.pool_wanted()  # nobody waits
+    out = ctx.Queue()
+    p = ctx.Process(target=_wait_for, args=(tmp_path, 8 * GiB, out))
+    p.start()
+    try:
+        deadline = time.monotonic() + 30
+        while not me.pool_wanted():
+            assert time.monotonic() < deadline and p.is_alive()
+            time.sleep(0.05)
+        assert out.empty()  # still waiting: 4 GiB free, 8 wanted
+        me.unpool(12 * GiB)
+        assert out.get(timeout=30) < 30
+    finally:
+        p.join(30)
+    assert p.exitcode == 0 and not me.pool_wanted()  # its mark went with its admission
+
+
 # the 32 GiB partition (issue 16): 130,278,869 constraints over 2^27, A, B, C as compact CSR
 # (int32 column + 16-bit coefficient index: 6 bytes a nonzero, 722 M nonzeros)
 SDR_32G = dict(num_vars=130_300_000, num_aux=130_299_000, domain=1 << 27,
