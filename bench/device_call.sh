@@ -9,7 +9,9 @@
 # WindowPoSt partition with its dense witness; 5 (any card): the GPU suite and the choice;
 # 6: the GPU suite, then the partition under both side-stream schedules; 8 (H200): the GPU
 # suite, the partition with the current defaults against each recent step turned off (with the
-# H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts;
+# H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts
+# (PROVER_TESTS=1 first: the prover's tests, the measurements with ZKHIVE_PROOF_POOL=0 where
+# the kept buffers' test failed);
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 13 (any
@@ -101,6 +103,15 @@ case "$N" in
        timeout 30 python3 bench/gpu_msm.py --rates --out "$OUT/run/rates.json" \
            > "$OUT/run/rates.log" 2>&1
        echo "rates: rc=$? $(tail -1 "$OUT/run/rates.log")" | tee -a "$OUT/steps.txt"
+   fi
+   if [ "${PROVER_TESTS:-0}" = 1 ]; then  # the prover's own tests (the buffers kept between proofs)
+       timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_prover_cuda.py \
+           > "$OUT/run/prover-tests.log" 2>&1
+       echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
+       grep -E "^(FAILED|ERROR)" "$OUT/run/prover-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+       if grep -q "^FAILED.*buffers_serve_the_next_proof" "$OUT/run/prover-tests.log"; then
+           export ZKHIVE_PROOF_POOL=0; echo "ZKHIVE_PROOF_POOL=0 from here" | tee -a "$OUT/steps.txt"
+       fi
    fi
    if [ "${ONES_TESTS:-0}" = 1 ]; then  # the 1s' chains and the affine apply in each form
        timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \
