@@ -133,7 +133,7 @@ def run_config(args, config: int, docs: list[dict], work: Path, out: Path) -> di
             if ends and agg and agg[-1]["event"] == "aggregated":
                 tails.append({"job": h.job_id, "after_last_partition_s": round(agg[-1]["t"] - max(ends), 3),
                               "aggregate_s": round(agg[-1]["t"] - agg[0]["t"], 3),
-                              "publics": [e.get("publics") for e in agg if e["event"] == "aggregate_start"]})
+                              "publics": "c1" if any(e["event"] == "publics_from_c1" for e in ev) else "stored"})
             per_part: dict = {}
             for e in ev:
                 if e["event"] == "stage" and e.get("stage") in DEVICE_STAGES:
@@ -222,7 +222,7 @@ def main() -> int:
         tails = r.get("aggregation_tails") or []
         if tails:
             print(f"{'':>11} after each job's last partition: "
-                  + ", ".join(f"{t['after_last_partition_s']:.2f} s ({'/'.join(map(str, t['publics']))})" for t in tails))
+                  + ", ".join(f"{t['after_last_partition_s']:.2f} s ({t['publics']})" for t in tails))
         if r.get("error"):
             print(f"{'':>11} error: {r['error'][:300]}")
     return 0 if reps and all(r.get("all_verify") for r in reps) else 1

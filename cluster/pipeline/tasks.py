@@ -90,19 +90,22 @@ def _parsed_c1(rt, rec):
     return c1
 
 
-def _job_publics(rt, rec, circuit) -> tuple[list[list[int]], str]:
-    """(each partition's public inputs, where they came from): stored at submission
-    (cluster.pipeline.publics: no C1 to read and parse, seconds for 32 GiB), else from the C1 (a
-    record written before, or the blob gone: the event says which)."""
+def _job_publics(rt, rec, circuit) -> list[list[int]]:
+    """Each partition's public inputs: stored at submission (cluster.pipeline.publics: no C1 to
+    read and parse, seconds for 32 GiB), else from the C1, after a ``publics_from_c1`` event
+    that says why (a record written before, the blob gone or not this job's)."""
     from . import publics
 
-    if rec.publics is not None:
+    if rec.publics is None:
+        why = "the job's record names no stored public inputs (written before they were stored)"
+    else:
         try:
-            return publics.read(rt.blobs, rec.publics, rec.params, rec.num_partitions), "stored"
+            return publics.read(rt.blobs, rec.publics, rec.params, rec.num_partitions)
         except BlobError as e:
-            log.warning("job %s: %s; the public inputs from its C1", rec.job_id, e)
-    c1 = _parsed_c1(rt, rec)
-    return publics.compute(circuit, c1), "c1"
+            why = str(e)
+    log.warning("job %s: %s; its public inputs from its C1", rec.job_id, why)
+    rt.jobs.event(rec.job_id, "publics_from_c1", reason=why)
+    return publics.compute(circuit, _parsed_c1(rt, rec))
 
 
 def _fail(rt, job_id: str, message: str, partition: int | None = None) -> NoReturn:
@@ -569,9 +572,8 @@ def _aggregate(rt, job_id: str) -> dict:
         rt.jobs.event(job_id, "aggregate_waiting", missing=missing)
         rt.jobs.flag(job_id, OUTSIDE_CHORD)
         return {"waiting": missing}
+    rt.jobs.event(job_id, "aggregate_start", **_worker_fields(rt))
     circuit = get_circuit(rec.params)
-    publics, source = _job_publics(rt, rec, circuit)
-    rt.jobs.event(job_id, "aggregate_start", publics=source, **_worker_fields(rt))
     try:
         vk = rt.keys.load_vk(circuit)
     except Exception as e:
@@ -581,6 +583,7 @@ def _aggregate(rt, job_id: str) -> dict:
         if verdict.transient:
             raise
         _fail(rt, job_id, f"cannot verify: {verdict.message()}")
+    publics = _job_publics(rt, rec, circuit)
     bad = []
     for k in range(n):
         try:

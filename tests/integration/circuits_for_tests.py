@@ -159,14 +159,16 @@ COMPACT = register(CompactToy(40, 2))     # test-compact-40x2: a key over compac
 
 
 class SlowAggregation(SquareChain):
-    """A square chain whose aggregation takes seconds, as a 32 GiB PoRep job's does (its 48 MB
-    C1 parsed again and ten proofs verified: 2.75-4.24 s on the H200's host, 2026-12-05): the
-    public inputs, which only the aggregate task asks of a circuit in the cluster, take
-    ``seconds`` a partition."""
+    """A square chain whose aggregation takes seconds, as a 32 GiB PoRep job's did while the
+    aggregate worker parsed its 48 MB C1 again (2.75-4.24 s on the H200's host, 2026-12-05), and
+    as any job's still does when its public inputs stored at submission are gone (expired,
+    collected, a record of an older build: cluster/pipeline/publics.py, the C1 again): the
+    public inputs take ``seconds`` a partition (at submission too), and each partition's
+    synthesis ``hold`` seconds, the time a test has to take the stored ones away."""
 
-    def __init__(self, length: int, partitions: int, seconds: float):
+    def __init__(self, length: int, partitions: int, seconds: float, hold: float = 0.5):
         super().__init__(length, partitions)
-        self.name, self.seconds = f"test-slowagg-{length}x{partitions}", seconds
+        self.name, self.seconds, self.hold = f"test-slowagg-{length}x{partitions}", seconds, hold
 
     def digest(self) -> str:
         return hashlib.sha256(f"{self.name}/slow-aggregation/v1".encode()).hexdigest()
@@ -175,6 +177,11 @@ class SlowAggregation(SquareChain):
         import time
         time.sleep(self.seconds)
         return super().public_inputs(c1, partition)
+
+    def synthesize(self, c1, partition: int) -> np.ndarray:
+        import time
+        time.sleep(self.hold)
+        return super().synthesize(c1, partition)
 
 
 SLOW_AGGREGATION = register(SlowAggregation(8, 2, 1.5))   # 3 s an aggregation

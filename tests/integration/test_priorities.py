@@ -368,8 +368,10 @@ def _slow_beside_critical(cluster, workers, slow_circuit, **synthesis_env):
         w.wait_ready(cluster.redis, timeout_s=120)
     r = cluster.redis
 
-    def round_(tag: str, seed: int, started: str) -> tuple[list, list]:
+    def round_(tag: str, seed: int, started: str, then=None) -> tuple[list, list]:
         slow = submit(make_c1(slow_circuit, seed=seed), job_id=f"slow-{tag}")
+        if then is not None:
+            then(slow.job_id)
         _wait(lambda: _times(_events(r, [slow.job_id])[slow.job_id], started), 120,
               f"the slow job {slow.job_id}'s {started}")
         crit = submit(make_c1(SQUARES_A, seed=seed), job_id=f"urgent-{tag}", priority="critical")
@@ -382,18 +384,26 @@ def _slow_beside_critical(cluster, workers, slow_circuit, **synthesis_env):
 
 
 def test_an_urgent_aggregation_does_not_wait_behind_a_slow_one(cluster, workers):
-    """A slow aggregation (3 s, as a 32 GiB PoRep job's is on the H200's host) in hand: with one
+    """A slow aggregation (3 s: its public inputs from the C1 again, the ones stored at
+    submission gone, as a 32 GiB PoRep job's took before they were stored) in hand: with one
     aggregate worker a critical job's aggregation waits for it; with a second one (`zkhive up`'s
     default, [worker] aggregate_workers = 2) the critical job is aggregated meanwhile."""
+    from cluster.pipeline.app import runtime
+
     from circuits_for_tests import SLOW_AGGREGATION
 
+    def without_stored_publics(job_id):  # while its partitions are synthesized (0.5 s each)
+        rt = runtime()
+        rt.blobs.delete(rt.jobs.get(job_id).publics)
+
     _, round_ = _slow_beside_critical(cluster, workers, SLOW_AGGREGATION)
-    slow, crit = round_("agg-one", 90, "aggregate_start")
+    slow, crit = round_("agg-one", 90, "aggregate_start", then=without_stored_publics)
+    assert [e["event"] for e in slow].count("publics_from_c1") == 1  # the slow path it means
     # one aggregate worker: the critical job's aggregation starts only after the slow one ends
     assert min(_times(crit, "aggregate_start")) >= max(_times(slow, "aggregated")), (slow, crit)
 
     workers("aggregate")
-    slow, crit = round_("agg-two", 91, "aggregate_start")
+    slow, crit = round_("agg-two", 91, "aggregate_start", then=without_stored_publics)
     # two: it is aggregated while the slow one is still in hand, by the other worker
     assert max(_times(crit, "aggregated")) < max(_times(slow, "aggregated")), (slow, crit)
     w_slow = {e.get("worker") for e in slow if e["event"] == "aggregated"}

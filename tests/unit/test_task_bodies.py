@@ -196,7 +196,7 @@ def test_the_aggregation_verifies_against_the_public_inputs_stored_at_submission
     assert publics.read(stub.blobs, rec.publics, rec.params, rec.num_partitions) == want
     stub.drain()
     res = verify_job(stub, SQUARES_A, doc, "pubs")
-    assert [e["publics"] for e in stub.events("pubs", "aggregate_start")] == ["stored"]
+    assert len(stub.events("pubs", "aggregate_start")) == 1 and not stub.events("pubs", "publics_from_c1")
     assert res.public_inputs == want
 
 
@@ -227,7 +227,9 @@ def test_without_usable_stored_public_inputs_the_aggregation_takes_them_from_the
         _rewrite_record(stub, "fallback", publics=publics.store(stub.blobs, SQUARES_B.name, [[1]] * 2))
     stub.drain()
     verify_job(stub, SQUARES_A, doc, "fallback")
-    assert [e["publics"] for e in stub.events("fallback", "aggregate_start")] == ["c1"]
+    why = {"old-record": "names no stored public inputs", "blob-gone": "is missing",
+           "another-params": f"is not the public inputs of a {SQUARES_A.name} job of 2 partitions"}[case]
+    assert [why in e["reason"] for e in stub.events("fallback", "publics_from_c1")] == [True]
     assert not stub.events("fallback", "verify_failed")
 
 
