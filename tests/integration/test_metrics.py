@@ -130,7 +130,10 @@ def test_exporter_series_move_during_a_real_job(cluster, workers, exporter):
     assert value(after, "zkhive_stage_seconds_count", stage="msm", device="cpu:0") == 5
     assert value(after, "zkhive_stage_seconds_count", params=SQUARES_SLOW.name, stage="msm") == 2
     busy = value(after, "zkhive_device_busy_seconds_total", device="cpu:0")
-    assert busy >= 0.2, busy  # the slow circuit's proofs take ~0.2 s each
+    # the counter moved by the proofs' device stages (SQUARES_SLOW's proofs took ~0.2 s each on
+    # an older 2-core VM, 0.06-0.08 s on this one: no speed is assumed here) ...
+    assert busy > 0, busy
+    # ... by exactly their sum (the host's fetch not among them)
     assert busy == pytest.approx(sum(v for (n, ls), v in after.items() if n == "zkhive_stage_seconds_sum"
                                      and ("device", "cpu:0") in ls and ("stage", "fetch_assignment") not in ls))
     # the Grafana dashboard's panels are exactly these series: each one it queries is served,
