@@ -116,11 +116,14 @@ class Prover:
             return sum(size for _, _, size in self._resident.values())
 
     def free_memory(self) -> int | None:
+        """Room for a key: the device's free memory and what the backend gives up for a load
+        (the last proof's buffers, kept for the next: gpu/cuda/memory.py BufferPool); routing
+        prefers a device with room for a key it does not hold (cluster/pipeline/routing.py)."""
         if self._limit:
             return max(0, self._limit - self.used_memory())
         info = self.backend.memory_info()
         if info is not None:
-            return int(info[0])
+            return int(info[0]) + int(getattr(self.backend, "pooled_bytes", 0))
         import psutil
         return int(psutil.virtual_memory().available)
 

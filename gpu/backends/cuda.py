@@ -660,6 +660,11 @@ class CudaBackend(Backend):
         each proof, as before; for comparison)."""
         return os.environ.get("ZKHIVE_PROOF_POOL", "1") != "0"
 
+    @property
+    def pooled_bytes(self) -> int:
+        """Bytes of the last proof's buffers kept for the next (freed before any key load)."""
+        return self._pool.nbytes
+
     def _drop_pool(self) -> int:
         """Free the kept buffers and their booking; returns the bytes freed."""
         with self._pool_lock:

@@ -154,7 +154,7 @@ def test_a_proofs_buffers_serve_the_next_proof_until_another_process_needs_the_r
     pub = circuit.public_inputs(c1, 0)
     prove(pk, r1cs, z, backend=backend)
     kept = backend._pool.nbytes
-    assert kept >= 32 * (3 * pk.domain_size) and backend.budget.pooled() == kept
+    assert kept >= 32 * (3 * pk.domain_size) and backend.budget.pooled() == kept == backend.pooled_bytes
     ptrs, live = sorted(b.ptr for b in backend._pool._bufs), DeviceBuffer.live
     proof = prove(pk, r1cs, z, backend=backend)
     assert verify(vk, pub, proof) and not verify(vk, [pub[0] ^ 1, *pub[1:]], proof)
