@@ -4,7 +4,8 @@ Blobs in Redis expire with their key (``blobs.ttl_s``); files in the ``dir`` sto
 27: "blobs are never collected"). A file is removed when it is older than ``blobs.ttl_s`` (or
 ``--older-than``) **and** no job record still in Redis references it (its C1 and public inputs,
 an assignment, its result): a job's records expire after ``delivery.result_ttl_s``, so a blob
-outlives every job that names it. Half-written ``.tmp-*`` files older than an hour go too (a worker killed mid-write).
+outlives every job that names it. Half-written ``.tmp-*`` files older than an hour go too (a
+worker killed mid-write).
 """
 from __future__ import annotations
 

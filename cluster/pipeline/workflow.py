@@ -309,6 +309,8 @@ def _check_schema(circuit, doc) -> list[list[int]]:
     except C1Error as e:
         where = f"field {e.field}: " if e.field else ""
         raise JobError(f"bad C1 input: {where}{e.message}") from None
+    except ValueError as e:  # the public inputs' own checks (a PoSt partition without sectors)
+        raise JobError(f"bad C1 input: {e}") from None
 
 
 def _check_keys_exist(rt, circuit) -> None:
