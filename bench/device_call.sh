@@ -10,8 +10,8 @@
 # 6: the GPU suite, then the partition under both side-stream schedules; 8 (H200): the GPU
 # suite, the partition with the current defaults against each recent step turned off (with the
 # H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts
-# (PROVER_TESTS=1 first: the prover's tests, the measurements with ZKHIVE_PROOF_POOL=0 where
-# the kept buffers' test failed);
+# (PROVER_TESTS=1 first: the prover's tests; where the kept buffers' test passed, the
+# measurements with ZKHIVE_PROOF_POOL=1, the pool on);
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 13 (any
@@ -109,8 +109,9 @@ case "$N" in
            > "$OUT/run/prover-tests.log" 2>&1
        echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
        grep -E "^(FAILED|ERROR)" "$OUT/run/prover-tests.log" | head -20 | tee -a "$OUT/steps.txt"
-       if grep -q "^FAILED.*buffers_serve_the_next_proof" "$OUT/run/prover-tests.log"; then
-           export ZKHIVE_PROOF_POOL=0; echo "ZKHIVE_PROOF_POOL=0 from here" | tee -a "$OUT/steps.txt"
+       if grep -q "passed" "$OUT/run/prover-tests.log" && \
+               ! grep -q "^FAILED.*buffers_serve_the_next_proof" "$OUT/run/prover-tests.log"; then
+           export ZKHIVE_PROOF_POOL=1; echo "ZKHIVE_PROOF_POOL=1 from here" | tee -a "$OUT/steps.txt"
        fi
    fi
    if [ "${ONES_TESTS:-0}" = 1 ]; then  # the 1s' chains and the affine apply in each form

@@ -656,9 +656,10 @@ class CudaBackend(Backend):
     # -- the proof's buffers, kept between proofs --------------------------------------------
     @staticmethod
     def _pooling() -> bool:
-        """Whether a proof's buffers are kept for the next (ZKHIVE_PROOF_POOL=0: freed after
-        each proof, as before; for comparison)."""
-        return os.environ.get("ZKHIVE_PROOF_POOL", "1") != "0"
+        """Whether a proof's buffers are kept for the next: ZKHIVE_PROOF_POOL=1. Off by default
+        until a device has run its tests and timed it (docs/performance.md, fourteenth
+        session): then freed after each proof, as before."""
+        return os.environ.get("ZKHIVE_PROOF_POOL", "0") == "1"
 
     @property
     def pooled_bytes(self) -> int:
