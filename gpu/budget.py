@@ -144,32 +144,38 @@ class DeviceBudget:
         proof) in the same ledger write that releases the rest."""
         token = f"{what}:{time.monotonic_ns()}"
         deadline = time.monotonic() + timeout
-        while True:
+        refused = None
+        while refused is None:
+            # the ledger is written back only when its block ends without an exception: a
+            # refusal is raised after it, so the waiting mark it drops is written
             with self._ledger() as book:
                 mine = book.setdefault(self._key, {})
                 reuse = min(int(pooled), mine.get("pooled", 0))
                 used = self._used(book) - reuse
                 own_resident = mine.get("resident", 0)
+                real_free = self._free_bytes() if self._free_bytes else None
                 if nbytes > self.capacity - own_resident:
-                    mine.pop("waiting", None)
-                    raise DeviceMemoryExhausted(
+                    refused = DeviceMemoryExhausted(
                         f"{what} needs a working set of {_fmt(nbytes)}, more than device "
                         f"{self.device_id} can ever give it ({_fmt(self.capacity)} budget, "
                         f"{_fmt(own_resident)} resident in this worker)",
                         device=self.device_id, shape=nbytes)
-                real_free = self._free_bytes() if self._free_bytes else None
-                if used + nbytes <= self.capacity and (real_free is None or nbytes <= real_free + reuse):
+                elif used + nbytes <= self.capacity and (real_free is None or nbytes <= real_free + reuse):
                     mine.pop("waiting", None)
                     if reuse:
                         mine["pooled"] = mine["pooled"] - reuse
                     mine.setdefault("working", {})[token] = int(nbytes)
                     break
-                if time.monotonic() > deadline:
-                    mine.pop("waiting", None)
-                    raise DeviceMemoryExhausted(
+                elif time.monotonic() > deadline:
+                    refused = DeviceMemoryExhausted(
                         f"{what}: waited {timeout:.0f} s for {_fmt(nbytes)} on device {self.device_id} "
                         f"({self._describe(book)})", device=self.device_id, shape=nbytes)
-                mine["waiting"] = int(nbytes)
+                if refused is not None:
+                    mine.pop("waiting", None)
+                else:
+                    mine["waiting"] = int(nbytes)
+            if refused is not None:
+                raise refused
             time.sleep(poll)
         held = WorkingSet(int(nbytes))
         try:

@@ -105,6 +105,7 @@ def test_a_pool_is_booked_between_proofs_and_taken_over_by_the_next(tmp_path):
     with pytest.raises(DeviceMemoryExhausted, match="waited"):
         with me.working_set(10 * GiB, "proof 1", timeout=0.2):
             pass
+    assert "waiting" not in me.usage()["processes"][me._key]  # the refusal took its mark away
     with me.working_set(10 * GiB, "proof 1", pooled=10 * GiB, timeout=5) as held:
         assert me.pooled() == 0 and me.usage()["used"] == 12 * GiB
     assert me.pooled() == 0      # nothing kept: the block did not keep()
