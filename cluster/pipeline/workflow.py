@@ -190,7 +190,7 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     kind = job_kind(circuit, kind)
     seconds, source = job_deadline(rt.settings, kind, deadline_s)
     job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
-    pubs = _check_schema(circuit, doc)
+    pubs = _checked_public_inputs(circuit, doc)
     c1_sha = hashlib.sha256(c1).hexdigest()
 
     existing = rt.jobs.get(job_id)
@@ -296,7 +296,7 @@ def cancel_job(rt, job_id: str) -> bool:
     return True
 
 
-def _check_schema(circuit, doc) -> list[list[int]]:
+def _checked_public_inputs(circuit, doc) -> list[list[int]]:
     """Each partition's public inputs, kept with the job (cluster.pipeline.publics). Everything
     the C1 schema checks (types, hex, sizes, partition and challenge counts) is checked before the
     job is accepted, and named at the job's level (``field partitions[1].challenges[0].column[0]:
