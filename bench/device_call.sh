@@ -11,7 +11,7 @@
 # suite, the partition with the current defaults against each recent step turned off (with the
 # H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts
 # (PROVER_TESTS=1 first: the prover's tests; where the kept buffers' test passed, the
-# measurements with ZKHIVE_PROOF_POOL=1, the pool on);
+# measurements with ZKHIVE_PROOF_POOL=1, the pool on; SORT_TESTS=1: the window sort's tests);
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 13 (any
@@ -113,6 +113,13 @@ case "$N" in
                ! grep -q "^FAILED.*buffers_serve_the_next_proof" "$OUT/run/prover-tests.log"; then
            export ZKHIVE_PROOF_POOL=1; echo "ZKHIVE_PROOF_POOL=1 from here" | tee -a "$OUT/steps.txt"
        fi
+   fi
+   if [ "${SORT_TESTS:-0}" = 1 ]; then  # the radix sort within each window (ZKHIVE_MSM_RADIX)
+       timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_msm.py \
+           tests/gpu/test_split_msm.py -k "radix_sort_gives or (dense_engine_chunks and window)" \
+           > "$OUT/run/sort-tests.log" 2>&1
+       echo "sort tests: rc=$? $(tail -1 "$OUT/run/sort-tests.log")" | tee -a "$OUT/steps.txt"
+       grep -E "^(FAILED|ERROR)" "$OUT/run/sort-tests.log" | head -20 | tee -a "$OUT/steps.txt"
    fi
    if [ "${ONES_TESTS:-0}" = 1 ]; then  # the 1s' chains and the affine apply in each form
        timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_split_msm.py \

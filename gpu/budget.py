@@ -262,7 +262,7 @@ def pippenger_workspace(group: str, n: int, c: int | None = None, *, radix: bool
     from gpu.msm_sort import radix_sort_bytes, sort_kind
     c = c or window_bits(n)
     W, B = windows(c), 1 << (c - 1)
-    second = radix_sort_bytes(n, W) if radix and sort_kind() == "radix" else 0
+    second = radix_sort_bytes(n, W, c) if radix and sort_kind() == "radix" else 0
     return W * n * 8 + W * B * 8 + W * B * XYZZ[group] + (16 << 20) + second
 
 
@@ -281,7 +281,7 @@ def tail_engine_bytes(group: str, capacity: int) -> int:
     top = max(TAIL_MIN_WINDOW, window_bits(capacity))
     work = max(pippenger_workspace(group, capacity, c, radix=False)
                for c in range(min(TAIL_MIN_WINDOW, top), top + 1))
-    second = radix_sort_bytes(capacity, windows(top)) if sort_kind() == "radix" else 0
+    second = radix_sort_bytes(capacity, windows(top), top) if sort_kind() == "radix" else 0
     return capacity * (AFFINE[group] + 32) + work + second + (48 << 20)
 
 
@@ -300,7 +300,7 @@ def dense_engine_bytes(group: str, chunk: int, window: int | None = None, *,
     c = window or int(os.environ.get("ZKHIVE_MSM_DENSE_WINDOW", "0")) or window_bits(chunk)
     K = windows(c) * (1 << (c - 1))
     # the workspace books the radix list when the plain MSM sorts that way; else book it here
-    radix = radix_sort_bytes(chunk, windows(c)) \
+    radix = radix_sort_bytes(chunk, windows(c), c) \
         if dense_sort() == "radix" and sort_kind() != "radix" else 0
     lent, acc_shared = dense_sharing(chunk, c, radix=dense_sort() == "radix") \
         if affine else (0, False)

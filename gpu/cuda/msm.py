@@ -34,7 +34,8 @@ from gpu.cuda.marks import StageMarks
 from gpu.cuda.memory import DeviceBuffer, DeviceView
 from gpu.errors import GpuError, MsmInputError
 from gpu.msm_input import check_bases, check_scalars, decode_point, group_of, window_bits, windows
-from gpu.msm_sort import dense_sort, radix_blocks, radix_passes, sort_kind
+from gpu.msm_sort import dense_sort, radix_blocks, radix_count_words, radix_passes, radix_plan, \
+    sort_kind, window_sort_plan
 
 #: Partial sums each thread reduces per level after level 1 (>= 4 so each level shrinks).
 LEVEL_WIDTH = 8
@@ -81,7 +82,8 @@ _MODULE_OF = {
     "g1_accumulate_bases_lb": "msm_variants", "g2_accumulate_bases": "msm_variants",
     "g2_accumulate_bases_lean": "msm_g2_lean", "g2_sum_ones_lean": "msm_g2_lean",
     "msm_radix_digits": "msm_sort", "msm_radix_upsweep": "msm_sort",
-    "msm_radix_downsweep": "msm_sort",
+    "msm_radix_downsweep": "msm_sort", "msm_window_upsweep": "msm_sort",
+    "msm_window_downsweep": "msm_sort",
 }
 
 
@@ -190,7 +192,7 @@ class _Workspace:
             if rs is not None:  # a longer tail than before: its lists may still be in use
                 loader.driver().Context.synchronize()
                 rs.free(self.buffers)
-            rs = self._radix = _RadixSort(n, windows(self.c), self.buffers)
+            rs = self._radix = _RadixSort(n, windows(self.c), self.buffers, self.c)
         return rs
 
     def free(self) -> None:
@@ -202,12 +204,15 @@ class _Workspace:
 
 class _RadixSort:
     """The radix sort's buffers (msm_sort.cu): the second (key, point) list the passes
-    alternate with the workspace's, the (digit, block) counts and their offsets, the scan's
-    chunk totals and its grand total (not M: M is the digits kernel's)."""
+    alternate with the workspace's, the counts (the 8-bit passes' (digit, block) counts and
+    offsets, or the window sort's matrix scanned in place: one allocation of
+    gpu.msm_sort.radix_count_words), the scan's chunk totals and its grand total (not M: M is
+    the digits kernel's)."""
 
-    def __init__(self, n: int, W: int, owner: list):
-        self.n, self.mine = int(n), []
+    def __init__(self, n: int, W: int, owner: list, c: int | None = None):
+        self.n, self.c, self.mine = int(n), c, []
         blocks = radix_blocks(n * W)
+        words = radix_count_words(n, W, c)
 
         def buf(nbytes, what):
             b = DeviceBuffer(max(int(nbytes), 8), what=what)
@@ -220,9 +225,11 @@ class _RadixSort:
             self.list = buf(8 * n * W, "msm radix second list")
             self.keys = DeviceView(self.list, 0, 4 * n * W, "msm radix keys")
             self.vals = DeviceView(self.list, 4 * n * W, 4 * n * W, "msm radix values")
-            self.hist = buf(4 * 256 * blocks, "msm radix digit counts")
-            self.offs = buf(4 * 256 * blocks, "msm radix digit offsets")
-            self.sums = buf(4 * -(-256 * blocks // _SCAN_CHUNK), "msm radix scan totals")
+            self.counts = buf(4 * words, "msm radix digit counts")
+            self.hist = DeviceView(self.counts, 0, 4 * 256 * blocks, "msm radix digit counts")
+            self.offs = DeviceView(self.counts, 4 * 256 * blocks, 4 * 256 * blocks,
+                                   "msm radix digit offsets")
+            self.sums = buf(4 * -(-words // _SCAN_CHUNK), "msm radix scan totals")
             self.total = buf(8, "msm radix scan total")
         except Exception:
             self.free(owner)
@@ -322,7 +329,8 @@ class DeviceBases:
         self._cuda = loader.driver()
         self._f = {k: kernel(k) for k in (
             "msm_histogram", "msm_scan_chunks", "msm_scan_sums", "msm_scan_add", "msm_scatter",
-            "msm_radix_digits", "msm_radix_upsweep", "msm_radix_downsweep")}
+            "msm_radix_digits", "msm_radix_upsweep", "msm_radix_downsweep",
+            "msm_window_upsweep", "msm_window_downsweep")}
         for k in ("load_bases", "accumulate_parts", "reduce_segments", "sum_groups", "combine"):
             self._f[k] = kernel(f"{g.name}_{k}")
         # level 1: only the kernel this run uses is looked up (a variant's module, msm_variants.cu,
@@ -436,6 +444,12 @@ class DeviceBases:
         W = windows(c)
         key_space = ws.B if precomputed else ws.K
         rs = ws.radix(k)
+        plan = None if precomputed or radix_plan() != "window" else window_sort_plan(k, W, c)
+        if plan is not None:
+            self._sort_windows(ws, rs, plan, sptr, first=first, stream=stream)
+            if zero_buckets:
+                memset_words(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
+            return
         items, blocks = k * W, radix_blocks(k * W)
         wstride, vstride = (0, k) if precomputed else (ws.B, 0)
         passes = radix_passes(key_space)
@@ -460,6 +474,40 @@ class DeviceBases:
             src = 1 - src
         if zero_buckets:
             memset_words(ws.buckets.ptr, 0, ws.K * self.point_bytes // 4, stream)
+
+    def _sort_windows(self, ws: _Workspace, rs: "_RadixSort", plan, sptr, *, first: int,
+                      stream=None) -> None:
+        """msm_sort.cu's window sort (gpu.msm_sort.WindowSortPlan) of plan.n scalars' digits at
+        sptr into ws.keys/vals: the same list as the 8-bit passes leave (the M nonzero digits by
+        key, then the zero digits under the key K), M into flags[0], a scalar >= r into
+        flags[1] as first + its index."""
+        k, W, tiles = plan.n, plan.W, plan.tiles
+        passes = plan.passes
+        lists = [(ws.keys, ws.vals), (rs.keys, rs.vals)]
+        src = len(passes) % 2   # the digits go where the last pass reads from
+        memset_words(ws.flags.ptr, 0, 2, stream)                 # M = 0
+        # the bare digit |d| - 1 (no window part: wstride = 0), a zero digit as plan.zero
+        self._launch("msm_radix_digits", _grid(k), np.int64(k), np.uintp(sptr), np.int32(plan.c),
+                     np.uint32(0), np.uint32(0), np.uint32(plan.zero),
+                     _u(lists[src][0]), _u(lists[src][1]), _u(ws.flags),
+                     np.uintp(ws.flags.ptr + 8), np.int64(first), stream=stream)
+        for p in passes:
+            (ki, vi), (ko, vo) = lists[src], lists[1 - src]
+            entries = plan.entries(p)
+            common = (np.int32(p.shift), np.int32(p.bits), np.uint32(p.bins), np.int32(p.last),
+                      np.int32(W))
+            self._launch("msm_window_upsweep", (tiles, W), np.int64(k), _u(ki), *common,
+                         _u(rs.counts), block=512, stream=stream)
+            # in place; the chunk totals are added by the downsweep (no msm_scan_add pass)
+            nb = -(-entries // _SCAN_CHUNK)
+            self._launch("msm_scan_chunks", (nb, 1), np.int64(entries), _u(rs.counts),
+                         _u(rs.counts), _u(rs.sums), block=1024, stream=stream)
+            self._launch("msm_scan_sums", (1, 1), np.int64(nb), _u(rs.sums), _u(rs.total),
+                         block=1024, stream=stream)
+            self._launch("msm_window_downsweep", (tiles, W), np.int64(k), _u(ki), _u(vi),
+                         *common, _u(rs.counts), _u(rs.sums), np.uint32(ws.B),
+                         np.uint32(ws.K), _u(ko), _u(vo), block=512, stream=stream)
+            src = 1 - src
 
     def _scalar_buffer(self, scalars) -> DeviceBuffer:
         """The n scalars on the device: a DeviceBuffer as it is (long enough), a host array

@@ -128,3 +128,125 @@ msm_radix_downsweep(i64 count, const uint32_t* keys_in, const uint32_t* vals_in,
         }
     }
 }
+
+// The radix sort within each window (gpu/msm_sort.py WindowSortPlan; ZKHIVE_MSM_RADIX=window).
+// The digits are written window-major, so the list is sorted by window before any pass: what
+// is left is each window's (c - 1)-bit digit and the zero digits. msm_radix_digits writes the
+// bare digit |d| - 1 (wstride = vstride = 0) and a zero digit as 2^D (zero_key = 2^D, D = c - 1:
+// the bit above every digit), so D + 1 bits sort a window: two passes of at most 10 bits (one
+// for c <= 10) instead of three 8-bit passes over the 23-bit (window, digit) key at c = 20, each
+// pass sorting every window in place, its tiles inside one window. The last pass writes the
+// accumulation's key w wstride + digit (zero_key for a zero digit) and moves every zero digit
+// after all windows' nonzero ones, which the accumulation reads (M of them): its counts matrix
+// puts the zero bins last. The matrix, scanned in place (msm.cu's msm_scan_chunks and
+// msm_scan_sums; the chunk totals are added by the downsweep, no msm_scan_add pass), is
+// bins x tiles a window: at c = 20 and 8192-item tiles the same bytes as the 8-bit passes'
+// counts and offsets at 4096.
+#define SEG_THREADS 512
+#define SEG_ITEMS 16
+#define SEG_TILE (SEG_THREADS * SEG_ITEMS)
+#define SEG_MAX_BINS 1024
+#define SEG_SCAN_CHUNK 4096  // msm.cu's SCAN_CHUNK: the chunk total each entry adds
+
+// The counts matrix's entry of (bin, window w, tile t of the window): a window's bins together,
+// tiles fastest. bins: the pass's bins a window (the last pass: its nonzero bins, the zero
+// digits in bin `bins`, whose entries follow every window's nonzero ones).
+__device__ __forceinline__ i64 seg_entry(uint32_t bin, int w, i64 t, i64 tiles, int W,
+                                         uint32_t bins, int last) {
+    if (last && bin == bins) return ((i64)W * bins + w) * tiles + t;
+    return ((i64)w * bins + bin) * tiles + t;
+}
+
+// hist[seg_entry(...)] = the keys of window blockIdx.y's tile blockIdx.x whose bits [shift,
+// shift + bits) are bin; n keys a window.
+extern "C" __global__ void __launch_bounds__(SEG_THREADS)
+msm_window_upsweep(i64 n, const uint32_t* keys, int shift, int bits, uint32_t bins, int last,
+                   int W, uint32_t* hist) {
+    __shared__ uint32_t h[SEG_MAX_BINS];
+    for (int j = threadIdx.x; j < SEG_MAX_BINS; j += SEG_THREADS) h[j] = 0;
+    __syncthreads();
+    const int w = blockIdx.y;
+    const i64 t = blockIdx.x, tiles = gridDim.x, lo = t * SEG_TILE;
+    const i64 valid = n - lo < SEG_TILE ? n - lo : SEG_TILE;
+    const uint32_t* src = keys + (i64)w * n + lo;
+    const uint32_t mask = (1u << bits) - 1;
+#pragma unroll
+    for (int j = 0; j < SEG_ITEMS; j++) {
+        int k = j * SEG_THREADS + threadIdx.x;
+        if (k < valid) atomicAdd(h + ((src[k] >> shift) & mask), 1u);
+    }
+    __syncthreads();
+    const uint32_t used = last ? bins + 1 : bins;
+    for (uint32_t j = threadIdx.x; j < used; j += SEG_THREADS)
+        hist[seg_entry(j, w, t, tiles, W, bins, last)] = h[j];
+}
+
+// Window blockIdx.y's tile blockIdx.x sorted by bits [shift, shift + bits), each bin's run
+// written from its scanned entry (offs[e] + sums[e / SEG_SCAN_CHUNK]) on. The last pass writes
+// w wstride + digit, or zero_key for a zero digit (bin == bins).
+extern "C" __global__ void __launch_bounds__(SEG_THREADS)
+msm_window_downsweep(i64 n, const uint32_t* keys_in, const uint32_t* vals_in, int shift,
+                     int bits, uint32_t bins, int last, int W, const uint32_t* offs,
+                     const uint32_t* sums, uint32_t wstride, uint32_t zero_key,
+                     uint32_t* keys_out, uint32_t* vals_out) {
+    typedef cub::BlockLoad<uint32_t, SEG_THREADS, SEG_ITEMS, cub::BLOCK_LOAD_WARP_TRANSPOSE>
+        Load;
+    // 5 bits an inner pass: a 10-bit range in two, as the 8-bit passes' two of 4
+    typedef cub::BlockRadixSort<uint32_t, SEG_THREADS, SEG_ITEMS, uint32_t, 5> Sort;
+    typedef cub::BlockScan<uint32_t, SEG_THREADS> Scan;
+    __shared__ union {
+        typename Load::TempStorage load;
+        typename Sort::TempStorage sort;
+        typename Scan::TempStorage scan;
+    } tmp;
+    // each bin's global offset minus where its run starts in the sorted tile
+    __shared__ uint32_t base[SEG_MAX_BINS];
+
+    const int w = blockIdx.y;
+    const i64 t = blockIdx.x, tiles = gridDim.x, lo = t * SEG_TILE;
+    const int valid = n - lo < SEG_TILE ? (int)(n - lo) : SEG_TILE;
+    const i64 at = (i64)w * n + lo;
+    const uint32_t mask = (1u << bits) - 1;
+    uint32_t k[SEG_ITEMS], v[SEG_ITEMS];
+    // past the end: bin `mask`, at or after every real bin and after every real item of the
+    // tile (blocked order), so the stable sort gives them the ranks >= valid, not written
+    Load(tmp.load).Load(keys_in + at, k, valid, 0xffffffffu);
+    __syncthreads();
+    Load(tmp.load).Load(vals_in + at, v, valid, 0u);
+    __syncthreads();
+
+    for (int j = threadIdx.x; j < SEG_MAX_BINS; j += SEG_THREADS) base[j] = 0;
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < SEG_ITEMS; j++)
+        if (threadIdx.x * SEG_ITEMS + j < valid) atomicAdd(base + ((k[j] >> shift) & mask), 1u);
+    __syncthreads();
+    // the tile's runs: bins 2 x .. 2 x + 1 of thread x (SEG_MAX_BINS = 2 SEG_THREADS)
+    const uint32_t b0 = 2 * threadIdx.x, c0 = base[b0], c1 = base[b0 + 1];
+    uint32_t start;
+    Scan(tmp.scan).ExclusiveSum(c0 + c1, start);
+    __syncthreads();
+    const uint32_t used = last ? bins + 1 : bins;
+    if (b0 < used) {
+        i64 e = seg_entry(b0, w, t, tiles, W, bins, last);
+        base[b0] = offs[e] + sums[e / SEG_SCAN_CHUNK] - start;
+    }
+    if (b0 + 1 < used) {
+        i64 e = seg_entry(b0 + 1, w, t, tiles, W, bins, last);
+        base[b0 + 1] = offs[e] + sums[e / SEG_SCAN_CHUNK] - (start + c0);
+    }
+    __syncthreads();
+
+    Sort(tmp.sort).SortBlockedToStriped(k, v, shift, shift + bits);
+    const uint32_t window_key = (uint32_t)w * wstride;
+#pragma unroll
+    for (int j = 0; j < SEG_ITEMS; j++) {
+        int rank = j * SEG_THREADS + threadIdx.x;
+        if (rank < valid) {
+            uint32_t bin = (k[j] >> shift) & mask;
+            uint32_t pos = base[bin] + rank;
+            keys_out[pos] = !last ? k[j] : bin == bins ? zero_key : window_key + k[j];
+            vals_out[pos] = v[j];
+        }
+    }
+}

@@ -209,11 +209,13 @@ def test_msm_rejects_bad_input(setup):
         assert bases.msm(s) == t.expected(s)   # still usable after a rejection
 
 
-def _sorted_lists(bases, d, n, c, kind, monkeypatch):
-    """(MSM, keys, values) the MSM's sort left in its workspace with ZKHIVE_MSM_SORT=kind: the
-    whole list of n windows(c) entries (radix: the zero digits after the M nonzero ones)."""
+def _sorted_lists(bases, d, n, c, kind, monkeypatch, plan="lsd"):
+    """(MSM, keys, values) the MSM's sort left in its workspace with ZKHIVE_MSM_SORT=kind (and
+    ZKHIVE_MSM_RADIX=plan): the whole list of n windows(c) entries (radix: the zero digits
+    after the M nonzero ones)."""
     from gpu.cuda import loader
     monkeypatch.setenv("ZKHIVE_MSM_SORT", kind)
+    monkeypatch.setenv("ZKHIVE_MSM_RADIX", plan)
     got = bases.msm(d, window=c)
     ws = bases._work[c]
     m = np.zeros(2, dtype=np.uint64)
@@ -227,13 +229,15 @@ def _sorted_lists(bases, d, n, c, kind, monkeypatch):
     return got, int(m[0]), keys, vals
 
 
-@pytest.mark.parametrize("c", [4, 9, 13, 16])
+@pytest.mark.parametrize("c", [4, 9, 13, 16, 20])
 def test_radix_sort_gives_the_counting_sorts_lists(setup, c, monkeypatch):
     """msm_sort.cu's radix sort (the dense engine's default) leaves the same M and the same
     sorted keys as msm.cu's counting sort, the same (key, value) pairs (the order inside a
     bucket is free), the zero digits after them under the key K, and the same MSM, for random
     and skewed scalars; a scalar >= r is named by its index. Keys ascending is checked on its
-    own: the accumulation relies on it."""
+    own: the accumulation relies on it. The window sort (ZKHIVE_MSM_RADIX=window: each
+    window's digits in two passes) leaves the 8-bit passes' list word for word (both stable),
+    and names a scalar >= r the same way."""
     from gpu.cuda.memory import DeviceBuffer
     from gpu.cuda.msm import DeviceBases
     group, t, xy = setup
@@ -255,13 +259,20 @@ def test_radix_sort_gives_the_counting_sorts_lists(setup, c, monkeypatch):
             pa = np.sort(a_keys.astype(np.uint64) << 32 | a_vals)
             pb = np.sort(b_keys[:b_m].astype(np.uint64) << 32 | b_vals[:b_m])
             assert np.array_equal(pa, pb), f"{name}: the (key, value) pairs differ"
+            w_msm, w_m, w_keys, w_vals = _sorted_lists(bases, d, n, c, "radix", monkeypatch,
+                                                       plan="window")
+            assert w_msm == b_msm and w_m == b_m, f"{name} c={c}: window sort"
+            assert np.array_equal(w_keys, b_keys), f"{name} c={c}: the window sort's keys"
+            assert np.array_equal(w_vals, b_vals), f"{name} c={c}: the window sort's values"
         high = random_scalars(n)
         high[n - 5] = np.frombuffer(MODULUS.to_bytes(32, "little"), dtype=np.uint64)
         d.upload(high)
         monkeypatch.setenv("ZKHIVE_MSM_SORT", "radix")
-        with pytest.raises(M.MsmInputError, match=f"scalar {n - 5} ") as e:
-            bases.msm(d, window=c)
-        assert e.value.index == n - 5
+        for plan in ("lsd", "window"):
+            monkeypatch.setenv("ZKHIVE_MSM_RADIX", plan)
+            with pytest.raises(M.MsmInputError, match=f"scalar {n - 5} ") as e:
+                bases.msm(d, window=c)
+            assert e.value.index == n - 5, plan
 
 
 @pytest.mark.parametrize("c,rounds,ranged", [(5, None, ""), (5, 0, ""), (13, None, ""),

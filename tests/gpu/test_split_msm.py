@@ -232,7 +232,9 @@ def test_tail_longer_than_one_chunk(resident, zeros, ones, mode, monkeypatch):
     ("radix", 3, "2", "range,into,block"), ("plain", 2, "1", "block"),
     ("radix", 3, "", "range,into"),
     # the apply's other kernel forms (ZKHIVE_MSM_APPLY_KERNEL)
-    ("radix", 3, "2", "range,into,block,lean"), ("plain", 2, "1", "block,lean5")])
+    ("radix", 3, "2", "range,into,block,lean"), ("plain", 2, "1", "block,lean5"),
+    # the radix sort within each window (ZKHIVE_MSM_RADIX=window)
+    ("radix", 3, "2", "range,into,block,window"), ("radix", 0, "", "window")])
 def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_, opts,
                                            monkeypatch):
     """gpu.cuda.msm.DenseEngine (the H query's path): chunks of the resident bases into one set
@@ -262,6 +264,7 @@ def test_dense_engine_chunks_share_buckets(resident, chunk, sort, affine, slice_
     monkeypatch.setenv("ZKHIVE_MSM_INV_BLOCK", "1" if "block" in opts else "0")
     form = "lean5" if "lean5" in opts else "lean" if "lean" in opts else "whole"
     monkeypatch.setenv("ZKHIVE_MSM_APPLY_KERNEL", form)
+    monkeypatch.setenv("ZKHIVE_MSM_RADIX", "window" if "window" in opts else "lsd")
     n = len(xy)
     e = DenseEngine(group, chunk)
     e.warm()

@@ -81,3 +81,97 @@ def test_the_window_reductions_shape_is_read_and_checked(monkeypatch):
         monkeypatch.setenv("ZKHIVE_MSM_SUM_GROUP", bad)
         with pytest.raises(GpuError, match=rf"ZKHIVE_MSM_SUM_GROUP='{bad}': expected a power of two"):
             reduction_shape()
+
+
+def _window_sort_on_host(plan, digits):
+    """msm_sort.cu's window sort, pass by pass as its kernels index (tiles inside one window,
+    the counts matrix by gpu.msm_sort's entry order, scanned, each tile's bins written from
+    their entries in the stable order): (keys, vals) of the whole list. digits: W x n signed
+    digits (0 for a zero digit)."""
+    import numpy as np
+    from gpu.msm_sort import WINDOW_TILE
+    W, n, c = plan.W, plan.n, plan.c
+    B, K = 1 << (c - 1), W << (c - 1)
+    keys = np.where(digits != 0, np.abs(digits) - 1, plan.zero).astype(np.int64).reshape(-1)
+    vals = np.tile(np.arange(n, dtype=np.int64), W)
+    for p in plan.passes:
+        entries = plan.entries(p)
+        count = np.zeros(entries, dtype=np.int64)
+        mask = (1 << p.bits) - 1
+
+        def entry(b, w, t):
+            if p.last and b == p.bins:
+                return (W * p.bins + w) * plan.tiles + t
+            return (w * p.bins + b) * plan.tiles + t
+        tiles = []
+        for w in range(W):
+            for t in range(plan.tiles):
+                lo = w * n + t * WINDOW_TILE
+                idx = np.arange(lo, min(lo + WINDOW_TILE, (w + 1) * n))
+                bins = (keys[idx] >> p.shift) & mask
+                used = p.bins + 1 if p.last else p.bins
+                assert bins.max() < used
+                for b, k in zip(*np.unique(bins, return_counts=True)):
+                    count[entry(int(b), w, t)] += k
+                tiles.append((w, t, idx, bins))
+        offs = np.concatenate([[0], np.cumsum(count)[:-1]])
+        out_k, out_v = np.full(n * W, -1), np.full(n * W, -1)
+        for w, t, idx, bins in tiles:
+            order = np.argsort(bins, kind="stable")     # the block's stable sort
+            for rank, i in enumerate(order):
+                b = int(bins[i])
+                start = int(np.sum(bins < b))
+                pos = offs[entry(b, w, t)] + rank - start
+                k = keys[idx[i]]
+                out_k[pos] = k if not p.last else K if b == p.bins else w * B + k
+                out_v[pos] = vals[idx[i]]
+        assert (out_k >= 0).all()                        # every place written once
+        keys, vals = out_k, out_v
+    return keys, vals
+
+
+@pytest.mark.parametrize("c,n", [(4, 100), (9, 8192), (13, 8192 + 77), (16, 2 * 8192 + 5),
+                                 (20, 8192 + 3)])
+def test_window_sort_leaves_the_8_bit_passes_list(c, n):
+    """The window sort's plan (passes, bins, the counts matrix's order with the zero digits'
+    entries last), run on the host as the kernels index it, leaves exactly the list of a stable
+    sort by the accumulation's key w 2^(c-1) + |d| - 1 (a zero digit: K, after all of them):
+    what the 8-bit passes leave. Zero digits in every window, one window all zero."""
+    import numpy as np
+    from gpu.msm_input import windows
+    from gpu.msm_sort import window_sort_plan
+    W = min(windows(c), 4)
+    plan = window_sort_plan(n, W, c)
+    rng = np.random.default_rng(c)
+    B = 1 << (c - 1)
+    digits = rng.integers(-B, B + 1, size=(W, n))
+    digits[rng.random((W, n)) < 0.05] = 0
+    digits[1] = 0
+    assert len(plan.passes) == (1 if c <= 10 else 2)
+    keys, vals = _window_sort_on_host(plan, digits)
+    real = np.where(digits != 0, np.arange(W)[:, None] * B + np.abs(digits) - 1,
+                    W * B).reshape(-1)
+    order = np.argsort(real, kind="stable")
+    assert np.array_equal(keys, real[order])
+    assert np.array_equal(vals, np.tile(np.arange(n), W)[order])
+
+
+def test_window_sort_plan_bounds_and_bytes(monkeypatch):
+    """Two passes at c = 20 (10 + 10 bits: the digit's 19 and the zero bit), one at c <= 10;
+    none where a digit would need a third pass; at the H query's 2^25 chunks its counts take
+    the bytes the 8-bit passes' counts and offsets take; ZKHIVE_MSM_RADIX is checked."""
+    from gpu.msm_sort import radix_count_words, radix_plan, window_sort_plan
+    p = window_sort_plan(1 << 25, 13, 20)
+    assert [(q.shift, q.bits, q.bins, q.last) for q in p.passes] == \
+        [(0, 10, 1024, False), (10, 10, 512, True)]
+    assert p.tiles == 4096 and p.count_words == 13 * 1024 * 4096
+    assert radix_count_words(1 << 25, 13, 20) == radix_count_words(1 << 25, 13) == p.count_words
+    assert [(q.bits, q.bins) for q in window_sort_plan(100, 26, 10).passes] == [(10, 512)]
+    assert window_sort_plan(100, 12, 21) is None and window_sort_plan(0, 13, 20) is None
+    # a small MSM's matrix (tiles of 8192 for 100 scalars) outgrows the 8-bit passes' counts
+    assert radix_count_words(100, 13, 20) == 13 * 1024 > radix_count_words(100, 13)
+    monkeypatch.delenv("ZKHIVE_MSM_RADIX", raising=False)
+    assert radix_plan() == "lsd"
+    monkeypatch.setenv("ZKHIVE_MSM_RADIX", "msd")
+    with pytest.raises(GpuError, match="ZKHIVE_MSM_RADIX='msd'"):
+        radix_plan()
