@@ -22,14 +22,15 @@
 # (bench/gpu_split_msm.py; ONES_MODES, ONES_MIXES, ONES_G1, ONES_G2, ONES_TESTS_K); 16 (any
 # card): the NTT's tests, then compute_h trimmed against the full products (gpu_ntt.py --trim-ab);
 # 17 (any card): the NTT's tests, the 1s' chains in each kernel form (ZKHIVE_MSM_ONES_KERNEL),
-# the H query's dense engine in each apply form (ZKHIVE_MSM_APPLY_KERNEL).
+# the H query's dense engine in each apply form (ZKHIVE_MSM_APPLY_KERNEL); 18 (any card): the
+# window sort's and the prover's GPU tests, then the H query alone sorted each way.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16, 17)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16, 17, 18)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -208,6 +209,26 @@ case "$N" in
        --out "$OUT/run/trim-bounds.json" > "$OUT/run/trim-bounds.log" 2>&1
    echo "trim, 128x5 bounds: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/trim.log" "$OUT/run/trim-bounds.log" ;;
+18) # any card (fits ~78 GiB): the window sort's GPU tests and the prover's (the buffers kept
+   # between proofs), then the H query alone at 2^27 sorted by whole keys (lsd, the default)
+   # against within each window (ZKHIVE_MSM_RADIX=window), profiled and not, alternating
+   timeout 200 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_msm.py \
+       tests/gpu/test_split_msm.py -k "radix_sort_gives or (dense_engine_chunks and window)" \
+       > "$OUT/run/sort-tests.log" 2>&1
+   echo "sort tests: rc=$? $(tail -1 "$OUT/run/sort-tests.log")" | tee -a "$OUT/steps.txt"
+   grep -E "^(FAILED|ERROR)" "$OUT/run/sort-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout 150 python3 -m pytest -q -m gpu -p no:cacheprovider tests/gpu/test_prover_cuda.py \
+       > "$OUT/run/prover-tests.log" 2>&1
+   echo "prover tests: rc=$? $(tail -1 "$OUT/run/prover-tests.log")" | tee -a "$OUT/steps.txt"
+   grep -E "^(FAILED|ERROR)" "$OUT/run/prover-tests.log" | head -20 | tee -a "$OUT/steps.txt"
+   timeout "${DENSE_S:-240}" python3 bench/gpu_dense_steps.py --log-n 27 --runs "${RUNS:-3}" \
+       --out "$OUT/run/dense-sort.json" \
+       --variant lprof:ZKHIVE_MSM_RADIX=lsd,ZKHIVE_MSM_PROFILE=1 \
+       --variant wprof:ZKHIVE_MSM_RADIX=window,ZKHIVE_MSM_PROFILE=1 \
+       --variant window:ZKHIVE_MSM_RADIX=window --variant lsd:ZKHIVE_MSM_RADIX=lsd \
+       --variant window2:ZKHIVE_MSM_RADIX=window > "$OUT/run/dense-sort.log" 2>&1
+   echo "dense sort: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
+   cat "$OUT/run/dense-sort.log" ;;
 17) # any card: the NTT's GPU tests (the twelfth session's mends: 2^10's one-bit pass, the
    # constant scale of the plain inverse), the 1s' chains' tests in each kernel form, then the
    # forms timed on the 1s alone (bench/gpu_split_msm.py --mixes bits): G1 2^26, G2 2^25

@@ -434,8 +434,14 @@ def cmd_keep(args) -> int:
         except redis_py.exceptions.RedisError:
             return None
 
+    def gone(rec):
+        # the units the process held are re-dispatched at the next sweep (its PID is gone),
+        # which this asks for now rather than within the watchdog's interval
+        from cluster.pipeline.watchdog import request_sweep
+        request_sweep(client())
+
     keeper = Keeper(run_dir, lambda: replan(sup, args), on_event=on_event,
-                    out=lambda m: print(m, flush=True), heartbeats=heartbeats)
+                    out=lambda m: print(m, flush=True), heartbeats=heartbeats, on_gone=gone)
     keeper.step()
     (run_dir / "keeper.ready").write_text(f"{os.getpid()}\n")
     keeper.run()

@@ -105,18 +105,24 @@ class Keeper:
     """Restarts the gone (and frozen) processes of one state directory. ``specs()`` returns the
     service spec of each restartable name (``zkhive up``'s plan); ``on_event(event, **fields)``
     is told about restarts and give-ups; ``heartbeats()`` returns ``{pid: heartbeat_at}`` of this
-    host's registry entries, or None when Redis cannot be read (no freeze is judged then)."""
+    host's registry entries, or None when Redis cannot be read (no freeze is judged then);
+    ``on_gone(record)`` is told once of each worker process found gone (crashed, SIGKILLed,
+    killed as frozen), before its restart's delay: ``zkhive keeper`` asks the watchdogs for a
+    sweep then, so the units it held are re-dispatched at once (cluster.pipeline.reconcile)."""
 
     def __init__(self, state_dir, specs: Callable[[], dict[str, ServiceSpec]], *,
                  policy: KeeperPolicy | None = None,
                  on_event: Callable[..., None] | None = None, out=print,
-                 heartbeats: Callable[[], dict[int, float] | None] | None = None):
+                 heartbeats: Callable[[], dict[int, float] | None] | None = None,
+                 on_gone: Callable[[ProcessRecord], None] | None = None):
         self.sup = Supervisor(state_dir)
         self.specs = specs
         self.policy = policy or KeeperPolicy()
         self.on_event = on_event or (lambda event, **f: None)
         self.out = out
         self.heartbeats = heartbeats or (lambda: None)
+        self.on_gone = on_gone or (lambda rec: None)
+        self._told_gone: dict[str, int] = {}  # name -> the pid on_gone was told of
         self._due: dict[str, float] = {}  # name -> when the next start may happen
         self._spec_cache: dict[str, ServiceSpec] | None = None
         self._last_reason: dict[str, str] = {}
@@ -160,6 +166,12 @@ class Keeper:
                 continue
             if redis_down and rec.role != "redis":
                 continue
+            if rec.role in WORKER_ROLES and self._told_gone.get(rec.name) != rec.pid:
+                self._told_gone[rec.name] = rec.pid
+                try:
+                    self.on_gone(rec)
+                except Exception as e:  # Redis away: the leases lapse by themselves
+                    self.out(f"keeper: could not report {rec.name} gone: {e}")
             died_young = bool(rec.create_time) and age(rec, now) < self.policy.stable_s
             failures = rec.failures + 1 if died_young else 0
             unready = 0 if rec.ready_at else rec.unready + 1

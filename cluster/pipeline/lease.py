@@ -145,7 +145,13 @@ class Leases:
     def break_lapsed(self, job_id: str, lease: Lease) -> bool:
         """Remove a lease that lapsed (the reconciler, before it re-dispatches the unit); False
         when it was renewed or replaced meanwhile."""
-        return bool(self._break(keys=[leases_key(job_id)], args=[lease.unit, lease.token]))
+        return bool(self._break(keys=[leases_key(job_id)], args=[lease.unit, lease.token, 0]))
+
+    def break_dead(self, job_id: str, lease: Lease) -> bool:
+        """Remove the lease of a holder known to be gone (``holder_gone``) before it lapses;
+        False when it was replaced meanwhile (the token is the holder's own, so a live holder's
+        renewal cannot have kept it)."""
+        return bool(self._break(keys=[leases_key(job_id)], args=[lease.unit, lease.token, 1]))
 
     def forget(self, job_id: str) -> None:
         self.r.delete(leases_key(job_id), opened_key(job_id))
@@ -156,6 +162,17 @@ class Leases:
         ``acquire``), renews it from a thread while the block runs, and releases it at the end.
         ``held.taken`` False: a live holder has the unit (``held.lease`` names it)."""
         return Holding(self, job_id, partition, stage, on_lost, holder)
+
+    @staticmethod
+    def holder_gone(lease: Lease, host: str | None) -> bool:
+        """The lease's holder was a process of ``host`` (this machine) that no longer exists: a
+        SIGKILLed or crashed worker, whose lease would otherwise stand until it lapses (up to
+        the TTL after its last renewal). A PID taken again by another process reads as alive:
+        the lease then lapses as before."""
+        from .registry import _pid_alive
+
+        return bool(host) and lease.host == host and bool(lease.pid) \
+            and lease.pid != os.getpid() and not _pid_alive(lease.pid)
 
     def dead_holder_token(self, job_id: str, partition: int | None, host: str | None) -> str | None:
         """The token of the unit's lease when its holder is a process of ``host`` that is gone
@@ -280,14 +297,16 @@ if tonumber(redis.call('HINCRBY', KEYS[2], attempt, -1)) < 0 then redis.call('HS
 return 1
 """
 
-# KEYS: leases. ARGV: unit, token. Still that lease and lapsed: remove it.
+# KEYS: leases. ARGV: unit, token, gone. Still that lease and lapsed (or its holder known gone:
+# gone = '1'): remove it.
 _BREAK = """
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return 0 end
 local c = cjson.decode(cur)
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1e6
-if c['token'] ~= ARGV[2] or c['expires_at'] > now then return 0 end
+if c['token'] ~= ARGV[2] then return 0 end
+if c['expires_at'] > now and ARGV[3] ~= '1' then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 return 1
 """

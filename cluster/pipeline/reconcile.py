@@ -9,6 +9,9 @@ every ``delivery.watchdog_interval_s``, one process at a time) looks at every ac
 - leased, the lease lapsed (the holder was killed or frozen: nobody renewed it for
   ``delivery.lease_ttl_s``): break the lease, ``lease_lapsed`` event, re-dispatch (a proof to
   another device than the holder's);
+- leased, the holder a process of this machine that is gone (its PID no longer runs): the same
+  at once, before the lapse, with a ``holder_gone`` event (the keeper, which sees a process die
+  within its poll, asks every worker's watchdog for a sweep then: cluster.pipeline.watchdog);
 - a message for it waits in a queue: fine, unless the queue is a prove queue no live prover
   serves (a dead device, ``prove.unassigned``) while others exist: re-routed;
 - none of these (*unaccounted*): its message was lost in the hand-over (Redis handed it to a
@@ -86,19 +89,32 @@ def reconcile_job(rt, rec, parts: dict, seen: Seen) -> list[str]:
     leases = rt.leases.all(job_id)
     pending = {u.decode(): float(v) for u, v in rt.redis.hgetall(unaccounted_key(job_id)).items()}
     grace = rt.settings.delivery.reconcile_grace_s
+    host = rt.settings.worker.host
     actions = []
     for k in units:
         unit = unit_name(k)
         lease = leases.get(unit)
-        if lease is not None and not lease.lapsed(seen.now):
+        # a holder of this machine that is gone (SIGKILL, a crash) is known dead now: its unit is
+        # re-dispatched at this sweep, not up to the TTL later (Redis's restart is no matter)
+        gone = lease is not None and not lease.lapsed(seen.now) and rt.leases.holder_gone(lease, host)
+        if lease is not None and not lease.lapsed(seen.now) and not gone:
             _accounted(rt, job_id, unit, pending)
             continue
-        if not seen.settled:
+        if not seen.settled and not gone:
             continue
         if lease is not None:
-            if not rt.leases.break_lapsed(job_id, lease):
+            if not (rt.leases.break_dead(job_id, lease) if gone
+                    else rt.leases.break_lapsed(job_id, lease)):
                 continue  # renewed or taken meanwhile
             _accounted(rt, job_id, unit, pending)
+            if gone:
+                rt.jobs.event(job_id, "holder_gone", partition=k, stage=lease.stage,
+                              worker=lease.worker, device=lease.device, task_id=lease.task_id,
+                              pid=lease.pid, left_s=round(lease.expires_at - seen.now, 3))
+                why = f"{lease.holder()} is gone (pid {lease.pid} no longer runs on {host})"
+                exclude = [lease.device] if lease.stage == "prove" and lease.device else []
+                actions.append(_redispatch(rt, rec, k, why, exclude, seen.now - lease.renewed_at))
+                continue
             lapsed_s = round(seen.now - lease.expires_at, 3)
             rt.jobs.event(job_id, "lease_lapsed", partition=k, stage=lease.stage, worker=lease.worker,
                           device=lease.device, task_id=lease.task_id, lapsed_s=lapsed_s)

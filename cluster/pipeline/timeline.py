@@ -4,6 +4,7 @@ Events (``event`` field): ``queued``, ``synthesis_start``/``synthesis_end``, ``p
 (queue chosen), ``prove_pickup`` (a prover took the message), ``stage`` (one prover stage with
 start and end, from gpu.timing.StageTimer), ``prove_end``, ``duplicate`` (a second proof of a
 partition, discarded), ``lease_lapsed`` (a unit's worker stopped renewing its lease),
+``holder_gone`` (a unit's worker, a process of the sweeping machine, is gone: before the lapse),
 ``unaccounted`` (a unit neither queued, leased nor done: lost in the hand-over), ``redispatched``
 (with ``waited_s``), ``redelivered``, ``key_load_wait`` (a partition waits for its proving key
 to load: not resident, not preloaded; the load is then the ``key_load`` stage), ``verify_failed``,

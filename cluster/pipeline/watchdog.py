@@ -15,6 +15,10 @@ For each active job it checks, in order:
   partition waiting on a queue no live prover serves, or every partition proved and the
   aggregation neither running nor queued: re-dispatched.
 
+A sweep asked for (``request_sweep``: the keeper, when it finds a worker of its machine gone)
+runs at the next deadline poll, whatever the interval and the lock: the gone process's units are
+re-dispatched then (reconcile: ``holder_gone``), not at their leases' lapse.
+
 Everything goes through the job store (``rt.jobs``: fail, clear_claim, event, active, deactivate),
 the leases (``rt.leases``) and the dispatcher (``rt.dispatch``), as the tasks do.
 """
@@ -29,6 +33,12 @@ from .jobs import TERMINAL
 
 log = logging.getLogger(__name__)
 LOCK = "zkhive:watchdog"
+#: set by ``request_sweep`` (the keeper, when a process of this machine is gone): the first
+#: watchdog thread to see it (within DEADLINE_POLL_S) sweeps at once, its holder's units
+#: re-dispatched then (cluster.pipeline.reconcile: ``holder_gone``) instead of at the lapse
+WAKE = "zkhive:watchdog:now"
+#: how long a request stands when no worker is there to see it (all of them gone)
+WAKE_TTL_MS = 30_000
 #: seconds between looks at the soonest deadline (one ZRANGE): how late a deadline is seen at most
 DEADLINE_POLL_S = 0.25
 
@@ -93,6 +103,11 @@ def expire_overdue(rt, now: float | None = None) -> list[str]:
     return failed
 
 
+def request_sweep(r) -> None:
+    """Ask for a sweep now (see WAKE)."""
+    r.set(WAKE, "1", px=WAKE_TTL_MS)
+
+
 class Watchdog:
     """The thread that runs ``inspect_job`` over the active jobs every interval."""
 
@@ -111,9 +126,10 @@ class Watchdog:
         self._stop.set()
         self._thread.join(self.interval_s + 5)
 
-    def sweep(self) -> bool:
-        """One pass over the active jobs, unless another process swept within the interval."""
-        if not self.rt.redis.set(LOCK, self.who, nx=True, px=max(100, int(self.interval_s * 900))):
+    def sweep(self, now: bool = False) -> bool:
+        """One pass over the active jobs, unless another process swept within the interval
+        (now: asked for, ``request_sweep``; at once whatever the lock says)."""
+        if not self.rt.redis.set(LOCK, self.who, nx=not now, px=max(100, int(self.interval_s * 900))):
             return False
         seen = reconcile.look(self.rt)
         for job_id in self.rt.jobs.active():
@@ -138,8 +154,9 @@ class Watchdog:
         while not self._stop.wait(self._wait_s()):
             try:
                 expire_overdue(self.rt)  # JobStore.fail logs each
-                if time.monotonic() >= next_sweep:
+                asked = bool(self.rt.redis.delete(WAKE))
+                if asked or time.monotonic() >= next_sweep:
                     next_sweep = time.monotonic() + self.interval_s
-                    self.sweep()
+                    self.sweep(now=asked)
             except Exception as e:  # Redis away for a moment
                 log.warning("watchdog sweep failed: %s", e)

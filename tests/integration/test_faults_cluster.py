@@ -29,6 +29,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.faults, pytest.mark.timeout(6
 
 #: the Must of issue 15: no lost unit waits longer than this before its re-dispatch
 MAX_WAIT_S = 60.0
+#: a killed holder's unit: the keeper's poll (1 s), the watchdog's look (0.25 s), with room
+GONE_WAIT_S = 3.0
 SEED = 15
 
 
@@ -56,8 +58,15 @@ def run(campaign, name: str, faults: int) -> fc.Outcome:
 
 
 def test_sigkill_of_every_worker_role_loses_no_job(campaign):
+    """... and a unit whose holder was killed under it is re-dispatched once the keeper sees the
+    death (its poll, 1 s; it asks the watchdogs for a sweep, which sees the holder's PID gone),
+    not at the lease's lapse (up to the 5 s TTL after the last renewal, then the 2 s sweep)."""
     out = run(campaign, "worker-kill", 6)  # each kind of kill once (shuffled by the seed)
     assert out.kills == 6 and out.restarts >= 4
+    gone = [w for w in out.waits if " no longer runs on " in str(w[3])]
+    print("re-dispatches after a kill (s, job, unit, reason):", *sorted(out.waits), sep="\n  ")
+    assert gone, out.waits
+    assert max(w[0] for w in gone) <= GONE_WAIT_S, gone
     assert out.verified == out.jobs, out.failed       # a killed worker is no reason to fail a job
     assert out.redispatches >= 1
 

@@ -74,6 +74,39 @@ def test_a_killed_process_is_started_again_and_recorded(tmp_path):
         s.load() and s.stop_all()
 
 
+def test_a_workers_death_is_told_once_before_its_restart_and_another_roles_is_not(tmp_path):
+    """``on_gone``: a killed worker (``prove-...``: its role) is told once, at the first step that
+    finds it gone, before its restart's backoff; its restarted run killed again is told again;
+    a process of another role (the gateway's ``web`` here) is restarted but not told (it holds
+    no units). ``zkhive keeper`` asks the watchdogs for a sweep there."""
+    prover, web = http_server(tmp_path, name="prove-cpu0"), http_server(tmp_path, name="web")
+    sup = Supervisor(tmp_path / "run")
+    recs = {r.name: r for r in sup.start_all([prover, web])}
+    told = []
+    keeper = Keeper(tmp_path / "run", lambda: {"prove-cpu0": prover, "web": web}, policy=FAST,
+                    out=lambda m: None, on_gone=lambda rec: told.append((rec.name, rec.pid)))
+    try:
+        assert keeper.step() == [] and told == []
+        _kill(recs["prove-cpu0"].pid)
+        _kill(recs["web"].pid)
+        keeper.step()
+        assert told == [("prove-cpu0", recs["prove-cpu0"].pid)]   # at once, before the backoff
+        assert _step_until(keeper, lambda: all(
+            keeper.sup.record(n).process() is not None and keeper.sup.record(n).pid != recs[n].pid
+            for n in ("prove-cpu0", "web")))
+        assert told == [("prove-cpu0", recs["prove-cpu0"].pid)]   # once, not at every step
+        keeper.wait()
+        keeper.sup.load()
+        again = keeper.sup.record("prove-cpu0")
+        _kill(again.pid)
+        keeper.step()
+        assert told == [("prove-cpu0", recs["prove-cpu0"].pid), ("prove-cpu0", again.pid)]
+    finally:
+        keeper.wait()
+        s = Supervisor(tmp_path / "run")
+        s.load() and s.stop_all()
+
+
 def _breakable(tmp_path, name):
     """An HTTP server that is healthy until the marker file exists; then every start exits 3."""
     port = free_port()

@@ -91,6 +91,90 @@ def test_lapsed_leases_are_broken_and_redispatched_away_from_the_device_a_live_o
         cluster.configure_here()
 
 
+def test_a_lease_whose_holder_of_this_host_is_gone_is_redispatched_before_it_lapses(cluster):
+    """Three live (hour-long) prove leases: partition 0's holder a process of this host that has
+    exited (a SIGKILLed prover), partition 1's a live process of this host, partition 2's a
+    gone PID of another host (whose processes this machine cannot see). Partition 0: broken at
+    once, ``holder_gone`` with its PID and the seconds its lease had left, re-dispatched away
+    from its device, even before Redis has been up a lease TTL (a dead PID is dead then too).
+    The other two: untouched."""
+    import subprocess
+
+    from cluster.pipeline import reconcile
+    from cluster.pipeline.lease import Leases
+
+    live_proc = subprocess.Popen(["sleep", "60"])
+    dead_proc = subprocess.Popen(["true"])
+    dead_proc.wait()
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__RECONCILE_GRACE_S="3600")
+        r, host = rt.redis, rt.settings.worker.host
+        rec = _job(rt.jobs, "gone", partitions=3)
+        hour = Leases(r, 3600, 3600)
+        for k, pid, where in ((0, dead_proc.pid, host), (1, live_proc.pid, host),
+                              (2, dead_proc.pid, host + "-elsewhere")):
+            assert hour.acquire("gone", k, "prove", worker=f"prove.{where}.cpu0.0", device="cpu:0",
+                                task_id=f"t{k}", host=where, pid=pid).taken
+        before = hour.get("gone", 0)
+        seen = reconcile.look(rt)
+        seen.settled = False
+        assert reconcile.reconcile_job(rt, rec, {}, seen) == ["redispatch 0"]
+        gone = _events(r, "gone", "holder_gone")
+        assert [(e["partition"], e["pid"], e["stage"]) for e in gone] == [(0, dead_proc.pid, "prove")]
+        assert 3500 < gone[0]["left_s"] <= 3600, gone
+        sent = _events(r, "gone", "redispatched")
+        assert [(e["partition"], e["exclude"]) for e in sent] == [(0, ["cpu:0"])], sent
+        assert sent[0]["reason"] == (f"{before.holder()} is gone (pid {dead_proc.pid} no longer "
+                                     f"runs on {host})"), sent
+        assert not _events(r, "gone", "lease_lapsed")
+        assert hour.get("gone", 0) is None
+        assert hour.get("gone", 1) is not None and hour.get("gone", 2) is not None
+        # the lease's own holder (this process) is never taken for gone, nor a live one
+        assert not Leases.holder_gone(hour.get("gone", 1), host)
+        assert not Leases.holder_gone(hour.get("gone", 2), host)
+    finally:
+        live_proc.kill()
+        cluster.configure_here()
+
+
+def test_a_sweep_asked_for_runs_at_once_whatever_the_interval_and_the_lock(cluster):
+    """``request_sweep`` (the keeper, when a worker is gone): a watchdog thread whose interval
+    is a minute, the sweep lock held by another process, sweeps within its deadline poll and
+    re-dispatches the gone holder's unit; without the request it does not (half a second
+    watched), and the request is taken once."""
+    import subprocess
+
+    from cluster.pipeline import watchdog
+    from cluster.pipeline.lease import Leases
+
+    dead_proc = subprocess.Popen(["true"])
+    dead_proc.wait()
+    dog = None
+    try:
+        rt = _setup(cluster, ZKHIVE_DELIVERY__WATCHDOG_INTERVAL_S="60")
+        r, host = rt.redis, rt.settings.worker.host
+        _job(rt.jobs, "asked", partitions=1)
+        assert Leases(r, 3600, 3600).acquire("asked", 0, "prove", worker="prove.x.cpu0.0",
+                                             device="cpu:0", task_id="t0", host=host,
+                                             pid=dead_proc.pid).taken
+        r.set(watchdog.LOCK, "another process", px=60_000)
+        dog = watchdog.Watchdog(rt).start()
+        time.sleep(0.5)
+        assert _events(r, "asked", "redispatched") == []
+        t0 = time.monotonic()
+        watchdog.request_sweep(r)
+        while not _events(r, "asked", "redispatched") and time.monotonic() - t0 < 5:
+            time.sleep(0.02)
+        took = time.monotonic() - t0
+        assert [e["partition"] for e in _events(r, "asked", "redispatched")] == [0]
+        assert took < 1.0, took
+        assert r.exists(watchdog.WAKE) == 0
+    finally:
+        if dog is not None:
+            dog.stop()
+        cluster.configure_here()
+
+
 def test_an_unaccounted_unit_waits_its_grace_then_is_redispatched_and_a_lease_clears_the_clock(cluster):
     """Partitions 0 and 1 nowhere (not queued, leased or done). Within the grace: nothing sent,
     each unit's first-seen time recorded. Partition 0 then leased: its clock is cleared. Past the
