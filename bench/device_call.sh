@@ -23,14 +23,15 @@
 # card): the NTT's tests, then compute_h trimmed against the full products (gpu_ntt.py --trim-ab);
 # 17 (any card): the NTT's tests, the 1s' chains in each kernel form (ZKHIVE_MSM_ONES_KERNEL),
 # the H query's dense engine in each apply form (ZKHIVE_MSM_APPLY_KERNEL); 18 (any card): the
-# window sort's and the prover's GPU tests, then the H query alone sorted each way.
+# window sort's and the prover's GPU tests, then the H query alone sorted each way; 19 (H200):
+# the SIGKILL mid-job with the standby prover, then without.
 # It unpacks the cubins made here (.zkc/cubin.txz), builds whatever this head changed
 # (`--all`: the measured-slower variants too, the lean G2 kernels among them), runs the call's
 # steps through bench/filecoin_gpu_run.sh, and packs everything under $OUT into one archive
 # (the tool returns at most 8 files): $OUT/callN.tgz, plus $OUT/steps.txt and the cubins
 # built on the device ($OUT/cubin.txz) for the next call to carry.
 set -u -o pipefail
-N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16, 17, 18)}
+N=${1:?usage: bash bench/device_call.sh N (1-6, 8, 10, 11, 13, 14, 16-19)}
 OUT=${OUT:?OUT is the output folder of the device tool}
 mkdir -p .zkcache "$OUT/run"
 [ -f .zkc/cubin.txz ] && tar xJf .zkc/cubin.txz -C .zkcache
@@ -229,6 +230,16 @@ case "$N" in
        --variant window2:ZKHIVE_MSM_RADIX=window > "$OUT/run/dense-sort.log" 2>&1
    echo "dense sort: rc=$? in $(( $(date +%s) - t0 )) s" | tee -a "$OUT/steps.txt"
    cat "$OUT/run/dense-sort.log" ;;
+19) # H200: a prover SIGKILLed mid-job with [worker] prover_standby (the standby takes the
+   # device over, the key attached from the holder), then without (the keeper's restart), in
+   # one lease: the SIGKILL goal (<= 3 s) against 9.94 s (2026-12-05)
+   STANDBY=on HOLDER_S=${HOLDER_S:-260} run holder
+   mv "$OUT/run/holder.log" "$OUT/run/holder-standby.log" 2>/dev/null
+   mv "$OUT/run/holder" "$OUT/run/holder-standby" 2>/dev/null
+   STANDBY=off HOLDER_S=${HOLDER_S:-260} run holder
+   for f in "$OUT/run/holder-standby/holder-restart.json" "$OUT/run/holder/holder-restart.json"; do
+       echo "$f: $(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print({k: d.get(k) for k in ('standby','kill_to_pickup_s','kill_to_first_proved_s','new_prover_ready_after_kill_s','kill_jobs_verified','took_over_from_standby','restart_to_first_proved_s','restart_job_verified','error')})" "$f" 2>&1)" | tee -a "$OUT/steps.txt"
+   done ;;
 17) # any card: the NTT's GPU tests (the twelfth session's mends: 2^10's one-bit pass, the
    # constant scale of the plain inverse), the 1s' chains' tests in each kernel form, then the
    # forms timed on the 1s alone (bench/gpu_split_msm.py --mixes bits): G1 2^26, G2 2^25

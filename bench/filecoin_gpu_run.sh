@@ -24,7 +24,7 @@
 #          the key made on the device, $RUNS timed proofs verified (issue 37).
 # curio:   gpu_curio.py: PoRep's and WinningPoSt's 32 GiB keys resident together, the ledger of
 #          all four kinds, WinningPoSts through the gateway while $JOBS PoRep jobs load the device.
-# holder:  holder_restart.py: `zkhive up` with [gpu] key_holder on (the 32 GiB key made in the
+# holder:  holder_restart.py ($STANDBY=on: with [worker] prover_standby): `zkhive up` with [gpu] key_holder on (the 32 GiB key made in the
 #          holder's process), $HOLDER_JOBS jobs, the prover SIGKILLed after $KILL_AFTER partitions
 #          under the keeper: seconds from the kill to the first partition proved, every job
 #          verified; then `zkhive restart prove-cuda0` mid-job the same way (HOLDER=off: baseline).
@@ -72,7 +72,7 @@ for step in "${steps[@]}"; do
     holder)
         OMP_NUM_THREADS=2 timeout "${HOLDER_S:-540}" python3 bench/holder_restart.py --params "${PARAMS:-filecoin-32g}" \
             --jobs "${HOLDER_JOBS:-2}" --kill-after "${KILL_AFTER:-4}" --holder "${HOLDER:-on}" \
-            --out "$OUT/holder" > "$OUT/holder.log" 2>&1 ;;
+            --standby "${STANDBY:-off}" --out "$OUT/holder" > "$OUT/holder.log" 2>&1 ;;
     *)
         echo "usage: bash bench/filecoin_gpu_run.sh [big] [cluster] [gateway] [tests] [msm] [params] [window] [curio] [holder]" >&2; exit 2 ;;
     esac

@@ -21,7 +21,9 @@ partitions, ``zkhive restart prove-cudaN`` (a warm stop, then a new process: "a 
 over"): ``restart_ready_s`` (the command's own "ready in"), ``restart_to_first_proved_s`` from
 the new process's start to its first ``prove_end``, that job verified. ``--holder off``: the same
 without the holder (the baseline: the key made again in the restarted prover).
-Writes DIR/holder-restart.json and the timelines. CPU check of the script (no holder: it lends
+``--standby on``: ``[worker] prover_standby`` (a second prover process waits on the device's
+lock and takes over; the killed one comes back as the next standby): the same figures, and
+whether the takeover was the standby's. Writes DIR/holder-restart.json and the timelines. CPU check of the script (no holder: it lends
 CUDA memory only): ``--devices cpu:0 --params porep-lite-4k --holder off --kill-after 1``.
 """
 from __future__ import annotations
@@ -73,6 +75,25 @@ def record(run_dir: Path, name: str) -> dict:
     return next(r for r in state["processes"] if r["name"] == name)
 
 
+def prover_record(run_dir: Path, rt, device: str, timeout_s: float = 60.0,
+                  not_pid: int | None = None) -> dict:
+    """The state file's record of the device's prover: the process whose registry entry proves
+    (not a ``[worker] prover_standby`` waiting on the lock), ready; not ``not_pid`` (a killed
+    one, whose entry stands until its TTL)."""
+    from cluster.pipeline import registry
+    state = json.loads((run_dir / "cluster.json").read_text())
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        live = {w.pid for w in registry.workers(rt.redis, role="prove")
+                if w.device == device and w.ready and not w.standby and w.pid != not_pid}
+        for r in state["processes"]:
+            if r["pid"] in live:
+                return r
+        time.sleep(0.05)
+        state = json.loads((run_dir / "cluster.json").read_text())
+    raise TimeoutError(f"no ready prover on {device} in {timeout_s} s")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--params", default="filecoin-32g")
@@ -81,6 +102,8 @@ def main() -> int:
     ap.add_argument("--devices", default="cuda:0")
     ap.add_argument("--holder", choices=("on", "off"), default="on")
     ap.add_argument("--restart", choices=("on", "off"), default="on")
+    ap.add_argument("--standby", choices=("on", "off"), default="off",
+                    help="[worker] prover_standby: a second prover process waits on the lock")
     ap.add_argument("--partition-workers", type=int, default=8)
     ap.add_argument("--ready-timeout", type=float, default=400)
     ap.add_argument("--timeout", type=float, default=400)
@@ -92,6 +115,7 @@ def main() -> int:
     env = in_process_env(work, [args.params])
     env["ZKHIVE_WORKER__PARTITION_WORKERS"] = str(args.partition_workers)
     env["ZKHIVE_GPU__KEY_HOLDER"] = "true" if args.holder == "on" else "false"
+    env["ZKHIVE_WORKER__PROVER_STANDBY"] = "true" if args.standby == "on" else "false"
     env.setdefault("OMP_NUM_THREADS", "2")
     from cluster.ops.supervisor import free_port
     # free ports, so the script also runs beside other clusters (its CPU check on a shared host)
@@ -104,11 +128,10 @@ def main() -> int:
         circuit.compact_r1cs()  # built once, cached for the workers
     docs = sectors(args.params, args.jobs + (1 if args.restart == "on" else 0))
     device = args.devices.split(",")[0]
-    prover_name = f"prove-{device.replace(':', '')}"
     holder_name = f"keyholder-{device.replace(':', '')}"
-    run_dir = work / f"up-holder-{args.holder}-{int(time.time())}"
+    run_dir = work / f"up-holder-{args.holder}-standby-{args.standby}-{int(time.time())}"
     rep: dict = {"params": args.params, "jobs": args.jobs, "kill_after": args.kill_after,
-                 "holder": args.holder, "device": device, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+                 "holder": args.holder, "standby": args.standby, "device": device, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
     t = time.time()
     up = zkhive("up", "--run-dir", str(run_dir), "--devices", args.devices, "--synthesis-workers", "1",
                 "--ready-timeout", str(args.ready_timeout), check=False, env=dict(env))
@@ -123,6 +146,7 @@ def main() -> int:
         return 1
     try:
         from cluster.client import submit
+        from cluster.pipeline import registry
         from cluster.pipeline.app import configure, runtime
         from cluster.pipeline.keys import KeyCache
         from cluster.settings import load
@@ -137,33 +161,51 @@ def main() -> int:
         handles = [submit(d, job_id=f"kill-{args.params}-{j}-{stamp}") for j, d in enumerate(kill_docs)]
         ids = [h.job_id for h in handles]
         rep["proved_before_kill"] = wait_proved(rt, ids, args.kill_after, args.timeout)
-        old = record(run_dir, prover_name)
+        old = prover_record(run_dir, rt, device)
+        prover_name = old["name"]   # with a standby: whichever of the two took the lock first
         t_kill = time.time()
         os.kill(old["pid"], signal.SIGKILL)
         print(f"SIGKILL {prover_name} pid {old['pid']} after {rep['proved_before_kill']} partitions", flush=True)
+        new = prover_record(run_dir, rt, device, args.timeout, not_pid=old["pid"])
+        rep["new_prover_ready_after_kill_s"] = round(time.time() - t_kill, 3)
         pickup = first_after(rt, ids, "prove_pickup", t_kill, args.timeout)
         proved = first_after(rt, ids, "prove_end", t_kill, args.timeout)
         rep["kill_to_pickup_s"] = round(pickup - t_kill, 3) if pickup else None
         rep["kill_to_first_proved_s"] = round(proved - t_kill, 3) if proved else None
         results = [h.result(timeout=args.timeout) for h in handles]
         rep["kill_jobs_verified"] = all_verify(circuit, vk, kill_docs, results)
-        new = record(run_dir, prover_name)
         rep["prover_restarted"] = new["pid"] != old["pid"]
         # where the seconds went: the keeper's restart, the new process to ready (its key
-        # attached: "attached the proving key of ... in S s" in its log), then the first proof
+        # attached: "attached the proving key of ... in S s" in its log), then the first proof;
+        # with a standby, the standby's takeover (its process started before the kill)
         rep["new_prover_started_after_kill_s"] = round(new["create_time"] - t_kill, 3)
-        if new.get("ready_at"):
-            rep["new_prover_ready_after_kill_s"] = round(new["ready_at"] - t_kill, 3)
+        w = next(w for w in registry.workers(rt.redis, role="prove") if w.pid == new["pid"])
+        rep["new_prover_start_phases"] = w.start_phases
+        if args.standby == "on":
+            rep["took_over_from_standby"] = new["name"] != prover_name
+            deadline, back = time.time() + 60, None
+            while back is None and time.time() < deadline:   # the keeper's restart, standing by
+                killed = record(run_dir, prover_name)
+                back = next((round(x.started_at - t_kill, 3) for x in registry.workers(
+                    rt.redis, role="prove") if x.standby and x.pid == killed["pid"]), None)
+                time.sleep(0.1)
+            rep["killed_one_back_as_standby_after_s"] = back
         if holder_pid is not None:
             rep["holder_same_pid"] = record(run_dir, holder_name)["pid"] == holder_pid
         if args.restart == "on":
             h = submit(docs[-1], job_id=f"restart-{args.params}-{stamp}")
             wait_proved(rt, [h.job_id], args.kill_after, args.timeout)
+            prover_name = new["name"]
             t_cmd = time.time()
             res = zkhive("restart", prover_name, "--run-dir", str(run_dir), check=False, env=dict(env))
             rep["restart_command_s"] = round(time.time() - t_cmd, 2)
             rep["restart_output"] = (res.stdout + res.stderr).strip()[-500:]
-            new2 = record(run_dir, prover_name)
+            # the process that proves next: the standby (started before) or the restarted one
+            new2 = prover_record(run_dir, rt, device, not_pid=new["pid"])
+            if args.standby == "on":
+                # `restart prove-cudaN` replaces both (the name and the name-1): the prover
+                # hands over to the standby, whose replacement then hands over to the first's
+                new2 = dict(new2, create_time=t_cmd)   # timed from the command, not its start
             after = [h]
             st = h.status()
             if st["partitions_done"] >= st["num_partitions"]:

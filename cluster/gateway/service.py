@@ -358,7 +358,8 @@ class ProvingEngine(pb_grpc.ProvingEngineServicer):
                     counts[1] += 1
         self._records = live  # only the jobs still active are kept
         queued.sort()
-        provers = registry.workers(r, role="prove")
+        # a standby prover ([worker] prover_standby) is not a GPU of its own
+        provers = [w for w in registry.workers(r, role="prove") if not w.standby]
         gpus = []
         for w in provers:
             job = w.inflight[0].rpartition("/")[0] if w.inflight else ""

@@ -12,7 +12,8 @@ The services, in start order (a list is a group started together)::
                  and [worker] urgent_synthesis_workers (default 1) of one child each that serve
                  only CRITICAL jobs' synthesis (``synthesis-urgent-N``, queue synthesis.urgent)
     prove        [worker] gpu_workers_per_device per GPU (cuda:N; they share its queue and its
-                 device-memory ledger), or that many CPU provers (cpu:0) when there is none
+                 device-memory ledger), or that many CPU provers (cpu:0) when there is none;
+                 one more a device with [worker] prover_standby (it waits on the device's lock)
     flower       the web monitor, with basic auth
     metrics      the Prometheus exporter (cluster.ops.metrics)
     gateway      cuzk's ProvingEngine gRPC service for Curio (cluster.gateway, docs/gateway.md)
@@ -384,8 +385,12 @@ def plan(args, s) -> tuple[list, dict]:
     for d in devices:
         ahead = {"ZKHIVE_PROVE_AHEAD": str(plans[d].prove_ahead)} \
             if plans[d].prove_ahead and "ZKHIVE_PROVE_AHEAD" not in env else {}
+        # and one more where [worker] prover_standby: whichever of them finds the lock taken
+        # waits on it as the standby (the keeper's restart of a dead prover becomes the next)
+        standby = 1 if s.worker.prover_standby else 0
         workers += [worker_spec(s, run_dir, {**env, **ahead}, "prove", device=d, index=i,
-                                timeout_s=args.ready_timeout) for i in range(plans[d].provers)]
+                                timeout_s=args.ready_timeout)
+                    for i in range(plans[d].provers + standby)]
     holders = [holder_spec(s, run_dir, env, d, timeout_s=args.ready_timeout)
                for d in devices if s.gpu.key_holder and d.startswith("cuda")]
     services = [redis_spec(s, run_dir), *([holders] if holders else []), workers,

@@ -37,6 +37,8 @@ def worker_check(r, *, host: str, pid: int, preload: list[str] = ()) -> str | No
 
     for w in registry.workers(r):
         if w.host == host and w.pid == pid:
+            if w.standby:
+                return None  # up and waiting on its device's lock: ready as what it is
             if not w.ready:
                 return f"{w.worker_id} registered but not ready yet (loading keys)"
             missing = [k for k in preload if w.role == "prove" and k not in w.resident_keys]

@@ -4,6 +4,9 @@ limits, and the warm shutdown that frees the device and leaves the registry.
 Order of a prove worker's start (``zkhive worker prove --device cuda:0``)::
 
     acquire the device lock     refused with DeviceBusy naming the holder; stale locks taken over
+                                (``[worker] prover_standby``: a busy lock is waited on as a
+                                standby, its circuits' host work done meanwhile; the rest
+                                follows the takeover)
     register (ready = false)    heartbeat starts: the entry lives while the process does
     create the Prover           the backend's device context is made here, after start, never at import
     load the preload keys       ``[srs] preload``; a missing key stops the worker with its path
@@ -47,6 +50,9 @@ log = logging.getLogger(__name__)
 START_LOG_FORMAT = "[%(asctime)s: %(levelname)s/%(processName)s] %(message)s"
 #: exit status of a worker ended by a hard time limit (EX_SOFTWARE)
 HARD_LIMIT_EXIT = 70
+#: how often a standby prover tries its device's lock (a SET NX and a GET on Redis): the most a
+#: takeover waits once the prover is gone
+STANDBY_POLL_S = 0.05
 
 
 class WorkerLifecycle:
@@ -95,6 +101,7 @@ class WorkerLifecycle:
         t_start = time.time()
         rec.add("process start and imports", t_start - rec.origin, t_start)
         slot = 0
+        prep = None
         if self.device is not None:
             self.lock = registry.DeviceLock(self.rt.redis, self.host, str(self.device),
                                             s.worker.gpu_workers_per_device, s.worker.lock_ttl_s,
@@ -102,7 +109,14 @@ class WorkerLifecycle:
             try:
                 slot = self.lock.acquire()
             except registry.DeviceBusy as e:
-                raise WorkerStartError(str(e)) from None
+                if not s.worker.prover_standby:
+                    raise WorkerStartError(str(e)) from None
+                # the preloaded circuits' host work done while standing by, not after
+                prep = prepare_circuits(s.srs.preload, self.rt.keys)
+                slot = self._stand_by(str(e))
+                # the start's phases from the takeover: what a standby saves is what came before
+                self.phases = rec = phases.Phases(origin=time.time())
+                t_start = rec.origin
         suffix = f".{self.device.kind}{self.device.index}.{slot}" if self.device else f".{os.getpid()}"
         worker_id = f"{self.role}.{self.host}{suffix}"
         info = registry.WorkerInfo(
@@ -122,7 +136,7 @@ class WorkerLifecycle:
 
                 # the preloaded circuits' host work (matrices, densities, digest) on a thread
                 # while this one makes the device's context and loads its modules
-                prep = prepare_circuits(s.srs.preload, self.rt.keys)
+                prep = prep or prepare_circuits(s.srs.preload, self.rt.keys)
                 with phases.collect(rec):
                     made = InProcessKeys(s.srs, self.rt.keys)
                     with phases.phase("prover (backend)"):
@@ -159,6 +173,45 @@ class WorkerLifecycle:
             raise
         self._started = time.time()
         self._connect_signals()
+
+    def _stand_by(self, busy: str) -> int:
+        """``[worker] prover_standby``: the device's lock is held by a live prover, so wait for it
+        as a standby, registered (``standby``, no queues: never routed to, ``up``'s readiness
+        satisfied) and beating, trying the lock every STANDBY_POLL_S; a holder that is gone from
+        this host is taken over at once (DeviceLock), a released lock (a warm stop) as soon as
+        seen. Returns the slot taken. SIGTERM while waiting ends the process (``down``)."""
+        s = self.rt.settings
+        d = self.device
+        info = registry.WorkerInfo(
+            worker_id=f"{self.role}.{self.host}.{d.kind}{d.index}.standby.{os.getpid()}",
+            role=self.role, host=self.host, pid=os.getpid(), queues=[], device=str(d),
+            device_kind=d.kind, backend=d.kind, version=package_version(),
+            code_digest=code_digest(), nodename=f"{self.role}.{self.host}.standby@{self.host}",
+            standby=True)
+        beat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
+                                  ttl_s=s.worker.registry_ttl_s).start()
+
+        def stop(signum, frame):
+            raise SystemExit(0)
+        previous = signal.signal(signal.SIGTERM, stop)
+        log.info("standing by for %s (%s)", d, busy.split(";")[0])
+        t0 = time.time()
+        try:
+            while True:
+                time.sleep(STANDBY_POLL_S)
+                try:
+                    slot = self.lock.acquire()
+                    break
+                except registry.DeviceBusy:
+                    continue
+                except Exception as e:  # Redis away for a moment: the standby waits on
+                    log.warning("standby: cannot look at the device lock: %s", e)
+                    time.sleep(1.0)
+        finally:
+            signal.signal(signal.SIGTERM, previous)
+            beat.stop(leave_registry=True)
+        log.info("took %s over after %.1f s as its standby (slot %d)", d, time.time() - t0, slot)
+        return slot
 
     def _holder_client(self):
         """The device's key holder (``[gpu] key_holder``, CUDA devices of ``zkhive up``): a

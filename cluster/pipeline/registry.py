@@ -72,6 +72,9 @@ class WorkerInfo(BaseModel):
     #: ``poseidon`` (its constants), ``vk:<params>`` (a verifying key read by the aggregate worker)
     warmed: list[str] = []
     ready: bool = False
+    #: a prover process waiting on its device's lock (``[worker] prover_standby``): no queues,
+    #: no keys, never routed to; it takes over when the device's prover goes
+    standby: bool = False
     #: (job, partition) being worked on, or None
     inflight: list[str] = []
     version: str = "unknown"

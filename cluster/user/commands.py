@@ -171,7 +171,7 @@ def status_text(rt, *, jobs: int = 5) -> str:
     for w in ws:
         ver = f"{w.version}+{w.code_digest}" + ("" if w.code_digest == mine else " *")
         started = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(w.started_at))
-        state = "loading" if w.loading else ("yes" if w.ready else "no")
+        state = "loading" if w.loading else ("yes" if w.ready else "standby" if w.standby else "no")
         lines.append(f"  {w.worker_id:<28} {w.role:<9} {w.device or '-':<7} {state:<7} "
                      f"{_mib(w.free_memory):>8}  {','.join(w.resident_keys) or '-':<22} {ver:<20} {started:<19} "
                      f"{now - w.heartbeat_at:.1f}s")
@@ -241,7 +241,7 @@ def _queues(rt, ws) -> list[str]:
     from cluster.pipeline.queues import AGGREGATE_QUEUE, SYNTHESIS_QUEUE, UNASSIGNED_QUEUE, URGENT_SYNTHESIS_QUEUE
 
     return [SYNTHESIS_QUEUE, URGENT_SYNTHESIS_QUEUE, AGGREGATE_QUEUE] \
-        + sorted({w.queues[0] for w in ws if w.role == "prove"}) \
+        + sorted({w.queues[0] for w in ws if w.role == "prove" and w.queues}) \
         + [UNASSIGNED_QUEUE]
 
 

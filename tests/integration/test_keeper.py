@@ -3,18 +3,21 @@ a process that keeps failing is left stopped with its log tail, a stopped keeper
 back; then ``zkhive up``'s keeper, ``zkhive restart`` and ``zkhive down`` on a real cluster."""
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
 from cluster.ops.keeper import Keeper, KeeperPolicy
 from cluster.ops.supervisor import ServiceSpec, Supervisor, free_port
-from test_up_cluster import Setup, zkhive
+from test_up_cluster import ROOT, Setup, zkhive
 from test_up_supervisor import http_server
 
 PY = sys.executable
@@ -418,3 +421,80 @@ def test_a_prover_is_never_backed_off_past_its_cap(tmp_path):
         keeper.wait()
         s = Supervisor(tmp_path / "run")
         s.load() and s.stop_all()
+
+
+def _provers(setup):
+    """{pid: registry entry} of the cluster's prove processes (zkhive status --json)."""
+    doc = json.loads(zkhive(*setup.args("status", "--json"), env=setup.env, check=0).stdout)
+    return {w["pid"]: w for w in doc["workers"] if w["role"] == "prove"}
+
+
+def test_a_standby_prover_takes_the_device_over_and_the_killed_one_stands_by_next(tmp_path):
+    """``[worker] prover_standby``: ``up`` starts two prove processes for cpu:0; one takes the
+    device's lock, the other registers as its standby (no queue, not ready, ``status`` says
+    standby; ``up`` waited for it as such). The prover SIGKILLed between two jobs' partitions:
+    the standby (a process older than the kill) is the device's prover next, its log says it
+    took the device over, every job verifies, and the keeper's restart of the killed one is the
+    next standby. Without the setting, a second prover on the device is refused
+    (test_cluster_faults: ``test_second_worker_on_a_device_is_refused``)."""
+    from circuits_for_tests import SQUARES_SLOW, make_c1
+
+    setup = Setup(tmp_path, preload=[SQUARES_SLOW.name])
+    setup.config.write_text(setup.config.read_text().replace(
+        "[worker]\n", "[worker]\nprover_standby = true\n", 1))
+    setup.setup_keys(SQUARES_SLOW)
+    res = setup.up(check=0)
+    try:
+        assert re.search(r"^  prove-cpu0\s+ready in", res.stdout, re.M), res.stdout
+        assert re.search(r"^  prove-cpu0-1\s+ready in", res.stdout, re.M), res.stdout
+        ws = _provers(setup)
+        [primary] = [w for w in ws.values() if not w["standby"]]
+        [standby] = [w for w in ws.values() if w["standby"]]
+        assert primary["ready"] and primary["queues"] and primary["resident_keys"] == [SQUARES_SLOW.name]
+        assert not standby["ready"] and standby["queues"] == [] and standby["resident_keys"] == []
+        text = zkhive(*setup.args("status"), env=setup.env, check=0).stdout
+        assert re.search(rf"{re.escape(standby['worker_id'])}\s+prove\s+cpu:0\s+standby", text), text
+
+        # the jobs through the CLI (this test process keeps its own settings)
+        import redis as redis_py
+
+        from cluster.pipeline import timeline
+        from test_up_cluster import _verify
+        docs = [make_c1(SQUARES_SLOW, seed=40 + j) for j in range(2)]
+        waits = []
+        for j, d in enumerate(docs):
+            (tmp_path / f"c1-{j}.json").write_text(json.dumps(d))
+            waits.append(subprocess.Popen(
+                [sys.executable, "-m", "cluster", *setup.args("submit", str(tmp_path / f"c1-{j}.json"), "--job-id",
+                                             f"standby-{j}", "--wait", "--timeout", "120")],
+                cwd=ROOT, env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        r = redis_py.Redis(port=setup.redis_port, password=setup.password)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not any(
+                e["event"] == "prove_end" for e in timeline.load(r, "standby-0")):
+            time.sleep(0.02)
+        _kill(primary["pid"])
+        t_kill = time.time()
+        for j, (w, d) in enumerate(zip(waits, docs)):
+            assert w.wait(150) == 0, w.communicate()
+            out = json.loads(zkhive(*setup.args("result", f"standby-{j}"), env=setup.env, check=0).stdout)
+            _verify(setup, SQUARES_SLOW, d, bytes.fromhex(out["proof"]),
+                    [[int(x, 16) for x in p] for p in out["public_inputs"]])
+        sup = Supervisor(setup.run_dir)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            ws = _provers(setup)
+            now_primary = [w for w in ws.values() if not w["standby"] and w["pid"] != primary["pid"]]
+            back = [w for w in ws.values() if w["standby"]]
+            if now_primary and back:
+                break
+            time.sleep(0.2)
+        assert [w["pid"] for w in now_primary] == [standby["pid"]], ws
+        assert psutil.Process(standby["pid"]).create_time() < t_kill
+        sup.load()
+        killed = next(rec for rec in sup.records if rec.pid != standby["pid"] and rec.name.startswith("prove-"))
+        assert [w["pid"] for w in back] == [killed.pid] and killed.restarts == 1, (ws, killed)
+        standby_log = next(rec.log for rec in sup.records if rec.pid == standby["pid"])
+        assert re.search(r"took cpu:0 over after [\d.]+ s as its standby", Path(standby_log).read_text())
+    finally:
+        zkhive(*setup.args("down", "--run-dir", str(setup.run_dir)), env=setup.env, check=None)

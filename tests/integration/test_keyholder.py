@@ -251,3 +251,18 @@ def test_pins_follow_live_provers_only():
     finally:
         live.kill()
         live.wait()
+
+
+def test_up_plans_one_prover_more_a_device_with_a_standby(tmp_path, monkeypatch):
+    """``[worker] prover_standby``: ``prove-cudaN-1`` beside each device's prover (the same
+    command: whichever finds the lock taken stands by), and none without it."""
+    monkeypatch.setenv("ZKHIVE_WORKER__PROVER_STANDBY", "true")
+    from cluster.ops.plan import flat
+    names, services = _plan(tmp_path, monkeypatch, True, "cuda:0,cuda:1")
+    provers = [n for n in names if n.startswith("prove-")]
+    assert provers == ["prove-cuda0", "prove-cuda0-1", "prove-cuda1", "prove-cuda1-1"]
+    argv = {x.name: x.argv for x in flat(services)}
+    assert argv["prove-cuda0"] == argv["prove-cuda0-1"]
+    monkeypatch.setenv("ZKHIVE_WORKER__PROVER_STANDBY", "false")
+    names, _ = _plan(tmp_path, monkeypatch, True, "cuda:0,cuda:1")
+    assert [n for n in names if n.startswith("prove-")] == ["prove-cuda0", "prove-cuda1"]
