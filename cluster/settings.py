@@ -171,13 +171,15 @@ class WorkerSettings(Section):
     """Prover processes allowed on one device (device-lock slots); they share the device's queue."""
     prover_standby: bool = False
     """``zkhive up`` starts one prover process more a device, which waits on the device lock as a
-    standby: started, imported, the preloaded circuits' host work done, registered as
+    standby: started, imported, the preloaded circuits' host work done, its device context and
+    cubins made, registered as
     ``standby``, never consuming. When the prover dies (SIGKILL, a crash) or is replaced
     (``zkhive restart``: its warm stop releases the lock), the standby takes the lock within
     ``STANDBY_POLL_S`` and goes on as a prover (keys from the key holder, then Celery), and the
     keeper's restart of the other becomes the next standby: a prover is back without a process
     start in between (issue 40 item 2). A process a device more: its host memory, and on a CUDA
-    device nothing until it takes over (no context before the lock)."""
+    device its context and loaded modules (a few hundred MB; no key, no working set before the
+    lock)."""
     aggregate_workers: int = Field(2, ge=1, le=16)
     """Aggregate worker processes ``zkhive up`` starts (``aggregate-0`` ..), one queue, a job's
     aggregation in one of them. Each runs one aggregation at a time, and a 32 GiB PoRep job's

@@ -5,8 +5,8 @@ Order of a prove worker's start (``zkhive worker prove --device cuda:0``)::
 
     acquire the device lock     refused with DeviceBusy naming the holder; stale locks taken over
                                 (``[worker] prover_standby``: a busy lock is waited on as a
-                                standby, its circuits' host work done meanwhile; the rest
-                                follows the takeover)
+                                standby, its circuits' host work and its backend (context,
+                                cubins) made meanwhile; the rest follows the takeover)
     register (ready = false)    heartbeat starts: the entry lives while the process does
     create the Prover           the backend's device context is made here, after start, never at import
     load the preload keys       ``[srs] preload``; a missing key stops the worker with its path
@@ -101,7 +101,7 @@ class WorkerLifecycle:
         t_start = time.time()
         rec.add("process start and imports", t_start - rec.origin, t_start)
         slot = 0
-        prep = None
+        prep = early = None
         if self.device is not None:
             self.lock = registry.DeviceLock(self.rt.redis, self.host, str(self.device),
                                             s.worker.gpu_workers_per_device, s.worker.lock_ttl_s,
@@ -111,8 +111,11 @@ class WorkerLifecycle:
             except registry.DeviceBusy as e:
                 if not s.worker.prover_standby:
                     raise WorkerStartError(str(e)) from None
-                # the preloaded circuits' host work done while standing by, not after
+                # the preloaded circuits' host work done while standing by, not after, and
+                # the device's context and cubins made (no allocation: keys come after the lock)
                 prep = prepare_circuits(s.srs.preload, self.rt.keys)
+                with phases.collect(rec):
+                    early = self._make_prover()
                 slot = self._stand_by(str(e))
                 # the start's phases from the takeover: what a standby saves is what came before
                 self.phases = rec = phases.Phases(origin=time.time())
@@ -132,16 +135,14 @@ class WorkerLifecycle:
         rec.add("device lock and registry", time.time() - t_start)
         try:
             if self.device is not None:
-                from .inprocess import InProcessKeys
-
                 # the preloaded circuits' host work (matrices, densities, digest) on a thread
                 # while this one makes the device's context and loads its modules
                 prep = prep or prepare_circuits(s.srs.preload, self.rt.keys)
                 with phases.collect(rec):
-                    made = InProcessKeys(s.srs, self.rt.keys)
-                    with phases.phase("prover (backend)"):
-                        self.prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
-                                             in_process=made, holder=self._holder_client())
+                    if early is not None:   # made while standing by
+                        made, self.prover = early
+                    else:
+                        made, self.prover = self._make_prover()
                     self.rt.prover = self.prover
                     # announced only where the device can ever hold the key (cluster/pipeline/inprocess.py)
                     info.makes_keys = made.fitting(self.prover.backend, preload=s.srs.preload)
@@ -173,6 +174,18 @@ class WorkerLifecycle:
             raise
         self._started = time.time()
         self._connect_signals()
+
+    def _make_prover(self):
+        """(the in-process key maker, the Prover): the backend's device context and modules."""
+        from gpu import phases
+
+        from .inprocess import InProcessKeys
+        s = self.rt.settings
+        made = InProcessKeys(s.srs, self.rt.keys)
+        with phases.phase("prover (backend)"):
+            prover = Prover(self.device, self.rt.keys, s.worker.device_memory_bytes,
+                            in_process=made, holder=self._holder_client())
+        return made, prover
 
     def _stand_by(self, busy: str) -> int:
         """``[worker] prover_standby``: the device's lock is held by a live prover, so wait for it
