@@ -224,6 +224,13 @@ class WorkerLifecycle:
             signal.signal(signal.SIGTERM, previous)
             beat.stop(leave_registry=True)
         log.info("took %s over after %.1f s as its standby (slot %d)", d, time.time() - t0, slot)
+        # a prover that died held a unit: re-dispatched now (its PID is gone: reconcile's
+        # holder_gone), not at the keeper's next poll, so it waits for this one in the queue
+        try:
+            from .watchdog import request_sweep
+            request_sweep(self.rt.redis)
+        except Exception as e:  # Redis away: the keeper's request or the lapse comes later
+            log.warning("standby: could not ask for a sweep: %s", e)
         return slot
 
     def _holder_client(self):
