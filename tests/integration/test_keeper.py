@@ -496,5 +496,9 @@ def test_a_standby_prover_takes_the_device_over_and_the_killed_one_stands_by_nex
         assert [w["pid"] for w in back] == [killed.pid] and killed.restarts == 1, (ws, killed)
         standby_log = next(rec.log for rec in sup.records if rec.pid == standby["pid"])
         assert re.search(r"took cpu:0 over after [\d.]+ s as its standby", Path(standby_log).read_text())
+        # `down` ends a standby's wait with the rest (SIGTERM), not after the stop grace
+        down = zkhive(*setup.args("down", "--run-dir", str(setup.run_dir)), env=setup.env, check=0)
+        assert re.search(r"^  prove-cpu0-1\s+pid \d+\s+stopped$", down.stdout, re.M), down.stdout
+        assert re.search(r"^  prove-cpu0\s+pid \d+\s+stopped$", down.stdout, re.M), down.stdout
     finally:
         zkhive(*setup.args("down", "--run-dir", str(setup.run_dir)), env=setup.env, check=None)
