@@ -177,12 +177,8 @@ class Leases:
     def dead_holder_token(self, job_id: str, partition: int | None, host: str | None) -> str | None:
         """The token of the unit's lease when its holder is a process of ``host`` that is gone
         (a killed prefork child): taken over at once instead of after the TTL."""
-        from .registry import _pid_alive
-
         cur = self.get(job_id, partition)
-        if cur is None or host is None or cur.host != host or not cur.pid or cur.pid == os.getpid():
-            return None
-        return None if _pid_alive(cur.pid) else cur.token
+        return cur.token if cur is not None and self.holder_gone(cur, host) else None
 
 
 class Holding:
