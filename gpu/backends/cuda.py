@@ -656,10 +656,10 @@ class CudaBackend(Backend):
     # -- the proof's buffers, kept between proofs --------------------------------------------
     @staticmethod
     def _pooling() -> bool:
-        """Whether a proof's buffers are kept for the next: ZKHIVE_PROOF_POOL=1. Off by default
-        until a device has run its tests and timed it (docs/performance.md, fourteenth
-        session): then freed after each proof, as before."""
-        return os.environ.get("ZKHIVE_PROOF_POOL", "0") == "1"
+        """Whether a proof's buffers are kept for the next (the default; its GPU tests passed
+        on an H100, 2026-12-07): ZKHIVE_PROOF_POOL=0 frees them after each proof, as before
+        the fourteenth session."""
+        return os.environ.get("ZKHIVE_PROOF_POOL", "1") != "0"
 
     @property
     def pooled_bytes(self) -> int:

@@ -144,13 +144,13 @@ def test_a_proofs_buffers_serve_the_next_proof_until_another_process_needs_the_r
     """The buffers of a proof (z, a, b, c, the lists) are kept, booked as pooled, and the next
     proof of the key takes the same allocations (nothing allocated); a failed proof, a proof
     with ZKHIVE_PROOF_POOL=0 and another process waiting for room each leave nothing kept
-    (ZKHIVE_PROOF_POOL=1 turns the pool on)."""
+    (the pool is on by default)."""
     import multiprocessing as mp
 
     from gpu.cuda.memory import DeviceBuffer
     from synthesis.r1cs import UnsatisfiedConstraint
 
-    monkeypatch.setenv("ZKHIVE_PROOF_POOL", "1")
+    monkeypatch.delenv("ZKHIVE_PROOF_POOL", raising=False)
     circuit, r1cs, pk, vk, c1 = keyed["porep-lite-64k"]
     z = circuit.synthesize(c1, 0)
     pub = circuit.public_inputs(c1, 0)

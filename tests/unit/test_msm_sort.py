@@ -171,6 +171,8 @@ def test_window_sort_plan_bounds_and_bytes(monkeypatch):
     # a small MSM's matrix (tiles of 8192 for 100 scalars) outgrows the 8-bit passes' counts
     assert radix_count_words(100, 13, 20) == 13 * 1024 > radix_count_words(100, 13)
     monkeypatch.delenv("ZKHIVE_MSM_RADIX", raising=False)
+    assert radix_plan() == "window"
+    monkeypatch.setenv("ZKHIVE_MSM_RADIX", "lsd")
     assert radix_plan() == "lsd"
     monkeypatch.setenv("ZKHIVE_MSM_RADIX", "msd")
     with pytest.raises(GpuError, match="ZKHIVE_MSM_RADIX='msd'"):
