@@ -121,13 +121,7 @@ class WorkerLifecycle:
                 self.phases = rec = phases.Phases(origin=time.time())
                 t_start = rec.origin
         suffix = f".{self.device.kind}{self.device.index}.{slot}" if self.device else f".{os.getpid()}"
-        worker_id = f"{self.role}.{self.host}{suffix}"
-        info = registry.WorkerInfo(
-            worker_id=worker_id, role=self.role, host=self.host, pid=os.getpid(), queues=self.queues,
-            device=str(self.device) if self.device else None,
-            device_kind=self.device.kind if self.device else None,
-            backend=self.device.kind if self.device else None,
-            version=package_version(), code_digest=code_digest(), nodename=f"{worker_id}@{self.host}")
+        info = self._info(f"{self.role}.{self.host}{suffix}", self.queues)
         self.rt.worker = info
         self.heartbeat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
                                             ttl_s=s.worker.registry_ttl_s, lock=self.lock,
@@ -170,7 +164,7 @@ class WorkerLifecycle:
         except BaseException as e:
             self.shutdown()
             if isinstance(e, (KeyError, FileNotFoundError, RuntimeError, ValueError)):
-                raise WorkerStartError(f"{worker_id}: {e}") from None
+                raise WorkerStartError(f"{info.worker_id}: {e}") from None
             raise
         self._started = time.time()
         self._connect_signals()
@@ -187,6 +181,16 @@ class WorkerLifecycle:
                             in_process=made, holder=self._holder_client())
         return made, prover
 
+    def _info(self, worker_id: str, queues: list[str], standby: bool = False) -> registry.WorkerInfo:
+        """This process's registry entry (a standby's: no queues, never routed to)."""
+        d = self.device
+        node = f"{self.role}.{self.host}.standby" if standby else worker_id
+        return registry.WorkerInfo(
+            worker_id=worker_id, role=self.role, host=self.host, pid=os.getpid(), queues=queues,
+            device=str(d) if d else None, device_kind=d.kind if d else None,
+            backend=d.kind if d else None, version=package_version(), code_digest=code_digest(),
+            nodename=f"{node}@{self.host}", standby=standby)
+
     def _stand_by(self, busy: str) -> int:
         """``[worker] prover_standby``: the device's lock is held by a live prover, so wait for it
         as a standby, registered (``standby``, no queues: never routed to, ``up``'s readiness
@@ -195,12 +199,8 @@ class WorkerLifecycle:
         seen. Returns the slot taken. SIGTERM while waiting ends the process (``down``)."""
         s = self.rt.settings
         d = self.device
-        info = registry.WorkerInfo(
-            worker_id=f"{self.role}.{self.host}.{d.kind}{d.index}.standby.{os.getpid()}",
-            role=self.role, host=self.host, pid=os.getpid(), queues=[], device=str(d),
-            device_kind=d.kind, backend=d.kind, version=package_version(),
-            code_digest=code_digest(), nodename=f"{self.role}.{self.host}.standby@{self.host}",
-            standby=True)
+        info = self._info(f"{self.role}.{self.host}.{d.kind}{d.index}.standby.{os.getpid()}", [],
+                          standby=True)
         beat = registry.Heartbeat(self.rt.redis, info, interval_s=s.worker.heartbeat_s,
                                   ttl_s=s.worker.registry_ttl_s).start()
 

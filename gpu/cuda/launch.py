@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from gpu.cuda import loader
+from gpu.msm_sort import SCAN_CHUNK as _SCAN_CHUNK
 
 #: Threads per block for the non-accumulation kernels.
 BLOCK = 128
-_SCAN_CHUNK = 4096
 
 
 def _u(x) -> np.uintp:
