@@ -190,11 +190,11 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
     kind = job_kind(circuit, kind)
     seconds, source = job_deadline(rt.settings, kind, deadline_s)
     job_id = check_job_id(job_id) if job_id is not None else default_job_id(params, c1)
-    pubs = _checked_public_inputs(circuit, doc)
     c1_sha = hashlib.sha256(c1).hexdigest()
 
     existing = rt.jobs.get(job_id)
     if existing is None:
+        pubs = _checked_public_inputs(circuit, doc)
         _check_keys_exist(rt, circuit)
         check_room = getattr(rt.blobs, "check_room", None)
         if check_room is not None:  # refused now, with the free space, not failed later
@@ -221,7 +221,10 @@ def submit_job(rt, doc: dict, *, job_id: str | None = None, priority: str | int 
         raise JobConflict(f"job {job_id} already exists with another C1 input "
                           f"(parameter set {existing.params}, c1 {existing.c1.sha256[:12]})")
     if rt.jobs.status(job_id) in (FAILED, CANCELLED):  # the same input again: a new attempt
-        return _new_attempt(rt, circuit, existing, c1, pubs, prio, deadline_s, kind)
+        return _new_attempt(rt, circuit, existing, c1, _checked_public_inputs(circuit, doc), prio,
+                            deadline_s, kind)
+    # the same input as a live or finished job (Curio's retry of a request): its public inputs
+    # were checked and stored when it was first submitted
     return existing, False
 
 
