@@ -494,6 +494,8 @@ class CudaBackend(Backend):
             elif not self.holder:
                 with phase("tail engines"):
                     self._warm_split(query_sizes(res), dense_affine=shape.dense_affine)
+            if not self.holder:
+                self._warm_ntt(shape.domain)
         except Exception:
             if beside is not None:   # the load failed first: the thread's engines go with it
                 try:
@@ -569,6 +571,7 @@ class CudaBackend(Backend):
                 res = Resident.attach(manifest, table, pk, r1cs)
                 res.shape, res.pk = replace(shape), pk
                 self._warm_split(query_sizes(res), dense_affine=shape.dense_affine)
+                self._warm_ntt(shape.domain)
         except Exception:
             if res is not None:
                 res.free()
@@ -595,6 +598,15 @@ class CudaBackend(Backend):
             dense = self._split.dense(group, n)  # G1 queries above a chunk: H at 2^27
             if dense is not None:
                 dense.warm()
+
+    def _warm_ntt(self, domain: int) -> None:
+        """The domain's NTT tables (twiddles both ways, compute_h's scales: booked with the key,
+        gpu/budget.py "ntt tables") made with the key, not by its first proof: a prover that
+        takes a device over (a standby, the keeper's restart) proves its first partition
+        without making them (2 x 4.3 GB of twiddles at 2^27)."""
+        from gpu.phases import phase
+        with phase("NTT tables"), self.current():
+            self.ntt.prepare_h(int(domain).bit_length() - 1)
 
     def _warm_beside(self, sizes: dict[str, int], dense_affine: bool, matrices=None):
         """On a thread of its own (this context pushed there), started now: ``matrices`` (a
@@ -1090,6 +1102,7 @@ class CudaBackend(Backend):
                 extra = affine_upgrade(self.budget, shape, label)  # the setup's room is free now
                 need += extra
                 self._warm_split(query_sizes(res), dense_affine=shape.dense_affine or extra > 0)
+                self._warm_ntt(shape.domain)
                 stages["tail engines"] = time.time() - t
         except Exception:
             if res is not None:

@@ -104,6 +104,26 @@ def test_budget_refuses_a_key_that_does_not_fit(keyed, tmp_path, monkeypatch):
         small.release()
 
 
+def test_a_loaded_key_brings_its_domains_ntt_tables(keyed, tmp_path, monkeypatch):
+    """The key's load makes its domain's NTT tables (the first proof, a standby's first among
+    them, does not); a backend that has loaded nothing has none."""
+    from gpu.backends.cuda import CudaBackend
+
+    circuit, r1cs, pk, vk, c1 = keyed["porep-lite-64k"]
+    monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path))
+    fresh = CudaBackend(0)
+    try:
+        log_n = pk.domain_size.bit_length() - 1
+        assert log_n not in fresh.ntt.domains
+        fresh.load(pk, r1cs)
+        d = fresh.ntt.domains[log_n]
+        assert set(d.tw) == {False, True} and d.z_r2 is not None and "h_pre" in d.scales
+        z = circuit.synthesize(c1, 0)
+        assert verify(vk, circuit.public_inputs(c1, 0), prove(pk, r1cs, z, backend=fresh))
+    finally:
+        fresh.release()
+
+
 def test_an_out_of_memory_proof_frees_everything_and_the_next_one_succeeds(keyed, backend):
     from gpu.cuda.memory import DeviceBuffer
     from gpu.errors import GpuOutOfMemory
