@@ -10,8 +10,8 @@
 # 6: the GPU suite, then the partition under both side-stream schedules; 8 (H200): the GPU
 # suite, the partition with the current defaults against each recent step turned off (with the
 # H query's dense engine profiled, in one process), then the cluster's 4 jobs: the musts
-# (PROVER_TESTS=1 first: the prover's tests; where the kept buffers' test passed, the
-# measurements with ZKHIVE_PROOF_POOL=1, the pool on; SORT_TESTS=1: the window sort's tests);
+# (PROVER_TESTS=1 first: the prover's tests; SORT_TESTS=1: the window sort's tests; the kept
+# buffers and the window sort are the defaults since 2026-12-07);
 # 10 (any card): the dense engine's and the compact matvec's GPU tests, then the H query's dense
 # engine alone at 2^27 with each dense step off, profiled; 11 (any card): a 32 GiB partition's
 # matvec over z and over the planes, and its upload from the blob and staged ahead; 13 (any
