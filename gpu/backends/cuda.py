@@ -603,9 +603,10 @@ class CudaBackend(Backend):
         """The domain's NTT tables (twiddles both ways, compute_h's scales: booked with the key,
         gpu/budget.py "ntt tables") made with the key, not by its first proof: a prover that
         takes a device over (a standby, the keeper's restart) proves its first partition
-        without making them (2 x 4.3 GB of twiddles at 2^27). ZKHIVE_NTT_AT_LOAD=1: off by
-        default until a device has run its test (then made by the first proof, as before)."""
-        if os.environ.get("ZKHIVE_NTT_AT_LOAD", "0") != "1":
+        without making them (2 x 4.3 GB of twiddles at 2^27). On by default since its GPU test
+        and the whole GPU suite with it passed on an H100 (2026-12-07); ZKHIVE_NTT_AT_LOAD=0
+        leaves them to the first proof, as before."""
+        if os.environ.get("ZKHIVE_NTT_AT_LOAD", "1") == "0":
             return
         from gpu.phases import phase
         with phase("NTT tables"), self.current():
