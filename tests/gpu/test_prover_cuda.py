@@ -104,23 +104,33 @@ def test_budget_refuses_a_key_that_does_not_fit(keyed, tmp_path, monkeypatch):
         small.release()
 
 
-def test_a_loaded_key_brings_its_domains_ntt_tables(keyed, tmp_path, monkeypatch):
+@pytest.mark.parametrize("at_load", [True, False], ids=["default", "ntt-at-load-0"])
+def test_a_loaded_key_brings_its_domains_ntt_tables(keyed, tmp_path, monkeypatch, at_load):
     """The key's load makes its domain's NTT tables (the first proof, a standby's first among
-    them, does not); a backend that has loaded nothing has none."""
+    them, does not); a backend that has loaded nothing has none. With ZKHIVE_NTT_AT_LOAD=0 the
+    load leaves them to the first proof, which makes them and still verifies."""
     from gpu.backends.cuda import CudaBackend
 
     circuit, r1cs, pk, vk, c1 = keyed["porep-lite-64k"]
     monkeypatch.setenv("ZKHIVE_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("ZKHIVE_NTT_AT_LOAD", raising=False)  # the default makes them
+    if at_load:
+        monkeypatch.delenv("ZKHIVE_NTT_AT_LOAD", raising=False)  # the default makes them
+    else:
+        monkeypatch.setenv("ZKHIVE_NTT_AT_LOAD", "0")
     fresh = CudaBackend(0)
     try:
         log_n = pk.domain_size.bit_length() - 1
         assert log_n not in fresh.ntt.domains
         fresh.load(pk, r1cs)
-        d = fresh.ntt.domains[log_n]
-        assert set(d.tw) == {False, True} and d.z_r2 is not None and "h_pre" in d.scales
+        if at_load:
+            d = fresh.ntt.domains[log_n]
+            assert set(d.tw) == {False, True} and d.z_r2 is not None and "h_pre" in d.scales
+        else:
+            assert log_n not in fresh.ntt.domains or not fresh.ntt.domains[log_n].tw
         z = circuit.synthesize(c1, 0)
         assert verify(vk, circuit.public_inputs(c1, 0), prove(pk, r1cs, z, backend=fresh))
+        d = fresh.ntt.domains[log_n]
+        assert set(d.tw) == {False, True} and "h_pre" in d.scales  # the proof needed them all
     finally:
         fresh.release()
 
