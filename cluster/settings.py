@@ -172,7 +172,7 @@ class WorkerSettings(Section):
     prover_standby: bool = False
     """``zkhive up`` starts one prover process more a device, which waits on the device lock as a
     standby: started, imported, the preloaded circuits' host work done, its device context and
-    cubins made, registered as
+    cubins made, Celery's start made ahead (its command line, plugins, result backend), registered as
     ``standby``, never consuming. When the prover dies (SIGKILL, a crash) or is replaced
     (``zkhive restart``: its warm stop releases the lock), the standby takes the lock within
     ``STANDBY_POLL_S`` and goes on as a prover (keys from the key holder, then Celery), and the

@@ -81,3 +81,24 @@ def test_preparing_the_circuits_caches_the_digest_then_the_densities_and_errors_
     assert prepare_circuits([COMPACT.name], NoParams()).wait(60)
     time.sleep(0.3)
     assert "_bellperson_shape" not in cr.__dict__
+
+
+def test_celerys_start_is_made_ahead_by_warm_celery():
+    """cluster/pipeline/lifecycle.py warm_celery (a standby's wait): the worker's command line
+    with its plugins (Flower's command) and the result backend, made before the takeover; a
+    fresh process that imports the lifecycle alone has none of them, so the start after the
+    takeover would pay them (0.571 s against 0.092 s on the dev VM: docs/performance.md)."""
+    import subprocess
+    import sys
+
+    probe = ("import sys; from cluster.pipeline.app import app; "
+             "from cluster.pipeline import lifecycle; "
+             "before = ('celery.bin.celery' in sys.modules, 'flower.command' in sys.modules, "
+             "app._backend is not None); lifecycle.warm_celery(); "
+             "print(before, ('celery.bin.celery' in sys.modules, 'flower.command' in sys.modules, "
+             "type(app._backend).__name__))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip().splitlines()[-1] == \
+        "(False, False, False) (True, True, 'ResultStore')", out.stdout
