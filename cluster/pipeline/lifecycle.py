@@ -309,6 +309,16 @@ class WorkerLifecycle:
             rec.add("ready", time.time() - rec.origin)
         self.rt.worker.ready = True
         self.heartbeat.beat()
+        if self.role == "prove":
+            # a unit re-dispatched while no prover was ready (this one's predecessor SIGKILLed,
+            # its standby or restart not ready yet) waits in prove.unassigned for a sweep that
+            # sees a live prover: asked for now (within the watchdogs' 0.25 s poll), not left to
+            # the next periodic one (delivery.watchdog_interval_s, 2 s)
+            try:
+                from .watchdog import request_sweep
+                request_sweep(self.rt.redis)
+            except Exception as e:  # Redis away: the periodic sweep comes later
+                log.warning("could not ask for a sweep: %s", e)
         # every role sweeps (one process per interval, under a lock): lost work is found even
         # while the aggregate worker is dead or frozen
         from .watchdog import Watchdog

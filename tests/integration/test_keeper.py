@@ -429,6 +429,68 @@ def _provers(setup):
     return {w["pid"]: w for w in doc["workers"] if w["role"] == "prove"}
 
 
+def test_a_unit_held_by_a_killed_prover_goes_to_its_standby_once_ready(tmp_path):
+    """``[worker] prover_standby``, the prover SIGKILLed mid-prove: the standby takes the lock at
+    once, registers (not ready: it makes the key in process, ~1.5 s here) and asks for a sweep,
+    which re-dispatches the dead one's unit (``holder_gone``) while no prover is ready, so the
+    unit waits in ``prove.unassigned``. The standby, once ready, asks for a sweep itself
+    (cluster/pipeline/lifecycle.py ``_on_ready``) and the unit is re-routed to it then, not at
+    the next periodic sweep: here the periodic sweeps are 600 s apart, so without that request
+    the job would not end within the minute it is given (on the H200 the same wait was up to
+    ``delivery.watchdog_interval_s``, 2 s, of the SIGKILL goal's 3)."""
+    from circuits_for_tests import SQUARES_SLOW, make_c1
+
+    setup = Setup(tmp_path, preload=[SQUARES_SLOW.name],
+                  extra_toml="[delivery]\nwatchdog_interval_s = 600\n")
+    setup.config.write_text(setup.config.read_text().replace(
+        "[worker]\n", "[worker]\nprover_standby = true\n", 1).replace(
+        "[srs]\n", f"[srs]\nin_process = [\"{SQUARES_SLOW.name}\"]\nsetup_seed = \"test-standby-wait\"\n", 1))
+    res = setup.up(check=0)
+    try:
+        import redis as redis_py
+
+        from cluster.pipeline import timeline
+        from cluster.pipeline.jobs import JobStore
+        from test_up_cluster import _verify
+        ws = _provers(setup)
+        [primary] = [w for w in ws.values() if not w["standby"]]
+        [standby] = [w for w in ws.values() if w["standby"]]
+        doc = make_c1(SQUARES_SLOW, seed=61)
+        (tmp_path / "c1.json").write_text(json.dumps(doc))
+        wait = subprocess.Popen(
+            [sys.executable, "-m", "cluster", *setup.args("submit", str(tmp_path / "c1.json"), "--job-id",
+                                         "waiting", "--wait", "--timeout", "60")],
+            cwd=ROOT, env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        r = redis_py.Redis(port=setup.redis_port, password=setup.password)
+        deadline = time.monotonic() + 60
+        pickup = None
+        while time.monotonic() < deadline and pickup is None:
+            pickup = next((e for e in timeline.load(r, "waiting") if e["event"] == "prove_pickup"), None)
+            time.sleep(0.01)
+        assert pickup is not None, (res.stdout, timeline.load(r, "waiting"))
+        k = pickup["partition"]
+        os.kill(primary["pid"], signal.SIGSTOP)   # mid-prove: its proof not stored yet
+        assert JobStore(r, 3600).partition("waiting", k) is None, "the prove finished before the stop"
+        _kill(primary["pid"])
+        assert wait.wait(90) == 0, wait.communicate()
+        out = json.loads(zkhive(*setup.args("result", "waiting"), env=setup.env, check=0).stdout)
+        _verify(setup, SQUARES_SLOW, doc, bytes.fromhex(out["proof"]),
+                [[int(x, 16) for x in p] for p in out["public_inputs"]])
+        ev = [e for e in timeline.load(r, "waiting") if e.get("partition") == k]
+        names = [e["event"] for e in ev]
+        assert "holder_gone" in names, names
+        gone = names.index("holder_gone")
+        # re-dispatched while no prover was ready, then re-routed to the standby once it was
+        routed = [e["queue"] for e in ev[gone:] if e["event"] == "prove_routed"]
+        assert routed == ["prove.unassigned", *primary["queues"]], ev
+        assert any(e["event"] == "redispatched" and "has no live prover" in e["reason"] for e in ev[gone:]), ev
+        assert names.count("prove_end") == 1 and names.index("prove_end") > gone, names
+        now = [w for w in _provers(setup).values() if not w["standby"]]
+        assert [w["pid"] for w in now] == [standby["pid"]], now
+    finally:
+        zkhive(*setup.args("down", "--run-dir", str(setup.run_dir)), env=setup.env, check=None)
+
+
 def test_a_standby_prover_takes_the_device_over_and_the_killed_one_stands_by_next(tmp_path):
     """``[worker] prover_standby``: ``up`` starts two prove processes for cpu:0; one takes the
     device's lock, the other registers as its standby (no queue, not ready, ``status`` says
