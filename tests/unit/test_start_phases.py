@@ -90,6 +90,7 @@ def test_celerys_start_is_made_ahead_by_warm_celery():
     takeover would pay them (0.571 s against 0.092 s on the dev VM: docs/performance.md)."""
     import subprocess
     import sys
+    from pathlib import Path
 
     probe = ("import sys; from cluster.pipeline.app import app; "
              "from cluster.pipeline import lifecycle; "
@@ -98,7 +99,7 @@ def test_celerys_start_is_made_ahead_by_warm_celery():
              "print(before, ('celery.bin.celery' in sys.modules, 'flower.command' in sys.modules, "
              "type(app._backend).__name__))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[2]))
+                         cwd=str(Path(__file__).resolve().parents[2]))
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().splitlines()[-1] == \
         "(False, False, False) (True, True, 'ResultStore')", out.stdout
