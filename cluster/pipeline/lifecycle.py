@@ -230,12 +230,17 @@ class WorkerLifecycle:
         log.info("took %s over after %.1f s as its standby (slot %d)", d, time.time() - t0, slot)
         # a prover that died held a unit: re-dispatched now (its PID is gone: reconcile's
         # holder_gone), not at the keeper's next poll, so it waits for this one in the queue
+        self._ask_for_sweep("standby: ", "the keeper's request or the lapse")
+        return slot
+
+    def _ask_for_sweep(self, who: str, otherwise: str) -> None:
+        """``watchdog.request_sweep``: the next deadline poll of any worker sweeps. Redis away:
+        a warning naming what comes instead (``otherwise``), never an error of the start."""
         try:
             from .watchdog import request_sweep
             request_sweep(self.rt.redis)
-        except Exception as e:  # Redis away: the keeper's request or the lapse comes later
-            log.warning("standby: could not ask for a sweep: %s", e)
-        return slot
+        except Exception as e:
+            log.warning("%scould not ask for a sweep (%s comes later): %s", who, otherwise, e)
 
     def _holder_client(self):
         """The device's key holder (``[gpu] key_holder``, CUDA devices of ``zkhive up``): a
@@ -314,11 +319,7 @@ class WorkerLifecycle:
             # its standby or restart not ready yet) waits in prove.unassigned for a sweep that
             # sees a live prover: asked for now (within the watchdogs' 0.25 s poll), not left to
             # the next periodic one (delivery.watchdog_interval_s, 2 s)
-            try:
-                from .watchdog import request_sweep
-                request_sweep(self.rt.redis)
-            except Exception as e:  # Redis away: the periodic sweep comes later
-                log.warning("could not ask for a sweep: %s", e)
+            self._ask_for_sweep("", "the periodic sweep")
         # every role sweeps (one process per interval, under a lock): lost work is found even
         # while the aggregate worker is dead or frozen
         from .watchdog import Watchdog

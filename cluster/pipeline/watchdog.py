@@ -15,9 +15,11 @@ For each active job it checks, in order:
   partition waiting on a queue no live prover serves, or every partition proved and the
   aggregation neither running nor queued: re-dispatched.
 
-A sweep asked for (``request_sweep``: the keeper, when it finds a worker of its machine gone)
-runs at the next deadline poll, whatever the interval and the lock: the gone process's units are
-re-dispatched then (reconcile: ``holder_gone``), not at their leases' lapse.
+A sweep asked for (``request_sweep``: the keeper, when it finds a worker of its machine gone; a
+standby prover when it takes a dead prover's device over; a prover when it becomes ready, for
+units that wait in ``prove.unassigned``) runs at the next deadline poll, whatever the interval
+and the lock: the gone process's units are re-dispatched then (reconcile: ``holder_gone``), not
+at their leases' lapse, and a unit on a queue no live prover served is re-routed.
 
 Everything goes through the job store (``rt.jobs``: fail, clear_claim, event, active, deactivate),
 the leases (``rt.leases``) and the dispatcher (``rt.dispatch``), as the tasks do.
@@ -33,9 +35,9 @@ from .jobs import TERMINAL
 
 log = logging.getLogger(__name__)
 LOCK = "zkhive:watchdog"
-#: set by ``request_sweep`` (the keeper, when a process of this machine is gone): the first
-#: watchdog thread to see it (within DEADLINE_POLL_S) sweeps at once, its holder's units
-#: re-dispatched then (cluster.pipeline.reconcile: ``holder_gone``) instead of at the lapse
+#: set by ``request_sweep`` (see above): the first watchdog thread to see it (within
+#: DEADLINE_POLL_S) sweeps at once, a gone holder's units re-dispatched then
+#: (cluster.pipeline.reconcile: ``holder_gone``) instead of at the lapse
 WAKE = "zkhive:watchdog:now"
 #: how long a request stands when no worker is there to see it (all of them gone)
 WAKE_TTL_MS = 30_000
