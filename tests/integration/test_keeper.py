@@ -429,6 +429,37 @@ def _provers(setup):
     return {w["pid"]: w for w in doc["workers"] if w["role"] == "prove"}
 
 
+def _with_standby(setup, srs: str = "") -> None:
+    """``setup``'s settings file with ``[worker] prover_standby = true`` (and ``srs``, lines of
+    its own, added to ``[srs]``)."""
+    setup.config.write_text(setup.config.read_text().replace(
+        "[worker]\n", "[worker]\nprover_standby = true\n", 1).replace("[srs]\n", f"[srs]\n{srs}", 1))
+
+
+def _submit_waiting(setup, doc: dict, job_id: str, timeout_s: int) -> subprocess.Popen:
+    """``zkhive submit --wait`` of ``doc`` as job ``job_id``, in the background, through the CLI
+    (this test process keeps its own settings)."""
+    path = setup.tmp / f"{job_id}.json"
+    path.write_text(json.dumps(doc))
+    return subprocess.Popen(
+        [sys.executable, "-m", "cluster", *setup.args("submit", str(path), "--job-id", job_id, "--wait",
+                                                      "--timeout", str(timeout_s))],
+        cwd=ROOT, env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _first_event(r, job_id: str, name: str, timeout_s: float = 60) -> dict | None:
+    """The job's first ``name`` event, polled for up to ``timeout_s``; None if none came."""
+    from cluster.pipeline import timeline
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = next((e for e in timeline.load(r, job_id) if e["event"] == name), None)
+        if found is not None:
+            return found
+        time.sleep(0.01)
+    return None
+
+
 def test_a_unit_held_by_a_killed_prover_goes_to_its_standby_once_ready(tmp_path):
     """``[worker] prover_standby``, the prover SIGKILLed mid-prove: the standby takes the lock at
     once, registers (not ready: it makes the key in process, ~1.5 s here) and asks for a sweep,
@@ -442,9 +473,7 @@ def test_a_unit_held_by_a_killed_prover_goes_to_its_standby_once_ready(tmp_path)
 
     setup = Setup(tmp_path, preload=[SQUARES_SLOW.name],
                   extra_toml="[delivery]\nwatchdog_interval_s = 600\n")
-    setup.config.write_text(setup.config.read_text().replace(
-        "[worker]\n", "[worker]\nprover_standby = true\n", 1).replace(
-        "[srs]\n", f"[srs]\nin_process = [\"{SQUARES_SLOW.name}\"]\nsetup_seed = \"test-standby-wait\"\n", 1))
+    _with_standby(setup, srs=f"in_process = [\"{SQUARES_SLOW.name}\"]\nsetup_seed = \"test-standby-wait\"\n")
     res = setup.up(check=0)
     try:
         import redis as redis_py
@@ -456,17 +485,9 @@ def test_a_unit_held_by_a_killed_prover_goes_to_its_standby_once_ready(tmp_path)
         [primary] = [w for w in ws.values() if not w["standby"]]
         [standby] = [w for w in ws.values() if w["standby"]]
         doc = make_c1(SQUARES_SLOW, seed=61)
-        (tmp_path / "c1.json").write_text(json.dumps(doc))
-        wait = subprocess.Popen(
-            [sys.executable, "-m", "cluster", *setup.args("submit", str(tmp_path / "c1.json"), "--job-id",
-                                         "waiting", "--wait", "--timeout", "60")],
-            cwd=ROOT, env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait = _submit_waiting(setup, doc, "waiting", 60)
         r = redis_py.Redis(port=setup.redis_port, password=setup.password)
-        deadline = time.monotonic() + 60
-        pickup = None
-        while time.monotonic() < deadline and pickup is None:
-            pickup = next((e for e in timeline.load(r, "waiting") if e["event"] == "prove_pickup"), None)
-            time.sleep(0.01)
+        pickup = _first_event(r, "waiting", "prove_pickup")
         assert pickup is not None, (res.stdout, timeline.load(r, "waiting"))
         k = pickup["partition"]
         os.kill(primary["pid"], signal.SIGSTOP)   # mid-prove: its proof not stored yet
@@ -502,8 +523,7 @@ def test_a_standby_prover_takes_the_device_over_and_the_killed_one_stands_by_nex
     from circuits_for_tests import SQUARES_SLOW, make_c1
 
     setup = Setup(tmp_path, preload=[SQUARES_SLOW.name])
-    setup.config.write_text(setup.config.read_text().replace(
-        "[worker]\n", "[worker]\nprover_standby = true\n", 1))
+    _with_standby(setup)
     setup.setup_keys(SQUARES_SLOW)
     res = setup.up(check=0)
     try:
@@ -520,21 +540,11 @@ def test_a_standby_prover_takes_the_device_over_and_the_killed_one_stands_by_nex
         # the jobs through the CLI (this test process keeps its own settings)
         import redis as redis_py
 
-        from cluster.pipeline import timeline
         from test_up_cluster import _verify
         docs = [make_c1(SQUARES_SLOW, seed=40 + j) for j in range(2)]
-        waits = []
-        for j, d in enumerate(docs):
-            (tmp_path / f"c1-{j}.json").write_text(json.dumps(d))
-            waits.append(subprocess.Popen(
-                [sys.executable, "-m", "cluster", *setup.args("submit", str(tmp_path / f"c1-{j}.json"), "--job-id",
-                                             f"standby-{j}", "--wait", "--timeout", "120")],
-                cwd=ROOT, env=setup.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        waits = [_submit_waiting(setup, d, f"standby-{j}", 120) for j, d in enumerate(docs)]
         r = redis_py.Redis(port=setup.redis_port, password=setup.password)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not any(
-                e["event"] == "prove_end" for e in timeline.load(r, "standby-0")):
-            time.sleep(0.02)
+        _first_event(r, "standby-0", "prove_end")
         _kill(primary["pid"])
         t_kill = time.time()
         for j, (w, d) in enumerate(zip(waits, docs)):
