@@ -32,10 +32,11 @@ RUN python -m venv /opt/zkhive/venv \
 ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
 # the host libraries every role loads, compiled here: otherwise each container compiles them on
 # first use into its own layer (a first job took 2 minutes in the compose test on the loaded
-# 2-core machine): field, curve, the Poseidon permutation (sealing, synthesis), fixed-base
-# multiplication (`zkhive keys setup`)
-RUN /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; from synthesis.bellpepper import neptune; from gpu.groth16 import fixed_base;\
-    native.lib(); curve.lib(); neptune._lib(); fixed_base._host()"
+# 2-core machine): field, the two a proof calls (gpu/native for_prover: the compact
+# assignment's planes, the curve code), the Poseidon permutation (sealing, synthesis),
+# fixed-base multiplication (`zkhive keys setup`)
+RUN /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import for_prover; from synthesis.bellpepper import neptune; from gpu.groth16 import fixed_base;\
+    native.lib(); for_prover(); neptune._lib(); fixed_base._host()"
 
 # ---------------------------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE} AS cpu
@@ -74,7 +75,7 @@ COPY cluster cluster
 ENV ZKHIVE_CACHE_DIR=/opt/zkhive/cache
 RUN python3 -m venv /opt/zkhive/venv \
  && LIBRARY_PATH=/usr/local/cuda/lib64/stubs /opt/zkhive/venv/bin/pip install --no-cache-dir ".[gpu]" \
- && /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import curve; from synthesis.bellpepper import neptune; from gpu.groth16 import fixed_base; native.lib(); curve.lib(); neptune._lib(); fixed_base._host()" \
+ && /opt/zkhive/venv/bin/python -c "from arith import native; from gpu.native import for_prover; from synthesis.bellpepper import neptune; from gpu.groth16 import fixed_base; native.lib(); for_prover(); neptune._lib(); fixed_base._host()" \
  && chown -R zkhive:zkhive /opt/zkhive/cache \
  && rm -rf /src
 ENV PATH=/opt/zkhive/venv/bin:$PATH \

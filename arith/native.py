@@ -66,7 +66,12 @@ def build(source: Path, *, stem: str, flags: list[str] | None = None,
     # compile to a private temp file, then rename: concurrent workers never see a partial .so
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
     os.close(fd)
-    res = subprocess.run([cxx, *flags, "-o", tmp, str(source)], capture_output=True, text=True)
+    try:
+        res = subprocess.run([cxx, *flags, "-o", tmp, str(source)], capture_output=True, text=True)
+    except OSError as e:  # CXX names no program that runs
+        os.unlink(tmp)
+        raise NativeBuildError(f"building {source}: the C++ compiler {cxx} cannot be run ({e}): "
+                               "install g++ or set CXX to one that runs") from None
     if res.returncode != 0:
         os.unlink(tmp)
         raise NativeBuildError(f"building {source} failed:\n{res.stderr}")

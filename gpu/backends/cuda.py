@@ -36,6 +36,7 @@ from gpu.errors import GpuError
 from gpu.groth16.bellperson import FileQuery
 from gpu.groth16.errors import BackendError, CircuitMismatch
 from gpu.groth16.points import PointArray
+from gpu.native import for_prover as build_host_libraries
 from gpu.native.compact import compact_of
 
 from .base import Backend, ProofTerms
@@ -380,6 +381,12 @@ class CudaBackend(Backend):
         with phase("cubins (NTT, prover)"):
             self._ntt = NttEngine()
             mod = loader.load_module("prover")
+        if not holder:
+            # g++ at start, not inside the first proof (gpu/native: 17 s of a fresh machine's
+            # first partition); a machine without g++ cannot prove a compact assignment, so
+            # the start fails here with the compiler's message instead of every job later
+            with phase("host libraries"):
+                build_host_libraries()
         self.k_spmv = loader.get_function(mod, "qap_spmv")
         self.k_inputs = loader.get_function(mod, "qap_place_inputs")
         self.k_check = loader.get_function(mod, "qap_first_unsatisfied")

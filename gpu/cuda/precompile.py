@@ -2,9 +2,10 @@
 
     python -m gpu.cuda.precompile [--arch sm_90] [--jobs N] [--all]
 
-A worker then loads the cubins instead of running nvcc at its first proof; container images run
-this at build time. The cache key is the same as the loader's (sources, arch, flags), so a
-changed kernel is compiled again, never loaded stale. The MSM's kernels are split over several
+A worker then loads the cubins instead of running nvcc at its start; the host libraries a proof
+calls (gpu/native ``for_prover``: g++, which a prover otherwise runs at its start) are built too.
+The cache key is the same as the loader's (sources, arch, flags), so a changed kernel is
+compiled again, never loaded stale. The MSM's kernels are split over several
 modules (one per heavy kernel: msm_g1_acc.cu, msm_g2_acc.cu, ...) so that the modules compile in
 parallel; ``*_variants.cu`` (measured-slower kernels the benchmarks compare) only with --all.
 """
@@ -48,6 +49,12 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max(1, args.jobs)) as pool:
         list(pool.map(one, srcs))
     print(f"{len(srcs)} modules for {args.arch} in {time.time() - t0:.1f} s", flush=True)
+    # and the host libraries a proof calls (a prover builds them at start otherwise)
+    from gpu.native import for_prover
+    t = time.time()
+    built = for_prover()
+    print(f"host libraries ({', '.join(f'{k} {v:.1f} s' for k, v in built.items())}) "
+          f"in {time.time() - t:.1f} s", flush=True)
     return 0
 
 

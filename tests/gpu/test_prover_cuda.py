@@ -295,3 +295,31 @@ def test_the_shared_backend_proves_again_after_release(backend):
         assert verify(vk, pub, proof) and not verify(vk, [pub[0] ^ 1], proof)
         backend.release()
     backend.release()  # twice: nothing left to free, no error
+
+
+def test_a_backend_builds_its_host_libraries_at_start():
+    """The host libraries a proof calls (gpu/native for_prover: the planes of a compact
+    assignment in the upload, the MSMs' host combine) are loaded by the backend's start, in a
+    phase of their own, not by the first proof (17 s of g++ in a fresh H100's first partition,
+    2026-12-07). A fresh process, as a prover's start is."""
+    import json
+    import os
+    import subprocess
+    import sys
+    code = (
+        "import json, time\n"
+        "from gpu import phases\n"
+        "from gpu.native import compact, curve\n"
+        "rec = phases.Phases(origin=time.time())\n"
+        "assert compact._lib is None and curve._lib is None\n"
+        "with phases.collect(rec):\n"
+        "    from gpu.backends.cuda import CudaBackend\n"
+        "    be = CudaBackend(0)\n"
+        "print(json.dumps({'phases': rec.as_dict(), 'compact': compact._lib is not None,\n"
+        "                  'curve': curve._lib is not None}))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ))
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    assert "host libraries" in got["phases"], got
+    assert got["compact"] and got["curve"], got
