@@ -4,7 +4,7 @@
 g++: compact_host.cpp (the assignment's bit planes, read by the upload) and curve_host.cpp (the
 MSMs' window sums combined on the host). Each is otherwise built on its first use, and on a
 fresh machine that use is the first proof after ``zkhive up``: on an H100 (2026-12-07, a
-filecoin-512m partition of 40 ms warm) it took 17.2 s, 7.5 s of them in its upload and 9.6 s in
+filecoin-512m partition of ~0.2 s warm) it took 17.2 s, 7.5 s of them in its upload and 9.6 s in
 its H MSM, both g++.
 """
 from __future__ import annotations
