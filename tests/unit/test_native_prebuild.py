@@ -34,3 +34,36 @@ def test_for_prover_fails_naming_the_build_where_nothing_compiles(tmp_path, comp
     assert "NativeBuildError" in res.stderr
     assert "_host.cpp" in res.stderr      # the source that did not build
     assert not list(tmp_path.glob("*.so"))  # nothing half-built left to load
+
+
+def test_a_library_built_from_one_copy_of_the_sources_serves_another(tmp_path):
+    """The cache key holds the sources and headers by content, not the folders they sit in: an
+    image builds its libraries from /src and its workers import the installed package (with
+    the paths in the key every container compiled field and Poseidon again in its first job).
+    A changed header still misses the cache."""
+    import shutil
+
+    src = tmp_path / "one"
+    (src / "include").mkdir(parents=True)
+    (src / "include" / "k.cuh").write_text("inline int k() { return 7; }\n")
+    (src / "lib.cpp").write_text('#include "k.cuh"\nextern "C" int seven() { return k(); }\n')
+    other = tmp_path / "other"
+    shutil.copytree(src, other)
+    env = dict(os.environ, ZKHIVE_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(ROOT))
+    code = ("import sys, ctypes; from pathlib import Path; from arith import native\n"
+            "d = Path(sys.argv[1]); p = native.build(d / 'lib.cpp', stem='t', include_dirs=(d / 'include',))\n"
+            "print(p, ctypes.CDLL(str(p)).seven())\n")
+
+    def build(where, **extra):
+        return subprocess.run([sys.executable, "-c", code, str(where)], env=dict(env, **extra),
+                              capture_output=True, text=True, timeout=120)
+    first = build(src)
+    assert first.returncode == 0, first.stderr
+    # the other copy, with a compiler that cannot run: found in the cache, not compiled
+    again = build(other, CXX="/bin/false")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout == first.stdout and first.stdout.split()[1] == "7"
+    # a header changed in the other copy: a new key, so the compiler is asked (and fails here)
+    (other / "include" / "k.cuh").write_text("inline int k() { return 8; }\n")
+    changed = build(other, CXX="/bin/false")
+    assert changed.returncode != 0 and "NativeBuildError" in changed.stderr
