@@ -57,7 +57,7 @@ def build(source: Path, *, stem: str, flags: list[str] | None = None,
     # the flags without the include folders' paths: their headers are in the key by content,
     # and a library built from one copy of the sources serves another (an image builds its
     # libraries from /src, its workers import the installed package: with the paths in the key
-    # every container built field and Poseidon again in its first job, 28 s of a 4 s job)
+    # every container built field and Poseidon again in its first job: 41.5 s against 3.9 s)
     h.update(" ".join(flags).encode() + sys.platform.encode())
     flags += [f"-I{d}" for d in dirs]
     out = cache_dir() / f"zkhive-{stem}-{h.hexdigest()[:16]}.so"
